@@ -1,0 +1,106 @@
+#include "cpu_device.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "core/dispatch_table.h"
+#include "core/error.h"
+
+namespace akunu {
+
+extern const CpuKernelEntry kMatmulKernels[];
+extern const CpuKernelEntry kEmbeddingKernels[];
+extern const CpuKernelEntry kNormRopeKernels[];
+extern const CpuKernelEntry kAttentionKernels[];
+extern const CpuKernelEntry kElementwiseKernels[];
+
+static int default_threads() {
+    if (const char* env = std::getenv("AKUNU_NUM_THREADS")) {
+        int n = std::atoi(env);
+        if (n > 0) return n;
+    }
+    unsigned n = std::thread::hardware_concurrency();
+    return n ? (int)n : 1;
+}
+
+CpuDevice::CpuDevice(int n_threads) : pool_(new ThreadPool(n_threads > 0 ? n_threads : default_threads())) {}
+CpuDevice::~CpuDevice() = default;
+
+size_t CpuDevice::total_memory() const {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    return pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0;
+}
+
+Pipeline CpuDevice::get_pipeline(const std::string& name) {
+    for (const CpuKernelEntry* table : {kMatmulKernels, kEmbeddingKernels, kNormRopeKernels, kAttentionKernels,
+                                        kElementwiseKernels})
+        for (const CpuKernelEntry* e = table; e->name; e++)
+            if (name == e->name) return Pipeline{(void*)e};
+    throw Error("CPU backend has no kernel named '" + name + "'");
+}
+
+Buffer CpuDevice::allocate(size_t bytes) {
+    size_t n = (bytes + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, n ? n : 64);
+    if (!p) throw Error("out of memory allocating " + std::to_string(bytes) + " bytes");
+    std::memset(p, 0, n ? n : 64);
+    return Buffer{p, bytes, p};
+}
+
+Buffer CpuDevice::allocate(const void* data, size_t bytes) {
+    Buffer b = allocate(bytes);
+    std::memcpy(b.contents, data, bytes);
+    return b;
+}
+
+// Weights are read straight from the mapping: handle stays null so
+// free_buffer knows not to free it.
+Buffer CpuDevice::wrap_host(const void* data, size_t bytes) { return Buffer{nullptr, bytes, (void*)data}; }
+
+void CpuDevice::free_buffer(Buffer buf) {
+    if (buf.handle) std::free(buf.handle);
+}
+
+void CpuDevice::write_buffer(Buffer dst, const void* src, size_t bytes, size_t offset) {
+    std::memcpy((uint8_t*)dst.contents + offset, src, bytes);
+}
+
+void CpuDevice::read_buffer(void* dst, Buffer src, size_t bytes, size_t offset) {
+    std::memcpy(dst, (const uint8_t*)src.contents + offset, bytes);
+}
+
+void CpuDevice::set_buffer(Buffer buf, size_t offset, int index) {
+    bound_.buf[index] = buf.contents ? (uint8_t*)buf.contents + offset : nullptr;
+}
+
+void CpuDevice::set_bytes(const void* data, int size, int) { std::memcpy(bound_.params, data, (size_t)size); }
+
+void CpuDevice::dispatch(Dim3, Dim3) {
+    CpuArgs a;
+    std::memcpy(a.buf, bound_.buf, sizeof(a.buf));
+    a.params = bound_.params;
+    a.pool = pool_.get();
+    bound_.fn->fn(a);
+}
+
+// Tight replay: no virtual calls, parameters patched on the stack.
+void CpuDevice::encode_dispatch_table(const DispatchTable& table, const ReplayState& st) {
+    CpuArgs a;
+    a.pool = pool_.get();
+    uint8_t params[DispatchCmd::MAX_PARAM_BYTES];
+    a.params = params;
+    for (const DispatchCmd& cmd : table.commands) {
+        for (int i = 0; i < cmd.buffer_count; i++) {
+            size_t off = cmd.offsets[i];
+            if (i == cmd.patch_token_buffer) off += 4u * st.token_index;
+            a.buf[i] = cmd.buffers[i].contents ? (uint8_t*)cmd.buffers[i].contents + off : nullptr;
+        }
+        patch_params(cmd, st, params);
+        ((const CpuKernelEntry*)cmd.pso.handle)->fn(a);
+    }
+}
+
+}  // namespace akunu

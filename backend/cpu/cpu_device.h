@@ -1,0 +1,50 @@
+// The CPU backend: buffers are host memory, pipelines are kernel function
+// pointers, and a dispatch runs the kernel at once on the thread pool.
+#pragma once
+#include <memory>
+
+#include "core/device.h"
+#include "kernels/cpu_kernel.h"
+#include "thread_pool.h"
+
+namespace akunu {
+
+class CpuDevice : public Device {
+public:
+    explicit CpuDevice(int n_threads = 0);
+    ~CpuDevice() override;
+
+    const char* name() const override { return "CPU"; }
+    const char* backend_name() const override { return "cpu"; }
+    size_t total_memory() const override;
+
+    Pipeline get_pipeline(const std::string& name) override;
+
+    Buffer allocate(size_t bytes) override;
+    Buffer allocate(const void* data, size_t bytes) override;
+    Buffer wrap_host(const void* data, size_t bytes) override;
+    void free_buffer(Buffer buf) override;
+    void write_buffer(Buffer dst, const void* src, size_t bytes, size_t offset = 0) override;
+    void read_buffer(void* dst, Buffer src, size_t bytes, size_t offset = 0) override;
+
+    void begin_encoding() override {}
+    void set_pipeline(Pipeline pso) override { bound_.fn = (const CpuKernelEntry*)pso.handle; }
+    void set_buffer(Buffer buf, size_t offset, int index) override;
+    void set_bytes(const void* data, int size, int index) override;
+    void dispatch(Dim3 grid, Dim3 threadgroup) override;
+    void end_encoding_sync() override {}
+
+    void encode_dispatch_table(const DispatchTable& table, const ReplayState& state) override;
+
+    int n_threads() const { return pool_->size(); }
+
+private:
+    struct Bound {
+        const CpuKernelEntry* fn = nullptr;
+        uint8_t* buf[8] = {};
+        uint8_t params[64] = {};
+    } bound_;
+    std::unique_ptr<ThreadPool> pool_;
+};
+
+}  // namespace akunu

@@ -1,0 +1,48 @@
+// The CPU backend's kernel ABI: a pipeline is a function pointer; the device
+// hands it the bound buffers (already offset) and the patched parameter bytes.
+#pragma once
+#include <cstdint>
+#include <cstring>
+
+namespace akunu {
+
+class ThreadPool;
+
+struct CpuArgs {
+    uint8_t* buf[8];
+    const uint8_t* params;
+    ThreadPool* pool;
+
+    template <typename T>
+    T p() const {
+        T v;
+        std::memcpy(&v, params, sizeof(T));
+        return v;
+    }
+    template <typename T>
+    T* b(int i) const { return reinterpret_cast<T*>(buf[i]); }
+};
+
+using CpuKernel = void (*)(const CpuArgs&);
+
+struct CpuKernelEntry {
+    const char* name;
+    CpuKernel fn;
+};
+
+// All CPU kernels, for the device's pipeline lookup.
+const CpuKernelEntry* cpu_kernel_registry(int* count);
+
+// Sum of a[i] * b[i] with 8 independent accumulators so the compiler
+// vectorizes it without -ffast-math.
+inline float dot_f32(const float* a, const float* b, int n) {
+    float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) s[j] += a[i + j] * b[i + j];
+    float t = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+    for (; i < n; i++) t += a[i] * b[i];
+    return t;
+}
+
+}  // namespace akunu

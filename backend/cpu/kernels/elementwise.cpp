@@ -1,0 +1,57 @@
+// Gated activations, residual add and argmax.
+#include <cmath>
+
+#include "core/kernel_params.h"
+#include "cpu_kernel.h"
+
+namespace akunu {
+namespace {
+
+inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
+
+// tanh approximation, as ggml_gelu and Gemma's gelu_pytorch_tanh
+inline float gelu(float x) {
+    const float k = 0.7978845608028654f;  // sqrt(2/pi)
+    return 0.5f * x * (1.0f + std::tanh(k * x * (1.0f + 0.044715f * x * x)));
+}
+
+template <float (*Act)(float)>
+void gated(const CpuArgs& a) {
+    GatedActParams p = a.p<GatedActParams>();
+    const float* g = a.b<float>(0);
+    const float* u = a.b<float>(1);
+    float* o = a.b<float>(2);
+    for (uint32_t t = 0; t < p.n_tokens; t++)
+        for (uint32_t i = 0; i < p.n; i++)
+            o[(size_t)t * p.out_stride + i] = Act(g[(size_t)t * p.gate_stride + i]) * u[(size_t)t * p.up_stride + i];
+}
+
+void add_inplace(const CpuArgs& a) {
+    AddParams p = a.p<AddParams>();
+    float* x = a.b<float>(0);
+    const float* y = a.b<float>(1);
+    const size_t n = (size_t)p.n * p.n_tokens;
+    for (size_t i = 0; i < n; i++) x[i] += y[i];
+}
+
+// Greedy pick on the device: writes the id of the largest logit (first on ties).
+void argmax(const CpuArgs& a) {
+    ArgmaxParams p = a.p<ArgmaxParams>();
+    const float* l = a.b<float>(0) + (size_t)p.row * p.vocab;
+    uint32_t best = 0;
+    for (uint32_t i = 1; i < p.vocab; i++)
+        if (l[i] > l[best]) best = i;
+    *a.b<int32_t>(1) = (int32_t)best;
+}
+
+}  // namespace
+
+extern const CpuKernelEntry kElementwiseKernels[] = {
+    {"silu_gate", gated<silu>},
+    {"gelu_gate", gated<gelu>},
+    {"add_inplace", add_inplace},
+    {"argmax", argmax},
+    {nullptr, nullptr},
+};
+
+}  // namespace akunu

@@ -1,0 +1,60 @@
+// RMSNorm (also per-head QK norm) and rotary position embedding.
+#include <cmath>
+
+#include "core/kernel_params.h"
+#include "cpu_kernel.h"
+
+namespace akunu {
+namespace {
+
+void rmsnorm(const CpuArgs& a) {
+    NormParams p = a.p<NormParams>();
+    const float* x = a.b<float>(0) + (size_t)p.row0 * p.x_stride;
+    const float* w = a.b<float>(1);
+    float* y = a.b<float>(2);
+    for (uint32_t t = 0; t < p.n_tokens; t++) {
+        for (uint32_t r = 0; r < p.rows_per_token; r++) {
+            const float* xr = x + (size_t)t * p.x_stride + (size_t)r * p.dim;
+            float* yr = y + (size_t)t * p.y_stride + (size_t)r * p.dim;
+            double ss = 0;  // double: matches ggml's ggml_float accumulation
+            for (uint32_t i = 0; i < p.dim; i++) ss += (double)xr[i] * xr[i];
+            float scale = 1.0f / std::sqrt((float)(ss / p.dim) + p.eps);
+            for (uint32_t i = 0; i < p.dim; i++) yr[i] = xr[i] * scale * (w[i] + p.weight_offset);
+        }
+    }
+}
+
+// Rotates pairs of each head in place: (2i, 2i+1) for the original Llama
+// layout, (i, i + d/2) for NeoX. theta_i = pos * scale * base^(-2i/d) / factor_i.
+void rope(const CpuArgs& a) {
+    RopeParams p = a.p<RopeParams>();
+    float* x = a.b<float>(0);
+    const float* factors = p.has_freq_factors ? a.b<float>(1) : nullptr;
+    const uint32_t half = p.head_dim / 2;
+    for (uint32_t t = 0; t < p.n_tokens; t++) {
+        const float pos = (float)(p.pos0 + t);
+        for (uint32_t i = 0; i < half; i++) {
+            float theta = p.freq_scale * pos * std::pow(p.freq_base, -2.0f * (float)i / (float)p.head_dim);
+            if (factors) theta /= factors[i];
+            const float c = std::cos(theta), s = std::sin(theta);
+            for (uint32_t h = 0; h < p.n_heads; h++) {
+                float* v = x + (size_t)t * p.row_stride + (size_t)h * p.head_dim;
+                uint32_t i0 = p.neox ? i : 2 * i;
+                uint32_t i1 = p.neox ? i + half : 2 * i + 1;
+                float x0 = v[i0], x1 = v[i1];
+                v[i0] = x0 * c - x1 * s;
+                v[i1] = x0 * s + x1 * c;
+            }
+        }
+    }
+}
+
+}  // namespace
+
+extern const CpuKernelEntry kNormRopeKernels[] = {
+    {"rmsnorm", rmsnorm},
+    {"rope", rope},
+    {nullptr, nullptr},
+};
+
+}  // namespace akunu

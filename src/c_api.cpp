@@ -1,0 +1,101 @@
+// The C API: every entry point catches C++ exceptions and turns them into a
+// status code plus a thread-local message.
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "akunu/akunu.h"
+#include "core/error.h"
+#include "inference/model.h"
+
+struct akunu_model {
+    std::unique_ptr<akunu::Model> m;
+};
+
+static thread_local std::string g_last_error;
+
+template <typename F>
+static akunu_status guarded(F&& f) {
+    try {
+        f();
+        g_last_error.clear();
+        return AKUNU_OK;
+    } catch (const akunu::FormatError& e) {
+        g_last_error = e.what();
+        return AKUNU_ERROR_FORMAT;
+    } catch (const akunu::UnsupportedError& e) {
+        g_last_error = e.what();
+        return AKUNU_ERROR_UNSUPPORTED;
+    } catch (const std::exception& e) {
+        g_last_error = e.what();
+        return AKUNU_ERROR;
+    } catch (...) {
+        g_last_error = "unknown error";
+        return AKUNU_ERROR;
+    }
+}
+
+extern "C" {
+
+const char* akunu_last_error(void) { return g_last_error.c_str(); }
+
+akunu_status akunu_load_model(const char* path, const AkunuLoadParams* params, akunu_model** out) {
+    return guarded([&] {
+        if (!path || !out) throw akunu::Error("akunu_load_model: null argument");
+        akunu::LoadOptions opt;
+        if (params) {
+            opt.device = params->device ? params->device : "auto";
+            opt.n_ctx = params->n_ctx;
+            opt.n_threads = params->n_threads;
+        }
+        auto h = std::make_unique<akunu_model>();
+        h->m = std::make_unique<akunu::Model>(path, opt);
+        *out = h.release();
+    });
+}
+
+void akunu_free_model(akunu_model* model) { delete model; }
+
+akunu_status akunu_get_config(const akunu_model* model, AkunuModelConfig* out) {
+    return guarded([&] {
+        if (!model || !out) throw akunu::Error("akunu_get_config: null argument");
+        const akunu::ModelConfig& c = model->m->config();
+        *out = AkunuModelConfig{c.dim, c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim, c.ffn_dim,
+                                c.vocab_size, c.context_length, model->m->n_ctx(), c.norm_eps, c.rope_base, {}};
+        std::strncpy(out->architecture, c.architecture.c_str(), sizeof(out->architecture) - 1);
+    });
+}
+
+akunu_status akunu_logits(akunu_model* model, const int32_t* tokens, int32_t n, float* out) {
+    return guarded([&] {
+        if (!model || !tokens || !out || n <= 0) throw akunu::Error("akunu_logits: bad argument");
+        std::vector<float> l = model->m->logits(std::vector<int32_t>(tokens, tokens + n));
+        std::memcpy(out, l.data(), l.size() * sizeof(float));
+    });
+}
+
+akunu_status akunu_generate_greedy(akunu_model* model, const int32_t* prompt, int32_t n_prompt,
+                                   int32_t max_tokens, const int32_t* stop_ids, int32_t n_stop,
+                                   int32_t* out, int32_t* n_out) {
+    return guarded([&] {
+        if (!model || !prompt || n_prompt <= 0 || !out || !n_out || max_tokens < 0)
+            throw akunu::Error("akunu_generate_greedy: bad argument");
+        *n_out = 0;
+        if (max_tokens == 0) return;
+        int32_t next = model->m->prefill(std::vector<int32_t>(prompt, prompt + n_prompt));
+        std::vector<int32_t> stop(stop_ids, stop_ids + (stop_ids ? n_stop : 0));
+        out[0] = next;
+        int32_t n = 1;
+        if (std::find(stop.begin(), stop.end(), next) == stop.end() && max_tokens > 1) {
+            std::vector<int32_t> rest = model->m->decode_greedy(next, max_tokens - 1, stop);
+            for (int32_t t : rest) out[n++] = t;
+        }
+        *n_out = n;
+    });
+}
+
+void akunu_reset(akunu_model* model) {
+    if (model) model->m->truncate(0);
+}
+
+}  // extern "C"

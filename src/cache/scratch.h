@@ -1,0 +1,52 @@
+// Activation buffers for one forward pass of up to max_tokens tokens,
+// allocated once at load and shared by the prefill and decode tables
+// (book, "Scratch Buffer Architecture").
+#pragma once
+#include <vector>
+
+#include "core/device.h"
+#include "core/model_config.h"
+
+namespace akunu {
+
+struct ScratchBuffers {
+    int max_tokens = 0;
+    int max_chain = 0;
+    Buffer h, xn, q, k, v, attn, proj, gate, up, act, logits;
+    Buffer prompt_ids;  // prefill input, max_tokens ids
+    Buffer chain_ids;   // decode chain: ids[0] in, ids[i+1] written by argmax
+
+    void allocate(Device& d, const ModelConfig& c, int tokens, int chain) {
+        max_tokens = tokens;
+        max_chain = chain;
+        auto f = [&](size_t n) { Buffer b = d.allocate(n * sizeof(float)); all_.push_back(b); return b; };
+        size_t m = (size_t)tokens;
+        h = f(m * c.dim);
+        xn = f(m * c.dim);
+        q = f(m * c.q_dim());
+        k = f(m * c.kv_dim());
+        v = f(m * c.kv_dim());
+        attn = f(m * c.q_dim());
+        proj = f(m * c.dim);
+        gate = f(m * c.ffn_dim);
+        up = f(m * c.ffn_dim);
+        act = f(m * c.ffn_dim);
+        logits = f(m * c.vocab_size);
+        prompt_ids = f(m);
+        chain_ids = f((size_t)chain + 1);
+    }
+    void release(Device& d) {
+        for (Buffer b : all_) d.free_buffer(b);
+        all_.clear();
+    }
+    size_t bytes() const {
+        size_t s = 0;
+        for (const Buffer& b : all_) s += b.size;
+        return s;
+    }
+
+private:
+    std::vector<Buffer> all_;
+};
+
+}  // namespace akunu

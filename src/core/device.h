@@ -1,0 +1,69 @@
+// The one interface between the backend-agnostic core and a backend (book,
+// "The Device Abstraction Layer"). The core never sees CUDA or Metal types:
+// buffers and pipelines are opaque handles the device hands out and takes back.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace akunu {
+
+struct Buffer {
+    void* handle = nullptr;    // backend-specific
+    size_t size = 0;           // bytes
+    void* contents = nullptr;  // host-visible pointer (CPU, unified memory) or nullptr
+};
+
+struct Pipeline {
+    void* handle = nullptr;
+};
+
+struct Dim3 {
+    uint32_t x, y, z;
+    Dim3(uint32_t x_ = 1, uint32_t y_ = 1, uint32_t z_ = 1) : x(x_), y(y_), z(z_) {}
+};
+
+struct DispatchTable;
+struct DTypeDescriptor;
+
+// Per-replay values that the dispatch table patches into commands.
+struct ReplayState {
+    uint32_t pos0 = 0;         // position of the first token in this pass
+    uint32_t n_tokens = 1;     // tokens in this pass (1 for decode)
+    uint32_t token_index = 0;  // slot in the token-id buffer (chain decode)
+    bool last_row_only = false;  // output head: only the last token's logits
+};
+
+class Device {
+public:
+    virtual ~Device() = default;
+
+    virtual const char* name() const = 0;
+    virtual const char* backend_name() const = 0;
+    virtual size_t total_memory() const = 0;
+
+    virtual Pipeline get_pipeline(const std::string& name) = 0;
+
+    virtual Buffer allocate(size_t bytes) = 0;
+    virtual Buffer allocate(const void* data, size_t bytes) = 0;
+    // Wrap host memory that outlives the buffer (mmapped weights) without copying
+    // where the backend can address it; otherwise copy.
+    virtual Buffer wrap_host(const void* data, size_t bytes) { return allocate(data, bytes); }
+    virtual void free_buffer(Buffer buf) = 0;
+    virtual void write_buffer(Buffer dst, const void* src, size_t bytes, size_t offset = 0) = 0;
+    virtual void read_buffer(void* dst, Buffer src, size_t bytes, size_t offset = 0) = 0;
+
+    // Command encoding, as in the book.
+    virtual void begin_encoding() = 0;
+    virtual void set_pipeline(Pipeline pso) = 0;
+    virtual void set_buffer(Buffer buf, size_t offset, int index) = 0;
+    virtual void set_bytes(const void* data, int size, int index) = 0;
+    virtual void dispatch(Dim3 grid, Dim3 threadgroup) = 0;
+    virtual void end_encoding_sync() = 0;
+
+    // Fast replay of a table; the default goes command by command through the
+    // virtual encoding calls above.
+    virtual void encode_dispatch_table(const DispatchTable& table, const ReplayState& state);
+};
+
+}  // namespace akunu

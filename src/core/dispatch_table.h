@@ -1,0 +1,55 @@
+// A flat, precompiled list of commands for one forward pass (book Part V,
+// "The Dispatch Table"). Built once at load; replay only patches the few
+// position-dependent fields named by the patch offsets below.
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+
+namespace akunu {
+
+struct DispatchCmd {
+    static constexpr int MAX_BUFFERS = 8;
+    static constexpr int MAX_PARAM_BYTES = 64;
+
+    Pipeline pso;
+    Buffer buffers[MAX_BUFFERS];
+    uint32_t offsets[MAX_BUFFERS] = {};
+    int buffer_count = 0;
+
+    uint8_t param_bytes[MAX_PARAM_BYTES] = {};
+    int param_size = 0;
+    int param_index = 0;
+
+    Dim3 grid;
+    Dim3 threadgroup;
+
+    // Patch points: byte offsets into param_bytes (or -1). Replay writes
+    // ReplayState values there, so one table serves every position.
+    int16_t patch_n_tokens = -1;  // uint32 <- n_tokens (1 for the head in last-row mode)
+    int16_t patch_pos0 = -1;      // uint32 <- pos0
+    int16_t patch_row0 = -1;      // uint32 <- n_tokens-1 in last-row mode, else 0
+    int8_t patch_token_buffer = -1;  // buffer index whose offset += 4 * token_index
+    bool is_head = false;         // part of the output head (last-row mode applies)
+};
+
+struct DispatchTable {
+    std::vector<DispatchCmd> commands;
+    std::vector<std::string> labels;  // cold: one per command, for profiling
+};
+
+// Writes the patched parameter bytes of `cmd` for `state` into `out`.
+inline void patch_params(const DispatchCmd& cmd, const ReplayState& st, uint8_t* out) {
+    std::memcpy(out, cmd.param_bytes, (size_t)cmd.param_size);
+    bool last = st.last_row_only && cmd.is_head;
+    uint32_t n = last ? 1u : st.n_tokens;
+    uint32_t row0 = last ? st.n_tokens - 1 : 0u;
+    if (cmd.patch_n_tokens >= 0) std::memcpy(out + cmd.patch_n_tokens, &n, 4);
+    if (cmd.patch_pos0 >= 0) std::memcpy(out + cmd.patch_pos0, &st.pos0, 4);
+    if (cmd.patch_row0 >= 0) std::memcpy(out + cmd.patch_row0, &row0, 4);
+}
+
+}  // namespace akunu

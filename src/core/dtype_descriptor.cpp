@@ -1,0 +1,55 @@
+#include "core/dtype_descriptor.h"
+
+#include <cstdio>
+
+namespace akunu {
+
+static const DTypeDescriptor kDTypes[] = {
+    // dtype     name    elems bytes supported gemv           gemm           embedding
+    {GGML_F32,  "F32",   1,   4,   true,  "gemv_f32",  "gemm_f32",  "embedding_f32"},
+    {GGML_F16,  "F16",   1,   2,   true,  "gemv_f16",  "gemm_f16",  "embedding_f16"},
+    {GGML_BF16, "BF16",  1,   2,   true,  "gemv_bf16", "gemm_bf16", "embedding_bf16"},
+    {GGML_Q8_0, "Q8_0",  32,  34,  true,  "gemv_q8_0", "gemm_q8_0", "embedding_q8_0"},
+    {GGML_Q4_0, "Q4_0",  32,  18,  true,  "gemv_q4_0", "gemm_q4_0", "embedding_q4_0"},
+    {GGML_Q5_0, "Q5_0",  32,  22,  true,  "gemv_q5_0", "gemm_q5_0", "embedding_q5_0"},
+    {GGML_Q4_K, "Q4_K",  256, 144, true,  "gemv_q4_k", "gemm_q4_k", "embedding_q4_k"},
+    {GGML_Q6_K, "Q6_K",  256, 210, true,  "gemv_q6_k", "gemm_q6_k", "embedding_q6_k"},
+    // Known to the parser (sizes are checked) but without kernels yet.
+    {GGML_Q4_1, "Q4_1",  32,  20,  false, nullptr, nullptr, nullptr},
+    {GGML_Q5_1, "Q5_1",  32,  24,  false, nullptr, nullptr, nullptr},
+    {GGML_Q8_1, "Q8_1",  32,  36,  false, nullptr, nullptr, nullptr},
+    {GGML_Q2_K, "Q2_K",  256, 84,  false, nullptr, nullptr, nullptr},
+    {GGML_Q3_K, "Q3_K",  256, 110, false, nullptr, nullptr, nullptr},
+    {GGML_Q5_K, "Q5_K",  256, 176, false, nullptr, nullptr, nullptr},
+    {GGML_Q8_K, "Q8_K",  256, 292, false, nullptr, nullptr, nullptr},
+    {16, "IQ2_XXS", 256, 66, false, nullptr, nullptr, nullptr},
+    {17, "IQ2_XS",  256, 74, false, nullptr, nullptr, nullptr},
+    {18, "IQ3_XXS", 256, 98, false, nullptr, nullptr, nullptr},
+    {19, "IQ1_S",   256, 50, false, nullptr, nullptr, nullptr},
+    {20, "IQ4_NL",  32,  18, false, nullptr, nullptr, nullptr},
+    {21, "IQ3_S",   256, 110, false, nullptr, nullptr, nullptr},
+    {22, "IQ2_S",   256, 82, false, nullptr, nullptr, nullptr},
+    {23, "IQ4_XS",  256, 136, false, nullptr, nullptr, nullptr},
+    {24, "I8",  1, 1, false, nullptr, nullptr, nullptr},
+    {25, "I16", 1, 2, false, nullptr, nullptr, nullptr},
+    {26, "I32", 1, 4, false, nullptr, nullptr, nullptr},
+    {27, "I64", 1, 8, false, nullptr, nullptr, nullptr},
+    {28, "F64", 1, 8, false, nullptr, nullptr, nullptr},
+    {29, "IQ1_M", 256, 56, false, nullptr, nullptr, nullptr},
+};
+
+const DTypeDescriptor* dtype_lookup(uint32_t dtype) {
+    for (const auto& d : kDTypes)
+        if (d.dtype == dtype) return &d;
+    return nullptr;
+}
+
+const char* dtype_name(uint32_t dtype) {
+    const DTypeDescriptor* d = dtype_lookup(dtype);
+    if (d) return d->name;
+    static thread_local char buf[32];
+    std::snprintf(buf, sizeof(buf), "type %u", dtype);
+    return buf;
+}
+
+}  // namespace akunu

@@ -1,0 +1,32 @@
+// Weight formats as data (book, "The DTypeDescriptor"): block geometry for size
+// checks and the kernel names each backend registers for the format. Adding a
+// format is one row here plus its kernels.
+#pragma once
+#include <cstdint>
+
+namespace akunu {
+
+// GGML type codes, as stored in GGUF.
+enum GGMLType : uint32_t {
+    GGML_F32 = 0, GGML_F16 = 1, GGML_Q4_0 = 2, GGML_Q4_1 = 3, GGML_Q5_0 = 6, GGML_Q5_1 = 7,
+    GGML_Q8_0 = 8, GGML_Q8_1 = 9, GGML_Q2_K = 10, GGML_Q3_K = 11, GGML_Q4_K = 12,
+    GGML_Q5_K = 13, GGML_Q6_K = 14, GGML_Q8_K = 15, GGML_BF16 = 30,
+};
+
+struct DTypeDescriptor {
+    uint32_t dtype;
+    const char* name;
+    uint32_t block_elems;  // elements per block
+    uint32_t block_bytes;  // bytes per block
+    bool supported;        // kernels exist on every backend built
+    const char* gemv_kernel;
+    const char* gemm_kernel;
+    const char* embedding_kernel;
+};
+
+// Row for a GGML type code, or nullptr when the code is unknown.
+const DTypeDescriptor* dtype_lookup(uint32_t dtype);
+// Name for messages, also for unknown codes ("type 99").
+const char* dtype_name(uint32_t dtype);
+
+}  // namespace akunu

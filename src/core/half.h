@@ -1,0 +1,63 @@
+// IEEE half and bfloat16 <-> float conversion, portable (no F16C requirement).
+#pragma once
+#include <cstdint>
+#include <cstring>
+
+namespace akunu {
+
+inline float f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+    uint32_t exp = (h >> 10) & 0x1F;
+    uint32_t mant = h & 0x3FF;
+    uint32_t bits;
+    if (exp == 0) {
+        if (mant == 0) {
+            bits = sign;
+        } else {  // subnormal: renormalize
+            int e = -1;
+            do { mant <<= 1; e++; } while (!(mant & 0x400));
+            mant &= 0x3FF;
+            bits = sign | ((uint32_t)(127 - 15 - e) << 23) | (mant << 13);
+        }
+    } else if (exp == 31) {
+        bits = sign | 0x7F800000u | (mant << 13);
+    } else {
+        bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+    }
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+}
+
+// Round-to-nearest-even, like numpy's float16 cast and ggml's reference.
+inline uint16_t f32_to_f16(float f) {
+    uint32_t x;
+    std::memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000;
+    uint32_t absx = x & 0x7FFFFFFF;
+    if (absx >= 0x7F800000u) return (uint16_t)(sign | 0x7C00 | (absx > 0x7F800000u ? 0x200 : 0));
+    if (absx >= 0x477FF000u) return (uint16_t)(sign | 0x7C00);  // overflow -> inf
+    if (absx < 0x38800000u) {  // subnormal or zero in half
+        if (absx < 0x33000000u) return (uint16_t)sign;
+        uint32_t mant = (absx & 0x7FFFFF) | 0x800000;
+        int shift = 113 - (int)(absx >> 23) + 13;
+        uint32_t half_mant = mant >> shift;
+        uint32_t rem = mant & ((1u << shift) - 1);
+        uint32_t halfway = 1u << (shift - 1);
+        if (rem > halfway || (rem == halfway && (half_mant & 1))) half_mant++;
+        return (uint16_t)(sign | half_mant);
+    }
+    uint32_t h = ((absx >> 13) - ((127 - 15) << 10));
+    uint32_t rem = absx & 0x1FFF;
+    if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) h++;
+    return (uint16_t)(sign | h);
+}
+
+inline float bf16_to_f32(uint16_t b) {
+    uint32_t bits = (uint32_t)b << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+}
+
+}  // namespace akunu

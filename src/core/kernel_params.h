@@ -1,0 +1,94 @@
+// Parameter structs shared by the table builder and every backend's kernels
+// (the book's ShaderTypes.h). Plain 4-byte fields only, so the layout is the
+// same in C++, CUDA and Metal. Fields named n_tokens / pos0 / row0 are patched
+// per replay.
+#pragma once
+#include <cstdint>
+
+namespace akunu {
+
+struct EmbeddingParams {
+    uint32_t dim;
+    uint32_t n_tokens;
+    uint32_t dtype;
+    float scale;  // 1.0 unless the architecture scales embeddings (Gemma)
+};
+
+// y[t, :] = rmsnorm(x[t, :]) * (w + weight_offset), for rows = n_tokens * rows_per_token
+struct NormParams {
+    uint32_t dim;
+    uint32_t n_tokens;
+    uint32_t rows_per_token;
+    uint32_t x_stride;  // floats between consecutive rows of x (and y)
+    float eps;
+    float weight_offset;
+    uint32_t row0;  // first token row (head in last-row mode)
+    uint32_t y_stride;
+};
+
+// y[t, n] = sum_k W[n, k] * x[t, k] (+ bias[n]); W is N x K in its dtype.
+struct MatmulParams {
+    uint32_t N;
+    uint32_t K;
+    uint32_t n_tokens;
+    uint32_t dtype;
+    uint32_t x_stride;
+    uint32_t y_stride;
+    uint32_t has_bias;
+    uint32_t row0;  // first token row of x (head in last-row mode); y starts at row 0
+};
+
+struct RopeParams {
+    uint32_t n_heads;
+    uint32_t head_dim;
+    uint32_t n_tokens;
+    uint32_t pos0;
+    uint32_t row_stride;  // floats between tokens
+    uint32_t neox;        // 1: rotate (i, i + d/2); 0: rotate (2i, 2i + 1)
+    uint32_t has_freq_factors;
+    float freq_base;
+    float freq_scale;
+};
+
+struct KVWriteParams {
+    uint32_t kv_dim;
+    uint32_t n_tokens;
+    uint32_t pos0;
+    uint32_t k_stride;  // floats between tokens in the K source
+    uint32_t v_stride;
+    uint32_t max_ctx;
+};
+
+struct AttentionParams {
+    uint32_t n_heads;
+    uint32_t n_kv_heads;
+    uint32_t head_dim;
+    uint32_t n_tokens;
+    uint32_t pos0;
+    uint32_t window;    // 0: full causal; else each query sees the last `window` positions
+    uint32_t q_stride;  // floats between tokens in q
+    uint32_t out_stride;
+    float scale;
+    uint32_t max_ctx;
+};
+
+// out[t, i] = act(gate[t, i]) * up[t, i]
+struct GatedActParams {
+    uint32_t n;
+    uint32_t n_tokens;
+    uint32_t gate_stride;
+    uint32_t up_stride;
+    uint32_t out_stride;
+};
+
+struct AddParams {
+    uint32_t n;
+    uint32_t n_tokens;
+};
+
+struct ArgmaxParams {
+    uint32_t vocab;
+    uint32_t row;  // logits row to reduce
+};
+
+}  // namespace akunu

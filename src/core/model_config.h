@@ -1,0 +1,39 @@
+// Model hyperparameters read from GGUF metadata and validated before any
+// allocation (so absurd values fail with a message, not an out-of-memory).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/arch_descriptor.h"
+
+namespace akunu {
+
+class GGUFFile;
+
+struct ModelConfig {
+    std::string architecture;
+    std::string name;
+    int dim = 0;
+    int n_layers = 0;
+    int n_heads = 0;
+    int n_kv_heads = 0;
+    int head_dim = 0;
+    int ffn_dim = 0;
+    int vocab_size = 0;
+    int context_length = 0;  // trained context
+    float norm_eps = 1e-5f;
+    float rope_base = 10000.0f;
+    float rope_base_swa = 10000.0f;
+    float rope_freq_scale = 1.0f;  // 1 / linear scaling factor
+    int sliding_window = 0;        // 0 = none
+    float attn_scale = 0.0f;
+    std::vector<uint8_t> layer_is_local;  // per layer: uses the sliding window
+
+    int q_dim() const { return n_heads * head_dim; }
+    int kv_dim() const { return n_kv_heads * head_dim; }
+};
+
+ModelConfig config_from_gguf(const GGUFFile& f, const ArchDescriptor& arch);
+
+}  // namespace akunu

@@ -1,0 +1,48 @@
+#include "core/model_weights.h"
+
+#include "core/arch_descriptor.h"
+#include "core/model_config.h"
+
+namespace akunu {
+
+ModelWeights resolve_weights(WeightProvider& wp, const ModelConfig& c, const ArchDescriptor& arch) {
+    ModelWeights w;
+    const uint64_t dim = (uint64_t)c.dim, qd = (uint64_t)c.q_dim(), kvd = (uint64_t)c.kv_dim();
+    const uint64_t ff = (uint64_t)c.ffn_dim, vocab = (uint64_t)c.vocab_size;
+    w.tok_embd = wp.matrix("token_embd.weight", dim, vocab);
+    w.output_norm = wp.vector_f32("output_norm.weight", dim);
+    // Tied embeddings: the logit projection reuses the token embedding.
+    w.output = wp.has("output.weight") ? wp.matrix("output.weight", dim, vocab) : w.tok_embd;
+    if (wp.has("rope_freqs.weight")) {
+        w.rope_freqs = wp.vector_f32("rope_freqs.weight", (uint64_t)c.head_dim / 2);
+        w.has_rope_freqs = true;
+    }
+    for (int l = 0; l < c.n_layers; l++) {
+        const std::string p = "blk." + std::to_string(l) + ".";
+        LayerWeights L;
+        L.attn_norm = wp.vector_f32(p + "attn_norm.weight", dim);
+        L.wq = wp.matrix(p + "attn_q.weight", dim, qd);
+        L.wk = wp.matrix(p + "attn_k.weight", dim, kvd);
+        L.wv = wp.matrix(p + "attn_v.weight", dim, kvd);
+        if (arch.has_qkv_bias) {
+            L.bq = wp.vector_f32(p + "attn_q.bias", qd);
+            L.bk = wp.vector_f32(p + "attn_k.bias", kvd);
+            L.bv = wp.vector_f32(p + "attn_v.bias", kvd);
+        }
+        if (arch.has_qk_norm) {
+            L.q_norm = wp.vector_f32(p + "attn_q_norm.weight", (uint64_t)c.head_dim);
+            L.k_norm = wp.vector_f32(p + "attn_k_norm.weight", (uint64_t)c.head_dim);
+        }
+        L.wo = wp.matrix(p + "attn_output.weight", qd, dim);
+        if (arch.has_post_attn_norm) L.post_attn_norm = wp.vector_f32(p + "post_attention_norm.weight", dim);
+        L.ffn_norm = wp.vector_f32(p + "ffn_norm.weight", dim);
+        L.w_gate = wp.matrix(p + "ffn_gate.weight", dim, ff);
+        L.w_up = wp.matrix(p + "ffn_up.weight", dim, ff);
+        L.w_down = wp.matrix(p + "ffn_down.weight", ff, dim);
+        if (arch.has_post_ffn_norm) L.post_ffn_norm = wp.vector_f32(p + "post_ffw_norm.weight", dim);
+        w.layers.push_back(L);
+    }
+    return w;
+}
+
+}  // namespace akunu

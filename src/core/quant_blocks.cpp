@@ -1,0 +1,23 @@
+#include "core/quant_blocks.h"
+
+#include "core/dtype_descriptor.h"
+
+namespace akunu {
+namespace blocks {
+
+void dequantize_row(uint32_t dtype, const uint8_t* src, float* dst, int64_t n) {
+    switch (dtype) {
+        case GGML_F32: std::memcpy(dst, src, (size_t)n * 4); return;
+        case GGML_F16: for (int64_t i = 0; i < n; i++) dequant_f16(src + 2 * i, dst + i); return;
+        case GGML_BF16: for (int64_t i = 0; i < n; i++) dequant_bf16(src + 2 * i, dst + i); return;
+        case GGML_Q8_0: for (int64_t b = 0; b < n / 32; b++) dequant_q8_0(src + b * 34, dst + b * 32); return;
+        case GGML_Q4_0: for (int64_t b = 0; b < n / 32; b++) dequant_q4_0(src + b * 18, dst + b * 32); return;
+        case GGML_Q5_0: for (int64_t b = 0; b < n / 32; b++) dequant_q5_0(src + b * 22, dst + b * 32); return;
+        case GGML_Q4_K: for (int64_t b = 0; b < n / 256; b++) dequant_q4_k(src + b * 144, dst + b * 256); return;
+        case GGML_Q6_K: for (int64_t b = 0; b < n / 256; b++) dequant_q6_k(src + b * 210, dst + b * 256); return;
+        default: std::memset(dst, 0, (size_t)n * 4); return;  // callers check support first
+    }
+}
+
+}  // namespace blocks
+}  // namespace akunu

@@ -1,0 +1,115 @@
+// GGML block layouts and their decoding to float, one block at a time. These
+// define what each weight format means; the CPU kernels decode a block into
+// registers/stack and use it at once, never a whole row.
+#pragma once
+#include <cstdint>
+#include <cstring>
+
+#include "core/half.h"
+
+namespace akunu {
+namespace blocks {
+
+inline float h(const uint8_t* p) {
+    uint16_t v;
+    std::memcpy(&v, p, 2);
+    return f16_to_f32(v);
+}
+
+// Q8_0: f16 d, int8 q[32]; x = d * q
+inline void dequant_q8_0(const uint8_t* b, float* y) {
+    float d = h(b);
+    const int8_t* q = (const int8_t*)(b + 2);
+    for (int j = 0; j < 32; j++) y[j] = d * (float)q[j];
+}
+
+// Q4_0: f16 d, nibbles q[16]; low nibbles are x[0..15], high x[16..31]; x = d * (q - 8)
+inline void dequant_q4_0(const uint8_t* b, float* y) {
+    float d = h(b);
+    const uint8_t* q = b + 2;
+    for (int j = 0; j < 16; j++) {
+        y[j] = d * (float)((int)(q[j] & 0xF) - 8);
+        y[j + 16] = d * (float)((int)(q[j] >> 4) - 8);
+    }
+}
+
+// Q5_0: f16 d, u32 qh (5th bits), nibbles q[16]; x = d * (q5 - 16)
+inline void dequant_q5_0(const uint8_t* b, float* y) {
+    float d = h(b);
+    uint32_t qh;
+    std::memcpy(&qh, b + 2, 4);
+    const uint8_t* q = b + 6;
+    for (int j = 0; j < 16; j++) {
+        int lo = (q[j] & 0xF) | (int)(((qh >> j) << 4) & 0x10);
+        int hi = (q[j] >> 4) | (int)((qh >> (j + 12)) & 0x10);
+        y[j] = d * (float)(lo - 16);
+        y[j + 16] = d * (float)(hi - 16);
+    }
+}
+
+// Q4_K super-block of 256: f16 d, f16 dmin, 12 bytes of packed 6-bit scales and
+// mins for 8 sub-blocks of 32, nibbles q[128]; x = d*sc*q - dmin*m
+inline void q4k_scale_min(int j, const uint8_t* s, uint8_t* sc, uint8_t* m) {
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *m = s[j + 4] & 63;
+    } else {
+        *sc = (uint8_t)((s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4));
+        *m = (uint8_t)((s[j + 4] >> 4) | ((s[j] >> 6) << 4));
+    }
+}
+
+inline void dequant_q4_k(const uint8_t* b, float* y) {
+    float d = h(b), dmin = h(b + 2);
+    const uint8_t* scales = b + 4;
+    const uint8_t* q = b + 16;
+    for (int j = 0, is = 0; j < 256; j += 64, is += 2) {
+        uint8_t sc, m;
+        q4k_scale_min(is, scales, &sc, &m);
+        float d1 = d * sc, m1 = dmin * m;
+        q4k_scale_min(is + 1, scales, &sc, &m);
+        float d2 = d * sc, m2 = dmin * m;
+        for (int l = 0; l < 32; l++) y[j + l] = d1 * (float)(q[l] & 0xF) - m1;
+        for (int l = 0; l < 32; l++) y[j + 32 + l] = d2 * (float)(q[l] >> 4) - m2;
+        q += 32;
+    }
+}
+
+// Q6_K super-block of 256: ql[128] low nibbles, qh[64] high 2 bits, int8
+// scales[16], f16 d; x = d * scale * (q6 - 32)
+inline void dequant_q6_k(const uint8_t* b, float* y) {
+    const uint8_t* ql = b;
+    const uint8_t* qh = b + 128;
+    const int8_t* sc = (const int8_t*)(b + 192);
+    float d = h(b + 208);
+    for (int n = 0; n < 256; n += 128) {
+        for (int l = 0; l < 32; l++) {
+            int is = l / 16;
+            int q1 = (int)((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+            int q2 = (int)((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+            int q3 = (int)((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+            int q4 = (int)((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+            y[n + l] = d * sc[is] * q1;
+            y[n + l + 32] = d * sc[is + 2] * q2;
+            y[n + l + 64] = d * sc[is + 4] * q3;
+            y[n + l + 96] = d * sc[is + 6] * q4;
+        }
+        ql += 64;
+        qh += 32;
+        sc += 8;
+    }
+}
+
+inline void dequant_f32(const uint8_t* b, float* y) { std::memcpy(y, b, 4); }
+inline void dequant_f16(const uint8_t* b, float* y) { *y = h(b); }
+inline void dequant_bf16(const uint8_t* b, float* y) {
+    uint16_t v;
+    std::memcpy(&v, b, 2);
+    *y = bf16_to_f32(v);
+}
+
+// Decode `n_blocks` consecutive blocks of a row (used by embedding lookup and tests).
+void dequantize_row(uint32_t dtype, const uint8_t* src, float* dst, int64_t n_elems);
+
+}  // namespace blocks
+}  // namespace akunu

@@ -1,0 +1,186 @@
+#include "core/table_builder.h"
+
+#include <cmath>
+#include <cstddef>
+
+#include "core/dtype_descriptor.h"
+#include "core/error.h"
+#include "core/kernel_params.h"
+
+namespace akunu {
+namespace {
+
+// Fluent helper for one command (the book's CmdBuilder).
+class Cmd {
+public:
+    Cmd(DispatchTable& t, Device& d, const char* kernel, const char* label) : table_(t) {
+        cmd_.pso = d.get_pipeline(kernel);
+        label_ = label;
+    }
+    Cmd& buf(Buffer b, size_t offset = 0) {
+        cmd_.buffers[cmd_.buffer_count] = b;
+        cmd_.offsets[cmd_.buffer_count] = (uint32_t)offset;
+        cmd_.buffer_count++;
+        return *this;
+    }
+    template <typename P>
+    Cmd& params(const P& p) {
+        static_assert(sizeof(P) <= DispatchCmd::MAX_PARAM_BYTES, "params too large");
+        std::memcpy(cmd_.param_bytes, &p, sizeof(P));
+        cmd_.param_size = (int)sizeof(P);
+        cmd_.param_index = cmd_.buffer_count;
+        return *this;
+    }
+    Cmd& patch_n(size_t off) { cmd_.patch_n_tokens = (int16_t)off; return *this; }
+    Cmd& patch_pos(size_t off) { cmd_.patch_pos0 = (int16_t)off; return *this; }
+    Cmd& patch_row0(size_t off) { cmd_.patch_row0 = (int16_t)off; return *this; }
+    Cmd& patch_token_buffer(int index) { cmd_.patch_token_buffer = (int8_t)index; return *this; }
+    Cmd& head() { cmd_.is_head = true; return *this; }
+    void emit() {
+        table_.commands.push_back(cmd_);
+        table_.labels.push_back(label_);
+    }
+
+private:
+    DispatchTable& table_;
+    DispatchCmd cmd_;
+    std::string label_;
+};
+
+struct Builder {
+    Device& dev;
+    const ModelConfig& c;
+    const ArchDescriptor& arch;
+    const ScratchBuffers& s;
+    TableKind kind;
+    DispatchTable t;
+
+    const char* matmul_kernel(const Weight& w) const {
+        const DTypeDescriptor* dt = dtype_lookup(w.dtype);
+        return kind == TableKind::Decode ? dt->gemv_kernel : dt->gemm_kernel;
+    }
+
+    void matmul(const char* label, const Weight& w, Buffer x, uint32_t x_stride, Buffer y, uint32_t y_stride,
+                const Weight* bias = nullptr, bool is_head = false) {
+        MatmulParams p{(uint32_t)w.shape[1], (uint32_t)w.shape[0], 1, w.dtype, x_stride, y_stride,
+                       bias ? 1u : 0u, 0};
+        Cmd cmd(t, dev, matmul_kernel(w), label);
+        cmd.buf(w.buf).buf(x).buf(y);
+        if (bias) cmd.buf(bias->buf);
+        cmd.params(p).patch_n(offsetof(MatmulParams, n_tokens));
+        if (is_head) cmd.head();
+        cmd.emit();
+    }
+
+    // rows_per_token > 1 normalizes each head separately (QK norm).
+    void rmsnorm(const char* label, Buffer x, const Weight& w, Buffer y, uint32_t dim, uint32_t rows_per_token,
+                 uint32_t stride, bool is_head = false) {
+        NormParams p{dim, 1, rows_per_token, stride, c.norm_eps, 0.0f, 0, stride};
+        Cmd cmd(t, dev, "rmsnorm", label);
+        cmd.buf(x).buf(w.buf).buf(y).params(p).patch_n(offsetof(NormParams, n_tokens));
+        if (is_head) cmd.head().patch_row0(offsetof(NormParams, row0));
+        cmd.emit();
+    }
+
+    void add(const char* label, Buffer x, Buffer y) {
+        AddParams p{(uint32_t)c.dim, 1};
+        Cmd(t, dev, "add_inplace", label).buf(x).buf(y).params(p).patch_n(offsetof(AddParams, n_tokens)).emit();
+    }
+
+    void rope(const char* label, Buffer x, uint32_t n_heads, uint32_t stride, float base, float scale,
+              const ModelWeights& w) {
+        RopeParams p{n_heads, (uint32_t)c.head_dim, 1, 0, stride, arch.rope_neox ? 1u : 0u,
+                     w.has_rope_freqs ? 1u : 0u, base, scale};
+        Cmd cmd(t, dev, "rope", label);
+        cmd.buf(x).buf(w.has_rope_freqs ? w.rope_freqs.buf : x);
+        cmd.params(p).patch_n(offsetof(RopeParams, n_tokens)).patch_pos(offsetof(RopeParams, pos0)).emit();
+    }
+};
+
+}  // namespace
+
+DispatchTable build_dispatch_table(Device& device, const ModelConfig& c, const ArchDescriptor& arch,
+                                   const ModelWeights& w, const KVCache& kv, const ScratchBuffers& s,
+                                   TableKind kind) {
+    Builder b{device, c, arch, s, kind, {}};
+    DispatchTable& t = b.t;
+    const uint32_t dim = (uint32_t)c.dim, qd = (uint32_t)c.q_dim(), kvd = (uint32_t)c.kv_dim();
+    const uint32_t ff = (uint32_t)c.ffn_dim;
+    const bool decode = kind == TableKind::Decode;
+
+    {  // token embedding (scaled by sqrt(dim) for Gemma)
+        EmbeddingParams p{dim, 1, w.tok_embd.dtype,
+                          arch.embedding_scale_sqrt_dim ? std::sqrt((float)c.dim) : 1.0f};
+        Cmd cmd(t, device, dtype_lookup(w.tok_embd.dtype)->embedding_kernel, "embedding");
+        cmd.buf(w.tok_embd.buf).buf(decode ? s.chain_ids : s.prompt_ids).buf(s.h);
+        cmd.params(p).patch_n(offsetof(EmbeddingParams, n_tokens));
+        if (decode) cmd.patch_token_buffer(1);
+        cmd.emit();
+    }
+
+    for (int l = 0; l < c.n_layers; l++) {
+        const LayerWeights& L = w.layers[(size_t)l];
+        const bool local = c.layer_is_local[(size_t)l] != 0;
+        const float base = local ? c.rope_base_swa : c.rope_base;
+        const float scale = local ? 1.0f : c.rope_freq_scale;
+
+        b.rmsnorm("attn_norm", s.h, L.attn_norm, s.xn, dim, 1, dim);
+        b.matmul("q_proj", L.wq, s.xn, dim, s.q, qd, arch.has_qkv_bias ? &L.bq : nullptr);
+        b.matmul("k_proj", L.wk, s.xn, dim, s.k, kvd, arch.has_qkv_bias ? &L.bk : nullptr);
+        b.matmul("v_proj", L.wv, s.xn, dim, s.v, kvd, arch.has_qkv_bias ? &L.bv : nullptr);
+        if (arch.has_qk_norm) {
+            b.rmsnorm("q_norm", s.q, L.q_norm, s.q, (uint32_t)c.head_dim, (uint32_t)c.n_heads, qd);
+            b.rmsnorm("k_norm", s.k, L.k_norm, s.k, (uint32_t)c.head_dim, (uint32_t)c.n_kv_heads, kvd);
+        }
+        b.rope("rope_q", s.q, (uint32_t)c.n_heads, qd, base, scale, w);
+        b.rope("rope_k", s.k, (uint32_t)c.n_kv_heads, kvd, base, scale, w);
+        {
+            KVWriteParams p{kvd, 1, 0, kvd, kvd, (uint32_t)kv.n_ctx};
+            Cmd(t, device, "kv_write", "kv_write")
+                .buf(s.k).buf(s.v).buf(kv.k[(size_t)l]).buf(kv.v[(size_t)l])
+                .params(p).patch_n(offsetof(KVWriteParams, n_tokens)).patch_pos(offsetof(KVWriteParams, pos0))
+                .emit();
+        }
+        {
+            AttentionParams p{(uint32_t)c.n_heads, (uint32_t)c.n_kv_heads, (uint32_t)c.head_dim, 1, 0,
+                              local ? (uint32_t)c.sliding_window : 0u, qd, qd, c.attn_scale, (uint32_t)kv.n_ctx};
+            Cmd(t, device, "attention", "attention")
+                .buf(s.q).buf(kv.k[(size_t)l]).buf(kv.v[(size_t)l]).buf(s.attn)
+                .params(p).patch_n(offsetof(AttentionParams, n_tokens)).patch_pos(offsetof(AttentionParams, pos0))
+                .emit();
+        }
+        b.matmul("o_proj", L.wo, s.attn, qd, s.proj, dim);
+        if (arch.has_post_attn_norm) b.rmsnorm("post_attn_norm", s.proj, L.post_attn_norm, s.proj, dim, 1, dim);
+        b.add("attn_residual", s.h, s.proj);
+
+        b.rmsnorm("ffn_norm", s.h, L.ffn_norm, s.xn, dim, 1, dim);
+        b.matmul("gate_proj", L.w_gate, s.xn, dim, s.gate, ff);
+        b.matmul("up_proj", L.w_up, s.xn, dim, s.up, ff);
+        {
+            GatedActParams p{ff, 1, ff, ff, ff};
+            const char* act = arch.activation == Activation::GeluGate ? "gelu_gate" : "silu_gate";
+            Cmd(t, device, act, "activation")
+                .buf(s.gate).buf(s.up).buf(s.act).params(p).patch_n(offsetof(GatedActParams, n_tokens)).emit();
+        }
+        b.matmul("down_proj", L.w_down, s.act, ff, s.proj, dim);
+        if (arch.has_post_ffn_norm) b.rmsnorm("post_ffn_norm", s.proj, L.post_ffn_norm, s.proj, dim, 1, dim);
+        b.add("ffn_residual", s.h, s.proj);
+    }
+
+    // Output head. In last-row mode (generation) only the final token's row is
+    // normalized and projected, into logits row 0.
+    b.rmsnorm("output_norm", s.h, w.output_norm, s.xn, dim, 1, dim, true);
+    b.matmul("lm_head", w.output, s.xn, dim, s.logits, (uint32_t)c.vocab_size, nullptr, true);
+    {
+        ArgmaxParams p{(uint32_t)c.vocab_size, 0};
+        Cmd cmd(t, device, "argmax", "argmax");
+        // Decode writes the next id into chain slot token_index + 1; prefill
+        // writes the first generated id into chain slot 0.
+        cmd.buf(s.logits).buf(s.chain_ids, decode ? 4 : 0).params(p);
+        if (decode) cmd.patch_token_buffer(1);
+        cmd.emit();
+    }
+    return t;
+}
+
+}  // namespace akunu

@@ -1,0 +1,21 @@
+// Walks the forward pass once and emits the flat command list (book Part V).
+#pragma once
+#include "cache/kv_cache.h"
+#include "cache/scratch.h"
+#include "core/arch_descriptor.h"
+#include "core/dispatch_table.h"
+#include "core/model_config.h"
+#include "core/model_weights.h"
+
+namespace akunu {
+
+enum class TableKind {
+    Prefill,  // up to scratch.max_tokens tokens from prompt_ids, GEMM kernels
+    Decode,   // one token from chain_ids[token_index], GEMV kernels, argmax into the next slot
+};
+
+DispatchTable build_dispatch_table(Device& device, const ModelConfig& cfg, const ArchDescriptor& arch,
+                                   const ModelWeights& w, const KVCache& kv, const ScratchBuffers& s,
+                                   TableKind kind);
+
+}  // namespace akunu

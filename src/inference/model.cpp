@@ -1,0 +1,173 @@
+#include "inference/model.h"
+
+#include <algorithm>
+
+#include "../backend/cpu/cpu_device.h"
+#include "core/error.h"
+#include "core/table_builder.h"
+
+namespace akunu {
+
+namespace {
+constexpr int kMaxPrefillTokens = 64;  // GEMM kernels handle up to 64 tokens per pass
+constexpr int kChainLength = 16;       // decode steps per chain submission
+
+// One model, one caller at a time: a second thread gets a clear error instead
+// of corrupting the KV cache.
+class BusyGuard {
+public:
+    explicit BusyGuard(std::mutex& m) : lock_(m, std::try_to_lock) {
+        if (!lock_.owns_lock())
+            throw Error("this model is already generating in another thread; use one model per thread "
+                        "or serialize calls");
+    }
+
+private:
+    std::unique_lock<std::mutex> lock_;
+};
+}  // namespace
+
+std::unique_ptr<Device> create_device(const std::string& name, int n_threads) {
+    if (name == "cpu" || name == "auto") return std::make_unique<CpuDevice>(n_threads);
+    if (name == "cuda" || name == "metal")
+        throw Error("device '" + name + "' is not available in this build of akunu");
+    throw Error("unknown device '" + name + "' (expected 'cpu', 'cuda', 'metal' or 'auto')");
+}
+
+Model::Model(const std::string& path, const LoadOptions& opt) {
+    file_ = std::make_shared<GGUFFile>(path);
+    std::string arch_name = file_->get_string("general.architecture");
+    if (arch_name.empty()) throw FormatError("metadata 'general.architecture' is missing");
+    arch_ = arch_from_name(arch_name);
+    cfg_ = config_from_gguf(*file_, arch_);
+    device_ = create_device(opt.device, opt.n_threads);
+    weights_ = std::make_unique<WeightProvider>(file_, *device_);
+    w_ = resolve_weights(*weights_, cfg_, arch_);
+
+    int n_ctx = opt.n_ctx > 0 ? opt.n_ctx : std::min(cfg_.context_length, 4096);
+    if (n_ctx > (1 << 20)) throw Error("n_ctx " + std::to_string(n_ctx) + " is too large");
+    kv_.allocate(*device_, cfg_.n_layers, n_ctx, cfg_.kv_dim());
+    scratch_.allocate(*device_, cfg_, kMaxPrefillTokens, kChainLength);
+    prefill_table_ = build_dispatch_table(*device_, cfg_, arch_, w_, kv_, scratch_, TableKind::Prefill);
+    decode_table_ = build_dispatch_table(*device_, cfg_, arch_, w_, kv_, scratch_, TableKind::Decode);
+}
+
+Model::~Model() {
+    kv_.release(*device_);
+    scratch_.release(*device_);
+    weights_.reset();
+}
+
+size_t Model::memory_bytes() const {
+    size_t weights = 0;
+    for (const auto& t : file_->tensors()) weights += t.n_bytes;
+    return weights + kv_.bytes() + scratch_.bytes();
+}
+
+void Model::truncate(int n) {
+    if (n < 0 || n > n_past_) throw Error("cannot truncate context of " + std::to_string(n_past_) + " to " +
+                                          std::to_string(n));
+    n_past_ = n;
+}
+
+void Model::check_tokens(const std::vector<int32_t>& tokens) const {
+    for (int32_t t : tokens)
+        if (t < 0 || t >= cfg_.vocab_size)
+            throw Error("token id " + std::to_string(t) + " is outside the vocabulary (size " +
+                        std::to_string(cfg_.vocab_size) + ")");
+}
+
+void Model::check_room(size_t n) const {
+    if ((size_t)n_past_ + n > (size_t)kv_.n_ctx)
+        throw Error("context overflow: " + std::to_string(n_past_) + " cached + " + std::to_string(n) +
+                    " new tokens exceed n_ctx = " + std::to_string(kv_.n_ctx));
+}
+
+void Model::run_prefill_chunks(const std::vector<int32_t>& tokens, bool all_logits, std::vector<float>* out) {
+    const size_t vocab = (size_t)cfg_.vocab_size;
+    for (size_t start = 0; start < tokens.size(); start += kMaxPrefillTokens) {
+        size_t n = std::min(tokens.size() - start, (size_t)kMaxPrefillTokens);
+        device_->write_buffer(scratch_.prompt_ids, tokens.data() + start, n * 4);
+        ReplayState st;
+        st.pos0 = (uint32_t)n_past_;
+        st.n_tokens = (uint32_t)n;
+        st.last_row_only = !all_logits;
+        device_->encode_dispatch_table(prefill_table_, st);
+        if (all_logits) device_->read_buffer(out->data() + start * vocab, scratch_.logits, n * vocab * 4);
+        n_past_ += (int)n;
+    }
+}
+
+std::vector<float> Model::logits(const std::vector<int32_t>& tokens) {
+    BusyGuard g(busy_);
+    check_tokens(tokens);
+    n_past_ = 0;
+    check_room(tokens.size());
+    std::vector<float> out(tokens.size() * (size_t)cfg_.vocab_size);
+    run_prefill_chunks(tokens, true, &out);
+    return out;
+}
+
+int32_t Model::prefill(const std::vector<int32_t>& tokens) {
+    BusyGuard g(busy_);
+    if (tokens.empty()) throw Error("prefill needs at least one token");
+    check_tokens(tokens);
+    check_room(tokens.size());
+    run_prefill_chunks(tokens, false, nullptr);
+    int32_t next;
+    device_->read_buffer(&next, scratch_.chain_ids, 4);
+    return next;
+}
+
+std::vector<int32_t> Model::decode_greedy(int32_t first, int count, const std::vector<int32_t>& stop) {
+    BusyGuard g(busy_);
+    check_tokens({first});
+    std::vector<int32_t> out;
+    int32_t ids[kChainLength + 1];
+    int32_t feed = first;
+    while ((int)out.size() < count) {
+        int chunk = std::min(kChainLength, count - (int)out.size());
+        chunk = std::min(chunk, kv_.n_ctx - n_past_);
+        if (chunk <= 0) throw Error("context full: n_ctx = " + std::to_string(kv_.n_ctx) + " tokens");
+        device_->write_buffer(scratch_.chain_ids, &feed, 4);
+        ReplayState st;
+        for (int i = 0; i < chunk; i++) {
+            st.pos0 = (uint32_t)(n_past_ + i);
+            st.token_index = (uint32_t)i;
+            device_->encode_dispatch_table(decode_table_, st);
+        }
+        device_->read_buffer(ids, scratch_.chain_ids, (size_t)(chunk + 1) * 4);
+        for (int i = 1; i <= chunk; i++) {
+            out.push_back(ids[i]);
+            if (std::find(stop.begin(), stop.end(), ids[i]) != stop.end()) {
+                n_past_ += i;  // tokens fed so far: ids[0..i-1]
+                return out;
+            }
+        }
+        n_past_ += chunk;
+        feed = ids[chunk];
+    }
+    return out;
+}
+
+std::vector<float> Model::decode_logits(int32_t token) {
+    BusyGuard g(busy_);
+    check_tokens({token});
+    check_room(1);
+    device_->write_buffer(scratch_.chain_ids, &token, 4);
+    ReplayState st;
+    st.pos0 = (uint32_t)n_past_;
+    device_->encode_dispatch_table(decode_table_, st);
+    n_past_ += 1;
+    std::vector<float> out((size_t)cfg_.vocab_size);
+    device_->read_buffer(out.data(), scratch_.logits, out.size() * 4);
+    return out;
+}
+
+std::vector<float> Model::last_logits() {
+    std::vector<float> out((size_t)cfg_.vocab_size);
+    device_->read_buffer(out.data(), scratch_.logits, out.size() * 4);
+    return out;
+}
+
+}  // namespace akunu

@@ -1,0 +1,73 @@
+// A loaded model: weights, KV cache, scratch and the two dispatch tables, all
+// created at load. Generation replays the tables; nothing is allocated per token.
+#pragma once
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cache/kv_cache.h"
+#include "cache/scratch.h"
+#include "core/arch_descriptor.h"
+#include "core/device.h"
+#include "core/dispatch_table.h"
+#include "core/model_config.h"
+#include "core/model_weights.h"
+#include "weight/gguf_file.h"
+#include "weight/weight_provider.h"
+
+namespace akunu {
+
+struct LoadOptions {
+    std::string device = "cpu";
+    int n_ctx = 0;      // 0: min(trained context, 4096)
+    int n_threads = 0;  // 0: all cores (or AKUNU_NUM_THREADS)
+};
+
+std::unique_ptr<Device> create_device(const std::string& name, int n_threads);
+
+class Model {
+public:
+    Model(const std::string& path, const LoadOptions& opt);
+    ~Model();
+
+    const ModelConfig& config() const { return cfg_; }
+    const GGUFFile& gguf() const { return *file_; }
+    const Device& device() const { return *device_; }
+    int n_ctx() const { return kv_.n_ctx; }
+    int n_past() const { return n_past_; }
+    size_t memory_bytes() const;
+
+    // Drops cached positions after `n` (n = 0 clears the context).
+    void truncate(int n);
+    // Logits after every token of `tokens`, from position 0: row-major n x vocab.
+    std::vector<float> logits(const std::vector<int32_t>& tokens);
+    // Appends tokens at n_past; returns the greedy next token (argmax on the device).
+    int32_t prefill(const std::vector<int32_t>& tokens);
+    // Chain decode: feeds `first`, then each argmax, for up to `count` steps;
+    // stops after emitting a token in `stop`. Returns the generated ids.
+    std::vector<int32_t> decode_greedy(int32_t first, int count, const std::vector<int32_t>& stop);
+    // One decode step for host-side sampling: feeds `token`, returns the logits.
+    std::vector<float> decode_logits(int32_t token);
+    // Logits row of the last token processed (after prefill or decode).
+    std::vector<float> last_logits();
+
+private:
+    void check_tokens(const std::vector<int32_t>& tokens) const;
+    void check_room(size_t n) const;
+    void run_prefill_chunks(const std::vector<int32_t>& tokens, bool all_logits, std::vector<float>* out);
+
+    std::shared_ptr<GGUFFile> file_;
+    std::unique_ptr<Device> device_;
+    ModelConfig cfg_;
+    ArchDescriptor arch_;
+    std::unique_ptr<WeightProvider> weights_;
+    ModelWeights w_;
+    KVCache kv_;
+    ScratchBuffers scratch_;
+    DispatchTable prefill_table_, decode_table_;
+    int n_past_ = 0;
+    std::mutex busy_;
+};
+
+}  // namespace akunu

@@ -1,0 +1,158 @@
+// akunu._core: a thin pybind11 layer. Converts types, releases the GIL around
+// compute, and maps core exceptions onto akunu.AkunuError subclasses.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "core/dtype_descriptor.h"
+#include "core/error.h"
+#include "core/quant_blocks.h"
+#include "inference/model.h"
+#include "weight/gguf_file.h"
+
+namespace py = pybind11;
+using namespace akunu;
+
+static py::object value_to_py(const GGUFValue& v) {
+    switch (v.type) {
+        case GGUFType::STRING: return py::str(v.s);
+        case GGUFType::BOOL: return py::bool_(v.b);
+        case GGUFType::FLOAT32: case GGUFType::FLOAT64: return py::float_(v.f);
+        case GGUFType::UINT64: return py::int_(v.u);
+        case GGUFType::ARRAY: {
+            if (v.elem_type == GGUFType::STRING) return py::cast(v.strings);
+            if (v.elem_type == GGUFType::FLOAT32 || v.elem_type == GGUFType::FLOAT64) return py::cast(v.floats);
+            if (v.elem_type == GGUFType::ARRAY) {
+                py::list l;
+                for (const auto& e : v.nested) l.append(value_to_py(e));
+                return l;
+            }
+            return py::cast(v.ints);
+        }
+        default: return py::int_(v.i);
+    }
+}
+
+static py::dict gguf_metadata(const GGUFFile& f) {
+    py::dict d;
+    for (const auto& kv : f.metadata()) d[py::str(kv.first)] = value_to_py(kv.second);
+    return d;
+}
+
+static py::list gguf_tensors(const GGUFFile& f) {
+    py::list l;
+    for (const auto& t : f.tensors()) {
+        py::dict d;
+        d["name"] = t.name;
+        d["dtype"] = dtype_name(t.type);
+        d["type_id"] = t.type;
+        d["shape"] = py::cast(t.shape);
+        d["n_bytes"] = t.n_bytes;
+        d["offset"] = t.offset;
+        l.append(d);
+    }
+    return l;
+}
+
+static py::array_t<float> to_numpy(std::vector<float>&& v, size_t rows, size_t cols) {
+    auto* heap = new std::vector<float>(std::move(v));
+    py::capsule owner(heap, [](void* p) { delete (std::vector<float>*)p; });
+    return py::array_t<float>({rows, cols}, {cols * sizeof(float), sizeof(float)}, heap->data(), owner);
+}
+
+PYBIND11_MODULE(_core, m) {
+    m.doc() = "akunu native core";
+    py::register_exception_translator([](std::exception_ptr p) {
+        py::module_ errors = py::module_::import("akunu.errors");
+        try {
+            if (p) std::rethrow_exception(p);
+        } catch (const FormatError& e) {
+            PyErr_SetString(errors.attr("ModelFormatError").ptr(), e.what());
+        } catch (const UnsupportedError& e) {
+            PyErr_SetString(errors.attr("UnsupportedModelError").ptr(), e.what());
+        } catch (const Error& e) {
+            PyErr_SetString(errors.attr("AkunuError").ptr(), e.what());
+        } catch (const std::bad_alloc&) {
+            PyErr_SetString(errors.attr("AkunuError").ptr(), "out of memory");
+        }
+    });
+
+    m.def("read_gguf", [](const std::string& path) {
+        GGUFFile f(path);
+        py::dict d;
+        d["version"] = f.version();
+        d["alignment"] = f.alignment();
+        d["file_size"] = f.file_size();
+        d["metadata"] = gguf_metadata(f);
+        d["tensors"] = gguf_tensors(f);
+        return d;
+    }, "Parse a GGUF file: version, metadata and tensor table.");
+
+    m.def("dequantize", [](py::bytes data, uint32_t dtype, int64_t n) {
+        const DTypeDescriptor* dt = dtype_lookup(dtype);
+        if (!dt || !dt->supported) throw UnsupportedError(std::string("cannot dequantize ") + dtype_name(dtype));
+        std::string s = data;
+        if (n < 0 || n % dt->block_elems != 0 || (uint64_t)s.size() < (uint64_t)n / dt->block_elems * dt->block_bytes)
+            throw Error("dequantize: data too short or length not a multiple of the block size");
+        std::vector<float> out((size_t)n);
+        blocks::dequantize_row(dtype, (const uint8_t*)s.data(), out.data(), n);
+        return to_numpy(std::move(out), 1, (size_t)n);
+    }, "Decode n elements of a GGML-typed buffer to float32 (the CPU reference meaning).");
+
+    py::class_<Model>(m, "Model")
+        .def(py::init([](const std::string& path, const std::string& device, int n_ctx, int n_threads) {
+                 LoadOptions o;
+                 o.device = device;
+                 o.n_ctx = n_ctx;
+                 o.n_threads = n_threads;
+                 py::gil_scoped_release release;
+                 return std::make_unique<Model>(path, o);
+             }),
+             py::arg("path"), py::arg("device") = "cpu", py::arg("n_ctx") = 0, py::arg("n_threads") = 0)
+        .def_property_readonly("metadata", [](const Model& m) { return gguf_metadata(m.gguf()); })
+        .def_property_readonly("tensors", [](const Model& m) { return gguf_tensors(m.gguf()); })
+        .def_property_readonly("config", [](const Model& m) {
+            const ModelConfig& c = m.config();
+            py::dict d;
+            d["architecture"] = c.architecture;
+            d["name"] = c.name;
+            d["dim"] = c.dim;
+            d["n_layers"] = c.n_layers;
+            d["n_heads"] = c.n_heads;
+            d["n_kv_heads"] = c.n_kv_heads;
+            d["head_dim"] = c.head_dim;
+            d["ffn_dim"] = c.ffn_dim;
+            d["vocab_size"] = c.vocab_size;
+            d["context_length"] = c.context_length;
+            d["n_ctx"] = m.n_ctx();
+            d["norm_eps"] = c.norm_eps;
+            d["rope_base"] = c.rope_base;
+            d["sliding_window"] = c.sliding_window;
+            return d;
+        })
+        .def_property_readonly("device_name", [](const Model& m) { return std::string(m.device().backend_name()); })
+        .def_property_readonly("n_past", &Model::n_past)
+        .def_property_readonly("memory_bytes", &Model::memory_bytes)
+        .def("truncate", &Model::truncate, py::call_guard<py::gil_scoped_release>())
+        .def("logits", [](Model& m, const std::vector<int32_t>& tokens) {
+            std::vector<float> l;
+            {
+                py::gil_scoped_release r;
+                l = m.logits(tokens);
+            }
+            return to_numpy(std::move(l), tokens.size(), (size_t)m.config().vocab_size);
+        })
+        .def("prefill", &Model::prefill, py::call_guard<py::gil_scoped_release>())
+        .def("decode_greedy", &Model::decode_greedy, py::call_guard<py::gil_scoped_release>())
+        .def("decode_logits", [](Model& m, int32_t token) {
+            std::vector<float> l;
+            {
+                py::gil_scoped_release r;
+                l = m.decode_logits(token);
+            }
+            return to_numpy(std::move(l), 1, (size_t)m.config().vocab_size);
+        })
+        .def("last_logits", [](Model& m) {
+            return to_numpy(m.last_logits(), 1, (size_t)m.config().vocab_size);
+        });
+}

@@ -1,0 +1,56 @@
+#include "weight/weight_provider.h"
+
+#include "core/quant_blocks.h"
+#include "core/dtype_descriptor.h"
+#include "core/error.h"
+
+namespace akunu {
+
+WeightProvider::WeightProvider(std::shared_ptr<GGUFFile> file, Device& device)
+    : file_(std::move(file)), device_(device) {}
+
+WeightProvider::~WeightProvider() {
+    for (Buffer b : owned_) device_.free_buffer(b);
+}
+
+const GGUFTensorInfo& WeightProvider::require(const std::string& name) const {
+    const GGUFTensorInfo* t = file_->tensor(name);
+    if (!t) throw FormatError("tensor '" + name + "' is missing from the model file");
+    return *t;
+}
+
+static std::string shape_str(const std::vector<uint64_t>& s) {
+    std::string r = "[";
+    for (size_t i = 0; i < s.size(); i++) r += (i ? ", " : "") + std::to_string(s[i]);
+    return r + "]";
+}
+
+Weight WeightProvider::matrix(const std::string& name, uint64_t cols, uint64_t rows) {
+    const GGUFTensorInfo& t = require(name);
+    if (t.shape.size() != 2 || t.shape[0] != cols || t.shape[1] != rows)
+        throw FormatError("tensor '" + name + "' has shape " + shape_str(t.shape) + ", expected [" +
+                          std::to_string(cols) + ", " + std::to_string(rows) + "]");
+    const DTypeDescriptor* dt = dtype_lookup(t.type);
+    if (!dt || !dt->supported)
+        throw UnsupportedError("tensor '" + name + "' has weight type " + dtype_name(t.type) +
+                               ", which this build does not support yet");
+    return Weight{device_.wrap_host(t.data, t.n_bytes), t.type, t.shape};
+}
+
+Weight WeightProvider::vector_f32(const std::string& name, uint64_t n) {
+    const GGUFTensorInfo& t = require(name);
+    if (t.shape.size() != 1 || t.shape[0] != n)
+        throw FormatError("tensor '" + name + "' has shape " + shape_str(t.shape) + ", expected [" +
+                          std::to_string(n) + "]");
+    if (t.type != GGML_F32 && t.type != GGML_F16 && t.type != GGML_BF16)
+        throw UnsupportedError("tensor '" + name + "' is a vector of type " + std::string(dtype_name(t.type)) +
+                               " (expected F32, F16 or BF16)");
+    Buffer b = device_.allocate(n * sizeof(float));
+    owned_.push_back(b);
+    std::vector<float> tmp(n);
+    blocks::dequantize_row(t.type, t.data, tmp.data(), (int64_t)n);
+    device_.write_buffer(b, tmp.data(), n * sizeof(float));
+    return Weight{b, GGML_F32, t.shape};
+}
+
+}  // namespace akunu

@@ -1,0 +1,40 @@
+// Named weights on the device, with their GGML dtype and shape, validated
+// against the config (book: "WeightProvider"). Matmul weights are used in place
+// from the mapping where the backend can; norm weights and biases are
+// converted to F32 once at load.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "weight/gguf_file.h"
+
+namespace akunu {
+
+struct Weight {
+    Buffer buf;
+    uint32_t dtype = 0;
+    std::vector<uint64_t> shape;  // GGUF order: shape[0] = input (contiguous) dim
+};
+
+class WeightProvider {
+public:
+    WeightProvider(std::shared_ptr<GGUFFile> file, Device& device);
+    ~WeightProvider();
+
+    bool has(const std::string& name) const { return file_->tensor(name) != nullptr; }
+    // A matrix used by matmul/embedding: shape must be [cols, rows] exactly.
+    Weight matrix(const std::string& name, uint64_t cols, uint64_t rows);
+    // A vector (norm weight, bias) of length n, converted to F32.
+    Weight vector_f32(const std::string& name, uint64_t n);
+    const GGUFFile& file() const { return *file_; }
+
+private:
+    const GGUFTensorInfo& require(const std::string& name) const;
+    std::shared_ptr<GGUFFile> file_;
+    Device& device_;
+    std::vector<Buffer> owned_;
+};
+
+}  // namespace akunu
