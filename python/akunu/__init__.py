@@ -1,0 +1,15 @@
+"""akunu: fast LLM inference. ``akunu.load(path)`` returns a :class:`Model`."""
+
+from .errors import AkunuError, ModelFormatError, UnsupportedModelError
+from .model import GenerationResult, GenerationStats, Model, load
+
+__all__ = [
+    "AkunuError",
+    "ModelFormatError",
+    "UnsupportedModelError",
+    "GenerationResult",
+    "GenerationStats",
+    "Model",
+    "load",
+]
+__version__ = "0.1.0"

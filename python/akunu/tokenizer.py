@@ -1,0 +1,191 @@
+"""Tokenizers built with Hugging Face `tokenizers` from GGUF metadata.
+
+Two families, as llama.cpp knows them:
+- ``tokenizer.ggml.model = llama``: SentencePiece-style BPE over scored pieces
+  (Llama 2, Gemma). Merges are derived from the piece scores, with byte fallback.
+- ``tokenizer.ggml.model = gpt2``: byte-level BPE with explicit merges and a
+  pre-tokenizer regex chosen by ``tokenizer.ggml.pre``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence
+
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
+
+from .errors import UnsupportedModelError
+
+# llama.cpp token types
+_NORMAL, _UNKNOWN, _CONTROL, _USER_DEFINED, _UNUSED, _BYTE = 1, 2, 3, 4, 5, 6
+
+_GPT2 = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)"""
+_LLAMA3 = (
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
+    r"""|\s*[\r\n]+|\s+(?!\S)|\s+"""
+)
+_QWEN2 = (
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
+    r"""|\s*[\r\n]+|\s+(?!\S)|\s+"""
+)
+# tokenizer.ggml.pre -> list of regexes applied in sequence (llama.cpp's table)
+_PRE_REGEXES: Dict[str, List[str]] = {
+    "default": [_GPT2],
+    "gpt-2": [_GPT2],
+    "gpt2": [_GPT2],
+    "mpt": [_GPT2],
+    "olmo": [_GPT2],
+    "llama-bpe": [_LLAMA3],
+    "llama3": [_LLAMA3],
+    "dbrx": [_LLAMA3],
+    "smaug-bpe": [_LLAMA3],
+    "qwen2": [_QWEN2],
+    "starcoder": [r"\p{N}", _GPT2],
+    "refact": [r"\p{N}", _GPT2],
+    "command-r": [r"\p{N}", _GPT2],
+    "smollm": [r"\p{N}", _GPT2],
+}
+_IGNORE_MERGES = {"llama-bpe", "llama3", "dbrx", "smaug-bpe"}
+
+
+class GGUFTokenizer:
+    """Text <-> token ids for one GGUF model, plus its special-token ids."""
+
+    def __init__(self, metadata: Dict[str, Any]):
+        kind = metadata.get("tokenizer.ggml.model")
+        tokens = metadata.get("tokenizer.ggml.tokens")
+        if kind is None or tokens is None:
+            raise UnsupportedModelError("the model file has no tokenizer (tokenizer.ggml.model / tokens missing)")
+        self.kind = kind
+        self.tokens: List[str] = list(tokens)
+        n = len(self.tokens)
+        types = list(metadata.get("tokenizer.ggml.token_type") or [_NORMAL] * n)
+        if len(types) != n:
+            raise UnsupportedModelError("tokenizer.ggml.token_type length does not match the vocabulary")
+        self.token_types = types
+        self.bos_id: Optional[int] = metadata.get("tokenizer.ggml.bos_token_id")
+        self.eos_id: Optional[int] = metadata.get("tokenizer.ggml.eos_token_id")
+        self.add_bos = bool(metadata.get("tokenizer.ggml.add_bos_token", kind == "llama"))
+        self.add_eos = bool(metadata.get("tokenizer.ggml.add_eos_token", False))
+        if kind == "llama":
+            self._tok = self._build_spm(metadata)
+        elif kind == "gpt2":
+            self._tok = self._build_bpe(metadata)
+        else:
+            raise UnsupportedModelError(f"tokenizer model '{kind}' is not supported (expected 'llama' or 'gpt2')")
+        self._add_special_tokens()
+
+    # -- construction -------------------------------------------------------
+    def _build_spm(self, md: Dict[str, Any]) -> Tokenizer:
+        scores = list(md.get("tokenizer.ggml.scores") or [0.0] * len(self.tokens))
+        vocab = {t: i for i, t in enumerate(self.tokens)}
+        # A merge (a, b) exists when a, b and a+b are pieces; SentencePiece merges
+        # the pair whose result scores highest first, which ranks the merges.
+        ranked = []
+        for i, piece in enumerate(self.tokens):
+            if self.token_types[i] not in (_NORMAL, _USER_DEFINED) or len(piece) < 2:
+                continue
+            for cut in range(1, len(piece)):
+                a, b = piece[:cut], piece[cut:]
+                ia, ib = vocab.get(a), vocab.get(b)
+                if ia is not None and ib is not None:
+                    ranked.append((-scores[i], i, ia, ib, a, b))
+        ranked.sort()
+        merges = [(a, b) for _, _, _, _, a, b in ranked]
+        unk_id = md.get("tokenizer.ggml.unknown_token_id", 0)
+        unk = self.tokens[unk_id] if isinstance(unk_id, int) and 0 <= unk_id < len(self.tokens) else None
+        tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token=unk, byte_fallback=True, fuse_unk=True))
+        self.add_space_prefix = bool(md.get("tokenizer.ggml.add_space_prefix", True))
+        norm = [normalizers.Replace(" ", "\u2581")]
+        if self.add_space_prefix:
+            norm.insert(0, normalizers.Prepend("\u2581"))
+        tok.normalizer = normalizers.Sequence(norm)
+        dec = [decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse()]
+        if self.add_space_prefix:
+            dec.append(decoders.Strip(content=" ", left=1, right=0))
+        tok.decoder = decoders.Sequence(dec)
+        return tok
+
+    def _build_bpe(self, md: Dict[str, Any]) -> Tokenizer:
+        raw = md.get("tokenizer.ggml.merges")
+        if raw is None:
+            raise UnsupportedModelError("byte-level BPE tokenizer without tokenizer.ggml.merges")
+        merges = []
+        for m in raw:
+            a, sep, b = m.partition(" ")
+            if not sep:
+                raise UnsupportedModelError(f"malformed BPE merge {m!r}")
+            merges.append((a, b))
+        vocab = {t: i for i, t in enumerate(self.tokens)}
+        pre = md.get("tokenizer.ggml.pre", "default")
+        # Llama 3's tokenizer takes a pre-token that is itself in the vocabulary
+        # as is, without merging (llama.cpp: ignore_merges for LLAMA3).
+        ignore_merges = pre in _IGNORE_MERGES
+        tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, ignore_merges=ignore_merges))
+        regexes = _PRE_REGEXES.get(pre)
+        if regexes is None:
+            raise UnsupportedModelError(
+                f"pre-tokenizer '{pre}' is not supported (known: {', '.join(sorted(_PRE_REGEXES))})"
+            )
+        steps = [pre_tokenizers.Split(Regex(r), behavior="isolated") for r in regexes]
+        steps.append(pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False))
+        tok.pre_tokenizer = pre_tokenizers.Sequence(steps)
+        tok.decoder = decoders.ByteLevel()
+        return tok
+
+    def _add_special_tokens(self) -> None:
+        added = []
+        for i, (t, ty) in enumerate(zip(self.tokens, self.token_types)):
+            if ty == _CONTROL or (ty == _USER_DEFINED and self.kind == "gpt2"):
+                added.append(AddedToken(t, special=ty == _CONTROL, normalized=False))
+            elif ty == _USER_DEFINED:
+                added.append(AddedToken(t, special=False, normalized=True))
+        if added:
+            self._tok.add_tokens(added)
+
+    # -- use ----------------------------------------------------------------
+    @property
+    def vocab_size(self) -> int:
+        return len(self.tokens)
+
+    def encode(self, text: str, add_bos: bool = True) -> List[int]:
+        ids = self._tok.encode(text, add_special_tokens=False).ids
+        if add_bos and self.add_bos and self.bos_id is not None:
+            ids = [self.bos_id] + ids
+        return ids
+
+    def decode(self, ids: Sequence[int], skip_special: bool = True) -> str:
+        return self._tok.decode(list(ids), skip_special_tokens=skip_special)
+
+    def token_bytes(self, token_id: int) -> bytes:
+        """The raw bytes a token stands for (for streaming that never splits UTF-8)."""
+        piece = self.tokens[token_id]
+        ty = self.token_types[token_id]
+        if ty == _CONTROL:
+            return b""
+        if self.kind == "llama":
+            if ty == _BYTE and piece.startswith("<0x") and piece.endswith(">"):
+                return bytes([int(piece[3:-1], 16)])
+            return piece.replace("\u2581", " ").encode("utf-8")
+        return _bytelevel_decode(piece)
+
+
+def _bytes_to_unicode() -> Dict[int, str]:
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, [chr(c) for c in cs]))
+
+
+_BYTE_DECODER = {c: b for b, c in _bytes_to_unicode().items()}
+
+
+def _bytelevel_decode(piece: str) -> bytes:
+    try:
+        return bytes(_BYTE_DECODER[c] for c in piece)
+    except KeyError:
+        return piece.encode("utf-8")
