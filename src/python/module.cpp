@@ -4,6 +4,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "../backend/cpu/cpu_device.h"
 #include "core/dtype_descriptor.h"
 #include "core/error.h"
 #include "core/quant_blocks.h"
@@ -98,6 +99,30 @@ PYBIND11_MODULE(_core, m) {
         blocks::dequantize_row(dtype, (const uint8_t*)s.data(), out.data(), n);
         return to_numpy(std::move(out), 1, (size_t)n);
     }, "Decode n elements of a GGML-typed buffer to float32 (the CPU reference meaning).");
+
+    // Test hook: run one CPU kernel by name on numpy buffers (C-contiguous,
+    // writable) with packed parameter bytes. The tests check every kernel
+    // against numpy through this; it is not part of the public API.
+    m.def("_run_cpu_kernel", [](const std::string& name, py::list buffers, py::bytes params, int n_threads) {
+        static std::unique_ptr<CpuDevice> dev;
+        if (!dev || dev->n_threads() != n_threads) dev = std::make_unique<CpuDevice>(n_threads);
+        std::string pb = params;
+        if (pb.size() > 64) throw Error("params larger than 64 bytes");
+        if (buffers.size() > 8) throw Error("more than 8 buffers");
+        Pipeline pso = dev->get_pipeline(name);
+        dev->set_pipeline(pso);
+        std::vector<py::buffer_info> infos;
+        for (size_t i = 0; i < buffers.size(); i++) {
+            py::array a = py::reinterpret_borrow<py::array>(buffers[i]);
+            if (!(a.flags() & py::array::c_style)) throw Error("buffer " + std::to_string(i) + " is not C-contiguous");
+            infos.push_back(a.request(true));
+            Buffer b{nullptr, (size_t)infos.back().size * infos.back().itemsize, infos.back().ptr};
+            dev->set_buffer(b, 0, (int)i);
+        }
+        dev->set_bytes(pb.data(), (int)pb.size(), (int)buffers.size());
+        py::gil_scoped_release r;
+        dev->dispatch(Dim3(), Dim3());
+    }, py::arg("name"), py::arg("buffers"), py::arg("params"), py::arg("n_threads") = 2);
 
     py::class_<Model>(m, "Model")
         .def(py::init([](const std::string& path, const std::string& device, int n_ctx, int n_threads) {

@@ -1,0 +1,41 @@
+"""Packing of the kernel parameter structs (src/core/kernel_params.h) for the tests."""
+
+import struct
+
+
+def matmul(N, K, n_tokens, dtype, x_stride, y_stride, has_bias=0, row0=0):
+    return struct.pack("8I", N, K, n_tokens, dtype, x_stride, y_stride, has_bias, row0)
+
+
+def embedding(dim, n_tokens, dtype, scale):
+    return struct.pack("3If", dim, n_tokens, dtype, scale)
+
+
+def norm(dim, n_tokens, rows_per_token, x_stride, eps, weight_offset=0.0, row0=0, y_stride=None):
+    return struct.pack("4I2f2I", dim, n_tokens, rows_per_token, x_stride, eps, weight_offset, row0,
+                       x_stride if y_stride is None else y_stride)
+
+
+def rope(n_heads, head_dim, n_tokens, pos0, row_stride, neox, has_factors, base, scale):
+    return struct.pack("7I2f", n_heads, head_dim, n_tokens, pos0, row_stride, neox, has_factors, base, scale)
+
+
+def kv_write(kv_dim, n_tokens, pos0, k_stride, v_stride, max_ctx):
+    return struct.pack("6I", kv_dim, n_tokens, pos0, k_stride, v_stride, max_ctx)
+
+
+def attention(n_heads, n_kv_heads, head_dim, n_tokens, pos0, window, q_stride, out_stride, scale, max_ctx):
+    return struct.pack("8IfI", n_heads, n_kv_heads, head_dim, n_tokens, pos0, window, q_stride, out_stride,
+                       scale, max_ctx)
+
+
+def gated(n, n_tokens):
+    return struct.pack("5I", n, n_tokens, n, n, n)
+
+
+def add(n, n_tokens):
+    return struct.pack("2I", n, n_tokens)
+
+
+def argmax(vocab, row):
+    return struct.pack("2I", vocab, row)

@@ -1,0 +1,44 @@
+"""Random weight blocks of every supported GGML format (valid scales, random
+quants), and their reference meaning from gguf-py's numpy dequantizers."""
+
+import numpy as np
+from gguf import GGMLQuantizationType as T
+from gguf.quants import dequantize
+
+# type -> (block elems, block bytes, byte offsets of f16 scale fields)
+FORMATS = {
+    T.F32: (1, 4, ()),
+    T.F16: (1, 2, ()),
+    T.BF16: (1, 2, ()),
+    T.Q8_0: (32, 34, (0,)),
+    T.Q4_0: (32, 18, (0,)),
+    T.Q5_0: (32, 22, (0,)),
+    T.Q4_K: (256, 144, (0, 2)),
+    T.Q6_K: (256, 210, (208,)),
+}
+
+
+def random_matrix(qtype, rows, cols, rng):
+    """(raw bytes as uint8 array of shape (rows, row_bytes), float64 reference of shape (rows, cols))."""
+    be, bb, scales = FORMATS[qtype]
+    assert cols % be == 0
+    if qtype == T.F32:
+        a = rng.standard_normal((rows, cols)).astype(np.float32)
+        return a.view(np.uint8), a.astype(np.float64)
+    if qtype == T.F16:
+        a = rng.standard_normal((rows, cols)).astype(np.float16)
+        return a.view(np.uint8), a.astype(np.float64)
+    if qtype == T.BF16:
+        bits = (rng.standard_normal((rows, cols)).astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+        raw = bits.view(np.uint8)
+        return raw, dequantize(raw, qtype).astype(np.float64).reshape(rows, cols)
+    nb = cols // be
+    raw = rng.integers(0, 256, size=(rows, nb, bb), dtype=np.uint8)
+    for off in scales:
+        d = (rng.uniform(0.001, 0.02, size=(rows, nb)) * rng.choice([-1, 1], size=(rows, nb))).astype(np.float16)
+        if qtype == T.Q4_K:  # d and dmin are used as positive multipliers there
+            d = np.abs(d)
+        raw[:, :, off : off + 2] = d.view(np.uint8).reshape(rows, nb, 2)
+    raw = raw.reshape(rows, nb * bb)
+    ref = dequantize(raw, qtype).astype(np.float64).reshape(rows, cols)
+    return raw, ref

@@ -1,0 +1,205 @@
+"""Every CPU kernel against a numpy reference on random inputs at real shapes."""
+
+import numpy as np
+import pytest
+from gguf import GGMLQuantizationType as T
+
+import kernel_params as kp
+from akunu import _core
+from quant_samples import FORMATS, random_matrix
+
+QUANT = [T.Q8_0, T.Q4_0, T.Q5_0, T.Q4_K, T.Q6_K]
+ALL = [T.F32, T.F16, T.BF16] + QUANT
+KERNEL = {T.F32: "f32", T.F16: "f16", T.BF16: "bf16", T.Q8_0: "q8_0", T.Q4_0: "q4_0", T.Q5_0: "q5_0",
+          T.Q4_K: "q4_k", T.Q6_K: "q6_k"}
+
+
+@pytest.mark.parametrize("qtype", ALL, ids=lambda t: t.name)
+def test_dequantize_matches_gguf_py(qtype):
+    """Exact: both decode the same block arithmetic in float32."""
+    rng = np.random.default_rng(int(qtype))
+    raw, ref = random_matrix(qtype, 64, 1024, rng)
+    got = _core.dequantize(raw.tobytes(), int(qtype), raw.shape[0] * 1024).reshape(64, 1024)
+    np.testing.assert_array_equal(got, ref.astype(np.float32))
+
+
+def run_matmul(kind, qtype, raw, x, n_out, k, bias=None):
+    m = x.shape[0]
+    y = np.zeros((m, n_out), np.float32)
+    bufs = [np.ascontiguousarray(raw), np.ascontiguousarray(x, np.float32), y]
+    if bias is not None:
+        bufs.append(bias.astype(np.float32))
+    _core._run_cpu_kernel(f"{kind}_{KERNEL[qtype]}", bufs,
+                          kp.matmul(n_out, k, m, int(qtype), k, n_out, int(bias is not None)))
+    return y
+
+
+def check_close(y, w, x, bias=None):
+    ref = x.astype(np.float64) @ w.T
+    if bias is not None:
+        ref += bias
+    # float32 accumulation error bound, scaled by the magnitude of the terms
+    bound = 2e-6 * (np.abs(x.astype(np.float64)) @ np.abs(w).T) * np.sqrt(w.shape[1]) / 8 + 1e-5
+    err = np.abs(y - ref)
+    assert (err <= bound).all(), f"max err {err.max()} vs bound {bound[err.argmax() // err.shape[1]].min()}"
+
+
+@pytest.mark.parametrize("qtype", ALL, ids=lambda t: t.name)
+@pytest.mark.parametrize("kind,m", [("gemv", 1), ("gemm", 7)])
+def test_matmul_4096(qtype, kind, m):
+    rng = np.random.default_rng(7)
+    raw, w = random_matrix(qtype, 4096, 4096, rng)
+    x = rng.standard_normal((m, 4096)).astype(np.float32)
+    check_close(run_matmul(kind, qtype, raw, x, 4096, 4096), w, x)
+
+
+@pytest.mark.parametrize("qtype", [T.Q4_0, T.Q4_K, T.Q8_0], ids=lambda t: t.name)
+def test_gemv_4096x14336(qtype):
+    """The FFN down projection of an 8B model: 4096 rows of 14336 columns."""
+    rng = np.random.default_rng(11)
+    raw, w = random_matrix(qtype, 4096, 14336, rng)
+    x = rng.standard_normal((1, 14336)).astype(np.float32)
+    check_close(run_matmul("gemv", qtype, raw, x, 4096, 14336), w, x)
+
+
+@pytest.mark.parametrize("qtype", [T.Q6_K, T.Q8_0], ids=lambda t: t.name)
+def test_gemv_vocab_151936(qtype):
+    """A Qwen-sized output head: 151936 rows."""
+    rng = np.random.default_rng(5)
+    raw, w = random_matrix(qtype, 151936, 256, rng)
+    x = rng.standard_normal((1, 256)).astype(np.float32)
+    check_close(run_matmul("gemv", qtype, raw, x, 151936, 256), w, x)
+
+
+@pytest.mark.parametrize("qtype", [T.F32, T.F16, T.BF16], ids=lambda t: t.name)
+@pytest.mark.parametrize("k", [4095, 333, 1])
+def test_float_matmul_odd_columns(qtype, k):
+    rng = np.random.default_rng(k)
+    raw, w = random_matrix(qtype, 300, k, rng)
+    x = rng.standard_normal((3, k)).astype(np.float32)
+    bias = rng.standard_normal(300)
+    check_close(run_matmul("gemm", qtype, raw, x, 300, k, bias), w, x, bias)
+
+
+@pytest.mark.parametrize("qtype", ALL, ids=lambda t: t.name)
+def test_embedding_lookup(qtype):
+    rng = np.random.default_rng(3)
+    raw, w = random_matrix(qtype, 1000, 512, rng)
+    ids = np.array([5, 999, 0, 5, 17], np.int32)
+    out = np.zeros((5, 512), np.float32)
+    _core._run_cpu_kernel(f"embedding_{KERNEL[qtype]}", [raw, ids, out], kp.embedding(512, 5, int(qtype), 1.5))
+    np.testing.assert_allclose(out, (w[ids] * 1.5).astype(np.float32), rtol=1e-6, atol=1e-6)
+
+
+def test_rmsnorm_per_token_and_per_head():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((5, 8 * 128)).astype(np.float32) * 3
+    w = rng.standard_normal(128).astype(np.float32)
+    y = np.zeros_like(x)
+    _core._run_cpu_kernel("rmsnorm", [x, w, y], kp.norm(128, 5, 8, 1024, 1e-6))
+    xr = x.reshape(5, 8, 128).astype(np.float64)
+    ref = xr / np.sqrt((xr ** 2).mean(-1, keepdims=True) + 1e-6) * w
+    np.testing.assert_allclose(y.reshape(5, 8, 128), ref, rtol=1e-5, atol=1e-5)
+
+
+def rope_ref(x, pos0, base, neox, factors=None, scale=1.0):
+    n, h, d = x.shape
+    inv = base ** (-np.arange(0, d, 2) / d)
+    if factors is not None:
+        inv = inv / factors
+    out = x.astype(np.float64).copy()
+    for t in range(n):
+        th = (pos0 + t) * scale * inv
+        c, s = np.cos(th), np.sin(th)
+        if neox:
+            a, b = x[t, :, : d // 2], x[t, :, d // 2 :]
+            out[t, :, : d // 2] = a * c - b * s
+            out[t, :, d // 2 :] = a * s + b * c
+        else:
+            a, b = x[t, :, 0::2], x[t, :, 1::2]
+            out[t, :, 0::2] = a * c - b * s
+            out[t, :, 1::2] = a * s + b * c
+    return out
+
+
+@pytest.mark.parametrize("neox", [0, 1])
+@pytest.mark.parametrize("factors", [False, True])
+def test_rope(neox, factors):
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((6, 4, 128)).astype(np.float32)
+    f = rng.uniform(1, 8, 64).astype(np.float32) if factors else np.zeros(1, np.float32)
+    y = x.copy()
+    _core._run_cpu_kernel("rope", [y, f], kp.rope(4, 128, 6, 1000, 512, neox, int(factors), 500000.0, 0.5))
+    ref = rope_ref(x, 1000, 500000.0, neox, f if factors else None, 0.5)
+    np.testing.assert_allclose(y, ref, rtol=1e-4, atol=2e-4)
+
+
+@pytest.mark.parametrize("window", [0, 5])
+def test_attention_gqa_causal_window(window):
+    """Prefill of 9 tokens after 4 cached ones, 8 query heads over 2 KV heads."""
+    rng = np.random.default_rng(2)
+    H, KVH, D, ctx, pos0, n = 8, 2, 64, 32, 4, 9
+    k_all = rng.standard_normal((pos0 + n, KVH * D)).astype(np.float32)
+    v_all = rng.standard_normal((pos0 + n, KVH * D)).astype(np.float32)
+    kc = np.zeros((ctx, KVH * D), np.uint16)
+    vc = np.zeros((ctx, KVH * D), np.uint16)
+    # write all positions through the kernel (first the "cached" ones, then the new)
+    _core._run_cpu_kernel("kv_write", [k_all[:pos0].copy(), v_all[:pos0].copy(), kc, vc],
+                          kp.kv_write(KVH * D, pos0, 0, KVH * D, KVH * D, ctx))
+    _core._run_cpu_kernel("kv_write", [k_all[pos0:].copy(), v_all[pos0:].copy(), kc, vc],
+                          kp.kv_write(KVH * D, n, pos0, KVH * D, KVH * D, ctx))
+    kf = k_all.astype(np.float16).astype(np.float64)
+    np.testing.assert_array_equal(kc[: pos0 + n].view(np.float16).astype(np.float64), kf)
+    vf = v_all.astype(np.float16).astype(np.float64)
+    q = rng.standard_normal((n, H * D)).astype(np.float32)
+    out = np.zeros((n, H * D), np.float32)
+    scale = D ** -0.5
+    _core._run_cpu_kernel("attention", [q, kc, vc, out],
+                          kp.attention(H, KVH, D, n, pos0, window, H * D, H * D, scale, ctx))
+    ref = np.zeros((n, H, D))
+    for t in range(n):
+        p = pos0 + t
+        lo = max(0, p + 1 - window) if window else 0
+        for h in range(H):
+            g = h // (H // KVH)
+            kk = kf[lo : p + 1, g * D : (g + 1) * D]
+            vv = vf[lo : p + 1, g * D : (g + 1) * D]
+            s = kk @ q[t, h * D : (h + 1) * D] * scale
+            e = np.exp(s - s.max())
+            ref[t, h] = (e / e.sum()) @ vv
+    np.testing.assert_allclose(out.reshape(n, H, D), ref, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("act", ["silu_gate", "gelu_gate"])
+def test_gated_activation(act):
+    rng = np.random.default_rng(4)
+    g = rng.standard_normal((3, 14336)).astype(np.float32) * 3
+    u = rng.standard_normal((3, 14336)).astype(np.float32)
+    o = np.zeros_like(g)
+    _core._run_cpu_kernel(act, [g, u, o], kp.gated(14336, 3))
+    gd = g.astype(np.float64)
+    if act == "silu_gate":
+        a = gd / (1 + np.exp(-gd))
+    else:
+        a = 0.5 * gd * (1 + np.tanh(np.sqrt(2 / np.pi) * (gd + 0.044715 * gd ** 3)))
+    np.testing.assert_allclose(o, a * u, rtol=1e-5, atol=1e-5)
+
+
+def test_add_and_argmax():
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal((4, 4096)).astype(np.float32)
+    b = rng.standard_normal((4, 4096)).astype(np.float32)
+    ref = a + b
+    _core._run_cpu_kernel("add_inplace", [a, b], kp.add(4096, 4))
+    np.testing.assert_array_equal(a, ref)
+    logits = rng.standard_normal((3, 151936)).astype(np.float32)
+    out = np.zeros(1, np.int32)
+    _core._run_cpu_kernel("argmax", [logits, out], kp.argmax(151936, 2))
+    assert out[0] == logits[2].argmax()
+
+
+def test_unknown_kernel_is_an_error():
+    import akunu
+
+    with pytest.raises(akunu.AkunuError, match="no kernel named"):
+        _core._run_cpu_kernel("gemv_q9_9", [], b"")

