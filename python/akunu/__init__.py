@@ -2,6 +2,7 @@
 
 from .errors import AkunuError, ModelFormatError, UnsupportedModelError
 from .model import GenerationResult, GenerationStats, Model, load
+from .perplexity import perplexity
 
 __all__ = [
     "AkunuError",
@@ -11,5 +12,6 @@ __all__ = [
     "GenerationStats",
     "Model",
     "load",
+    "perplexity",
 ]
 __version__ = "0.1.0"

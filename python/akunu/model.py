@@ -10,7 +10,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 import numpy as np
 
 from . import _core
-from .errors import AkunuError
+from .errors import AkunuError, UnsupportedModelError
 from .model_zoo import resolve_model_path
 from .tokenizer import GGUFTokenizer
 
@@ -59,7 +59,12 @@ class Model:
         self.path = path
         self._m = _core.Model(path, device, int(n_ctx or 0), int(n_threads))
         self.metadata: Dict[str, Any] = self._m.metadata
-        self.tokenizer = GGUFTokenizer(self.metadata)
+        try:
+            self.tokenizer = GGUFTokenizer(self.metadata)
+        except AkunuError:
+            raise
+        except Exception as e:  # malformed tokenizer metadata
+            raise UnsupportedModelError(f"cannot build the tokenizer from this file: {e}") from e
         self.stop_ids = self._end_of_generation_ids()
 
     # -- introspection --------------------------------------------------------

@@ -14,14 +14,26 @@
 namespace py = pybind11;
 using namespace akunu;
 
+// Strings in a model file are untrusted bytes: invalid UTF-8 is replaced, not
+// allowed to raise a UnicodeDecodeError from deep inside a load.
+static py::str utf8(const std::string& s) {
+    PyObject* o = PyUnicode_DecodeUTF8(s.data(), (Py_ssize_t)s.size(), "replace");
+    if (!o) throw py::error_already_set();
+    return py::reinterpret_steal<py::str>(o);
+}
+
 static py::object value_to_py(const GGUFValue& v) {
     switch (v.type) {
-        case GGUFType::STRING: return py::str(v.s);
+        case GGUFType::STRING: return utf8(v.s);
         case GGUFType::BOOL: return py::bool_(v.b);
         case GGUFType::FLOAT32: case GGUFType::FLOAT64: return py::float_(v.f);
         case GGUFType::UINT64: return py::int_(v.u);
         case GGUFType::ARRAY: {
-            if (v.elem_type == GGUFType::STRING) return py::cast(v.strings);
+            if (v.elem_type == GGUFType::STRING) {
+                py::list l;
+                for (const auto& e : v.strings) l.append(utf8(e));
+                return l;
+            }
             if (v.elem_type == GGUFType::FLOAT32 || v.elem_type == GGUFType::FLOAT64) return py::cast(v.floats);
             if (v.elem_type == GGUFType::ARRAY) {
                 py::list l;
@@ -36,7 +48,7 @@ static py::object value_to_py(const GGUFValue& v) {
 
 static py::dict gguf_metadata(const GGUFFile& f) {
     py::dict d;
-    for (const auto& kv : f.metadata()) d[py::str(kv.first)] = value_to_py(kv.second);
+    for (const auto& kv : f.metadata()) d[utf8(kv.first)] = value_to_py(kv.second);
     return d;
 }
 
@@ -44,7 +56,7 @@ static py::list gguf_tensors(const GGUFFile& f) {
     py::list l;
     for (const auto& t : f.tensors()) {
         py::dict d;
-        d["name"] = t.name;
+        d["name"] = utf8(t.name);
         d["dtype"] = dtype_name(t.type);
         d["type_id"] = t.type;
         d["shape"] = py::cast(t.shape);

@@ -1,0 +1,209 @@
+"""Hostile and broken inputs give a clear akunu error, never a crash."""
+
+import os
+import struct
+
+import numpy as np
+import pytest
+
+import akunu
+import random_gguf
+from akunu import _core
+
+
+@pytest.fixture(scope="module")
+def small_model(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("m") / "llama.gguf")
+    shape = random_gguf.Shape(n_layers=1, dim=256, ffn_dim=256, vocab=300)
+    random_gguf.write_model(path, "llama", "F16", seed=3, shape=shape)
+    return path
+
+
+def write(tmp_path, name, data: bytes) -> str:
+    p = tmp_path / name
+    p.write_bytes(data)
+    return str(p)
+
+
+def gguf_string(s: bytes) -> bytes:
+    return struct.pack("<Q", len(s)) + s
+
+
+def header(n_tensors, n_kv, version=3) -> bytes:
+    return b"GGUF" + struct.pack("<IQQ", version, n_tensors, n_kv)
+
+
+def test_missing_file():
+    with pytest.raises(akunu.AkunuError, match="does not exist"):
+        akunu.load("/nonexistent/model.gguf")
+    with pytest.raises(akunu.AkunuError, match="cannot open"):
+        _core.read_gguf("/nonexistent/model.gguf")
+
+
+def test_not_a_gguf(tmp_path):
+    with pytest.raises(akunu.ModelFormatError, match="bad magic"):
+        akunu.load(write(tmp_path, "x.gguf", b"GGML" + b"\0" * 100))
+
+
+def test_empty_file(tmp_path):
+    with pytest.raises(akunu.ModelFormatError, match="empty"):
+        akunu.load(write(tmp_path, "e.gguf", b""))
+
+
+def test_directory_is_not_a_model(tmp_path):
+    with pytest.raises(akunu.AkunuError, match="not a regular file"):
+        _core.read_gguf(str(tmp_path))
+
+
+@pytest.mark.parametrize("version", [0, 1, 4, 0xFFFFFFFF])
+def test_unsupported_version(tmp_path, version):
+    with pytest.raises(akunu.ModelFormatError, match="version"):
+        _core.read_gguf(write(tmp_path, "v.gguf", header(0, 0, version)))
+
+
+@pytest.mark.parametrize(
+    "data,match",
+    [
+        (header(2**62, 0), "tensor count"),
+        (header(0, 2**62), "metadata count"),
+        (header(0, 1) + gguf_string(b"k") + struct.pack("<I", 8) + struct.pack("<Q", 2**63), "truncated"),
+        (header(0, 1) + struct.pack("<Q", 2**64 - 1) + b"\0" * 16, "truncated"),
+        (header(0, 1) + gguf_string(b"k") + struct.pack("<IIQ", 9, 4, 2**61), "array length"),
+        (header(0, 1) + gguf_string(b"k") + struct.pack("<I", 99), "unknown type"),
+        (header(0, 1) + gguf_string(b"k") + struct.pack("<IB", 7, 5), "bool"),
+        (header(0, 1) + gguf_string(b"k") + struct.pack("<IIQ", 9, 9, 1) * 1 + struct.pack("<IQ", 9, 1) * 8,
+         "nested"),
+        (header(0, 2) + (gguf_string(b"k") + struct.pack("<II", 4, 1)) * 2, "twice"),
+        (header(0, 1) + gguf_string(b"general.alignment") + struct.pack("<II", 4, 3), "power of two"),
+    ],
+    ids=["tensor-count", "kv-count", "string-2^63", "key-len-huge", "array-2^61", "bad-type", "bad-bool",
+         "deep-nesting", "dup-key", "bad-alignment"],
+)
+def test_hostile_headers(tmp_path, data, match):
+    with pytest.raises(akunu.ModelFormatError, match=match):
+        _core.read_gguf(write(tmp_path, "h.gguf", data))
+
+
+def tensor_info(name: bytes, shape, ggml_type, offset) -> bytes:
+    out = gguf_string(name) + struct.pack("<I", len(shape))
+    out += b"".join(struct.pack("<Q", s) for s in shape)
+    return out + struct.pack("<IQ", ggml_type, offset)
+
+
+@pytest.mark.parametrize(
+    "info,match",
+    [
+        (tensor_info(b"t", [4, 4], 0, 2**60), "past the end"),
+        (tensor_info(b"t", [2**39, 2**39], 0, 0), "overflows|past the end"),
+        (tensor_info(b"t", [4, 4], 0, 3), "not aligned"),
+        (tensor_info(b"t", [4, 4], 77, 0), "unknown GGML type"),
+        (tensor_info(b"t", [33], 8, 0), "block size"),
+        (tensor_info(b"t", [0], 0, 0), "dimension"),
+        (gguf_string(b"t") + struct.pack("<I", 9), "dimensions"),
+    ],
+    ids=["offset-past-end", "size-overflow", "misaligned", "unknown-type", "partial-block", "zero-dim", "9-dims"],
+)
+def test_hostile_tensor_infos(tmp_path, info, match):
+    data = header(1, 0) + info
+    data += b"\0" * ((-len(data)) % 32) + b"\0" * 64
+    with pytest.raises(akunu.ModelFormatError, match=match):
+        _core.read_gguf(write(tmp_path, "t.gguf", data))
+
+
+def test_truncated_everywhere(tmp_path, small_model):
+    """Cut the file at many points: each cut either fails with a clear error."""
+    data = open(small_model, "rb").read()
+    cuts = sorted(set(list(range(0, 4096, 37)) + list(np.linspace(4096, len(data) - 1, 60).astype(int))))
+    p = tmp_path / "cut.gguf"
+    for n in cuts:
+        p.write_bytes(data[:n])
+        with pytest.raises(akunu.AkunuError):
+            akunu.load(str(p))
+
+
+def test_corrupted_bytes_never_crash(tmp_path, small_model):
+    """Overwrite header bytes with random values: load succeeds or raises AkunuError."""
+    data = bytearray(open(small_model, "rb").read())
+    meta = _core.read_gguf(small_model)
+    header_len = len(data) - sum(t["n_bytes"] for t in meta["tensors"])
+    rng = np.random.default_rng(0)
+    p = tmp_path / "mut.gguf"
+    errors = 0
+    for _ in range(300):
+        d = bytearray(data)
+        for pos in rng.integers(0, header_len, size=rng.integers(1, 4)):
+            d[pos] = int(rng.integers(0, 256))
+        p.write_bytes(bytes(d))
+        try:
+            m = akunu.load(str(p), n_ctx=32)
+            m.generate([1, 5, 7], max_tokens=2)
+        except akunu.AkunuError:
+            errors += 1
+    assert errors > 0
+
+
+def test_unknown_architecture(tmp_path):
+    import gguf
+
+    path = str(tmp_path / "arch.gguf")
+    w = gguf.GGUFWriter(path, "mamba9")
+    w.add_tensor("token_embd.weight", np.zeros((4, 4), np.float32))
+    w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+    with pytest.raises(akunu.UnsupportedModelError, match="unsupported architecture 'mamba9'"):
+        akunu.load(path)
+
+
+def test_unsupported_dtype_names_tensor(tmp_path, small_model):
+    """Re-type one matrix as Q4_1 (valid layout, no kernels yet)."""
+    import gguf
+
+    r = gguf.GGUFReader(small_model)
+    path = str(tmp_path / "q41.gguf")
+    w = gguf.GGUFWriter(path, "llama")
+    for f in r.fields.values():
+        if f.name.startswith("GGUF.") or f.name == "general.architecture":
+            continue
+        w.add_key_value(f.name, f.contents(), f.types[0], f.types[-1] if f.types[0] == gguf.GGUFValueType.ARRAY else None)
+    for t in r.tensors:
+        a = np.array(t.data, dtype=np.float32).reshape(t.data.shape)
+        if t.name == "blk.0.ffn_up.weight":
+            q = gguf.quants.quantize(a, gguf.GGMLQuantizationType.Q4_1)
+            w.add_tensor(t.name, q, raw_dtype=gguf.GGMLQuantizationType.Q4_1)
+        else:
+            w.add_tensor(t.name, a.astype(np.float32))
+    w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
+    with pytest.raises(akunu.UnsupportedModelError, match="blk.0.ffn_up.weight.*Q4_1"):
+        akunu.load(path)
+
+
+def test_inconsistent_shapes(tmp_path, small_model):
+    """embedding_length that disagrees with the tensors."""
+    data = open(small_model, "rb").read()
+    key = b"llama.embedding_length"
+    i = data.index(key) + len(key)
+    typ, val = struct.unpack_from("<II", data, i)
+    bad = data[: i + 4] + struct.pack("<I", val * 2) + data[i + 8 :]
+    with pytest.raises(akunu.ModelFormatError, match="embedding_length|shape"):
+        akunu.load(write(tmp_path, "shape.gguf", bad))
+
+
+def test_prompt_longer_than_context(small_model):
+    m = akunu.load(small_model, n_ctx=16)
+    with pytest.raises(akunu.AkunuError, match="does not fit"):
+        m.generate(list(range(3, 40)), max_tokens=4)
+    with pytest.raises(akunu.AkunuError, match="context overflow"):
+        m.logits(list(range(3, 40)))
+
+
+def test_bad_arguments(small_model):
+    m = akunu.load(small_model, n_ctx=64)
+    with pytest.raises(akunu.AkunuError, match="outside the vocabulary"):
+        m.logits([1, 99999])
+    with pytest.raises(akunu.AkunuError, match="temperature"):
+        m.generate("hi", temperature=-1)
+    with pytest.raises(akunu.AkunuError, match="top_p"):
+        m.generate("hi", top_p=0)
+    with pytest.raises(akunu.AkunuError, match="unknown device"):
+        akunu.load(small_model, device="tpu")
+    with pytest.raises(akunu.AkunuError, match="not available"):
+        akunu.load(small_model, device="cuda")

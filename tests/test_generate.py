@@ -1,0 +1,105 @@
+"""Generation API: streaming, stats, stop tokens, UTF-8, C API."""
+
+import ctypes
+import glob
+import os
+
+import numpy as np
+import pytest
+
+import akunu
+import random_gguf
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("g") / "qwen3.gguf")
+    random_gguf.write_model(path, "qwen3", "F16", seed=5)
+    return akunu.load(path, n_ctx=128)
+
+
+def test_config(model):
+    c = model.config
+    assert c["architecture"] == "qwen3" and c["dim"] == 256 and c["n_layers"] == 2
+    assert c["n_heads"] == 4 and c["n_kv_heads"] == 2 and c["vocab_size"] == 512 and c["n_ctx"] == 128
+    assert model.memory_bytes > 0 and model.device == "cpu"
+
+
+def test_generate_result_and_stats(model):
+    res = model.generate("hello there", max_tokens=10)
+    assert len(res.tokens) <= 10 and res.tokens
+    s = res.stats
+    assert s.prompt_tokens == len(model.tokenize("hello there")) and s.generated_tokens == len(res.tokens)
+    assert s.prefill_tok_s > 0
+
+
+def test_greedy_equals_argmax_of_logits(model):
+    """Chain decode (argmax on the device) agrees with full-prefill logits."""
+    prompt = model.tokenize("the rain in spain")
+    res = model.generate(prompt, max_tokens=12)
+    logits = model.logits(prompt + res.tokens[:-1])
+    assert [int(r.argmax()) for r in logits[len(prompt) - 1 :]] == res.tokens
+
+
+def test_stream_joins_to_text(model):
+    pieces = list(model.generate("hello", max_tokens=12, stream=True))
+    res = model.generate("hello", max_tokens=12)
+    assert "".join(pieces) == res.text
+
+
+def test_stream_keeps_utf8_whole(model):
+    """Byte tokens of a multi-byte character stream out as whole characters."""
+    tok = model.tokenizer
+    ids = [tok.tokens.index(f"<0x{b:02X}>") for b in "é✓".encode()]
+    import codecs
+
+    dec = codecs.getincrementaldecoder("utf-8")()
+    pieces = [dec.decode(tok.token_bytes(i)) for i in ids]
+    assert "".join(pieces) == "é✓" and all(p in ("", "é", "✓") for p in pieces)
+
+
+def test_stop_token_ends_generation(model):
+    prompt = model.tokenize("hello")
+    first = model.generate(prompt, max_tokens=6).tokens
+    model.stop_ids = [first[2]]
+    try:
+        res = model.generate(prompt, max_tokens=6)
+    finally:
+        model.stop_ids = model._end_of_generation_ids()
+    assert res.tokens == first[:3] and res.finish_reason == "stop"
+
+
+def test_sampling_is_seeded(model):
+    a = model.generate("hello", max_tokens=8, temperature=0.8, seed=42).tokens
+    b = model.generate("hello", max_tokens=8, temperature=0.8, seed=42).tokens
+    assert a == b
+
+
+def test_detokenize_roundtrip(model):
+    text = "the rain in spain"
+    assert model.detokenize(model.tokenize(text, add_bos=False)) == text
+
+
+def test_c_api(model):
+    libs = glob.glob(os.path.join(os.path.dirname(akunu.__file__), "lib", "libakunu*.so*")) or glob.glob(
+        os.path.join(os.path.dirname(os.path.realpath(akunu._core.__file__)), "libakunu.so"))
+    if not libs:
+        pytest.skip("libakunu shared library not found next to the package")
+    lib = ctypes.CDLL(libs[0])
+    lib.akunu_last_error.restype = ctypes.c_char_p
+    handle = ctypes.c_void_p()
+
+    class LoadParams(ctypes.Structure):
+        _fields_ = [("device", ctypes.c_char_p), ("n_ctx", ctypes.c_int32), ("n_threads", ctypes.c_int32)]
+
+    rc = lib.akunu_load_model(b"/nonexistent.gguf", ctypes.byref(LoadParams(b"cpu", 64, 0)), ctypes.byref(handle))
+    assert rc != 0 and b"cannot open" in lib.akunu_last_error()
+    rc = lib.akunu_load_model(model.path.encode(), ctypes.byref(LoadParams(b"cpu", 64, 0)), ctypes.byref(handle))
+    assert rc == 0, lib.akunu_last_error()
+    prompt = model.tokenize("hello")
+    arr = (ctypes.c_int32 * len(prompt))(*prompt)
+    out = (ctypes.c_int32 * 8)()
+    n = ctypes.c_int32()
+    rc = lib.akunu_generate_greedy(handle, arr, len(prompt), 8, None, 0, out, ctypes.byref(n))
+    assert rc == 0 and list(out[: n.value]) == model.generate(prompt, max_tokens=8).tokens
+    lib.akunu_free_model(handle)

@@ -1,0 +1,38 @@
+"""Tokenizers against llama.cpp's own vocabulary test cases (ggml-vocab-*.gguf
+with .inp/.out, from the llama-cpp-python sdist)."""
+
+import os
+
+import pytest
+
+from akunu import _core
+from akunu.tokenizer import GGUFTokenizer
+from fetch_vocab_cases import WANTED, fetch
+
+SEPARATOR = "\n__ggml_vocab_test__\n"
+
+
+@pytest.fixture(scope="module")
+def vocab_dir():
+    try:
+        return fetch()
+    except Exception as e:  # no network: say so instead of failing obscurely
+        pytest.skip(f"cannot fetch llama.cpp vocab cases (offline?): {e}")
+
+
+@pytest.mark.parametrize("name", WANTED)
+def test_vocab_cases(vocab_dir, name):
+    path = os.path.join(vocab_dir, f"ggml-vocab-{name}.gguf")
+    tok = GGUFTokenizer(_core.read_gguf(path)["metadata"])
+    with open(path + ".inp", encoding="utf-8") as f:
+        inputs = f.read().split(SEPARATOR)
+    with open(path + ".out", encoding="utf-8") as f:
+        outputs = f.read().split("\n")
+    assert len(inputs) >= 40
+    failures = []
+    for text, expected in zip(inputs, outputs):
+        want = [int(x) for x in expected.split()]
+        got = tok.encode(text, add_bos=False)
+        if got != want:
+            failures.append((text, got, want))
+    assert not failures, f"{len(failures)} cases differ, first: {failures[0]!r}"
