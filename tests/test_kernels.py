@@ -34,7 +34,35 @@ def run_matmul(kind, qtype, raw, x, n_out, k, bias=None):
     return y
 
 
-def check_close(y, w, x, bias=None):
+def q8_activations(qtype, x):
+    """The activations a quantized matmul actually multiplies: rounded to 8 bits
+    per block as llama.cpp does (Q8_0 for 32-blocks with an f16 scale, Q8_K for
+    K-quants). Float formats use x as is."""
+    x = x.astype(np.float32)
+    if qtype in (T.Q8_0, T.Q4_0, T.Q5_0):
+        b = x.reshape(x.shape[0], -1, 32)
+        d = np.abs(b).max(-1, keepdims=True) / np.float32(127)
+        inv = np.where(d != 0, np.float32(1) / np.where(d != 0, d, 1), 0).astype(np.float32)
+        q = np.rint(b * inv)
+        return (q * d.astype(np.float16).astype(np.float32)).reshape(x.shape).astype(np.float64)
+    if qtype in (T.Q4_K, T.Q6_K):
+        b = x.reshape(x.shape[0], -1, 256)
+        idx = np.abs(b).argmax(-1)[..., None]
+        maxv = np.take_along_axis(b, idx, -1)
+        iscale = np.float32(-127) / maxv
+        q = np.minimum(np.rint(iscale * b), 127)
+        return (q * (np.float32(1) / iscale)).reshape(x.shape).astype(np.float64)
+    return x.astype(np.float64)
+
+
+def check_close(y, w, x, bias=None, qtype=None):
+    if qtype is not None:
+        # loosely against the exact activations (8-bit rounding costs ~1%)...
+        exact = x.astype(np.float64) @ w.T + (bias if bias is not None else 0)
+        scale = np.abs(exact).max()
+        assert np.abs(y - exact).max() <= 0.03 * scale
+        # ...and tightly against the 8-bit activations the kernel multiplies
+        x = q8_activations(qtype, x)
     ref = x.astype(np.float64) @ w.T
     if bias is not None:
         ref += bias
@@ -50,7 +78,7 @@ def test_matmul_4096(qtype, kind, m):
     rng = np.random.default_rng(7)
     raw, w = random_matrix(qtype, 4096, 4096, rng)
     x = rng.standard_normal((m, 4096)).astype(np.float32)
-    check_close(run_matmul(kind, qtype, raw, x, 4096, 4096), w, x)
+    check_close(run_matmul(kind, qtype, raw, x, 4096, 4096), w, x, qtype=qtype)
 
 
 @pytest.mark.parametrize("qtype", [T.Q4_0, T.Q4_K, T.Q8_0], ids=lambda t: t.name)
@@ -59,7 +87,7 @@ def test_gemv_4096x14336(qtype):
     rng = np.random.default_rng(11)
     raw, w = random_matrix(qtype, 4096, 14336, rng)
     x = rng.standard_normal((1, 14336)).astype(np.float32)
-    check_close(run_matmul("gemv", qtype, raw, x, 4096, 14336), w, x)
+    check_close(run_matmul("gemv", qtype, raw, x, 4096, 14336), w, x, qtype=qtype)
 
 
 @pytest.mark.parametrize("qtype", [T.Q6_K, T.Q8_0], ids=lambda t: t.name)
@@ -68,7 +96,7 @@ def test_gemv_vocab_151936(qtype):
     rng = np.random.default_rng(5)
     raw, w = random_matrix(qtype, 151936, 256, rng)
     x = rng.standard_normal((1, 256)).astype(np.float32)
-    check_close(run_matmul("gemv", qtype, raw, x, 151936, 256), w, x)
+    check_close(run_matmul("gemv", qtype, raw, x, 151936, 256), w, x, qtype=qtype)
 
 
 @pytest.mark.parametrize("qtype", [T.F32, T.F16, T.BF16], ids=lambda t: t.name)

@@ -1,25 +1,31 @@
 // GEMV (decode, one token) and GEMM (prefill, up to 64 tokens) for every
 // weight format: y[t, n] = W[n, :] . x[t, :] (+ bias[n]). Rows of W are split
-// across threads; each weight block is decoded once into a small stack buffer
-// and used against every token, so no row is ever dequantized whole.
+// across threads. Quantized formats use integer dot products against 8-bit
+// activations (quantized_dot.h); float formats decode 64 values at a time.
+// No row is ever dequantized whole.
 #include <algorithm>
+#include <vector>
 
 #include "core/quant_blocks.h"
 #include "../thread_pool.h"
 #include "core/dtype_descriptor.h"
 #include "core/kernel_params.h"
 #include "cpu_kernel.h"
+#include "quantized_dot.h"
 
 namespace akunu {
 namespace {
 
 constexpr int kMaxTokens = 64;
 
-struct Q8_0 { static constexpr int BE = 32, BB = 34; static void dec(const uint8_t* b, float* y) { blocks::dequant_q8_0(b, y); } };
-struct Q4_0 { static constexpr int BE = 32, BB = 18; static void dec(const uint8_t* b, float* y) { blocks::dequant_q4_0(b, y); } };
-struct Q5_0 { static constexpr int BE = 32, BB = 22; static void dec(const uint8_t* b, float* y) { blocks::dequant_q5_0(b, y); } };
-struct Q4_K { static constexpr int BE = 256, BB = 144; static void dec(const uint8_t* b, float* y) { blocks::dequant_q4_k(b, y); } };
-struct Q6_K { static constexpr int BE = 256, BB = 210; static void dec(const uint8_t* b, float* y) { blocks::dequant_q6_k(b, y); } };
+// Rows of W split into chunks of 16 across the pool, so threads balance on
+// small matrices too.
+template <typename F>
+void parallel_rows(const MatmulParams& p, ThreadPool* pool, F&& rows) {
+    const int chunk = 16;
+    int n_chunks = ((int)p.N + chunk - 1) / chunk;
+    pool->parallel_for(n_chunks, [&](int c0, int c1) { rows(c0 * chunk, std::min((int)p.N, c1 * chunk)); });
+}
 
 // Float formats: "blocks" of 32 elements with a scalar tail, since K need not
 // be a multiple of anything.
@@ -27,23 +33,75 @@ struct F32 { static void dec(const uint8_t* b, float* y, int n) { std::memcpy(y,
 struct F16 { static void dec(const uint8_t* b, float* y, int n) { for (int i = 0; i < n; i++) y[i] = blocks::h(b + 2 * i); } static constexpr int ES = 2; };
 struct BF16 { static void dec(const uint8_t* b, float* y, int n) { for (int i = 0; i < n; i++) blocks::dequant_bf16(b + 2 * i, y + i); } static constexpr int ES = 2; };
 
-template <class B>
-void quant_rows(const MatmulParams& p, const uint8_t* W, const float* x, float* y, const float* bias, int n0, int n1) {
-    const int nb = (int)p.K / B::BE;
-    const size_t row_bytes = (size_t)nb * B::BB;
-    const int m = (int)p.n_tokens;
-    alignas(64) float tmp[B::BE];
-    for (int n = n0; n < n1; n++) {
-        const uint8_t* row = W + (size_t)n * row_bytes;
-        float acc[kMaxTokens] = {};
-        for (int b = 0; b < nb; b++) {
-            B::dec(row + (size_t)b * B::BB, tmp);
-            const float* xb = x + (size_t)b * B::BE;
-            for (int t = 0; t < m; t++) acc[t] += dot_f32(tmp, xb + (size_t)t * p.x_stride, B::BE);
-        }
-        float bn = bias ? bias[n] : 0.0f;
-        for (int t = 0; t < m; t++) y[(size_t)t * p.y_stride + n] = acc[t] + bn;
+// Activations rounded to 8 bits once per call, shared by all threads. The
+// buffer grows on first use and is then reused: no allocation per token.
+struct QuantizedX {
+    std::vector<int8_t> q;
+    std::vector<float> d;
+    std::vector<int16_t> bsums;
+};
+
+QuantizedX& quantized_x_buffer(size_t n_values) {
+    thread_local QuantizedX buf;
+    if (buf.q.size() < n_values) {
+        buf.q.resize(n_values);
+        buf.d.resize(n_values / 32 + 1);
+        buf.bsums.resize(n_values / 16 + 1);
     }
+    return buf;
+}
+
+// Weights in 32-blocks against Q8_0 activations.
+template <float (*Block)(const uint8_t*, const int8_t*, float), int BB>
+void q32_matmul(const MatmulParams& p, const uint8_t* W, const float* x, float* y, const float* bias,
+                ThreadPool* pool) {
+    const int K = (int)p.K, m = (int)p.n_tokens, nb = K / 32;
+    QuantizedX& qx = quantized_x_buffer((size_t)m * K);
+    for (int t = 0; t < m; t++)
+        qdot::quantize_q8_0(x + (size_t)t * p.x_stride, K, qx.q.data() + (size_t)t * K, qx.d.data() + (size_t)t * nb);
+    const size_t row_bytes = (size_t)nb * BB;
+    parallel_rows(p, pool, [&](int n0, int n1) {
+        for (int n = n0; n < n1; n++) {
+            const uint8_t* row = W + (size_t)n * row_bytes;
+            for (int t = 0; t < m; t++) {
+                const int8_t* xq = qx.q.data() + (size_t)t * K;
+                const float* xd = qx.d.data() + (size_t)t * nb;
+                float acc = 0;
+                for (int b = 0; b < nb; b++) acc += Block(row + (size_t)b * BB, xq + b * 32, xd[b]);
+                y[(size_t)t * p.y_stride + n] = acc + (bias ? bias[n] : 0.0f);
+            }
+        }
+    });
+}
+
+// K-quant weights in 256-blocks against Q8_K activations.
+template <int BB, bool UsesMins>
+void k_matmul(const MatmulParams& p, const uint8_t* W, const float* x, float* y, const float* bias,
+              ThreadPool* pool) {
+    const int K = (int)p.K, m = (int)p.n_tokens, nb = K / 256;
+    QuantizedX& qx = quantized_x_buffer((size_t)m * K);
+    for (int t = 0; t < m; t++)
+        qdot::quantize_q8_k(x + (size_t)t * p.x_stride, K, qx.q.data() + (size_t)t * K,
+                            qx.d.data() + (size_t)t * nb, qx.bsums.data() + (size_t)t * nb * 16);
+    const size_t row_bytes = (size_t)nb * BB;
+    parallel_rows(p, pool, [&](int n0, int n1) {
+        for (int n = n0; n < n1; n++) {
+            const uint8_t* row = W + (size_t)n * row_bytes;
+            for (int t = 0; t < m; t++) {
+                const int8_t* xq = qx.q.data() + (size_t)t * K;
+                const float* xd = qx.d.data() + (size_t)t * nb;
+                const int16_t* bs = qx.bsums.data() + (size_t)t * nb * 16;
+                float acc = 0;
+                for (int b = 0; b < nb; b++) {
+                    if constexpr (UsesMins)
+                        acc += qdot::q4_k_block(row + (size_t)b * BB, xq + b * 256, xd[b], bs + b * 16);
+                    else
+                        acc += qdot::q6_k_block(row + (size_t)b * BB, xq + b * 256, xd[b]);
+                }
+                y[(size_t)t * p.y_stride + n] = acc + (bias ? bias[n] : 0.0f);
+            }
+        }
+    });
 }
 
 template <class F>
@@ -64,34 +122,32 @@ void float_rows(const MatmulParams& p, const uint8_t* W, const float* x, float* 
     }
 }
 
-using RowFn = void (*)(const MatmulParams&, const uint8_t*, const float*, float*, const float*, int, int);
+using MatmulFn = void (*)(const MatmulParams&, const uint8_t*, const float*, float*, const float*, ThreadPool*);
 
-void run_matmul(const CpuArgs& a, RowFn rows) {
+template <void (*Rows)(const MatmulParams&, const uint8_t*, const float*, float*, const float*, int, int)>
+void float_matmul(const MatmulParams& p, const uint8_t* W, const float* x, float* y, const float* bias,
+                  ThreadPool* pool) {
+    parallel_rows(p, pool, [&](int n0, int n1) { Rows(p, W, x, y, bias, n0, n1); });
+}
+
+void run_matmul(const CpuArgs& a, MatmulFn fn) {
     MatmulParams p = a.p<MatmulParams>();
-    const uint8_t* W = a.buf[0];
     const float* x = a.b<float>(1) + (size_t)p.row0 * p.x_stride;
-    float* y = a.b<float>(2);
-    const float* bias = p.has_bias ? a.b<float>(3) : nullptr;
-    // Split rows into chunks of 16 so threads balance on small matrices too.
-    const int chunk = 16;
-    int n_chunks = ((int)p.N + chunk - 1) / chunk;
-    a.pool->parallel_for(n_chunks, [&](int c0, int c1) {
-        rows(p, W, x, y, bias, c0 * chunk, std::min((int)p.N, c1 * chunk));
-    });
+    fn(p, a.buf[0], x, a.b<float>(2), p.has_bias ? a.b<float>(3) : nullptr, a.pool);
 }
 
 #define AKUNU_MATMUL(fmt, rowfn)                                   \
     void gemv_##fmt(const CpuArgs& a) { run_matmul(a, rowfn); }    \
     void gemm_##fmt(const CpuArgs& a) { run_matmul(a, rowfn); }
 
-AKUNU_MATMUL(f32, float_rows<F32>)
-AKUNU_MATMUL(f16, float_rows<F16>)
-AKUNU_MATMUL(bf16, float_rows<BF16>)
-AKUNU_MATMUL(q8_0, quant_rows<Q8_0>)
-AKUNU_MATMUL(q4_0, quant_rows<Q4_0>)
-AKUNU_MATMUL(q5_0, quant_rows<Q5_0>)
-AKUNU_MATMUL(q4_k, quant_rows<Q4_K>)
-AKUNU_MATMUL(q6_k, quant_rows<Q6_K>)
+AKUNU_MATMUL(f32, (float_matmul<float_rows<F32>>))
+AKUNU_MATMUL(f16, (float_matmul<float_rows<F16>>))
+AKUNU_MATMUL(bf16, (float_matmul<float_rows<BF16>>))
+AKUNU_MATMUL(q8_0, (q32_matmul<qdot::q8_0_block, 34>))
+AKUNU_MATMUL(q4_0, (q32_matmul<qdot::q4_0_block, 18>))
+AKUNU_MATMUL(q5_0, (q32_matmul<qdot::q5_0_block, 22>))
+AKUNU_MATMUL(q4_k, (k_matmul<144, true>))
+AKUNU_MATMUL(q6_k, (k_matmul<210, false>))
 
 }  // namespace
 
