@@ -12,7 +12,7 @@ ThreadPool::~ThreadPool() {
     for (auto& t : threads_) t.join();
 }
 
-static void run_chunk(const std::function<void(int, int)>& fn, int n, int parts, int id) {
+static void run_chunk(const RangeFn& fn, int n, int parts, int id) {
     int begin = (int)((long long)n * id / parts);
     int end = (int)((long long)n * (id + 1) / parts);
     if (begin < end) fn(begin, end);
@@ -33,7 +33,7 @@ void ThreadPool::worker(int id) {
     }
 }
 
-void ThreadPool::parallel_for(int n, const std::function<void(int, int)>& fn) {
+void ThreadPool::run(int n, const RangeFn& fn) {
     if (n_threads_ == 1 || n < 2) {
         if (n > 0) fn(0, n);
         return;

@@ -4,11 +4,23 @@
 // fall back to yielding.
 #pragma once
 #include <atomic>
-#include <functional>
 #include <thread>
 #include <vector>
 
 namespace akunu {
+
+// A non-owning reference to a callable (void(int, int)): unlike std::function
+// it never allocates, which keeps the per-token path allocation-free.
+class RangeFn {
+public:
+    template <typename F>
+    RangeFn(F& f) : obj_(&f), call_([](void* o, int a, int b) { (*static_cast<F*>(o))(a, b); }) {}
+    void operator()(int a, int b) const { call_(obj_, a, b); }
+
+private:
+    void* obj_;
+    void (*call_)(void*, int, int);
+};
 
 class ThreadPool {
 public:
@@ -18,16 +30,21 @@ public:
 
     // Calls fn(begin, end) over [0, n) split into contiguous chunks, one per
     // thread (the caller runs the first); returns when all are done.
-    void parallel_for(int n, const std::function<void(int, int)>& fn);
+    template <typename F>
+    void parallel_for(int n, F&& fn) {
+        RangeFn ref(fn);
+        run(n, ref);
+    }
 
 private:
+    void run(int n, const RangeFn& fn);
     void worker(int id);
     int n_threads_;
     std::vector<std::thread> threads_;
     std::atomic<uint64_t> generation_{0};
     std::atomic<int> pending_{0};
     std::atomic<bool> stop_{false};
-    const std::function<void(int, int)>* job_ = nullptr;
+    const RangeFn* job_ = nullptr;
     int job_n_ = 0;
 };
 

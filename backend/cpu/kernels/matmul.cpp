@@ -4,6 +4,7 @@
 // activations (quantized_dot.h); float formats decode 64 values at a time.
 // No row is ever dequantized whole.
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "core/quant_blocks.h"
@@ -12,6 +13,7 @@
 #include "core/kernel_params.h"
 #include "cpu_kernel.h"
 #include "quantized_dot.h"
+#include "quantized_rows_avx2.h"
 
 namespace akunu {
 namespace {
@@ -51,8 +53,9 @@ QuantizedX& quantized_x_buffer(size_t n_values) {
     return buf;
 }
 
-// Weights in 32-blocks against Q8_0 activations.
-template <float (*Block)(const uint8_t*, const int8_t*, float), int BB>
+// Weights in 32-blocks against Q8_0 activations. Avx2Rows is the vectorized
+// row kernel (void when the build has no AVX2).
+template <float (*Block)(const uint8_t*, const int8_t*, float), int BB, class Avx2Rows = void>
 void q32_matmul(const MatmulParams& p, const uint8_t* W, const float* x, float* y, const float* bias,
                 ThreadPool* pool) {
     const int K = (int)p.K, m = (int)p.n_tokens, nb = K / 32;
@@ -60,6 +63,14 @@ void q32_matmul(const MatmulParams& p, const uint8_t* W, const float* x, float* 
     for (int t = 0; t < m; t++)
         qdot::quantize_q8_0(x + (size_t)t * p.x_stride, K, qx.q.data() + (size_t)t * K, qx.d.data() + (size_t)t * nb);
     const size_t row_bytes = (size_t)nb * BB;
+#if defined(__AVX2__) && defined(__FMA__)
+    if constexpr (!std::is_void_v<Avx2Rows>) {
+        parallel_rows(p, pool, [&](int n0, int n1) {
+            avx2::rows_q32<Avx2Rows>(p, W, qx.q.data(), qx.d.data(), y, bias, n0, n1);
+        });
+        return;
+    }
+#endif
     parallel_rows(p, pool, [&](int n0, int n1) {
         for (int n = n0; n < n1; n++) {
             const uint8_t* row = W + (size_t)n * row_bytes;
@@ -84,6 +95,15 @@ void k_matmul(const MatmulParams& p, const uint8_t* W, const float* x, float* y,
         qdot::quantize_q8_k(x + (size_t)t * p.x_stride, K, qx.q.data() + (size_t)t * K,
                             qx.d.data() + (size_t)t * nb, qx.bsums.data() + (size_t)t * nb * 16);
     const size_t row_bytes = (size_t)nb * BB;
+#if defined(__AVX2__) && defined(__FMA__)
+    parallel_rows(p, pool, [&](int n0, int n1) {
+        if constexpr (UsesMins)
+            avx2::rows_q4_k(p, W, qx.q.data(), qx.d.data(), qx.bsums.data(), y, bias, n0, n1);
+        else
+            avx2::rows_q6_k(p, W, qx.q.data(), qx.d.data(), y, bias, n0, n1);
+    });
+    return;
+#endif
     parallel_rows(p, pool, [&](int n0, int n1) {
         for (int n = n0; n < n1; n++) {
             const uint8_t* row = W + (size_t)n * row_bytes;
@@ -143,9 +163,15 @@ void run_matmul(const CpuArgs& a, MatmulFn fn) {
 AKUNU_MATMUL(f32, (float_matmul<float_rows<F32>>))
 AKUNU_MATMUL(f16, (float_matmul<float_rows<F16>>))
 AKUNU_MATMUL(bf16, (float_matmul<float_rows<BF16>>))
+#if defined(__AVX2__) && defined(__FMA__)
+AKUNU_MATMUL(q8_0, (q32_matmul<qdot::q8_0_block, 34, avx2::Q8_0>))
+AKUNU_MATMUL(q4_0, (q32_matmul<qdot::q4_0_block, 18, avx2::Q4_0>))
+AKUNU_MATMUL(q5_0, (q32_matmul<qdot::q5_0_block, 22, avx2::Q5_0>))
+#else
 AKUNU_MATMUL(q8_0, (q32_matmul<qdot::q8_0_block, 34>))
 AKUNU_MATMUL(q4_0, (q32_matmul<qdot::q4_0_block, 18>))
 AKUNU_MATMUL(q5_0, (q32_matmul<qdot::q5_0_block, 22>))
+#endif
 AKUNU_MATMUL(q4_k, (k_matmul<144, true>))
 AKUNU_MATMUL(q6_k, (k_matmul<210, false>))
 
