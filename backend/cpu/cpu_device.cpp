@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -26,8 +28,10 @@ static int default_threads() {
     return n ? (int)n : 1;
 }
 
-CpuDevice::CpuDevice(int n_threads) : pool_(new ThreadPool(n_threads > 0 ? n_threads : default_threads())) {}
-CpuDevice::~CpuDevice() = default;
+CpuDevice::CpuDevice(int n_threads) : pool_(new ThreadPool(n_threads > 0 ? n_threads : default_threads())) {
+    const char* prof = std::getenv("AKUNU_PROFILE");
+    profile_ = prof && *prof && std::strcmp(prof, "0") != 0;
+}
 
 size_t CpuDevice::total_memory() const {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
@@ -88,6 +92,7 @@ void CpuDevice::dispatch(Dim3, Dim3) {
 
 // Tight replay: no virtual calls, parameters patched on the stack.
 void CpuDevice::encode_dispatch_table(const DispatchTable& table, const ReplayState& st) {
+    if (profile_) return encode_profiled(table, st);
     CpuArgs a;
     a.pool = pool_.get();
     uint8_t params[DispatchCmd::MAX_PARAM_BYTES];
@@ -101,6 +106,35 @@ void CpuDevice::encode_dispatch_table(const DispatchTable& table, const ReplaySt
         patch_params(cmd, st, params);
         ((const CpuKernelEntry*)cmd.pso.handle)->fn(a);
     }
+}
+
+// AKUNU_PROFILE=1: time every command, summed per kernel, printed when the
+// device is destroyed (where the time of a forward pass goes).
+void CpuDevice::encode_profiled(const DispatchTable& table, const ReplayState& st) {
+    CpuArgs a;
+    a.pool = pool_.get();
+    uint8_t params[DispatchCmd::MAX_PARAM_BYTES];
+    a.params = params;
+    for (const DispatchCmd& cmd : table.commands) {
+        for (int i = 0; i < cmd.buffer_count; i++) {
+            size_t off = cmd.offsets[i] + (i == cmd.patch_token_buffer ? 4u * st.token_index : 0u);
+            a.buf[i] = cmd.buffers[i].contents ? (uint8_t*)cmd.buffers[i].contents + off : nullptr;
+        }
+        patch_params(cmd, st, params);
+        auto t0 = std::chrono::steady_clock::now();
+        ((const CpuKernelEntry*)cmd.pso.handle)->fn(a);
+        double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        profile_times_[((const CpuKernelEntry*)cmd.pso.handle)->name] += dt;
+    }
+}
+
+CpuDevice::~CpuDevice() {
+    if (!profile_) return;
+    double total = 0;
+    for (auto& kv : profile_times_) total += kv.second;
+    std::fprintf(stderr, "akunu CPU profile (%.3f s in kernels):\n", total);
+    for (auto& kv : profile_times_)
+        std::fprintf(stderr, "  %-16s %8.3f s  %5.1f%%\n", kv.first.c_str(), kv.second, 100.0 * kv.second / total);
 }
 
 }  // namespace akunu

@@ -1,7 +1,9 @@
 // The CPU backend: buffers are host memory, pipelines are kernel function
 // pointers, and a dispatch runs the kernel at once on the thread pool.
 #pragma once
+#include <map>
 #include <memory>
+#include <string>
 
 #include "core/device.h"
 #include "kernels/cpu_kernel.h"
@@ -39,6 +41,9 @@ public:
     int n_threads() const { return pool_->size(); }
 
 private:
+    void encode_profiled(const DispatchTable& table, const ReplayState& state);
+    bool profile_ = false;
+    std::map<std::string, double> profile_times_;
     struct Bound {
         const CpuKernelEntry* fn = nullptr;
         uint8_t* buf[8] = {};

@@ -2,10 +2,24 @@
 #pragma once
 #include <cstdint>
 #include <cstring>
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
 
 namespace akunu {
 
+inline float f16_to_f32_portable(uint16_t h);
+
+// Hardware conversion where the build targets it (F16C), else bit twiddling.
 inline float f16_to_f32(uint16_t h) {
+#if defined(__F16C__)
+    return _cvtsh_ss(h);
+#else
+    return f16_to_f32_portable(h);
+#endif
+}
+
+inline float f16_to_f32_portable(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000) << 16;
     uint32_t exp = (h >> 10) & 0x1F;
     uint32_t mant = h & 0x3FF;
@@ -51,6 +65,16 @@ inline uint16_t f32_to_f16(float f) {
     uint32_t rem = absx & 0x1FFF;
     if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) h++;
     return (uint16_t)(sign | h);
+}
+
+// n halves to floats (vectorized with F16C).
+inline void f16_row_to_f32(const uint16_t* src, float* dst, int n) {
+    int i = 0;
+#if defined(__F16C__) && defined(__AVX__)
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(src + i))));
+#endif
+    for (; i < n; i++) dst[i] = f16_to_f32(src[i]);
 }
 
 inline float bf16_to_f32(uint16_t b) {

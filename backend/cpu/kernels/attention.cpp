@@ -51,7 +51,7 @@ void attention(const CpuArgs& a) {
             float mx = -INFINITY;
             for (uint32_t j = lo; j <= pos; j++) {
                 const uint16_t* kr = kc + (size_t)j * kv_dim + koff;
-                for (uint32_t d = 0; d < p.head_dim; d++) kf[d] = f16_to_f32(kr[d]);
+                f16_row_to_f32(kr, kf.data(), (int)p.head_dim);
                 float s = dot_f32(qh, kf.data(), (int)p.head_dim) * p.scale;
                 scores[j] = s;
                 mx = std::max(mx, s);
@@ -65,7 +65,8 @@ void attention(const CpuArgs& a) {
             for (uint32_t j = lo; j <= pos; j++) {
                 const uint16_t* vr = vc + (size_t)j * kv_dim + koff;
                 const float w = scores[j];
-                for (uint32_t d = 0; d < p.head_dim; d++) acc[d] += w * f16_to_f32(vr[d]);
+                f16_row_to_f32(vr, kf.data(), (int)p.head_dim);
+                for (uint32_t d = 0; d < p.head_dim; d++) acc[d] += w * kf[d];
             }
             float* o = out + (size_t)t * p.out_stride + (size_t)h * p.head_dim;
             const float inv = (float)(1.0 / sum);

@@ -129,32 +129,32 @@ inline void rows_q6_k(const MatmulParams& p, const uint8_t* W, const int8_t* xq,
                       const float* bias, int n0, int n1) {
     const int K = (int)p.K, m = (int)p.n_tokens, nb = K / 256;
     __m256 acc[64];
-    alignas(32) int8_t u[256];
     for (int n = n0; n < n1; n++) {
         const uint8_t* row = W + (size_t)n * nb * 210;
         for (int t = 0; t < m; t++) acc[t] = _mm256_setzero_ps();
         for (int b = 0; b < nb; b++) {
             const uint8_t* blk = row + (size_t)b * 210;
-            const uint8_t* ql = blk;
-            const uint8_t* qh = blk + 128;
             const int8_t* scl = (const int8_t*)(blk + 192);
             const float d = blocks::h(blk + 208);
-            for (int half = 0; half < 256; half += 128) {
-                for (int l = 0; l < 32; l++) {
-                    u[half + l] = (int8_t)(((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32);
-                    u[half + l + 32] = (int8_t)(((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32);
-                    u[half + l + 64] = (int8_t)(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
-                    u[half + l + 96] = (int8_t)(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
-                }
-                ql += 64;
-                qh += 32;
-            }
             __m256i w[8], sc[8];
-            for (int j = 0; j < 8; j++) {
-                w[j] = _mm256_load_si256((const __m256i*)(u + 32 * j));
+            const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32);
+            for (int half = 0; half < 2; half++) {
+                // 64 bytes of low nibbles + 32 bytes of 2-bit highs -> 128 six-bit values
+                const __m256i q1 = load32(blk + 64 * half), q2 = load32(blk + 64 * half + 32);
+                const __m256i h = load32(blk + 128 + 32 * half);
+                const __m256i w0 = _mm256_or_si256(_mm256_and_si256(q1, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m30));
+                const __m256i w1 = _mm256_or_si256(_mm256_and_si256(q2, m4), _mm256_and_si256(_mm256_slli_epi16(h, 2), m30));
+                const __m256i w2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q1, 4), m4), _mm256_and_si256(h, m30));
+                const __m256i w3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q2, 4), m4),
+                                                   _mm256_and_si256(_mm256_srli_epi16(h, 2), m30));
+                w[4 * half + 0] = _mm256_sub_epi8(w0, k32);
+                w[4 * half + 1] = _mm256_sub_epi8(w1, k32);
+                w[4 * half + 2] = _mm256_sub_epi8(w2, k32);
+                w[4 * half + 3] = _mm256_sub_epi8(w3, k32);
+            }
+            for (int j = 0; j < 8; j++)
                 sc[j] = _mm256_setr_epi32(scl[2 * j], scl[2 * j], scl[2 * j], scl[2 * j], scl[2 * j + 1],
                                           scl[2 * j + 1], scl[2 * j + 1], scl[2 * j + 1]);
-            }
             for (int t = 0; t < m; t++) {
                 const int8_t* x = xq + (size_t)t * K + b * 256;
                 __m256i isum = _mm256_setzero_si256();
