@@ -15,6 +15,13 @@ FORMATS = {
     T.Q5_0: (32, 22, (0,)),
     T.Q4_K: (256, 144, (0, 2)),
     T.Q6_K: (256, 210, (208,)),
+    T.Q4_1: (32, 20, (0, 2)),
+    T.Q5_1: (32, 24, (0, 2)),
+    T.Q2_K: (256, 84, (80, 82)),
+    T.Q3_K: (256, 110, (108,)),
+    T.Q5_K: (256, 176, (0, 2)),
+    T.IQ4_NL: (32, 18, (0,)),
+    T.IQ4_XS: (256, 136, (0,)),
 }
 
 
@@ -36,7 +43,7 @@ def random_matrix(qtype, rows, cols, rng):
     raw = rng.integers(0, 256, size=(rows, nb, bb), dtype=np.uint8)
     for off in scales:
         d = (rng.uniform(0.001, 0.02, size=(rows, nb)) * rng.choice([-1, 1], size=(rows, nb))).astype(np.float16)
-        if qtype == T.Q4_K:  # d and dmin are used as positive multipliers there
+        if qtype in (T.Q4_K, T.Q5_K, T.Q2_K):  # d and dmin are used as positive multipliers there
             d = np.abs(d)
         raw[:, :, off : off + 2] = d.view(np.uint8).reshape(rows, nb, 2)
     raw = raw.reshape(rows, nb * bb)

@@ -154,26 +154,16 @@ def test_unknown_architecture(tmp_path):
 
 
 def test_unsupported_dtype_names_tensor(tmp_path, small_model):
-    """Re-type one matrix as Q4_1 (valid layout, no kernels yet)."""
-    import gguf
-
-    r = gguf.GGUFReader(small_model)
-    path = str(tmp_path / "q41.gguf")
-    w = gguf.GGUFWriter(path, "llama")
-    for f in r.fields.values():
-        if f.name.startswith("GGUF.") or f.name == "general.architecture":
-            continue
-        w.add_key_value(f.name, f.contents(), f.types[0], f.types[-1] if f.types[0] == gguf.GGUFValueType.ARRAY else None)
-    for t in r.tensors:
-        a = np.array(t.data, dtype=np.float32).reshape(t.data.shape)
-        if t.name == "blk.0.ffn_up.weight":
-            q = gguf.quants.quantize(a, gguf.GGMLQuantizationType.Q4_1)
-            w.add_tensor(t.name, q, raw_dtype=gguf.GGMLQuantizationType.Q4_1)
-        else:
-            w.add_tensor(t.name, a.astype(np.float32))
-    w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
-    with pytest.raises(akunu.UnsupportedModelError, match="blk.0.ffn_up.weight.*Q4_1"):
-        akunu.load(path)
+    """Re-type one F16 matrix as I16 (same size, a GGML type with no weight kernels)."""
+    data = bytearray(open(small_model, "rb").read())
+    name = b"blk.0.ffn_up.weight"
+    i = data.index(struct.pack("<Q", len(name)) + name) + 8 + len(name)
+    n_dims = struct.unpack_from("<I", data, i)[0]
+    type_at = i + 4 + 8 * n_dims
+    assert struct.unpack_from("<I", data, type_at)[0] == 1  # F16
+    struct.pack_into("<I", data, type_at, 25)  # I16
+    with pytest.raises(akunu.UnsupportedModelError, match="blk.0.ffn_up.weight.*I16"):
+        akunu.load(write(tmp_path, "i16.gguf", bytes(data)))
 
 
 def test_inconsistent_shapes(tmp_path, small_model):

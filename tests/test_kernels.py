@@ -8,10 +8,11 @@ import kernel_params as kp
 from akunu import _core
 from quant_samples import FORMATS, random_matrix
 
-QUANT = [T.Q8_0, T.Q4_0, T.Q5_0, T.Q4_K, T.Q6_K]
+QUANT = [T.Q8_0, T.Q4_0, T.Q5_0, T.Q4_K, T.Q6_K, T.Q4_1, T.Q5_1, T.Q2_K, T.Q3_K, T.Q5_K, T.IQ4_NL, T.IQ4_XS]
 ALL = [T.F32, T.F16, T.BF16] + QUANT
 KERNEL = {T.F32: "f32", T.F16: "f16", T.BF16: "bf16", T.Q8_0: "q8_0", T.Q4_0: "q4_0", T.Q5_0: "q5_0",
-          T.Q4_K: "q4_k", T.Q6_K: "q6_k"}
+          T.Q4_K: "q4_k", T.Q6_K: "q6_k", T.Q4_1: "q4_1", T.Q5_1: "q5_1", T.Q2_K: "q2_k", T.Q3_K: "q3_k",
+          T.Q5_K: "q5_k", T.IQ4_NL: "iq4_nl", T.IQ4_XS: "iq4_xs"}
 
 
 @pytest.mark.parametrize("qtype", ALL, ids=lambda t: t.name)

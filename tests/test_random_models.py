@@ -41,7 +41,8 @@ def test_records_cover_every_architecture_and_dtype():
     archs = {r["arch"] for r in RECORDS}
     assert archs == {"llama", "qwen2", "qwen3", "gemma", "gemma3"}
     made = {r["made_by"][1] for r in RECORDS}
-    assert {"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q5_0", "Q4_K_M", "Q6_K"} <= made
+    assert {"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K_S", "Q3_K_M", "Q3_K_L",
+            "Q4_K_S", "Q4_K_M", "Q5_K_S", "Q5_K_M", "Q6_K", "IQ4_NL", "IQ4_XS"} <= made
 
 
 def test_tokenizer_matches_llama_cpp(case):

@@ -15,6 +15,13 @@ void dequantize_row(uint32_t dtype, const uint8_t* src, float* dst, int64_t n) {
         case GGML_Q5_0: for (int64_t b = 0; b < n / 32; b++) dequant_q5_0(src + b * 22, dst + b * 32); return;
         case GGML_Q4_K: for (int64_t b = 0; b < n / 256; b++) dequant_q4_k(src + b * 144, dst + b * 256); return;
         case GGML_Q6_K: for (int64_t b = 0; b < n / 256; b++) dequant_q6_k(src + b * 210, dst + b * 256); return;
+        case GGML_Q4_1: for (int64_t b = 0; b < n / 32; b++) dequant_q4_1(src + b * 20, dst + b * 32); return;
+        case GGML_Q5_1: for (int64_t b = 0; b < n / 32; b++) dequant_q5_1(src + b * 24, dst + b * 32); return;
+        case GGML_Q2_K: for (int64_t b = 0; b < n / 256; b++) dequant_q2_k(src + b * 84, dst + b * 256); return;
+        case GGML_Q3_K: for (int64_t b = 0; b < n / 256; b++) dequant_q3_k(src + b * 110, dst + b * 256); return;
+        case GGML_Q5_K: for (int64_t b = 0; b < n / 256; b++) dequant_q5_k(src + b * 176, dst + b * 256); return;
+        case GGML_IQ4_NL: for (int64_t b = 0; b < n / 32; b++) dequant_iq4_nl(src + b * 18, dst + b * 32); return;
+        case GGML_IQ4_XS: for (int64_t b = 0; b < n / 256; b++) dequant_iq4_xs(src + b * 136, dst + b * 256); return;
         default: std::memset(dst, 0, (size_t)n * 4); return;  // callers check support first
     }
 }

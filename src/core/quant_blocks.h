@@ -100,6 +100,112 @@ inline void dequant_q6_k(const uint8_t* b, float* y) {
     }
 }
 
+// Q4_1: f16 d, f16 m, nibbles q[16]; x = d * q + m
+inline void dequant_q4_1(const uint8_t* b, float* y) {
+    float d = h(b), m = h(b + 2);
+    const uint8_t* q = b + 4;
+    for (int j = 0; j < 16; j++) {
+        y[j] = d * (float)(q[j] & 0xF) + m;
+        y[j + 16] = d * (float)(q[j] >> 4) + m;
+    }
+}
+
+// Q5_1: f16 d, f16 m, u32 qh, nibbles q[16]; x = d * q5 + m
+inline void dequant_q5_1(const uint8_t* b, float* y) {
+    float d = h(b), m = h(b + 2);
+    uint32_t qh;
+    std::memcpy(&qh, b + 4, 4);
+    const uint8_t* q = b + 8;
+    for (int j = 0; j < 16; j++) {
+        int lo = (q[j] & 0xF) | (int)(((qh >> j) << 4) & 0x10);
+        int hi = (q[j] >> 4) | (int)((qh >> (j + 12)) & 0x10);
+        y[j] = d * (float)lo + m;
+        y[j + 16] = d * (float)hi + m;
+    }
+}
+
+// Q2_K: scales[16] (low nibble scale, high nibble min), q[64] (2 bits), f16 d, f16 dmin.
+// Value v = 128*g + 32*s + l takes bits 2s of q[32g + l]; sub-block v/16.
+inline void dequant_q2_k(const uint8_t* b, float* y) {
+    const uint8_t* sc = b;
+    const uint8_t* q = b + 16;
+    float d = h(b + 80), dmin = h(b + 82);
+    for (int v = 0; v < 256; v++) {
+        int g = v / 128, s = (v / 32) % 4, l = v % 32, sb = v / 16;
+        int qv = (q[32 * g + l] >> (2 * s)) & 3;
+        y[v] = d * (float)(sc[sb] & 0xF) * (float)qv - dmin * (float)(sc[sb] >> 4);
+    }
+}
+
+// Q3_K: hmask[32], q[64] (2 low bits), 12 bytes of 6-bit scales, f16 d.
+// Low bits as Q2_K; the high bit of value v is bit v/32 of hmask[v%32], and a
+// clear bit subtracts 4. Scales: low nibbles from bytes 0..7, 2 high bits from 8..11.
+inline void dequant_q3_k(const uint8_t* b, float* y) {
+    const uint8_t* hm = b;
+    const uint8_t* q = b + 32;
+    const uint8_t* sc = b + 96;
+    float d = h(b + 108);
+    int scales[16];
+    for (int i = 0; i < 16; i++) {
+        int lo = i < 8 ? (sc[i] & 0xF) : (sc[i - 8] >> 4);
+        int hi = (sc[8 + i % 4] >> (2 * (i / 4))) & 3;
+        scales[i] = (lo | (hi << 4)) - 32;
+    }
+    for (int v = 0; v < 256; v++) {
+        int g = v / 128, s = (v / 32) % 4, l = v % 32;
+        int lo = (q[32 * g + l] >> (2 * s)) & 3;
+        int hbit = (hm[l] >> (v / 32)) & 1;
+        y[v] = d * (float)scales[v / 16] * (float)(lo - (hbit ? 0 : 4));
+    }
+}
+
+// Q5_K: f16 d, f16 dmin, 12 bytes of scales/mins (as Q4_K), qh[32], q[128].
+// Value v = 64*g + 32*s + l: nibble s of q[32g + l], 5th bit = bit v/32 of qh[l].
+inline void dequant_q5_k(const uint8_t* b, float* y) {
+    float d = h(b), dmin = h(b + 2);
+    const uint8_t* scales = b + 4;
+    const uint8_t* qh = b + 16;
+    const uint8_t* q = b + 48;
+    for (int v = 0; v < 256; v++) {
+        int g = v / 64, s = (v / 32) % 2, l = v % 32, j = v / 32;
+        uint8_t sc, m;
+        q4k_scale_min(j, scales, &sc, &m);
+        int qv = ((q[32 * g + l] >> (4 * s)) & 0xF) | (((qh[l] >> j) & 1) << 4);
+        y[v] = d * sc * (float)qv - dmin * m;
+    }
+}
+
+// The non-linear 4-bit grid of IQ4_NL / IQ4_XS.
+constexpr int8_t kIQ4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+// IQ4_NL: f16 d, nibbles q[16] indexing the grid; low nibbles x[0..15], high x[16..31].
+inline void dequant_iq4_nl(const uint8_t* b, float* y) {
+    float d = h(b);
+    const uint8_t* q = b + 2;
+    for (int j = 0; j < 16; j++) {
+        y[j] = d * kIQ4Values[q[j] & 0xF];
+        y[j + 16] = d * kIQ4Values[q[j] >> 4];
+    }
+}
+
+// IQ4_XS: f16 d, u16 scales_h, scales_l[4], q[128]; 8 sub-blocks of 32 with
+// 6-bit scales (low nibble from scales_l, 2 high bits from scales_h) minus 32.
+inline void dequant_iq4_xs(const uint8_t* b, float* y) {
+    float d = h(b);
+    uint16_t sh;
+    std::memcpy(&sh, b + 2, 2);
+    const uint8_t* sl = b + 4;
+    const uint8_t* q = b + 8;
+    for (int ib = 0; ib < 8; ib++) {
+        int ls = ((sl[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((sh >> (2 * ib)) & 3) << 4);
+        float dl = d * (float)(ls - 32);
+        for (int j = 0; j < 16; j++) {
+            y[32 * ib + j] = dl * kIQ4Values[q[16 * ib + j] & 0xF];
+            y[32 * ib + j + 16] = dl * kIQ4Values[q[16 * ib + j] >> 4];
+        }
+    }
+}
+
 inline void dequant_f32(const uint8_t* b, float* y) { std::memcpy(y, b, 4); }
 inline void dequant_f16(const uint8_t* b, float* y) { *y = h(b); }
 inline void dequant_bf16(const uint8_t* b, float* y) {

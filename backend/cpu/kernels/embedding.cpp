@@ -26,7 +26,10 @@ void embedding(const CpuArgs& a) {
 extern const CpuKernelEntry kEmbeddingKernels[] = {
     {"embedding_f32", embedding},  {"embedding_f16", embedding},  {"embedding_bf16", embedding},
     {"embedding_q8_0", embedding}, {"embedding_q4_0", embedding}, {"embedding_q5_0", embedding},
-    {"embedding_q4_k", embedding}, {"embedding_q6_k", embedding}, {nullptr, nullptr},
+    {"embedding_q4_k", embedding}, {"embedding_q6_k", embedding}, {"embedding_q4_1", embedding},
+    {"embedding_q5_1", embedding}, {"embedding_q2_k", embedding}, {"embedding_q3_k", embedding},
+    {"embedding_q5_k", embedding}, {"embedding_iq4_nl", embedding}, {"embedding_iq4_xs", embedding},
+    {nullptr, nullptr},
 };
 
 }  // namespace akunu

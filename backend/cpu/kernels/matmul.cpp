@@ -142,6 +142,26 @@ void float_rows(const MatmulParams& p, const uint8_t* W, const float* x, float* 
     }
 }
 
+// Formats without integer kernels yet: each weight block is decoded to floats
+// once and dotted with every token's float activations.
+template <void (*Dec)(const uint8_t*, float*), int BE, int BB>
+void dequant_block_matmul(const MatmulParams& p, const uint8_t* W, const float* x, float* y, const float* bias,
+                          ThreadPool* pool) {
+    const int nb = (int)p.K / BE, m = (int)p.n_tokens;
+    parallel_rows(p, pool, [&](int n0, int n1) {
+        alignas(64) float tmp[BE];
+        for (int n = n0; n < n1; n++) {
+            const uint8_t* row = W + (size_t)n * nb * BB;
+            float acc[kMaxTokens] = {};
+            for (int b = 0; b < nb; b++) {
+                Dec(row + (size_t)b * BB, tmp);
+                for (int t = 0; t < m; t++) acc[t] += dot_f32(tmp, x + (size_t)t * p.x_stride + (size_t)b * BE, BE);
+            }
+            for (int t = 0; t < m; t++) y[(size_t)t * p.y_stride + n] = acc[t] + (bias ? bias[n] : 0.0f);
+        }
+    });
+}
+
 using MatmulFn = void (*)(const MatmulParams&, const uint8_t*, const float*, float*, const float*, ThreadPool*);
 
 template <void (*Rows)(const MatmulParams&, const uint8_t*, const float*, float*, const float*, int, int)>
@@ -172,6 +192,13 @@ AKUNU_MATMUL(q8_0, (q32_matmul<qdot::q8_0_block, 34>))
 AKUNU_MATMUL(q4_0, (q32_matmul<qdot::q4_0_block, 18>))
 AKUNU_MATMUL(q5_0, (q32_matmul<qdot::q5_0_block, 22>))
 #endif
+AKUNU_MATMUL(q4_1, (dequant_block_matmul<blocks::dequant_q4_1, 32, 20>))
+AKUNU_MATMUL(q5_1, (dequant_block_matmul<blocks::dequant_q5_1, 32, 24>))
+AKUNU_MATMUL(q2_k, (dequant_block_matmul<blocks::dequant_q2_k, 256, 84>))
+AKUNU_MATMUL(q3_k, (dequant_block_matmul<blocks::dequant_q3_k, 256, 110>))
+AKUNU_MATMUL(q5_k, (dequant_block_matmul<blocks::dequant_q5_k, 256, 176>))
+AKUNU_MATMUL(iq4_nl, (dequant_block_matmul<blocks::dequant_iq4_nl, 32, 18>))
+AKUNU_MATMUL(iq4_xs, (dequant_block_matmul<blocks::dequant_iq4_xs, 256, 136>))
 AKUNU_MATMUL(q4_k, (k_matmul<144, true>))
 AKUNU_MATMUL(q6_k, (k_matmul<210, false>))
 
@@ -182,6 +209,10 @@ extern const CpuKernelEntry kMatmulKernels[] = {
     {"gemv_bf16", gemv_bf16}, {"gemm_bf16", gemm_bf16}, {"gemv_q8_0", gemv_q8_0}, {"gemm_q8_0", gemm_q8_0},
     {"gemv_q4_0", gemv_q4_0}, {"gemm_q4_0", gemm_q4_0}, {"gemv_q5_0", gemv_q5_0}, {"gemm_q5_0", gemm_q5_0},
     {"gemv_q4_k", gemv_q4_k}, {"gemm_q4_k", gemm_q4_k}, {"gemv_q6_k", gemv_q6_k}, {"gemm_q6_k", gemm_q6_k},
+    {"gemv_q4_1", gemv_q4_1}, {"gemm_q4_1", gemm_q4_1}, {"gemv_q5_1", gemv_q5_1}, {"gemm_q5_1", gemm_q5_1},
+    {"gemv_q2_k", gemv_q2_k}, {"gemm_q2_k", gemm_q2_k}, {"gemv_q3_k", gemv_q3_k}, {"gemm_q3_k", gemm_q3_k},
+    {"gemv_q5_k", gemv_q5_k}, {"gemm_q5_k", gemm_q5_k}, {"gemv_iq4_nl", gemv_iq4_nl},
+    {"gemm_iq4_nl", gemm_iq4_nl}, {"gemv_iq4_xs", gemv_iq4_xs}, {"gemm_iq4_xs", gemm_iq4_xs},
     {nullptr, nullptr},
 };
 
