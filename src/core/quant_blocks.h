@@ -129,12 +129,16 @@ inline void dequant_q5_1(const uint8_t* b, float* y) {
 inline void dequant_q2_k(const uint8_t* b, float* y) {
     const uint8_t* sc = b;
     const uint8_t* q = b + 16;
-    float d = h(b + 80), dmin = h(b + 82);
-    for (int v = 0; v < 256; v++) {
-        int g = v / 128, s = (v / 32) % 4, l = v % 32, sb = v / 16;
-        int qv = (q[32 * g + l] >> (2 * s)) & 3;
-        y[v] = d * (float)(sc[sb] & 0xF) * (float)qv - dmin * (float)(sc[sb] >> 4);
-    }
+    const float d = h(b + 80), dmin = h(b + 82);
+    for (int g = 0; g < 2; g++)
+        for (int s = 0; s < 4; s++)
+            for (int half = 0; half < 2; half++) {
+                const int sb = 8 * g + 2 * s + half;  // sub-block of 16
+                const float dl = d * (float)(sc[sb] & 0xF), ml = dmin * (float)(sc[sb] >> 4);
+                float* o = y + 128 * g + 32 * s + 16 * half;
+                const uint8_t* qq = q + 32 * g + 16 * half;
+                for (int l = 0; l < 16; l++) o[l] = dl * (float)((qq[l] >> (2 * s)) & 3) - ml;
+            }
 }
 
 // Q3_K: hmask[32], q[64] (2 low bits), 12 bytes of 6-bit scales, f16 d.
@@ -144,35 +148,47 @@ inline void dequant_q3_k(const uint8_t* b, float* y) {
     const uint8_t* hm = b;
     const uint8_t* q = b + 32;
     const uint8_t* sc = b + 96;
-    float d = h(b + 108);
+    const float d = h(b + 108);
     int scales[16];
     for (int i = 0; i < 16; i++) {
         int lo = i < 8 ? (sc[i] & 0xF) : (sc[i - 8] >> 4);
         int hi = (sc[8 + i % 4] >> (2 * (i / 4))) & 3;
         scales[i] = (lo | (hi << 4)) - 32;
     }
-    for (int v = 0; v < 256; v++) {
-        int g = v / 128, s = (v / 32) % 4, l = v % 32;
-        int lo = (q[32 * g + l] >> (2 * s)) & 3;
-        int hbit = (hm[l] >> (v / 32)) & 1;
-        y[v] = d * (float)scales[v / 16] * (float)(lo - (hbit ? 0 : 4));
-    }
+    for (int g = 0; g < 2; g++)
+        for (int s = 0; s < 4; s++) {
+            const int j = 4 * g + s;  // which 32-run: also the hmask bit
+            for (int half = 0; half < 2; half++) {
+                const float dl = d * (float)scales[2 * j + half];
+                float* o = y + 32 * j + 16 * half;
+                const uint8_t* qq = q + 32 * g + 16 * half;
+                const uint8_t* hh = hm + 16 * half;
+                for (int l = 0; l < 16; l++) {
+                    int lo = (qq[l] >> (2 * s)) & 3;
+                    int hbit = (hh[l] >> j) & 1;
+                    o[l] = dl * (float)(lo - 4 + 4 * hbit);
+                }
+            }
+        }
 }
 
 // Q5_K: f16 d, f16 dmin, 12 bytes of scales/mins (as Q4_K), qh[32], q[128].
 // Value v = 64*g + 32*s + l: nibble s of q[32g + l], 5th bit = bit v/32 of qh[l].
 inline void dequant_q5_k(const uint8_t* b, float* y) {
-    float d = h(b), dmin = h(b + 2);
+    const float d = h(b), dmin = h(b + 2);
     const uint8_t* scales = b + 4;
     const uint8_t* qh = b + 16;
     const uint8_t* q = b + 48;
-    for (int v = 0; v < 256; v++) {
-        int g = v / 64, s = (v / 32) % 2, l = v % 32, j = v / 32;
-        uint8_t sc, m;
-        q4k_scale_min(j, scales, &sc, &m);
-        int qv = ((q[32 * g + l] >> (4 * s)) & 0xF) | (((qh[l] >> j) & 1) << 4);
-        y[v] = d * sc * (float)qv - dmin * m;
-    }
+    for (int g = 0; g < 4; g++)
+        for (int s = 0; s < 2; s++) {
+            const int j = 2 * g + s;
+            uint8_t sc, m;
+            q4k_scale_min(j, scales, &sc, &m);
+            const float dl = d * sc, ml = dmin * m;
+            float* o = y + 32 * j;
+            const uint8_t* qq = q + 32 * g;
+            for (int l = 0; l < 32; l++) o[l] = dl * (float)(((qq[l] >> (4 * s)) & 0xF) | (((qh[l] >> j) & 1) << 4)) - ml;
+        }
 }
 
 // The non-linear 4-bit grid of IQ4_NL / IQ4_XS.
@@ -208,6 +224,9 @@ inline void dequant_iq4_xs(const uint8_t* b, float* y) {
 
 inline void dequant_f32(const uint8_t* b, float* y) { std::memcpy(y, b, 4); }
 inline void dequant_f16(const uint8_t* b, float* y) { *y = h(b); }
+inline void dequant_f16_row(const uint8_t* b, float* y, int n) {
+    f16_row_to_f32(reinterpret_cast<const uint16_t*>(b), y, n);  // GGUF data is little-endian, 2-aligned
+}
 inline void dequant_bf16(const uint8_t* b, float* y) {
     uint16_t v;
     std::memcpy(&v, b, 2);

@@ -32,7 +32,7 @@ void parallel_rows(const MatmulParams& p, ThreadPool* pool, F&& rows) {
 // Float formats: "blocks" of 32 elements with a scalar tail, since K need not
 // be a multiple of anything.
 struct F32 { static void dec(const uint8_t* b, float* y, int n) { std::memcpy(y, b, (size_t)n * 4); } static constexpr int ES = 4; };
-struct F16 { static void dec(const uint8_t* b, float* y, int n) { for (int i = 0; i < n; i++) y[i] = blocks::h(b + 2 * i); } static constexpr int ES = 2; };
+struct F16 { static void dec(const uint8_t* b, float* y, int n) { blocks::dequant_f16_row(b, y, n); } static constexpr int ES = 2; };
 struct BF16 { static void dec(const uint8_t* b, float* y, int n) { for (int i = 0; i < n; i++) blocks::dequant_bf16(b + 2 * i, y + i); } static constexpr int ES = 2; };
 
 // Activations rounded to 8 bits once per call, shared by all threads. The
