@@ -35,18 +35,24 @@ def run_matmul(kind, qtype, raw, x, n_out, k, bias=None):
     return y
 
 
+AVX2 = _core.cpu_features()["avx2"]
+# Formats whose matmul rounds activations to 8 bits (the rest use them as floats)
+Q8_0_ACTIVATIONS = {T.Q8_0, T.Q4_0, T.Q5_0} | ({T.Q4_1, T.Q5_1, T.IQ4_NL} if AVX2 else set())
+Q8_K_ACTIVATIONS = {T.Q4_K, T.Q6_K} | ({T.Q2_K, T.Q3_K, T.Q5_K, T.IQ4_XS} if AVX2 else set())
+
+
 def q8_activations(qtype, x):
     """The activations a quantized matmul actually multiplies: rounded to 8 bits
     per block as llama.cpp does (Q8_0 for 32-blocks with an f16 scale, Q8_K for
     K-quants). Float formats use x as is."""
     x = x.astype(np.float32)
-    if qtype in (T.Q8_0, T.Q4_0, T.Q5_0):
+    if qtype in Q8_0_ACTIVATIONS:
         b = x.reshape(x.shape[0], -1, 32)
         d = np.abs(b).max(-1, keepdims=True) / np.float32(127)
         inv = np.where(d != 0, np.float32(1) / np.where(d != 0, d, 1), 0).astype(np.float32)
         q = np.rint(b * inv)
         return (q * d.astype(np.float16).astype(np.float32)).reshape(x.shape).astype(np.float64)
-    if qtype in (T.Q4_K, T.Q6_K):
+    if qtype in Q8_K_ACTIVATIONS:
         b = x.reshape(x.shape[0], -1, 256)
         idx = np.abs(b).argmax(-1)[..., None]
         maxv = np.take_along_axis(b, idx, -1)

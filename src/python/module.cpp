@@ -90,6 +90,16 @@ PYBIND11_MODULE(_core, m) {
         }
     });
 
+    m.def("cpu_features", [] {
+        py::dict d;
+#if defined(__AVX2__) && defined(__FMA__)
+        d["avx2"] = true;
+#else
+        d["avx2"] = false;
+#endif
+        return d;
+    }, "Instruction-set features the CPU kernels were compiled for.");
+
     m.def("read_gguf", [](const std::string& path) {
         GGUFFile f(path);
         py::dict d;

@@ -53,9 +53,9 @@ QuantizedX& quantized_x_buffer(size_t n_values) {
     return buf;
 }
 
-// Weights in 32-blocks against Q8_0 activations. Avx2Rows is the vectorized
-// row kernel (void when the build has no AVX2).
-template <float (*Block)(const uint8_t*, const int8_t*, float), int BB, class Avx2Rows = void>
+// Portable integer path (the reference for the AVX2 rows): weights in
+// 32-blocks against Q8_0 activations.
+template <float (*Block)(const uint8_t*, const int8_t*, float), int BB>
 void q32_matmul(const MatmulParams& p, const uint8_t* W, const float* x, float* y, const float* bias,
                 ThreadPool* pool) {
     const int K = (int)p.K, m = (int)p.n_tokens, nb = K / 32;
@@ -63,14 +63,6 @@ void q32_matmul(const MatmulParams& p, const uint8_t* W, const float* x, float* 
     for (int t = 0; t < m; t++)
         qdot::quantize_q8_0(x + (size_t)t * p.x_stride, K, qx.q.data() + (size_t)t * K, qx.d.data() + (size_t)t * nb);
     const size_t row_bytes = (size_t)nb * BB;
-#if defined(__AVX2__) && defined(__FMA__)
-    if constexpr (!std::is_void_v<Avx2Rows>) {
-        parallel_rows(p, pool, [&](int n0, int n1) {
-            avx2::rows_q32<Avx2Rows>(p, W, qx.q.data(), qx.d.data(), y, bias, n0, n1);
-        });
-        return;
-    }
-#endif
     parallel_rows(p, pool, [&](int n0, int n1) {
         for (int n = n0; n < n1; n++) {
             const uint8_t* row = W + (size_t)n * row_bytes;
@@ -95,15 +87,6 @@ void k_matmul(const MatmulParams& p, const uint8_t* W, const float* x, float* y,
         qdot::quantize_q8_k(x + (size_t)t * p.x_stride, K, qx.q.data() + (size_t)t * K,
                             qx.d.data() + (size_t)t * nb, qx.bsums.data() + (size_t)t * nb * 16);
     const size_t row_bytes = (size_t)nb * BB;
-#if defined(__AVX2__) && defined(__FMA__)
-    parallel_rows(p, pool, [&](int n0, int n1) {
-        if constexpr (UsesMins)
-            avx2::rows_q4_k(p, W, qx.q.data(), qx.d.data(), qx.bsums.data(), y, bias, n0, n1);
-        else
-            avx2::rows_q6_k(p, W, qx.q.data(), qx.d.data(), y, bias, n0, n1);
-    });
-    return;
-#endif
     parallel_rows(p, pool, [&](int n0, int n1) {
         for (int n = n0; n < n1; n++) {
             const uint8_t* row = W + (size_t)n * row_bytes;
@@ -162,6 +145,42 @@ void dequant_block_matmul(const MatmulParams& p, const uint8_t* W, const float* 
     });
 }
 
+#if defined(__AVX2__) && defined(__FMA__)
+// 32-block formats, AVX2: activations to Q8_0 plus each block's int sum (for Q4_1/Q5_1 mins).
+template <class F>
+void q32_avx2(const MatmulParams& p, const uint8_t* W, const float* x, float* y, const float* bias,
+              ThreadPool* pool) {
+    const int K = (int)p.K, m = (int)p.n_tokens, nb = K / 32;
+    QuantizedX& qx = quantized_x_buffer((size_t)m * K);
+    for (int t = 0; t < m; t++) {
+        int8_t* q = qx.q.data() + (size_t)t * K;
+        qdot::quantize_q8_0(x + (size_t)t * p.x_stride, K, q, qx.d.data() + (size_t)t * nb);
+        if constexpr (F::kMin)
+            for (int b = 0; b < nb; b++) {
+                int sum = 0;
+                for (int j = 0; j < 32; j++) sum += q[b * 32 + j];
+                qx.bsums[(size_t)t * nb + b] = (int16_t)sum;
+            }
+    }
+    parallel_rows(p, pool, [&](int n0, int n1) {
+        avx2::rows_q32<F>(p, W, qx.q.data(), qx.d.data(), qx.bsums.data(), y, bias, n0, n1);
+    });
+}
+
+// 256-super-block formats, AVX2: activations to Q8_K.
+template <class F>
+void k_avx2(const MatmulParams& p, const uint8_t* W, const float* x, float* y, const float* bias, ThreadPool* pool) {
+    const int K = (int)p.K, m = (int)p.n_tokens, nb = K / 256;
+    QuantizedX& qx = quantized_x_buffer((size_t)m * K);
+    for (int t = 0; t < m; t++)
+        qdot::quantize_q8_k(x + (size_t)t * p.x_stride, K, qx.q.data() + (size_t)t * K,
+                            qx.d.data() + (size_t)t * nb, qx.bsums.data() + (size_t)t * nb * 16);
+    parallel_rows(p, pool, [&](int n0, int n1) {
+        avx2::rows_k<F>(p, W, qx.q.data(), qx.d.data(), qx.bsums.data(), y, bias, n0, n1);
+    });
+}
+#endif
+
 using MatmulFn = void (*)(const MatmulParams&, const uint8_t*, const float*, float*, const float*, ThreadPool*);
 
 template <void (*Rows)(const MatmulParams&, const uint8_t*, const float*, float*, const float*, int, int)>
@@ -184,14 +203,24 @@ AKUNU_MATMUL(f32, (float_matmul<float_rows<F32>>))
 AKUNU_MATMUL(f16, (float_matmul<float_rows<F16>>))
 AKUNU_MATMUL(bf16, (float_matmul<float_rows<BF16>>))
 #if defined(__AVX2__) && defined(__FMA__)
-AKUNU_MATMUL(q8_0, (q32_matmul<qdot::q8_0_block, 34, avx2::Q8_0>))
-AKUNU_MATMUL(q4_0, (q32_matmul<qdot::q4_0_block, 18, avx2::Q4_0>))
-AKUNU_MATMUL(q5_0, (q32_matmul<qdot::q5_0_block, 22, avx2::Q5_0>))
+AKUNU_MATMUL(q8_0, q32_avx2<avx2::Q8_0>)
+AKUNU_MATMUL(q4_0, q32_avx2<avx2::Q4_0>)
+AKUNU_MATMUL(q5_0, q32_avx2<avx2::Q5_0>)
+AKUNU_MATMUL(q4_1, q32_avx2<avx2::Q4_1>)
+AKUNU_MATMUL(q5_1, q32_avx2<avx2::Q5_1>)
+AKUNU_MATMUL(iq4_nl, q32_avx2<avx2::IQ4_NL>)
+AKUNU_MATMUL(q2_k, k_avx2<avx2::Q2_K>)
+AKUNU_MATMUL(q3_k, k_avx2<avx2::Q3_K>)
+AKUNU_MATMUL(q4_k, k_avx2<avx2::Q4_K>)
+AKUNU_MATMUL(q5_k, k_avx2<avx2::Q5_K>)
+AKUNU_MATMUL(q6_k, k_avx2<avx2::Q6_K>)
+AKUNU_MATMUL(iq4_xs, k_avx2<avx2::IQ4_XS>)
 #else
 AKUNU_MATMUL(q8_0, (q32_matmul<qdot::q8_0_block, 34>))
 AKUNU_MATMUL(q4_0, (q32_matmul<qdot::q4_0_block, 18>))
 AKUNU_MATMUL(q5_0, (q32_matmul<qdot::q5_0_block, 22>))
-#endif
+AKUNU_MATMUL(q4_k, (k_matmul<144, true>))
+AKUNU_MATMUL(q6_k, (k_matmul<210, false>))
 AKUNU_MATMUL(q4_1, (dequant_block_matmul<blocks::dequant_q4_1, 32, 20>))
 AKUNU_MATMUL(q5_1, (dequant_block_matmul<blocks::dequant_q5_1, 32, 24>))
 AKUNU_MATMUL(q2_k, (dequant_block_matmul<blocks::dequant_q2_k, 256, 84>))
@@ -199,8 +228,7 @@ AKUNU_MATMUL(q3_k, (dequant_block_matmul<blocks::dequant_q3_k, 256, 110>))
 AKUNU_MATMUL(q5_k, (dequant_block_matmul<blocks::dequant_q5_k, 256, 176>))
 AKUNU_MATMUL(iq4_nl, (dequant_block_matmul<blocks::dequant_iq4_nl, 32, 18>))
 AKUNU_MATMUL(iq4_xs, (dequant_block_matmul<blocks::dequant_iq4_xs, 256, 136>))
-AKUNU_MATMUL(q4_k, (k_matmul<144, true>))
-AKUNU_MATMUL(q6_k, (k_matmul<210, false>))
+#endif
 
 }  // namespace
 

@@ -1,7 +1,14 @@
-// AVX2 versions of the quantized matmul rows (same arithmetic as
-// quantized_dot.h, which stays the portable reference). Each weight block is
-// unpacked once into 32-byte int8 vectors and reused for every token of the
-// pass; products use maddubs (|w| * sign-adjusted x) into int32 lanes.
+// AVX2 quantized matmul rows (same arithmetic as quantized_dot.h, which stays
+// the portable reference). Each weight block is unpacked once into 32-byte
+// int8 vectors and reused for every token of the pass; products use maddubs
+// (|w| * sign-adjusted x) into int32 lanes.
+//
+// Two shapes of format:
+// - 32-blocks (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL) against Q8_0 activations:
+//   x = d * q (+ m), one vector per block;
+// - 256-super-blocks (Q2_K..Q6_K, IQ4_XS) against Q8_K activations: eight
+//   vectors per block, each with an int32 scale per lane (so 16-value
+//   sub-blocks can carry their own scale), plus optional integer mins.
 #pragma once
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
@@ -29,141 +36,259 @@ inline float hsum(__m256 v) {
 
 inline __m256i load32(const void* p) { return _mm256_loadu_si256((const __m256i*)p); }
 
-// 16 bytes of nibbles -> 32 int8: low nibbles first, then high nibbles.
+// 16 bytes of nibbles -> 32 bytes: low nibbles first, then high nibbles.
 inline __m256i unpack_nibbles(const uint8_t* q) {
     const __m128i b = _mm_loadu_si128((const __m128i*)q);
     const __m128i m = _mm_set1_epi8(0x0F);
     return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), m), _mm_and_si128(b, m));
 }
 
+// 32 fifth bits (u32 little-endian) -> bytes of 0 or 16.
+inline __m256i fifth_bits(const uint8_t* qh4) {
+    uint32_t qh;
+    std::memcpy(&qh, qh4, 4);
+    const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2,
+                                          3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), shuf);
+    const __m256i bit = _mm256_set1_epi64x(0x8040201008040201LL);
+    const __m256i is_set = _mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit);
+    return _mm256_and_si256(is_set, _mm256_set1_epi8(16));
+}
+
+inline __m256i iq4_lookup(__m256i idx) {
+    const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i*)blocks::kIQ4Values));
+    return _mm256_shuffle_epi8(table, idx);
+}
+
+// ---- 32-blocks ------------------------------------------------------------
 struct Q8_0 {
     static constexpr int BB = 34;
+    static constexpr bool kMin = false;
     static __m256i unpack(const uint8_t* w) { return load32(w + 2); }
 };
 struct Q4_0 {
     static constexpr int BB = 18;
+    static constexpr bool kMin = false;
     static __m256i unpack(const uint8_t* w) { return _mm256_sub_epi8(unpack_nibbles(w + 2), _mm256_set1_epi8(8)); }
 };
 struct Q5_0 {
     static constexpr int BB = 22;
+    static constexpr bool kMin = false;
     static __m256i unpack(const uint8_t* w) {
-        uint32_t qh;
-        std::memcpy(&qh, w + 2, 4);
-        alignas(32) int8_t hb[32];
-        for (int j = 0; j < 32; j++) hb[j] = (int8_t)(((qh >> j) & 1) << 4);
-        __m256i v = _mm256_or_si256(unpack_nibbles(w + 6), _mm256_load_si256((const __m256i*)hb));
-        return _mm256_sub_epi8(v, _mm256_set1_epi8(16));
+        return _mm256_sub_epi8(_mm256_or_si256(unpack_nibbles(w + 6), fifth_bits(w + 2)), _mm256_set1_epi8(16));
     }
 };
+struct Q4_1 {
+    static constexpr int BB = 20;
+    static constexpr bool kMin = true;  // x = d*q + m, m at byte 2
+    static __m256i unpack(const uint8_t* w) { return unpack_nibbles(w + 4); }
+};
+struct Q5_1 {
+    static constexpr int BB = 24;
+    static constexpr bool kMin = true;
+    static __m256i unpack(const uint8_t* w) { return _mm256_or_si256(unpack_nibbles(w + 8), fifth_bits(w + 4)); }
+};
+struct IQ4_NL {
+    static constexpr int BB = 18;
+    static constexpr bool kMin = false;
+    static __m256i unpack(const uint8_t* w) { return iq4_lookup(unpack_nibbles(w + 2)); }
+};
 
-// y[t, n] for rows [n0, n1) of a 32-block format; xq/xd: Q8_0 activations.
+// xsum: per activation block, the sum of its int8 values (for the mins).
 template <class F>
-void rows_q32(const MatmulParams& p, const uint8_t* W, const int8_t* xq, const float* xd, float* y,
-              const float* bias, int n0, int n1) {
+void rows_q32(const MatmulParams& p, const uint8_t* W, const int8_t* xq, const float* xd, const int16_t* xsum,
+              float* y, const float* bias, int n0, int n1) {
     const int K = (int)p.K, m = (int)p.n_tokens, nb = K / 32;
     __m256 acc[64];
+    float accm[64];
     for (int n = n0; n < n1; n++) {
         const uint8_t* row = W + (size_t)n * nb * F::BB;
-        for (int t = 0; t < m; t++) acc[t] = _mm256_setzero_ps();
+        for (int t = 0; t < m; t++) { acc[t] = _mm256_setzero_ps(); accm[t] = 0; }
         for (int b = 0; b < nb; b++) {
             const uint8_t* blk = row + (size_t)b * F::BB;
             const __m256i w = F::unpack(blk);
             const float dw = blocks::h(blk);
             for (int t = 0; t < m; t++) {
+                const size_t xb = (size_t)t * nb + b;
                 const __m256i x = load32(xq + (size_t)t * K + b * 32);
-                const __m256 d = _mm256_set1_ps(dw * xd[(size_t)t * nb + b]);
-                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot32(w, x)), d, acc[t]);
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot32(w, x)), _mm256_set1_ps(dw * xd[xb]), acc[t]);
+                if constexpr (F::kMin) accm[t] += blocks::h(blk + 2) * xd[xb] * (float)xsum[xb];
             }
         }
-        for (int t = 0; t < m; t++) y[(size_t)t * p.y_stride + n] = hsum(acc[t]) + (bias ? bias[n] : 0.0f);
+        for (int t = 0; t < m; t++) y[(size_t)t * p.y_stride + n] = hsum(acc[t]) + accm[t] + (bias ? bias[n] : 0.0f);
     }
 }
 
-// Q4_K rows against Q8_K activations (bsums give the per-32 sums for the mins).
-inline void rows_q4_k(const MatmulParams& p, const uint8_t* W, const int8_t* xq, const float* xd,
-                      const int16_t* bsums, float* y, const float* bias, int n0, int n1) {
+// ---- 256-super-blocks -----------------------------------------------------
+struct KBlock {
+    __m256i w[8];   // 8 runs of 32 values
+    __m256i sc[8];  // int32 scale per lane (lanes 0-3: first 16 values, 4-7: last 16)
+    float d = 0, dmin = 0;
+    int mins[16];   // per 16 values (used when the format has mins)
+};
+
+inline __m256i scale_pair(int a, int b) { return _mm256_setr_epi32(a, a, a, a, b, b, b, b); }
+
+struct Q4_K {
+    static constexpr int BB = 144;
+    static constexpr bool kMin = true;
+    static void unpack(const uint8_t* blk, KBlock& k) {
+        k.d = blocks::h(blk);
+        k.dmin = blocks::h(blk + 2);
+        const __m256i m4 = _mm256_set1_epi8(0x0F);
+        for (int j = 0; j < 4; j++) {
+            const __m256i q = load32(blk + 16 + 32 * j);
+            k.w[2 * j] = _mm256_and_si256(q, m4);
+            k.w[2 * j + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        }
+        for (int j = 0; j < 8; j++) {
+            uint8_t s, mn;
+            blocks::q4k_scale_min(j, blk + 4, &s, &mn);
+            k.sc[j] = _mm256_set1_epi32(s);
+            k.mins[2 * j] = k.mins[2 * j + 1] = mn;
+        }
+    }
+};
+
+struct Q5_K {
+    static constexpr int BB = 176;
+    static constexpr bool kMin = true;
+    static void unpack(const uint8_t* blk, KBlock& k) {
+        k.d = blocks::h(blk);
+        k.dmin = blocks::h(blk + 2);
+        const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+        const __m256i qh = load32(blk + 16);
+        for (int g = 0; g < 4; g++) {
+            const __m256i q = load32(blk + 48 + 32 * g);
+            for (int s = 0; s < 2; s++) {
+                const int j = 2 * g + s;
+                const __m256i lo = s ? _mm256_and_si256(_mm256_srli_epi16(q, 4), m4) : _mm256_and_si256(q, m4);
+                const __m256i hb = _mm256_and_si256(_mm256_srli_epi16(qh, j), one);
+                k.w[j] = _mm256_or_si256(lo, _mm256_slli_epi16(hb, 4));
+            }
+        }
+        for (int j = 0; j < 8; j++) {
+            uint8_t s, mn;
+            blocks::q4k_scale_min(j, blk + 4, &s, &mn);
+            k.sc[j] = _mm256_set1_epi32(s);
+            k.mins[2 * j] = k.mins[2 * j + 1] = mn;
+        }
+    }
+};
+
+struct Q6_K {
+    static constexpr int BB = 210;
+    static constexpr bool kMin = false;
+    static void unpack(const uint8_t* blk, KBlock& k) {
+        const int8_t* scl = (const int8_t*)(blk + 192);
+        k.d = blocks::h(blk + 208);
+        const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32);
+        for (int half = 0; half < 2; half++) {
+            // 64 bytes of low nibbles + 32 bytes of 2-bit highs -> 128 six-bit values
+            const __m256i q1 = load32(blk + 64 * half), q2 = load32(blk + 64 * half + 32);
+            const __m256i h = load32(blk + 128 + 32 * half);
+            const __m256i w0 = _mm256_or_si256(_mm256_and_si256(q1, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m30));
+            const __m256i w1 = _mm256_or_si256(_mm256_and_si256(q2, m4), _mm256_and_si256(_mm256_slli_epi16(h, 2), m30));
+            const __m256i w2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q1, 4), m4), _mm256_and_si256(h, m30));
+            const __m256i w3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q2, 4), m4),
+                                               _mm256_and_si256(_mm256_srli_epi16(h, 2), m30));
+            k.w[4 * half + 0] = _mm256_sub_epi8(w0, k32);
+            k.w[4 * half + 1] = _mm256_sub_epi8(w1, k32);
+            k.w[4 * half + 2] = _mm256_sub_epi8(w2, k32);
+            k.w[4 * half + 3] = _mm256_sub_epi8(w3, k32);
+        }
+        for (int j = 0; j < 8; j++) k.sc[j] = scale_pair(scl[2 * j], scl[2 * j + 1]);
+    }
+};
+
+// Q2_K / Q3_K share the 2-bit layout: run j = 4g + s holds bits 2s of q[32g..32g+31].
+inline __m256i two_bits(const uint8_t* q, int j) {
+    return _mm256_and_si256(_mm256_srli_epi16(load32(q + 32 * (j / 4)), 2 * (j % 4)), _mm256_set1_epi8(3));
+}
+
+struct Q2_K {
+    static constexpr int BB = 84;
+    static constexpr bool kMin = true;
+    static void unpack(const uint8_t* blk, KBlock& k) {
+        const uint8_t* sc = blk;
+        k.d = blocks::h(blk + 80);
+        k.dmin = blocks::h(blk + 82);
+        for (int j = 0; j < 8; j++) {
+            k.w[j] = two_bits(blk + 16, j);
+            k.sc[j] = scale_pair(sc[2 * j] & 0xF, sc[2 * j + 1] & 0xF);
+        }
+        for (int i = 0; i < 16; i++) k.mins[i] = sc[i] >> 4;
+    }
+};
+
+struct Q3_K {
+    static constexpr int BB = 110;
+    static constexpr bool kMin = false;
+    static void unpack(const uint8_t* blk, KBlock& k) {
+        const uint8_t* sc = blk + 96;
+        k.d = blocks::h(blk + 108);
+        const __m256i hm = load32(blk), one = _mm256_set1_epi8(1), four = _mm256_set1_epi8(4);
+        int scales[16];
+        for (int i = 0; i < 16; i++) {
+            int lo = i < 8 ? (sc[i] & 0xF) : (sc[i - 8] >> 4);
+            int hi = (sc[8 + i % 4] >> (2 * (i / 4))) & 3;
+            scales[i] = (lo | (hi << 4)) - 32;
+        }
+        for (int j = 0; j < 8; j++) {
+            // value = low2 - 4 + 4 * hbit
+            const __m256i hb = _mm256_and_si256(_mm256_srli_epi16(hm, j), one);
+            k.w[j] = _mm256_sub_epi8(_mm256_or_si256(two_bits(blk + 32, j), _mm256_slli_epi16(hb, 2)), four);
+            k.sc[j] = scale_pair(scales[2 * j], scales[2 * j + 1]);
+        }
+    }
+};
+
+struct IQ4_XS {
+    static constexpr int BB = 136;
+    static constexpr bool kMin = false;
+    static void unpack(const uint8_t* blk, KBlock& k) {
+        k.d = blocks::h(blk);
+        uint16_t sh;
+        std::memcpy(&sh, blk + 2, 2);
+        const uint8_t* sl = blk + 4;
+        for (int ib = 0; ib < 8; ib++) {
+            int ls = ((sl[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((sh >> (2 * ib)) & 3) << 4);
+            k.w[ib] = iq4_lookup(unpack_nibbles(blk + 8 + 16 * ib));
+            k.sc[ib] = _mm256_set1_epi32(ls - 32);
+        }
+    }
+};
+
+// bsums: per activation super-block, the sums of each 16 int8 values.
+template <class F>
+void rows_k(const MatmulParams& p, const uint8_t* W, const int8_t* xq, const float* xd, const int16_t* bsums,
+            float* y, const float* bias, int n0, int n1) {
     const int K = (int)p.K, m = (int)p.n_tokens, nb = K / 256;
     __m256 acc[64];
     float accm[64];
+    KBlock k;
     for (int n = n0; n < n1; n++) {
-        const uint8_t* row = W + (size_t)n * nb * 144;
+        const uint8_t* row = W + (size_t)n * nb * F::BB;
         for (int t = 0; t < m; t++) { acc[t] = _mm256_setzero_ps(); accm[t] = 0; }
         for (int b = 0; b < nb; b++) {
-            const uint8_t* blk = row + (size_t)b * 144;
-            const float d = blocks::h(blk), dmin = blocks::h(blk + 2);
-            __m256i w[8], sc[8];
-            int mins[8];
-            // 32 bytes per 64 values: low nibbles are sub-block 2j, high nibbles 2j+1
-            for (int j = 0; j < 4; j++) {
-                const __m256i q = load32(blk + 16 + 32 * j);
-                const __m256i mask = _mm256_set1_epi8(0x0F);
-                w[2 * j] = _mm256_and_si256(q, mask);
-                w[2 * j + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), mask);
-            }
-            for (int j = 0; j < 8; j++) {
-                uint8_t s, mn;
-                blocks::q4k_scale_min(j, blk + 4, &s, &mn);
-                sc[j] = _mm256_set1_epi32(s);
-                mins[j] = mn;
-            }
+            F::unpack(row + (size_t)b * F::BB, k);
             for (int t = 0; t < m; t++) {
                 const int8_t* x = xq + (size_t)t * K + b * 256;
                 __m256i isum = _mm256_setzero_si256();
                 for (int j = 0; j < 8; j++)
-                    isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(dot32(w[j], load32(x + 32 * j)), sc[j]));
+                    isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(dot32(k.w[j], load32(x + 32 * j)), k.sc[j]));
                 const float dx = xd[(size_t)t * nb + b];
-                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * dx), acc[t]);
-                const int16_t* bs = bsums + ((size_t)t * nb + b) * 16;
-                int msum = 0;
-                for (int j = 0; j < 8; j++) msum += mins[j] * (bs[2 * j] + bs[2 * j + 1]);
-                accm[t] += dmin * dx * (float)msum;
+                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(k.d * dx), acc[t]);
+                if constexpr (F::kMin) {
+                    const int16_t* bs = bsums + ((size_t)t * nb + b) * 16;
+                    int msum = 0;
+                    for (int i = 0; i < 16; i++) msum += k.mins[i] * bs[i];
+                    accm[t] += k.dmin * dx * (float)msum;
+                }
             }
         }
         for (int t = 0; t < m; t++)
             y[(size_t)t * p.y_stride + n] = hsum(acc[t]) - accm[t] + (bias ? bias[n] : 0.0f);
-    }
-}
-
-// Q6_K rows against Q8_K activations: 16 sub-blocks of 16, each with an int8 scale.
-inline void rows_q6_k(const MatmulParams& p, const uint8_t* W, const int8_t* xq, const float* xd, float* y,
-                      const float* bias, int n0, int n1) {
-    const int K = (int)p.K, m = (int)p.n_tokens, nb = K / 256;
-    __m256 acc[64];
-    for (int n = n0; n < n1; n++) {
-        const uint8_t* row = W + (size_t)n * nb * 210;
-        for (int t = 0; t < m; t++) acc[t] = _mm256_setzero_ps();
-        for (int b = 0; b < nb; b++) {
-            const uint8_t* blk = row + (size_t)b * 210;
-            const int8_t* scl = (const int8_t*)(blk + 192);
-            const float d = blocks::h(blk + 208);
-            __m256i w[8], sc[8];
-            const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32);
-            for (int half = 0; half < 2; half++) {
-                // 64 bytes of low nibbles + 32 bytes of 2-bit highs -> 128 six-bit values
-                const __m256i q1 = load32(blk + 64 * half), q2 = load32(blk + 64 * half + 32);
-                const __m256i h = load32(blk + 128 + 32 * half);
-                const __m256i w0 = _mm256_or_si256(_mm256_and_si256(q1, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m30));
-                const __m256i w1 = _mm256_or_si256(_mm256_and_si256(q2, m4), _mm256_and_si256(_mm256_slli_epi16(h, 2), m30));
-                const __m256i w2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q1, 4), m4), _mm256_and_si256(h, m30));
-                const __m256i w3 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q2, 4), m4),
-                                                   _mm256_and_si256(_mm256_srli_epi16(h, 2), m30));
-                w[4 * half + 0] = _mm256_sub_epi8(w0, k32);
-                w[4 * half + 1] = _mm256_sub_epi8(w1, k32);
-                w[4 * half + 2] = _mm256_sub_epi8(w2, k32);
-                w[4 * half + 3] = _mm256_sub_epi8(w3, k32);
-            }
-            for (int j = 0; j < 8; j++)
-                sc[j] = _mm256_setr_epi32(scl[2 * j], scl[2 * j], scl[2 * j], scl[2 * j], scl[2 * j + 1],
-                                          scl[2 * j + 1], scl[2 * j + 1], scl[2 * j + 1]);
-            for (int t = 0; t < m; t++) {
-                const int8_t* x = xq + (size_t)t * K + b * 256;
-                __m256i isum = _mm256_setzero_si256();
-                for (int j = 0; j < 8; j++)
-                    isum = _mm256_add_epi32(isum, _mm256_mullo_epi32(dot32(w[j], load32(x + 32 * j)), sc[j]));
-                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(d * xd[(size_t)t * nb + b]), acc[t]);
-            }
-        }
-        for (int t = 0; t < m; t++) y[(size_t)t * p.y_stride + n] = hsum(acc[t]) + (bias ? bias[n] : 0.0f);
     }
 }
 
