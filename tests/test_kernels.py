@@ -88,7 +88,7 @@ def test_matmul_4096(qtype, kind, m):
     check_close(run_matmul(kind, qtype, raw, x, 4096, 4096), w, x, qtype=qtype)
 
 
-@pytest.mark.parametrize("qtype", [T.Q4_0, T.Q4_K, T.Q8_0], ids=lambda t: t.name)
+@pytest.mark.parametrize("qtype", QUANT, ids=lambda t: t.name)
 def test_gemv_4096x14336(qtype):
     """The FFN down projection of an 8B model: 4096 rows of 14336 columns."""
     rng = np.random.default_rng(11)
