@@ -103,3 +103,38 @@ def test_c_api(model):
     rc = lib.akunu_generate_greedy(handle, arr, len(prompt), 8, None, 0, out, ctypes.byref(n))
     assert rc == 0 and list(out[: n.value]) == model.generate(prompt, max_tokens=8).tokens
     lib.akunu_free_model(handle)
+
+
+def test_closed_model_is_a_clear_error(tmp_path):
+    path = str(tmp_path / "c.gguf")
+    random_gguf.write_model(path, "llama", "F16", seed=2, shape=random_gguf.Shape(n_layers=1, vocab=300))
+    with akunu.load(path, n_ctx=32) as m:
+        assert m.generate("hi", max_tokens=2).tokens
+    with pytest.raises(akunu.AkunuError, match="closed"):
+        m.generate("hi", max_tokens=2)
+
+
+def test_one_model_from_two_threads_never_corrupts(model):
+    """Concurrent use of one model either serializes or raises a clear error."""
+    import threading
+
+    prompt = model.tokenize("the rain in spain")
+    want = model.generate(prompt, max_tokens=8).tokens
+    results, errors = [], []
+
+    def work():
+        for _ in range(5):
+            try:
+                results.append(model._core().logits(prompt + want[:-1]))
+            except akunu.AkunuError as e:
+                errors.append(str(e))
+
+    threads = [threading.Thread(target=work) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results and all(e.startswith("this model is already generating") for e in errors)
+    ref = results[0]
+    for r in results:
+        np.testing.assert_array_equal(r, ref)

@@ -58,7 +58,7 @@ class Model:
         path = resolve_model_path(path)
         self.path = path
         self._m = _core.Model(path, device, int(n_ctx or 0), int(n_threads))
-        self.metadata: Dict[str, Any] = self._m.metadata
+        self.metadata: Dict[str, Any] = self._core().metadata
         try:
             self.tokenizer = GGUFTokenizer(self.metadata)
         except AkunuError:
@@ -67,19 +67,24 @@ class Model:
             raise UnsupportedModelError(f"cannot build the tokenizer from this file: {e}") from e
         self.stop_ids = self._end_of_generation_ids()
 
+    def _core(self):
+        if self._m is None:
+            raise AkunuError("this model has been closed")
+        return self._m
+
     # -- introspection --------------------------------------------------------
     @property
     def config(self) -> Dict[str, Any]:
         """Dimensions, layers, heads, vocabulary size and architecture."""
-        return self._m.config
+        return self._core().config
 
     @property
     def device(self) -> str:
-        return self._m.device_name
+        return self._core().device_name
 
     @property
     def memory_bytes(self) -> int:
-        return self._m.memory_bytes
+        return self._core().memory_bytes
 
     def _end_of_generation_ids(self) -> List[int]:
         ids = set()
@@ -105,7 +110,7 @@ class Model:
         tokens = [int(t) for t in tokens]
         if not tokens:
             raise AkunuError("logits() needs at least one token")
-        return self._m.logits(tokens)
+        return self._core().logits(tokens)
 
     def generate(
         self,
@@ -156,12 +161,12 @@ class Model:
         if max_tokens == 0:
             yield "", result
             return
-        self._m.truncate(0)
+        self._core().truncate(0)
         rng = np.random.default_rng(seed)
         t0 = time.perf_counter()
-        first = self._m.prefill(ids)
+        first = self._core().prefill(ids)
         if temperature > 0:
-            first = _sample(self._m.last_logits()[0], temperature, top_k, top_p, rng)
+            first = _sample(self._core().last_logits()[0], temperature, top_k, top_p, rng)
         stats.prefill_seconds = time.perf_counter() - t0
         pending = [first]
         t1 = time.perf_counter()
@@ -180,10 +185,10 @@ class Model:
                 break
             last = pending[-1]
             if temperature > 0:
-                pending = [_sample(self._m.decode_logits(last)[0], temperature, top_k, top_p, rng)]
+                pending = [_sample(self._core().decode_logits(last)[0], temperature, top_k, top_p, rng)]
             else:
                 # chunks of 4 keep streaming responsive; the chain runs on the device
-                pending = self._m.decode_greedy(last, min(remaining, 4), self.stop_ids)
+                pending = self._core().decode_greedy(last, min(remaining, 4), self.stop_ids)
         stats.decode_seconds = time.perf_counter() - t1
         yield utf8.decode(b"", final=True), result
 
