@@ -29,6 +29,10 @@ void kv_write(const CpuArgs& a) {
 
 // One (token, head) pair per work item. Scores live in a per-thread buffer
 // sized once for the largest context (thread_local, allocated on first use).
+// Precision follows llama.cpp's CPU attention against an F16 cache: Q is
+// rounded to F16 for the Q.K dots and the softmax weights are rounded to F16
+// before weighting V (its matmuls convert the float operand to the cache
+// type); dots and sums are accumulated in float.
 void attention(const CpuArgs& a) {
     AttentionParams p = a.p<AttentionParams>();
     const float* q = a.b<float>(0);
@@ -39,14 +43,16 @@ void attention(const CpuArgs& a) {
     const uint32_t group = p.n_heads / p.n_kv_heads;
     const int items = (int)(p.n_tokens * p.n_heads);
     a.pool->parallel_for(items, [&](int i0, int i1) {
-        thread_local std::vector<float> scores, kf, acc;
+        thread_local std::vector<float> scores, kf, acc, qr;
         if (scores.size() < p.max_ctx) scores.resize(p.max_ctx);
-        if (kf.size() < p.head_dim) { kf.resize(p.head_dim); acc.resize(p.head_dim); }
+        if (kf.size() < p.head_dim) { kf.resize(p.head_dim); acc.resize(p.head_dim); qr.resize(p.head_dim); }
         for (int it = i0; it < i1; it++) {
             const uint32_t t = (uint32_t)it / p.n_heads, h = (uint32_t)it % p.n_heads;
             const uint32_t pos = p.pos0 + t;
             const uint32_t lo = (p.window && pos + 1 > p.window) ? pos + 1 - p.window : 0;
-            const float* qh = q + (size_t)t * p.q_stride + (size_t)h * p.head_dim;
+            const float* qsrc = q + (size_t)t * p.q_stride + (size_t)h * p.head_dim;
+            for (uint32_t d = 0; d < p.head_dim; d++) qr[d] = f16_to_f32(f32_to_f16(qsrc[d]));
+            const float* qh = qr.data();
             const size_t koff = (size_t)(h / group) * p.head_dim;
             float mx = -INFINITY;
             for (uint32_t j = lo; j <= pos; j++) {
@@ -62,15 +68,15 @@ void attention(const CpuArgs& a) {
                 sum += scores[j];
             }
             std::fill(acc.begin(), acc.begin() + p.head_dim, 0.0f);
+            const float inv_sum = (float)(1.0 / sum);
             for (uint32_t j = lo; j <= pos; j++) {
                 const uint16_t* vr = vc + (size_t)j * kv_dim + koff;
-                const float w = scores[j];
+                const float w = f16_to_f32(f32_to_f16(scores[j] * inv_sum));
                 f16_row_to_f32(vr, kf.data(), (int)p.head_dim);
                 for (uint32_t d = 0; d < p.head_dim; d++) acc[d] += w * kf[d];
             }
             float* o = out + (size_t)t * p.out_stride + (size_t)h * p.head_dim;
-            const float inv = (float)(1.0 / sum);
-            for (uint32_t d = 0; d < p.head_dim; d++) o[d] = acc[d] * inv;
+            for (uint32_t d = 0; d < p.head_dim; d++) o[d] = acc[d];
         }
     });
 }
