@@ -95,10 +95,41 @@ struct IQ4_NL {
 };
 
 // xsum: per activation block, the sum of its int8 values (for the mins).
+// Decode (one token): accumulators stay in registers, two blocks in flight.
+template <class F>
+void rows_q32_single(const MatmulParams& p, const uint8_t* W, const int8_t* xq, const float* xd,
+                     const int16_t* xsum, float* y, const float* bias, int n0, int n1) {
+    const int nb = (int)p.K / 32;
+    for (int n = n0; n < n1; n++) {
+        const uint8_t* row = W + (size_t)n * nb * F::BB;
+        __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+        float accm = 0;
+        int b = 0;
+        for (; b + 2 <= nb; b += 2) {
+            const uint8_t* b0 = row + (size_t)b * F::BB;
+            const uint8_t* b1 = b0 + F::BB;
+            const __m256i p0 = dot32(F::unpack(b0), load32(xq + b * 32));
+            const __m256i p1 = dot32(F::unpack(b1), load32(xq + b * 32 + 32));
+            acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(blocks::h(b0) * xd[b]), acc0);
+            acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_set1_ps(blocks::h(b1) * xd[b + 1]), acc1);
+            if constexpr (F::kMin)
+                accm += blocks::h(b0 + 2) * xd[b] * (float)xsum[b] + blocks::h(b1 + 2) * xd[b + 1] * (float)xsum[b + 1];
+        }
+        for (; b < nb; b++) {
+            const uint8_t* b0 = row + (size_t)b * F::BB;
+            acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot32(F::unpack(b0), load32(xq + b * 32))),
+                                   _mm256_set1_ps(blocks::h(b0) * xd[b]), acc0);
+            if constexpr (F::kMin) accm += blocks::h(b0 + 2) * xd[b] * (float)xsum[b];
+        }
+        y[n] = hsum(_mm256_add_ps(acc0, acc1)) + accm + (bias ? bias[n] : 0.0f);
+    }
+}
+
 template <class F>
 void rows_q32(const MatmulParams& p, const uint8_t* W, const int8_t* xq, const float* xd, const int16_t* xsum,
               float* y, const float* bias, int n0, int n1) {
     const int K = (int)p.K, m = (int)p.n_tokens, nb = K / 32;
+    if (m == 1) return rows_q32_single<F>(p, W, xq, xd, xsum, y, bias, n0, n1);
     __m256 acc[64];
     float accm[64];
     for (int n = n0; n < n1; n++) {
@@ -259,11 +290,42 @@ struct IQ4_XS {
     }
 };
 
+// Decode (one token): accumulators in registers.
+template <class F>
+void rows_k_single(const MatmulParams& p, const uint8_t* W, const int8_t* xq, const float* xd,
+                   const int16_t* bsums, float* y, const float* bias, int n0, int n1) {
+    const int nb = (int)p.K / 256;
+    KBlock k;
+    for (int n = n0; n < n1; n++) {
+        const uint8_t* row = W + (size_t)n * nb * F::BB;
+        __m256 acc = _mm256_setzero_ps();
+        float accm = 0;
+        for (int b = 0; b < nb; b++) {
+            F::unpack(row + (size_t)b * F::BB, k);
+            const int8_t* x = xq + b * 256;
+            __m256i isum0 = _mm256_setzero_si256(), isum1 = _mm256_setzero_si256();
+            for (int j = 0; j < 8; j += 2) {
+                isum0 = _mm256_add_epi32(isum0, _mm256_mullo_epi32(dot32(k.w[j], load32(x + 32 * j)), k.sc[j]));
+                isum1 = _mm256_add_epi32(isum1, _mm256_mullo_epi32(dot32(k.w[j + 1], load32(x + 32 * j + 32)), k.sc[j + 1]));
+            }
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(isum0, isum1)), _mm256_set1_ps(k.d * xd[b]), acc);
+            if constexpr (F::kMin) {
+                const int16_t* bs = bsums + (size_t)b * 16;
+                int msum = 0;
+                for (int i = 0; i < 16; i++) msum += k.mins[i] * bs[i];
+                accm += k.dmin * xd[b] * (float)msum;
+            }
+        }
+        y[n] = hsum(acc) - accm + (bias ? bias[n] : 0.0f);
+    }
+}
+
 // bsums: per activation super-block, the sums of each 16 int8 values.
 template <class F>
 void rows_k(const MatmulParams& p, const uint8_t* W, const int8_t* xq, const float* xd, const int16_t* bsums,
             float* y, const float* bias, int n0, int n1) {
     const int K = (int)p.K, m = (int)p.n_tokens, nb = K / 256;
+    if (m == 1) return rows_k_single<F>(p, W, xq, xd, bsums, y, bias, n0, n1);
     __m256 acc[64];
     float accm[64];
     KBlock k;
