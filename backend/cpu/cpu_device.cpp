@@ -90,6 +90,17 @@ void CpuDevice::dispatch(Dim3, Dim3) {
     bound_.fn->fn(a);
 }
 
+// Resolves a command's buffers (token slot patched) and parameters into `a`.
+static const CpuKernelEntry* bind_command(const DispatchCmd& cmd, const ReplayState& st, CpuArgs& a,
+                                          uint8_t* params) {
+    for (int i = 0; i < cmd.buffer_count; i++) {
+        size_t off = cmd.offsets[i] + (i == cmd.patch_token_buffer ? 4u * st.token_index : 0u);
+        a.buf[i] = cmd.buffers[i].contents ? (uint8_t*)cmd.buffers[i].contents + off : nullptr;
+    }
+    patch_params(cmd, st, params);
+    return (const CpuKernelEntry*)cmd.pso.handle;
+}
+
 // Tight replay: no virtual calls, parameters patched on the stack.
 void CpuDevice::encode_dispatch_table(const DispatchTable& table, const ReplayState& st) {
     if (profile_) return encode_profiled(table, st);
@@ -97,15 +108,7 @@ void CpuDevice::encode_dispatch_table(const DispatchTable& table, const ReplaySt
     a.pool = pool_.get();
     uint8_t params[DispatchCmd::MAX_PARAM_BYTES];
     a.params = params;
-    for (const DispatchCmd& cmd : table.commands) {
-        for (int i = 0; i < cmd.buffer_count; i++) {
-            size_t off = cmd.offsets[i];
-            if (i == cmd.patch_token_buffer) off += 4u * st.token_index;
-            a.buf[i] = cmd.buffers[i].contents ? (uint8_t*)cmd.buffers[i].contents + off : nullptr;
-        }
-        patch_params(cmd, st, params);
-        ((const CpuKernelEntry*)cmd.pso.handle)->fn(a);
-    }
+    for (const DispatchCmd& cmd : table.commands) bind_command(cmd, st, a, params)->fn(a);
 }
 
 // AKUNU_PROFILE=1: time every command, summed per kernel, printed when the
@@ -116,15 +119,10 @@ void CpuDevice::encode_profiled(const DispatchTable& table, const ReplayState& s
     uint8_t params[DispatchCmd::MAX_PARAM_BYTES];
     a.params = params;
     for (const DispatchCmd& cmd : table.commands) {
-        for (int i = 0; i < cmd.buffer_count; i++) {
-            size_t off = cmd.offsets[i] + (i == cmd.patch_token_buffer ? 4u * st.token_index : 0u);
-            a.buf[i] = cmd.buffers[i].contents ? (uint8_t*)cmd.buffers[i].contents + off : nullptr;
-        }
-        patch_params(cmd, st, params);
+        const CpuKernelEntry* k = bind_command(cmd, st, a, params);
         auto t0 = std::chrono::steady_clock::now();
-        ((const CpuKernelEntry*)cmd.pso.handle)->fn(a);
-        double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        profile_times_[((const CpuKernelEntry*)cmd.pso.handle)->name] += dt;
+        k->fn(a);
+        profile_times_[k->name] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
 }
 

@@ -160,6 +160,16 @@ struct KBlock {
 
 inline __m256i scale_pair(int a, int b) { return _mm256_setr_epi32(a, a, a, a, b, b, b, b); }
 
+// The 6-bit scales and mins shared by Q4_K and Q5_K (8 sub-blocks of 32).
+inline void k4_scales_mins(const uint8_t* packed, KBlock& k) {
+    for (int j = 0; j < 8; j++) {
+        uint8_t s, mn;
+        blocks::q4k_scale_min(j, packed, &s, &mn);
+        k.sc[j] = _mm256_set1_epi32(s);
+        k.mins[2 * j] = k.mins[2 * j + 1] = mn;
+    }
+}
+
 struct Q4_K {
     static constexpr int BB = 144;
     static constexpr bool kMin = true;
@@ -172,12 +182,7 @@ struct Q4_K {
             k.w[2 * j] = _mm256_and_si256(q, m4);
             k.w[2 * j + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
         }
-        for (int j = 0; j < 8; j++) {
-            uint8_t s, mn;
-            blocks::q4k_scale_min(j, blk + 4, &s, &mn);
-            k.sc[j] = _mm256_set1_epi32(s);
-            k.mins[2 * j] = k.mins[2 * j + 1] = mn;
-        }
+        k4_scales_mins(blk + 4, k);
     }
 };
 
@@ -198,12 +203,7 @@ struct Q5_K {
                 k.w[j] = _mm256_or_si256(lo, _mm256_slli_epi16(hb, 4));
             }
         }
-        for (int j = 0; j < 8; j++) {
-            uint8_t s, mn;
-            blocks::q4k_scale_min(j, blk + 4, &s, &mn);
-            k.sc[j] = _mm256_set1_epi32(s);
-            k.mins[2 * j] = k.mins[2 * j + 1] = mn;
-        }
+        k4_scales_mins(blk + 4, k);
     }
 };
 
