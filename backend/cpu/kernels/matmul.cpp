@@ -53,58 +53,74 @@ QuantizedX& quantized_x_buffer(size_t n_values) {
     return buf;
 }
 
-// Portable integer path (the reference for the AVX2 rows): weights in
-// 32-blocks against Q8_0 activations.
-template <float (*Block)(const uint8_t*, const int8_t*, float), int BB>
-void q32_matmul(const MatmulParams& p, const uint8_t* W, const float* x, float* y, const float* bias,
-                ThreadPool* pool) {
+// Each token's activations rounded to Q8_0 blocks of 32 (with each block's
+// int sum when the format has mins: Q4_1, Q5_1), for 32-block formats.
+QuantizedX& activations_q8_0(const MatmulParams& p, const float* x, bool with_sums) {
     const int K = (int)p.K, m = (int)p.n_tokens, nb = K / 32;
     QuantizedX& qx = quantized_x_buffer((size_t)m * K);
+    for (int t = 0; t < m; t++) {
+        int8_t* q = qx.q.data() + (size_t)t * K;
+        qdot::quantize_q8_0(x + (size_t)t * p.x_stride, K, q, qx.d.data() + (size_t)t * nb);
+        if (with_sums)
+            for (int b = 0; b < nb; b++) {
+                int sum = 0;
+                for (int j = 0; j < 32; j++) sum += q[b * 32 + j];
+                qx.bsums[(size_t)t * nb + b] = (int16_t)sum;
+            }
+    }
+    return qx;
+}
+
+// Each token's activations rounded to Q8_K super-blocks of 256 (with sums of
+// each 16), for K-quants and IQ4_XS.
+QuantizedX& activations_q8_k(const MatmulParams& p, const float* x) {
+    const int K = (int)p.K, m = (int)p.n_tokens, nb = K / 256;
+    QuantizedX& qx = quantized_x_buffer((size_t)m * K);
     for (int t = 0; t < m; t++)
-        qdot::quantize_q8_0(x + (size_t)t * p.x_stride, K, qx.q.data() + (size_t)t * K, qx.d.data() + (size_t)t * nb);
-    const size_t row_bytes = (size_t)nb * BB;
+        qdot::quantize_q8_k(x + (size_t)t * p.x_stride, K, qx.q.data() + (size_t)t * K,
+                            qx.d.data() + (size_t)t * nb, qx.bsums.data() + (size_t)t * nb * 16);
+    return qx;
+}
+
+// Portable integer rows (the reference for the AVX2 rows): BlockDot(block,
+// xq, xd, bsums) is one weight block against one activation block; BS is the
+// number of activation sums per block.
+template <int BE, int BB, int BS, typename BlockDot>
+void portable_int_rows(const MatmulParams& p, const uint8_t* W, const QuantizedX& qx, float* y, const float* bias,
+                       ThreadPool* pool, BlockDot dot) {
+    const int K = (int)p.K, m = (int)p.n_tokens, nb = K / BE;
     parallel_rows(p, pool, [&](int n0, int n1) {
         for (int n = n0; n < n1; n++) {
-            const uint8_t* row = W + (size_t)n * row_bytes;
+            const uint8_t* row = W + (size_t)n * nb * BB;
             for (int t = 0; t < m; t++) {
                 const int8_t* xq = qx.q.data() + (size_t)t * K;
                 const float* xd = qx.d.data() + (size_t)t * nb;
+                const int16_t* bs = qx.bsums.data() + (size_t)t * nb * BS;
                 float acc = 0;
-                for (int b = 0; b < nb; b++) acc += Block(row + (size_t)b * BB, xq + b * 32, xd[b]);
+                for (int b = 0; b < nb; b++) acc += dot(row + (size_t)b * BB, xq + b * BE, xd[b], bs + b * BS);
                 y[(size_t)t * p.y_stride + n] = acc + (bias ? bias[n] : 0.0f);
             }
         }
     });
 }
 
-// K-quant weights in 256-blocks against Q8_K activations.
+template <float (*Block)(const uint8_t*, const int8_t*, float), int BB>
+void q32_matmul(const MatmulParams& p, const uint8_t* W, const float* x, float* y, const float* bias,
+                ThreadPool* pool) {
+    portable_int_rows<32, BB, 1>(p, W, activations_q8_0(p, x, false), y, bias, pool,
+                                 [](const uint8_t* w, const int8_t* xq, float xd, const int16_t*) {
+                                     return Block(w, xq, xd);
+                                 });
+}
+
 template <int BB, bool UsesMins>
 void k_matmul(const MatmulParams& p, const uint8_t* W, const float* x, float* y, const float* bias,
               ThreadPool* pool) {
-    const int K = (int)p.K, m = (int)p.n_tokens, nb = K / 256;
-    QuantizedX& qx = quantized_x_buffer((size_t)m * K);
-    for (int t = 0; t < m; t++)
-        qdot::quantize_q8_k(x + (size_t)t * p.x_stride, K, qx.q.data() + (size_t)t * K,
-                            qx.d.data() + (size_t)t * nb, qx.bsums.data() + (size_t)t * nb * 16);
-    const size_t row_bytes = (size_t)nb * BB;
-    parallel_rows(p, pool, [&](int n0, int n1) {
-        for (int n = n0; n < n1; n++) {
-            const uint8_t* row = W + (size_t)n * row_bytes;
-            for (int t = 0; t < m; t++) {
-                const int8_t* xq = qx.q.data() + (size_t)t * K;
-                const float* xd = qx.d.data() + (size_t)t * nb;
-                const int16_t* bs = qx.bsums.data() + (size_t)t * nb * 16;
-                float acc = 0;
-                for (int b = 0; b < nb; b++) {
-                    if constexpr (UsesMins)
-                        acc += qdot::q4_k_block(row + (size_t)b * BB, xq + b * 256, xd[b], bs + b * 16);
-                    else
-                        acc += qdot::q6_k_block(row + (size_t)b * BB, xq + b * 256, xd[b]);
-                }
-                y[(size_t)t * p.y_stride + n] = acc + (bias ? bias[n] : 0.0f);
-            }
-        }
-    });
+    portable_int_rows<256, BB, 16>(p, W, activations_q8_k(p, x), y, bias, pool,
+                                   [](const uint8_t* w, const int8_t* xq, float xd, const int16_t* bs) {
+                                       if constexpr (UsesMins) return qdot::q4_k_block(w, xq, xd, bs);
+                                       else return qdot::q6_k_block(w, xq, xd);
+                                   });
 }
 
 template <class F>
@@ -146,35 +162,20 @@ void dequant_block_matmul(const MatmulParams& p, const uint8_t* W, const float* 
 }
 
 #if defined(__AVX2__) && defined(__FMA__)
-// 32-block formats, AVX2: activations to Q8_0 plus each block's int sum (for Q4_1/Q5_1 mins).
+// 32-block formats, AVX2, against Q8_0 activations.
 template <class F>
 void q32_avx2(const MatmulParams& p, const uint8_t* W, const float* x, float* y, const float* bias,
               ThreadPool* pool) {
-    const int K = (int)p.K, m = (int)p.n_tokens, nb = K / 32;
-    QuantizedX& qx = quantized_x_buffer((size_t)m * K);
-    for (int t = 0; t < m; t++) {
-        int8_t* q = qx.q.data() + (size_t)t * K;
-        qdot::quantize_q8_0(x + (size_t)t * p.x_stride, K, q, qx.d.data() + (size_t)t * nb);
-        if constexpr (F::kMin)
-            for (int b = 0; b < nb; b++) {
-                int sum = 0;
-                for (int j = 0; j < 32; j++) sum += q[b * 32 + j];
-                qx.bsums[(size_t)t * nb + b] = (int16_t)sum;
-            }
-    }
+    const QuantizedX& qx = activations_q8_0(p, x, F::kMin);
     parallel_rows(p, pool, [&](int n0, int n1) {
         avx2::rows_q32<F>(p, W, qx.q.data(), qx.d.data(), qx.bsums.data(), y, bias, n0, n1);
     });
 }
 
-// 256-super-block formats, AVX2: activations to Q8_K.
+// 256-super-block formats, AVX2, against Q8_K activations.
 template <class F>
 void k_avx2(const MatmulParams& p, const uint8_t* W, const float* x, float* y, const float* bias, ThreadPool* pool) {
-    const int K = (int)p.K, m = (int)p.n_tokens, nb = K / 256;
-    QuantizedX& qx = quantized_x_buffer((size_t)m * K);
-    for (int t = 0; t < m; t++)
-        qdot::quantize_q8_k(x + (size_t)t * p.x_stride, K, qx.q.data() + (size_t)t * K,
-                            qx.d.data() + (size_t)t * nb, qx.bsums.data() + (size_t)t * nb * 16);
+    const QuantizedX& qx = activations_q8_k(p, x);
     parallel_rows(p, pool, [&](int n0, int n1) {
         avx2::rows_k<F>(p, W, qx.q.data(), qx.d.data(), qx.bsums.data(), y, bias, n0, n1);
     });

@@ -139,11 +139,12 @@ void rows_q32(const MatmulParams& p, const uint8_t* W, const int8_t* xq, const f
             const uint8_t* blk = row + (size_t)b * F::BB;
             const __m256i w = F::unpack(blk);
             const float dw = blocks::h(blk);
+            const float mw = F::kMin ? blocks::h(blk + 2) : 0.0f;
             for (int t = 0; t < m; t++) {
                 const size_t xb = (size_t)t * nb + b;
                 const __m256i x = load32(xq + (size_t)t * K + b * 32);
                 acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot32(w, x)), _mm256_set1_ps(dw * xd[xb]), acc[t]);
-                if constexpr (F::kMin) accm[t] += blocks::h(blk + 2) * xd[xb] * (float)xsum[xb];
+                if constexpr (F::kMin) accm[t] += mw * xd[xb] * (float)xsum[xb];
             }
         }
         for (int t = 0; t < m; t++) y[(size_t)t * p.y_stride + n] = hsum(acc[t]) + accm[t] + (bias ? bias[n] : 0.0f);
