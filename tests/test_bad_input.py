@@ -197,3 +197,38 @@ def test_bad_arguments(small_model):
         akunu.load(small_model, device="tpu")
     with pytest.raises(akunu.AkunuError, match="not available"):
         akunu.load(small_model, device="cuda")
+
+
+def test_bad_load_and_generate_arguments(small_model):
+    with pytest.raises(akunu.AkunuError, match="n_ctx must be positive"):
+        akunu.load(small_model, n_ctx=0)
+    m = akunu.load(small_model, n_ctx=32)
+    with pytest.raises(akunu.AkunuError, match="max_tokens"):
+        m.generate("hi", max_tokens=-1)
+    with pytest.raises(akunu.AkunuError, match="empty"):
+        m.generate([], max_tokens=2)
+    with pytest.raises(akunu.AkunuError, match="at least one token"):
+        m.logits([])
+    with pytest.raises(akunu.AkunuError, match="perplexity needs"):
+        akunu.perplexity(m, [1, 2, 3], n_ctx=16)
+
+
+def test_dequantize_rejects_short_or_unsupported_data():
+    with pytest.raises(akunu.AkunuError, match="too short"):
+        _core.dequantize(b"\0" * 10, 8, 64)  # two Q8_0 blocks need 68 bytes
+    with pytest.raises(akunu.UnsupportedModelError, match="I16"):
+        _core.dequantize(b"\0" * 64, 25, 32)
+
+
+def test_cli_reports_errors_without_traceback(tmp_path):
+    import subprocess
+    import sys
+
+    for args, match in [(["/nonexistent/model.gguf", "-p", "hi"], "does not exist"),
+                        (["not-a-named-model", "-p", "hi"], "named models"),
+                        ([str(write(tmp_path, "bad.gguf", b"GGML" + b"\0" * 64)), "-p", "hi"], "bad magic")]:
+        r = subprocess.run([sys.executable, "-m", "akunu.cli.generate", *args], capture_output=True, text=True,
+                           timeout=120)
+        assert r.returncode == 1, r.stderr
+        assert "akunu-generate: error:" in r.stderr and match in r.stderr
+        assert "Traceback" not in r.stderr

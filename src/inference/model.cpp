@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "../backend/cpu/cpu_device.h"
+#include "core/device_factory.h"
 #include "core/error.h"
 #include "core/table_builder.h"
 
@@ -26,13 +26,6 @@ private:
     std::unique_lock<std::mutex> lock_;
 };
 }  // namespace
-
-std::unique_ptr<Device> create_device(const std::string& name, int n_threads) {
-    if (name == "cpu" || name == "auto") return std::make_unique<CpuDevice>(n_threads);
-    if (name == "cuda" || name == "metal")
-        throw Error("device '" + name + "' is not available in this build of akunu");
-    throw Error("unknown device '" + name + "' (expected 'cpu', 'cuda', 'metal' or 'auto')");
-}
 
 Model::Model(const std::string& path, const LoadOptions& opt) {
     file_ = std::make_shared<GGUFFile>(path);
@@ -165,6 +158,7 @@ std::vector<float> Model::decode_logits(int32_t token) {
 }
 
 std::vector<float> Model::last_logits() {
+    BusyGuard g(busy_);
     std::vector<float> out((size_t)cfg_.vocab_size);
     device_->read_buffer(out.data(), scratch_.logits, out.size() * 4);
     return out;

@@ -24,8 +24,6 @@ struct LoadOptions {
     int n_threads = 0;  // 0: all cores (or AKUNU_NUM_THREADS)
 };
 
-std::unique_ptr<Device> create_device(const std::string& name, int n_threads);
-
 class Model {
 public:
     Model(const std::string& path, const LoadOptions& opt);
