@@ -74,24 +74,60 @@ akunu_status akunu_logits(akunu_model* model, const int32_t* tokens, int32_t n, 
     });
 }
 
-akunu_status akunu_generate_greedy(akunu_model* model, const int32_t* prompt, int32_t n_prompt,
-                                   int32_t max_tokens, const int32_t* stop_ids, int32_t n_stop,
-                                   int32_t* out, int32_t* n_out) {
+AkunuSamplingConfig akunu_default_sampling(void) {
+    AkunuSamplingConfig c{};
+    c.top_p = 1.0f;
+    c.repeat_penalty = 1.0f;
+    c.penalty_window = 64;
+    return c;
+}
+
+akunu_status akunu_generate(akunu_model* model, const int32_t* prompt, int32_t n_prompt, int32_t max_tokens,
+                            const AkunuSamplingConfig* sampling, const int32_t* stop_ids, int32_t n_stop,
+                            int32_t* out, int32_t* n_out) {
     return guarded([&] {
-        if (!model || !prompt || n_prompt <= 0 || !out || !n_out || max_tokens < 0)
-            throw akunu::Error("akunu_generate_greedy: bad argument");
+        if (!model || !prompt || n_prompt <= 0 || !out || !n_out || max_tokens < 0 || n_stop < 0)
+            throw akunu::Error("akunu_generate: bad argument");
+        akunu::SamplingConfig cfg;
+        if (sampling) {
+            const AkunuSamplingConfig& s = *sampling;
+            if (s.n_logit_bias < 0 || (s.n_logit_bias > 0 && (!s.logit_bias_ids || !s.logit_bias_values)))
+                throw akunu::Error("akunu_generate: logit bias arrays missing");
+            cfg.temperature = s.temperature;
+            cfg.top_k = s.top_k;
+            cfg.top_p = s.top_p;
+            cfg.min_p = s.min_p;
+            cfg.repeat_penalty = s.repeat_penalty;
+            cfg.presence_penalty = s.presence_penalty;
+            cfg.frequency_penalty = s.frequency_penalty;
+            cfg.penalty_window = s.penalty_window;
+            cfg.seed = s.seed;
+            for (int32_t i = 0; i < s.n_logit_bias; i++)
+                cfg.logit_bias.emplace_back(s.logit_bias_ids[i], s.logit_bias_values[i]);
+        }
+        akunu::Model& m = *model->m;
+        m.set_sampling(cfg);  // validates before any work
         *n_out = 0;
         if (max_tokens == 0) return;
-        int32_t next = model->m->prefill(std::vector<int32_t>(prompt, prompt + n_prompt));
+        const bool greedy = cfg.temperature == 0.0f && cfg.logit_bias.empty() && !cfg.penalizes();
+        int32_t next = m.prefill(std::vector<int32_t>(prompt, prompt + n_prompt));
+        if (!greedy) next = m.sample_next();
         std::vector<int32_t> stop(stop_ids, stop_ids + (stop_ids ? n_stop : 0));
         out[0] = next;
         int32_t n = 1;
         if (std::find(stop.begin(), stop.end(), next) == stop.end() && max_tokens > 1) {
-            std::vector<int32_t> rest = model->m->decode_greedy(next, max_tokens - 1, stop);
+            std::vector<int32_t> rest = greedy ? m.decode_greedy(next, max_tokens - 1, stop)
+                                               : m.decode_sampled(next, max_tokens - 1, stop);
             for (int32_t t : rest) out[n++] = t;
         }
         *n_out = n;
     });
+}
+
+akunu_status akunu_generate_greedy(akunu_model* model, const int32_t* prompt, int32_t n_prompt,
+                                   int32_t max_tokens, const int32_t* stop_ids, int32_t n_stop,
+                                   int32_t* out, int32_t* n_out) {
+    return akunu_generate(model, prompt, n_prompt, max_tokens, nullptr, stop_ids, n_stop, out, n_out);
 }
 
 void akunu_reset(akunu_model* model) {

@@ -37,5 +37,11 @@ def add(n, n_tokens):
     return struct.pack("2I", n, n_tokens)
 
 
-def argmax(vocab, row):
-    return struct.pack("2I", vocab, row)
+def argmax(vocab, row, n_rows=1):
+    return struct.pack("3I", vocab, row, n_rows)
+
+
+def sample(vocab, temperature=0.0, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty=1.0, presence=0.0,
+           frequency=0.0, window=64, n_bias=0, seed=0, pos0=0, use_mask=0):
+    return struct.pack("If I 5f 6I", vocab, temperature, top_k, top_p, min_p, repeat_penalty, presence, frequency,
+                       window, n_bias, seed & 0xFFFFFFFF, seed >> 32, pos0, use_mask)

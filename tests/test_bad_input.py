@@ -200,7 +200,7 @@ def test_bad_arguments(small_model):
 
 
 def test_bad_load_and_generate_arguments(small_model):
-    with pytest.raises(akunu.AkunuError, match="n_ctx must be positive"):
+    with pytest.raises(akunu.AkunuError, match="n_ctx must be a positive integer"):
         akunu.load(small_model, n_ctx=0)
     m = akunu.load(small_model, n_ctx=32)
     with pytest.raises(akunu.AkunuError, match="max_tokens"):

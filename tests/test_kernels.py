@@ -233,7 +233,7 @@ def test_add_and_argmax():
     np.testing.assert_array_equal(a, ref)
     logits = rng.standard_normal((3, 151936)).astype(np.float32)
     out = np.zeros(1, np.int32)
-    _core._run_cpu_kernel("argmax", [logits, out], kp.argmax(151936, 2))
+    _core._run_cpu_kernel("argmax", [logits, out], kp.argmax(151936, 2, 1))
     assert out[0] == logits[2].argmax()
 
 

@@ -1,5 +1,7 @@
 """Fetch llama.cpp's tokenizer test vocabularies (ggml-vocab-*.gguf with their
-.inp/.out cases) from the llama-cpp-python sdist on PyPI into a cache folder.
+.inp/.out cases) and its chat templates (models/templates/*.jinja) from the
+llama-cpp-python sdist on PyPI into a cache folder (templates go to a
+"templates" folder beside it).
 
 Usage: python tools/fetch_vocab_cases.py [DEST]   (default: tests/.cache/vocab)
 """
@@ -19,9 +21,17 @@ SDIST = "llama-cpp-python==0.3.36"
 WANTED = ("llama-spm", "llama-bpe", "qwen2", "gpt-2", "phi-3", "starcoder", "refact", "command-r", "mpt")
 
 
+def templates_dir(dest: str = DEFAULT_DEST) -> str:
+    return os.path.join(os.path.dirname(dest), "templates")
+
+
 def fetch(dest: str = DEFAULT_DEST) -> str:
-    if all(os.path.exists(os.path.join(dest, f"ggml-vocab-{n}.gguf.out")) for n in WANTED):
+    templates = templates_dir(dest)
+    if all(os.path.exists(os.path.join(dest, f"ggml-vocab-{n}.gguf.out")) for n in WANTED) and glob.glob(
+        os.path.join(templates, "*.jinja")
+    ):
         return dest
+    os.makedirs(templates, exist_ok=True)
     os.makedirs(dest, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         # --no-build-isolation: only the sdist is wanted, not its build environment
@@ -36,6 +46,9 @@ def fetch(dest: str = DEFAULT_DEST) -> str:
                 ):
                     member.name = base
                     tar.extract(member, dest)
+                elif "/vendor/llama.cpp/models/templates/" in member.name and base.endswith(".jinja"):
+                    member.name = base
+                    tar.extract(member, templates)
     return dest
 
 

@@ -18,6 +18,7 @@ extern const CpuKernelEntry kEmbeddingKernels[];
 extern const CpuKernelEntry kNormRopeKernels[];
 extern const CpuKernelEntry kAttentionKernels[];
 extern const CpuKernelEntry kElementwiseKernels[];
+extern const CpuKernelEntry kSamplingKernels[];
 
 static int default_threads() {
     if (const char* env = std::getenv("AKUNU_NUM_THREADS")) {
@@ -40,7 +41,7 @@ size_t CpuDevice::total_memory() const {
 
 Pipeline CpuDevice::get_pipeline(const std::string& name) {
     for (const CpuKernelEntry* table : {kMatmulKernels, kEmbeddingKernels, kNormRopeKernels, kAttentionKernels,
-                                        kElementwiseKernels})
+                                        kElementwiseKernels, kSamplingKernels})
         for (const CpuKernelEntry* e = table; e->name; e++)
             if (name == e->name) return Pipeline{(void*)e};
     throw Error("CPU backend has no kernel named '" + name + "'");

@@ -20,6 +20,12 @@ akunu_status akunu_logits(akunu_model* model, const int32_t* tokens, int32_t n_t
 akunu_status akunu_generate_greedy(akunu_model* model, const int32_t* prompt, int32_t n_prompt,
                                    int32_t max_tokens, const int32_t* stop_ids, int32_t n_stop,
                                    int32_t* out, int32_t* n_out);
+/* Like akunu_generate_greedy, drawing each token with `sampling` (NULL or
+ * temperature 0: greedy). Invalid settings fail before any work. */
+AkunuSamplingConfig akunu_default_sampling(void);
+akunu_status akunu_generate(akunu_model* model, const int32_t* prompt, int32_t n_prompt, int32_t max_tokens,
+                            const AkunuSamplingConfig* sampling, const int32_t* stop_ids, int32_t n_stop,
+                            int32_t* out, int32_t* n_out);
 /* Forget the cached context. */
 void akunu_reset(akunu_model* model);
 

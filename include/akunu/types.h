@@ -28,6 +28,23 @@ typedef struct {
     char architecture[32];
 } AkunuModelConfig;
 
+/* Sampler settings; akunu_default_sampling() fills the neutral values.
+ * Filters apply in this order: temperature, top_k, top_p, min_p. */
+typedef struct {
+    float temperature;       /* 0 = greedy */
+    int32_t top_k;           /* 0 = off */
+    float top_p;             /* 1 = off */
+    float min_p;             /* 0 = off */
+    float repeat_penalty;    /* 1 = off */
+    float presence_penalty;  /* 0 = off */
+    float frequency_penalty; /* 0 = off */
+    int32_t penalty_window;  /* latest context tokens the penalties see */
+    uint64_t seed;
+    const int32_t* logit_bias_ids; /* n_logit_bias ids, with values below */
+    const float* logit_bias_values;
+    int32_t n_logit_bias;
+} AkunuSamplingConfig;
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,7 +1,9 @@
 """akunu: fast LLM inference. ``akunu.load(path)`` returns a :class:`Model`."""
 
 from .errors import AkunuError, ModelFormatError, UnsupportedModelError
-from .model import GenerationResult, GenerationStats, Model, load
+from .grammar import Grammar
+from .model import GenerationResult, GenerationStats, GenerationStream, Model, load
+from .sampling import SamplingConfig
 from .perplexity import perplexity
 
 __all__ = [
@@ -10,6 +12,9 @@ __all__ = [
     "UnsupportedModelError",
     "GenerationResult",
     "GenerationStats",
+    "GenerationStream",
+    "Grammar",
+    "SamplingConfig",
     "Model",
     "load",
     "perplexity",

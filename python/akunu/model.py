@@ -2,59 +2,79 @@
 
 from __future__ import annotations
 
-import codecs
-import time
-from dataclasses import dataclass, field
+import secrets
+import threading
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
 import numpy as np
 
 from . import _core
+from .chat_template import ChatTemplate
 from .errors import AkunuError, UnsupportedModelError
+from .generation import Generation, GenerationRequest, GenerationResult, GenerationStats
+from .grammar import Grammar, GrammarCompiler
 from .model_zoo import resolve_model_path
+from .sampling import SamplingConfig
+from .stop_strings import normalize_stop
 from .tokenizer import GGUFTokenizer
+
+__all__ = ["Model", "load", "GenerationResult", "GenerationStats", "GenerationStream"]
 
 # Control tokens that end a turn in common chat formats (llama.cpp's EOG set).
 _END_OF_GENERATION = {
     "<end_of_turn>", "<|eot_id|>", "<|im_end|>", "<|endoftext|>", "<|end|>", "<|eom_id|>",
     "</s>", "<eos>", "<|end_of_text|>",
 }
+_DEVICES = ("cpu", "auto", "cuda", "metal")
 
 
-@dataclass
-class GenerationStats:
-    prompt_tokens: int = 0
-    generated_tokens: int = 0
-    prefill_seconds: float = 0.0
-    decode_seconds: float = 0.0
+class GenerationStream:
+    """Iterator of text pieces; ``result`` holds tokens, stats and finish reason once it ends."""
 
-    @property
-    def prefill_tok_s(self) -> float:
-        return self.prompt_tokens / self.prefill_seconds if self.prefill_seconds > 0 else 0.0
+    def __init__(self, gen: Generation, release):
+        self._gen = gen
+        self._release = release
+        self._it = iter(gen)
+        self.result: GenerationResult = gen.result
 
-    @property
-    def decode_tok_s(self) -> float:
-        # the first generated token comes from the prefill pass
-        n = max(self.generated_tokens - 1, 0)
-        return n / self.decode_seconds if self.decode_seconds > 0 else 0.0
+    def __iter__(self) -> "GenerationStream":
+        return self
 
+    def __next__(self) -> str:
+        try:
+            piece, _ = next(self._it)
+            return piece
+        except BaseException:
+            self.close()
+            raise
 
-@dataclass
-class GenerationResult:
-    text: str
-    tokens: List[int]
-    stats: GenerationStats = field(default_factory=GenerationStats)
-    finish_reason: str = "length"
+    def close(self) -> None:
+        """Stop generating (the KV cache keeps what was computed) and free the model for other calls."""
+        if self._it is not None:
+            self._it.close()
+            self._it = None
+            self._release()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
 
 
 class Model:
-    """A model loaded on a device. Create it with :func:`akunu.load`."""
+    """A model loaded on a device. Create it with :func:`akunu.load`.
 
-    def __init__(self, path: str, device: str = "cpu", n_ctx: Optional[int] = None, n_threads: int = 0):
-        if device not in ("cpu", "auto", "cuda", "metal"):
+    Generation reuses the KV cache: a prompt that starts with the tokens of
+    the previous context (a chat's earlier turns) only prefills the rest.
+    """
+
+    def __init__(self, path: str, device: str = "cpu", n_ctx: Optional[int] = None, n_threads: int = 0,
+                 chat_template: Optional[str] = None):
+        if device not in _DEVICES:
             raise AkunuError(f"unknown device '{device}' (expected 'cpu', 'cuda', 'metal' or 'auto')")
-        if n_ctx is not None and n_ctx <= 0:
-            raise AkunuError(f"n_ctx must be positive, got {n_ctx}")
+        if n_ctx is not None and (isinstance(n_ctx, bool) or not isinstance(n_ctx, int) or n_ctx <= 0):
+            raise AkunuError(f"n_ctx must be a positive integer, got {n_ctx!r}")
         path = resolve_model_path(path)
         self.path = path
         self._m = _core.Model(path, device, int(n_ctx or 0), int(n_threads))
@@ -66,6 +86,11 @@ class Model:
         except Exception as e:  # malformed tokenizer metadata
             raise UnsupportedModelError(f"cannot build the tokenizer from this file: {e}") from e
         self.stop_ids = self._end_of_generation_ids()
+        self.chat_template = ChatTemplate.for_model(self.metadata, self.tokenizer.tokens, self.tokenizer.bos_id,
+                                                    self.tokenizer.eos_id, chat_template)
+        self._cached: List[int] = []  # tokens whose KV is in the cache, position by position
+        self._busy = threading.Lock()
+        self._grammar_compiler: Optional[GrammarCompiler] = None
 
     def _core(self):
         if self._m is None:
@@ -75,16 +100,26 @@ class Model:
     # -- introspection --------------------------------------------------------
     @property
     def config(self) -> Dict[str, Any]:
-        """Dimensions, layers, heads, vocabulary size and architecture."""
+        """Dimensions, layers, heads, vocabulary size, context size and architecture."""
         return self._core().config
 
     @property
+    def name(self) -> str:
+        return str(self.metadata.get("general.name") or self.config["architecture"])
+
+    @property
     def device(self) -> str:
+        """The backend running the model ("cpu", "cuda" or "metal")."""
         return self._core().device_name
 
     @property
     def memory_bytes(self) -> int:
+        """Bytes of weights, KV cache and scratch buffers."""
         return self._core().memory_bytes
+
+    @property
+    def n_ctx(self) -> int:
+        return int(self.config["n_ctx"])
 
     def _end_of_generation_ids(self) -> List[int]:
         ids = set()
@@ -99,10 +134,18 @@ class Model:
 
     # -- text <-> ids ---------------------------------------------------------
     def tokenize(self, text: str, add_bos: bool = True) -> List[int]:
+        """Token ids of `text`; special tokens written in the text (e.g. ``<start_of_turn>``) are parsed."""
+        if not isinstance(text, str):
+            raise AkunuError(f"tokenize() takes a string, got {type(text).__name__}")
         return self.tokenizer.encode(text, add_bos=add_bos)
 
-    def detokenize(self, ids: Sequence[int]) -> str:
-        return self.tokenizer.decode(ids)
+    def detokenize(self, ids: Sequence[int], skip_special: bool = True) -> str:
+        """Text of token ids."""
+        ids = [int(t) for t in ids]
+        bad = [t for t in ids if not 0 <= t < self.tokenizer.vocab_size]
+        if bad:
+            raise AkunuError(f"token id {bad[0]} is outside the vocabulary (size {self.tokenizer.vocab_size})")
+        return self.tokenizer.decode(ids, skip_special=skip_special)
 
     # -- compute --------------------------------------------------------------
     def logits(self, tokens: Sequence[int]) -> np.ndarray:
@@ -110,92 +153,169 @@ class Model:
         tokens = [int(t) for t in tokens]
         if not tokens:
             raise AkunuError("logits() needs at least one token")
-        return self._core().logits(tokens)
+        with self._exclusive():
+            self._cached = []
+            out = self._core().logits(tokens)
+            self._cached = tokens[: self._core().n_past]
+            return out
+
+    def reset(self) -> None:
+        """Forget the cached context (the next generation prefills its whole prompt)."""
+        with self._exclusive():
+            self._core().truncate(0)
+            self._cached = []
 
     def generate(
         self,
         prompt: Union[str, Sequence[int]],
-        max_tokens: int = 128,
+        max_tokens: Optional[int] = 128,
+        *,
         temperature: float = 0.0,
         top_k: int = 0,
         top_p: float = 1.0,
+        min_p: float = 0.0,
+        repeat_penalty: float = 1.0,
+        presence_penalty: float = 0.0,
+        frequency_penalty: float = 0.0,
+        penalty_last_n: int = 64,
         seed: Optional[int] = None,
+        logit_bias: Optional[Dict[int, float]] = None,
+        stop: Union[None, str, Sequence[str]] = None,
+        grammar: Union[None, str, Grammar] = None,
+        json_schema: Union[None, str, Dict[str, Any]] = None,
+        speculative: bool = False,
+        add_bos: bool = True,
         stream: bool = False,
-    ):
+    ) -> Union[GenerationResult, GenerationStream]:
         """Generate a continuation of `prompt` (text or token ids).
 
-        Returns a :class:`GenerationResult`, or with ``stream=True`` an iterator of
-        text pieces (UTF-8 characters split across tokens come out whole).
-        Temperature 0 is greedy decoding on the device's chain path.
+        Sampling: temperature 0 is greedy on the device's chain path; otherwise
+        the device sampler draws from softmax(logits / temperature) restricted
+        by top_k, top_p and min_p, after logit_bias and llama.cpp's repeat /
+        presence / frequency penalties over the last `penalty_last_n` tokens.
+        `stop` strings end generation and never appear in the text; so do the
+        model's end-of-turn tokens. `grammar` (GBNF text or a :class:`Grammar`)
+        or `json_schema` (a dict, a JSON string, or ``"any"`` for any JSON value)
+        constrain the output. `speculative` uses n-gram drafts verified in one
+        batched pass (greedy only; the tokens are those of plain greedy).
+        `max_tokens` None runs to the end of the context.
+
+        Returns a :class:`GenerationResult`, or with ``stream=True`` a
+        :class:`GenerationStream` of text pieces (UTF-8 characters come out whole).
         """
-        if max_tokens < 0:
-            raise AkunuError(f"max_tokens must be >= 0, got {max_tokens}")
-        if temperature < 0:
-            raise AkunuError(f"temperature must be >= 0, got {temperature}")
-        if not 0.0 < top_p <= 1.0:
-            raise AkunuError(f"top_p must be in (0, 1], got {top_p}")
-        ids = self.tokenize(prompt) if isinstance(prompt, str) else [int(t) for t in prompt]
+        sampling = SamplingConfig(
+            temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, repeat_penalty=repeat_penalty,
+            presence_penalty=presence_penalty, frequency_penalty=frequency_penalty,
+            penalty_last_n=penalty_last_n, seed=seed, logit_bias=dict(logit_bias or {}),
+        )
+        req = self._request(prompt, max_tokens, sampling, stop, grammar, json_schema, speculative, add_bos,
+                            stream)
+        if not self._busy.acquire(blocking=False):
+            raise AkunuError("this model is already generating; finish or close the other generation first")
+        try:
+            gen = Generation(self, req)
+        except BaseException:
+            self._busy.release()
+            raise
+        s = GenerationStream(gen, self._busy.release)
+        if stream:
+            return s
+        for _ in s:
+            pass
+        return s.result
+
+    def _request(self, prompt, max_tokens, sampling: SamplingConfig, stop, grammar, json_schema, speculative,
+                 add_bos, stream) -> GenerationRequest:
+        """Every check before any work: bad settings fail here."""
+        sampling.validate(self.config["vocab_size"])
+        stops = normalize_stop(stop)
+        if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)
+                                       or max_tokens < 0):
+            raise AkunuError(f"max_tokens must be a non-negative integer or None, got {max_tokens!r}")
+        if grammar is not None and json_schema is not None:
+            raise AkunuError("give either grammar or json_schema, not both")
+        g = None
+        if grammar is not None:
+            g = grammar if isinstance(grammar, Grammar) else Grammar.gbnf(grammar)
+        elif json_schema is not None:
+            g = Grammar.any_json() if json_schema == "any" else Grammar.json_schema(json_schema)
+        if speculative and (sampling.needs_sampler or g is not None):
+            raise AkunuError("speculative decoding is greedy only: use temperature 0, no penalties, logit bias "
+                             "or grammar")
+        if isinstance(prompt, str):
+            ids = self.tokenize(prompt, add_bos=add_bos)
+        else:
+            try:
+                ids = [int(t) for t in prompt]
+            except (TypeError, ValueError):
+                raise AkunuError("prompt must be a string or a sequence of token ids") from None
+            bad = [t for t in ids if not 0 <= t < self.config["vocab_size"]]
+            if bad:
+                raise AkunuError(f"prompt token id {bad[0]} is outside the vocabulary "
+                                 f"(size {self.config['vocab_size']})")
         if not ids:
             raise AkunuError("the prompt is empty")
-        if len(ids) + max_tokens > self.config["n_ctx"]:
-            if len(ids) >= self.config["n_ctx"]:
-                raise AkunuError(
-                    f"prompt of {len(ids)} tokens does not fit the context of {self.config['n_ctx']} tokens"
-                )
-            max_tokens = self.config["n_ctx"] - len(ids)
-        gen = self._generate_pieces(ids, max_tokens, temperature, top_k, top_p, seed)
-        if stream:
-            return (piece for piece, _ in gen)
-        pieces = []
-        result = GenerationResult(text="", tokens=[])
-        for piece, res in gen:
-            pieces.append(piece)
-            result = res
-        result.text = "".join(pieces)
-        return result
+        n_ctx = self.n_ctx
+        if len(ids) >= n_ctx:
+            raise AkunuError(f"prompt of {len(ids)} tokens does not fit the context of {n_ctx} tokens "
+                             f"(load with a larger n_ctx, or shorten the prompt)")
+        room = n_ctx - len(ids)
+        max_tokens = room if max_tokens is None else min(max_tokens, room)
+        compiled = self._compile_grammar(g) if g is not None else None
+        seed = sampling.seed if sampling.seed is not None else secrets.randbits(63)
+        return GenerationRequest(ids=ids, max_tokens=max_tokens, sampling=sampling, stops=stops,
+                                 grammar=compiled, speculative=bool(speculative), seed=seed,
+                                 stream_chunk=4 if stream else 16)
 
-    def _generate_pieces(self, ids, max_tokens, temperature, top_k, top_p, seed):
-        stats = GenerationStats(prompt_tokens=len(ids))
-        result = GenerationResult(text="", tokens=[], stats=stats)
-        utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        if max_tokens == 0:
-            yield "", result
-            return
-        self._core().truncate(0)
-        rng = np.random.default_rng(seed)
-        t0 = time.perf_counter()
-        first = self._core().prefill(ids)
-        if temperature > 0:
-            first = _sample(self._core().last_logits()[0], temperature, top_k, top_p, rng)
-        stats.prefill_seconds = time.perf_counter() - t0
-        pending = [first]
-        t1 = time.perf_counter()
-        while pending:
-            for tok in pending:
-                result.tokens.append(tok)
-                stats.generated_tokens += 1
-                if tok in self.stop_ids:
-                    result.finish_reason = "stop"
-                    stats.decode_seconds = time.perf_counter() - t1
-                    yield utf8.decode(b"", final=True), result
-                    return
-                yield utf8.decode(self.tokenizer.token_bytes(tok)), result
-            remaining = max_tokens - len(result.tokens)
-            if remaining <= 0:
-                break
-            last = pending[-1]
-            if temperature > 0:
-                pending = [_sample(self._core().decode_logits(last)[0], temperature, top_k, top_p, rng)]
-            else:
-                # chunks of 4 keep streaming responsive; the chain runs on the device
-                pending = self._core().decode_greedy(last, min(remaining, 4), self.stop_ids)
-        stats.decode_seconds = time.perf_counter() - t1
-        yield utf8.decode(b"", final=True), result
+    def _compile_grammar(self, g: Grammar):
+        if self._grammar_compiler is None:
+            self._grammar_compiler = GrammarCompiler(self.tokenizer, self.config["vocab_size"], self.stop_ids)
+        return self._grammar_compiler.compile(g)
+
+    # -- chat -----------------------------------------------------------------
+    def apply_chat_template(self, messages: Sequence[Dict[str, Any]], add_generation_prompt: bool = True) -> str:
+        """The prompt text for `messages` under this model's chat template."""
+        return self.chat_template.render(messages, add_generation_prompt=add_generation_prompt)
+
+    def chat(self, messages: Sequence[Dict[str, Any]], max_tokens: Optional[int] = None, **kwargs: Any):
+        """Generate the assistant's reply to `messages` (OpenAI-style dicts).
+
+        Takes :meth:`generate`'s keyword arguments. Earlier turns already in
+        the KV cache are not prefilled again.
+        """
+        text = self.apply_chat_template(messages)
+        return self.generate(self.tokenize(text, add_bos=False), max_tokens=max_tokens, **kwargs)
+
+    def create_completion(self, prompt: Union[str, Sequence[int]], **kwargs: Any):
+        """OpenAI / llama-cpp-python shaped completion (a dict, or an iterator of chunk dicts with stream=True)."""
+        from .openai_api import create_completion
+
+        return create_completion(self, prompt, **kwargs)
+
+    def create_chat_completion(self, messages: Sequence[Dict[str, Any]], **kwargs: Any):
+        """OpenAI / llama-cpp-python shaped chat completion (a dict, or chunk dicts with stream=True)."""
+        from .openai_api import create_chat_completion
+
+        return create_chat_completion(self, messages, **kwargs)
 
     # -- lifetime -------------------------------------------------------------
+    def _exclusive(self):
+        model = self
+
+        class _Guard:
+            def __enter__(self):
+                if not model._busy.acquire(blocking=False):
+                    raise AkunuError("this model is already generating; finish or close the other generation first")
+
+            def __exit__(self, *exc):
+                model._busy.release()
+
+        return _Guard()
+
     def close(self) -> None:
-        """Free the model's memory now rather than at garbage collection."""
+        """Free the model's memory (weights, KV cache) now rather than at garbage collection."""
         self._m = None
+        self._cached = []
 
     def __enter__(self) -> "Model":
         return self
@@ -204,23 +324,12 @@ class Model:
         self.close()
 
 
-def _sample(logits: np.ndarray, temperature: float, top_k: int, top_p: float, rng) -> int:
-    z = logits.astype(np.float64) / temperature
-    if top_k and top_k < z.size:
-        kth = np.partition(z, -top_k)[-top_k]
-        z = np.where(z >= kth, z, -np.inf)
-    p = np.exp(z - z.max())
-    p /= p.sum()
-    if top_p < 1.0:
-        order = np.argsort(-p)
-        cum = np.cumsum(p[order])
-        keep = order[: int(np.searchsorted(cum, top_p)) + 1]
-        mask = np.zeros_like(p)
-        mask[keep] = p[keep]
-        p = mask / mask.sum()
-    return int(rng.choice(p.size, p=p))
+def load(path: str, device: str = "cpu", n_ctx: Optional[int] = None, n_threads: int = 0,
+         chat_template: Optional[str] = None) -> Model:
+    """Load a GGUF model (a path, or a named model such as ``"gemma3-270m"``).
 
-
-def load(path: str, device: str = "cpu", n_ctx: Optional[int] = None, n_threads: int = 0) -> Model:
-    """Load a GGUF model (a path, or a named model such as ``"gemma3-270m"``)."""
-    return Model(path, device=device, n_ctx=n_ctx, n_threads=n_threads)
+    `device`: "cpu", "cuda", "metal" or "auto". `n_ctx`: context size in tokens
+    (default: the model's, at most 4096). `chat_template`: "chatml", "llama3",
+    "gemma" or jinja2 source, replacing the file's own.
+    """
+    return Model(path, device=device, n_ctx=n_ctx, n_threads=n_threads, chat_template=chat_template)

@@ -14,7 +14,8 @@ struct ScratchBuffers {
     int max_chain = 0;
     Buffer h, xn, q, k, v, attn, proj, gate, up, act, logits;
     Buffer prompt_ids;  // prefill input, max_tokens ids
-    Buffer chain_ids;   // decode chain: ids[0] in, ids[i+1] written by argmax
+    Buffer chain_ids;   // decode chain: ids[0] in, ids[i+1] written by argmax or sample
+    Buffer row_ids;     // prefill: argmax of each logits row
 
     void allocate(Device& d, const ModelConfig& c, int tokens, int chain) {
         max_tokens = tokens;
@@ -34,6 +35,7 @@ struct ScratchBuffers {
         logits = f(m * c.vocab_size);
         prompt_ids = f(m);
         chain_ids = f((size_t)chain + 1);
+        row_ids = f(m);
     }
     void release(Device& d) {
         for (Buffer b : all_) d.free_buffer(b);

@@ -86,9 +86,35 @@ struct AddParams {
     uint32_t n_tokens;
 };
 
+// out[r] = argmax of logits row (row + r), r < n_rows (first index on ties).
 struct ArgmaxParams {
     uint32_t vocab;
-    uint32_t row;  // logits row to reduce
+    uint32_t row;     // first logits row to reduce
+    uint32_t n_rows;  // patched: n_tokens (1 for the head in last-row mode)
+};
+
+// One token drawn from logits row 0 (book Part V, sampled decode). The
+// processed logits (bias, penalties, grammar mask; before temperature) are
+// left in the work buffer. Order of filters: temperature, top_k, top_p, min_p;
+// the draw is exact, from a counter-based RNG keyed by (seed, pos0), so a seed
+// gives the same tokens however the chain is chunked.
+// Buffers: 0 logits, 1 out id, 2 history (token fed at each position; the
+// chosen id is written at pos0 + 1), 3 bias pairs (int32 id, float value),
+// 4 mask (bit per token, 1 = allowed), 5 work (vocab floats + vocab int32).
+struct SampleParams {
+    uint32_t vocab;
+    float temperature;        // 0: argmax of the processed logits
+    uint32_t top_k;           // 0: off
+    float top_p;              // 1: off
+    float min_p;              // 0: off
+    float repeat_penalty;     // 1: off
+    float presence_penalty;   // 0: off
+    float frequency_penalty;  // 0: off
+    uint32_t penalty_window;  // latest context tokens the penalties see
+    uint32_t n_bias;
+    uint32_t seed_lo, seed_hi;
+    uint32_t pos0;      // patched: position of the token just fed
+    uint32_t use_mask;  // 0: buffer 4 ignored
 };
 
 }  // namespace akunu

@@ -172,14 +172,28 @@ DispatchTable build_dispatch_table(Device& device, const ModelConfig& c, const A
     b.rmsnorm("output_norm", s.h, w.output_norm, s.xn, dim, 1, dim, true);
     b.matmul("lm_head", w.output, s.xn, dim, s.logits, (uint32_t)c.vocab_size, nullptr, true);
     {
-        ArgmaxParams p{(uint32_t)c.vocab_size, 0};
-        Cmd cmd(t, device, "argmax", "argmax");
         // Decode writes the next id into chain slot token_index + 1; prefill
-        // writes the first generated id into chain slot 0.
-        cmd.buf(s.logits).buf(s.chain_ids, decode ? 4 : 0).params(p);
+        // writes one id per logits row (the last row's in last-row mode).
+        ArgmaxParams p{(uint32_t)c.vocab_size, 0, 1};
+        Cmd cmd(t, device, "argmax", "argmax");
+        cmd.buf(s.logits).buf(decode ? s.chain_ids : s.row_ids, decode ? 4 : 0).params(p);
         if (decode) cmd.patch_token_buffer(1);
+        else cmd.head().patch_n(offsetof(ArgmaxParams, n_rows));
         cmd.emit();
     }
+    return t;
+}
+
+DispatchTable build_sample_table(Device& device, const ModelConfig& c, const ScratchBuffers& s,
+                                 const SamplerBuffers& sb, const SampleParams& params, bool chained) {
+    DispatchTable t;
+    SampleParams p = params;
+    p.vocab = (uint32_t)c.vocab_size;
+    Cmd cmd(t, device, "sample", "sample");
+    cmd.buf(s.logits).buf(s.chain_ids, chained ? 4 : 0).buf(sb.history).buf(sb.bias).buf(sb.mask).buf(sb.work);
+    cmd.params(p).patch_pos(offsetof(SampleParams, pos0));
+    if (chained) cmd.patch_token_buffer(1);
+    cmd.emit();
     return t;
 }
 

@@ -1,9 +1,11 @@
 // Walks the forward pass once and emits the flat command list (book Part V).
 #pragma once
 #include "cache/kv_cache.h"
+#include "cache/sampler_buffers.h"
 #include "cache/scratch.h"
 #include "core/arch_descriptor.h"
 #include "core/dispatch_table.h"
+#include "core/kernel_params.h"
 #include "core/model_config.h"
 #include "core/model_weights.h"
 
@@ -17,5 +19,11 @@ enum class TableKind {
 DispatchTable build_dispatch_table(Device& device, const ModelConfig& cfg, const ArchDescriptor& arch,
                                    const ModelWeights& w, const KVCache& kv, const ScratchBuffers& s,
                                    TableKind kind);
+
+// One "sample" command on logits row 0 with parameters `params`. Chained: it
+// writes chain slot token_index + 1 (replaces the decode table's argmax);
+// otherwise chain slot 0 (the first token after a prefill).
+DispatchTable build_sample_table(Device& device, const ModelConfig& cfg, const ScratchBuffers& s,
+                                 const SamplerBuffers& sb, const SampleParams& params, bool chained);
 
 }  // namespace akunu

@@ -1,6 +1,7 @@
 #include "inference/model.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/device_factory.h"
 #include "core/error.h"
@@ -43,18 +44,27 @@ Model::Model(const std::string& path, const LoadOptions& opt) {
     scratch_.allocate(*device_, cfg_, kMaxPrefillTokens, kChainLength);
     prefill_table_ = build_dispatch_table(*device_, cfg_, arch_, w_, kv_, scratch_, TableKind::Prefill);
     decode_table_ = build_dispatch_table(*device_, cfg_, arch_, w_, kv_, scratch_, TableKind::Decode);
+    sampler_.allocate(*device_, cfg_.vocab_size, n_ctx);
+    SampleParams sp = sampling_.to_params(cfg_.vocab_size, false);
+    sample_first_table_ = build_sample_table(*device_, cfg_, scratch_, sampler_, sp, false);
+    // the sampled chain is the decode table with its argmax replaced by the sampler
+    decode_sampled_table_ = decode_table_;
+    decode_sampled_table_.commands.back() =
+        build_sample_table(*device_, cfg_, scratch_, sampler_, sp, true).commands.back();
+    decode_sampled_table_.labels.back() = "sample";
 }
 
 Model::~Model() {
     kv_.release(*device_);
     scratch_.release(*device_);
+    sampler_.release(*device_);
     weights_.reset();
 }
 
 size_t Model::memory_bytes() const {
     size_t weights = 0;
     for (const auto& t : file_->tensors()) weights += t.n_bytes;
-    return weights + kv_.bytes() + scratch_.bytes();
+    return weights + kv_.bytes() + scratch_.bytes() + sampler_.bytes();
 }
 
 void Model::truncate(int n) {
@@ -76,17 +86,25 @@ void Model::check_room(size_t n) const {
                     " new tokens exceed n_ctx = " + std::to_string(kv_.n_ctx));
 }
 
-void Model::run_prefill_chunks(const std::vector<int32_t>& tokens, bool all_logits, std::vector<float>* out) {
+void Model::record_history(const int32_t* ids, size_t n, int pos) {
+    device_->write_buffer(sampler_.history, ids, n * 4, (size_t)pos * 4);
+}
+
+void Model::run_prefill_chunks(const std::vector<int32_t>& tokens, PrefillOutput mode, std::vector<float>* logits,
+                               std::vector<int32_t>* ids) {
     const size_t vocab = (size_t)cfg_.vocab_size;
     for (size_t start = 0; start < tokens.size(); start += kMaxPrefillTokens) {
         size_t n = std::min(tokens.size() - start, (size_t)kMaxPrefillTokens);
         device_->write_buffer(scratch_.prompt_ids, tokens.data() + start, n * 4);
+        record_history(tokens.data() + start, n, n_past_);
         ReplayState st;
         st.pos0 = (uint32_t)n_past_;
         st.n_tokens = (uint32_t)n;
-        st.last_row_only = !all_logits;
+        st.last_row_only = mode == PrefillOutput::LastRow;
         device_->encode_dispatch_table(prefill_table_, st);
-        if (all_logits) device_->read_buffer(out->data() + start * vocab, scratch_.logits, n * vocab * 4);
+        if (mode == PrefillOutput::AllLogits)
+            device_->read_buffer(logits->data() + start * vocab, scratch_.logits, n * vocab * 4);
+        if (mode == PrefillOutput::RowArgmax) device_->read_buffer(ids->data() + start, scratch_.row_ids, n * 4);
         n_past_ += (int)n;
     }
 }
@@ -97,7 +115,7 @@ std::vector<float> Model::logits(const std::vector<int32_t>& tokens) {
     n_past_ = 0;
     check_room(tokens.size());
     std::vector<float> out(tokens.size() * (size_t)cfg_.vocab_size);
-    run_prefill_chunks(tokens, true, &out);
+    run_prefill_chunks(tokens, PrefillOutput::AllLogits, &out, nullptr);
     return out;
 }
 
@@ -106,30 +124,56 @@ int32_t Model::prefill(const std::vector<int32_t>& tokens) {
     if (tokens.empty()) throw Error("prefill needs at least one token");
     check_tokens(tokens);
     check_room(tokens.size());
-    run_prefill_chunks(tokens, false, nullptr);
+    run_prefill_chunks(tokens, PrefillOutput::LastRow, nullptr, nullptr);
     int32_t next;
-    device_->read_buffer(&next, scratch_.chain_ids, 4);
+    device_->read_buffer(&next, scratch_.row_ids, 4);
     return next;
+}
+
+std::vector<int32_t> Model::verify(const std::vector<int32_t>& tokens) {
+    BusyGuard g(busy_);
+    if (tokens.empty()) throw Error("verify needs at least one token");
+    check_tokens(tokens);
+    check_room(tokens.size());
+    std::vector<int32_t> ids(tokens.size());
+    run_prefill_chunks(tokens, PrefillOutput::RowArgmax, nullptr, &ids);
+    return ids;
 }
 
 std::vector<int32_t> Model::decode_greedy(int32_t first, int count, const std::vector<int32_t>& stop) {
     BusyGuard g(busy_);
+    return decode_chain(decode_table_, first, count, stop);
+}
+
+std::vector<int32_t> Model::decode_sampled(int32_t first, int count, const std::vector<int32_t>& stop) {
+    BusyGuard g(busy_);
+    return decode_chain(decode_sampled_table_, first, count, stop);
+}
+
+// N tokens per submission: the table's last command (argmax or sample)
+// writes chain slot i + 1, which the next step's embedding reads.
+std::vector<int32_t> Model::decode_chain(const DispatchTable& table, int32_t first, int count,
+                                         const std::vector<int32_t>& stop) {
     check_tokens({first});
     std::vector<int32_t> out;
     int32_t ids[kChainLength + 1];
     int32_t feed = first;
+    // With a grammar mask the next mask depends on this token: one step per call.
+    const int max_chunk = mask_on_ ? 1 : kChainLength;
     while ((int)out.size() < count) {
-        int chunk = std::min(kChainLength, count - (int)out.size());
+        int chunk = std::min(max_chunk, count - (int)out.size());
         chunk = std::min(chunk, kv_.n_ctx - n_past_);
         if (chunk <= 0) throw Error("context full: n_ctx = " + std::to_string(kv_.n_ctx) + " tokens");
         device_->write_buffer(scratch_.chain_ids, &feed, 4);
+        record_history(&feed, 1, n_past_);
         ReplayState st;
         for (int i = 0; i < chunk; i++) {
             st.pos0 = (uint32_t)(n_past_ + i);
             st.token_index = (uint32_t)i;
-            device_->encode_dispatch_table(decode_table_, st);
+            device_->encode_dispatch_table(table, st);
         }
         device_->read_buffer(ids, scratch_.chain_ids, (size_t)(chunk + 1) * 4);
+        record_history(ids, (size_t)chunk, n_past_);
         for (int i = 1; i <= chunk; i++) {
             out.push_back(ids[i]);
             if (std::find(stop.begin(), stop.end(), ids[i]) != stop.end()) {
@@ -143,11 +187,64 @@ std::vector<int32_t> Model::decode_greedy(int32_t first, int count, const std::v
     return out;
 }
 
+int32_t Model::sample_next() {
+    BusyGuard g(busy_);
+    if (n_past_ == 0) throw Error("sample_next needs a prefill first");
+    ReplayState st;
+    st.pos0 = (uint32_t)(n_past_ - 1);
+    device_->encode_dispatch_table(sample_first_table_, st);
+    int32_t next;
+    device_->read_buffer(&next, scratch_.chain_ids, 4);
+    return next;
+}
+
+void Model::set_sampling(const SamplingConfig& cfg) {
+    BusyGuard g(busy_);
+    cfg.validate(cfg_.vocab_size);
+    sampling_ = cfg;
+    std::vector<int32_t> pairs(cfg.logit_bias.size() * 2);
+    for (size_t i = 0; i < cfg.logit_bias.size(); i++) {
+        pairs[2 * i] = cfg.logit_bias[i].first;
+        std::memcpy(&pairs[2 * i + 1], &cfg.logit_bias[i].second, 4);
+    }
+    if (!pairs.empty()) device_->write_buffer(sampler_.bias, pairs.data(), pairs.size() * 4);
+    apply_sample_params();
+}
+
+void Model::set_mask(const std::vector<uint32_t>& words) {
+    BusyGuard g(busy_);
+    if (!words.empty()) {
+        size_t need = ((size_t)cfg_.vocab_size + 31) / 32;
+        if (words.size() != need)
+            throw Error("grammar mask has " + std::to_string(words.size()) + " words, expected " +
+                        std::to_string(need) + " (one bit per token)");
+        device_->write_buffer(sampler_.mask, words.data(), need * 4);
+    }
+    mask_on_ = !words.empty();
+    apply_sample_params();
+}
+
+// The sampler's settings live in its command's parameter bytes (position is
+// patched at replay), so changing them rebuilds nothing.
+void Model::apply_sample_params() {
+    SampleParams p = sampling_.to_params(cfg_.vocab_size, mask_on_);
+    for (DispatchTable* t : {&sample_first_table_, &decode_sampled_table_})
+        std::memcpy(t->commands.back().param_bytes, &p, sizeof(p));
+}
+
+std::vector<float> Model::processed_logits() {
+    BusyGuard g(busy_);
+    std::vector<float> out((size_t)cfg_.vocab_size);
+    device_->read_buffer(out.data(), sampler_.work, out.size() * 4);
+    return out;
+}
+
 std::vector<float> Model::decode_logits(int32_t token) {
     BusyGuard g(busy_);
     check_tokens({token});
     check_room(1);
     device_->write_buffer(scratch_.chain_ids, &token, 4);
+    record_history(&token, 1, n_past_);
     ReplayState st;
     st.pos0 = (uint32_t)n_past_;
     device_->encode_dispatch_table(decode_table_, st);

@@ -7,12 +7,14 @@
 #include <vector>
 
 #include "cache/kv_cache.h"
+#include "cache/sampler_buffers.h"
 #include "cache/scratch.h"
 #include "core/arch_descriptor.h"
 #include "core/device.h"
 #include "core/dispatch_table.h"
 #include "core/model_config.h"
 #include "core/model_weights.h"
+#include "inference/sampling_config.h"
 #include "weight/gguf_file.h"
 #include "weight/weight_provider.h"
 
@@ -45,6 +47,20 @@ public:
     // Chain decode: feeds `first`, then each argmax, for up to `count` steps;
     // stops after emitting a token in `stop`. Returns the generated ids.
     std::vector<int32_t> decode_greedy(int32_t first, int count, const std::vector<int32_t>& stop);
+    // The same chain with the device sampler (set_sampling) instead of argmax.
+    std::vector<int32_t> decode_sampled(int32_t first, int count, const std::vector<int32_t>& stop);
+    // Samples the next token from the last logits row (after prefill or a decode step).
+    int32_t sample_next();
+    // Sampler settings for sample_next / decode_sampled (validated here).
+    void set_sampling(const SamplingConfig& cfg);
+    const SamplingConfig& sampling() const { return sampling_; }
+    // Grammar mask for the sampler: one bit per token (1 = allowed); empty clears it.
+    void set_mask(const std::vector<uint32_t>& words);
+    // The sampler's processed logits of its last call (bias, penalties, mask).
+    std::vector<float> processed_logits();
+    // Appends `tokens` at n_past in one batched pass; returns the argmax after
+    // each of them (speculative verification).
+    std::vector<int32_t> verify(const std::vector<int32_t>& tokens);
     // One decode step for host-side sampling: feeds `token`, returns the logits.
     std::vector<float> decode_logits(int32_t token);
     // Logits row of the last token processed (after prefill or decode).
@@ -53,7 +69,14 @@ public:
 private:
     void check_tokens(const std::vector<int32_t>& tokens) const;
     void check_room(size_t n) const;
-    void run_prefill_chunks(const std::vector<int32_t>& tokens, bool all_logits, std::vector<float>* out);
+    enum class PrefillOutput { LastRow, AllLogits, RowArgmax };
+    // Runs `tokens` at n_past in chunks; AllLogits fills `logits`, RowArgmax fills `ids`.
+    void run_prefill_chunks(const std::vector<int32_t>& tokens, PrefillOutput mode, std::vector<float>* logits,
+                            std::vector<int32_t>* ids);
+    std::vector<int32_t> decode_chain(const DispatchTable& table, int32_t first, int count,
+                                      const std::vector<int32_t>& stop);
+    void record_history(const int32_t* ids, size_t n, int pos);
+    void apply_sample_params();
 
     std::shared_ptr<GGUFFile> file_;
     std::unique_ptr<Device> device_;
@@ -63,7 +86,11 @@ private:
     ModelWeights w_;
     KVCache kv_;
     ScratchBuffers scratch_;
+    SamplerBuffers sampler_;
     DispatchTable prefill_table_, decode_table_;
+    DispatchTable sample_first_table_, decode_sampled_table_;  // sample after a prefill; chain with sampling
+    SamplingConfig sampling_;
+    bool mask_on_ = false;
     int n_past_ = 0;
     std::mutex busy_;
 };

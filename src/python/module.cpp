@@ -201,5 +201,35 @@ PYBIND11_MODULE(_core, m) {
         })
         .def("last_logits", [](Model& m) {
             return to_numpy(m.last_logits(), 1, (size_t)m.config().vocab_size);
+        })
+        .def("set_sampling", [](Model& m, float temperature, int top_k, float top_p, float min_p,
+                                float repeat_penalty, float presence_penalty, float frequency_penalty,
+                                int penalty_window, uint64_t seed, const std::vector<std::pair<int32_t, float>>& bias) {
+            SamplingConfig c;
+            c.temperature = temperature;
+            c.top_k = top_k;
+            c.top_p = top_p;
+            c.min_p = min_p;
+            c.repeat_penalty = repeat_penalty;
+            c.presence_penalty = presence_penalty;
+            c.frequency_penalty = frequency_penalty;
+            c.penalty_window = penalty_window;
+            c.seed = seed;
+            c.logit_bias = bias;
+            m.set_sampling(c);
+        }, py::arg("temperature") = 0.0f, py::arg("top_k") = 0, py::arg("top_p") = 1.0f, py::arg("min_p") = 0.0f,
+           py::arg("repeat_penalty") = 1.0f, py::arg("presence_penalty") = 0.0f,
+           py::arg("frequency_penalty") = 0.0f, py::arg("penalty_window") = 64, py::arg("seed") = 0,
+           py::arg("logit_bias") = std::vector<std::pair<int32_t, float>>{})
+        .def("set_mask", [](Model& m, py::array_t<uint32_t, py::array::c_style | py::array::forcecast> words) {
+            std::vector<uint32_t> w(words.data(), words.data() + words.size());
+            py::gil_scoped_release r;
+            m.set_mask(w);
+        }, "One bit per token (1 = allowed), as uint32 words; an empty array clears the mask.")
+        .def("sample_next", &Model::sample_next, py::call_guard<py::gil_scoped_release>())
+        .def("decode_sampled", &Model::decode_sampled, py::call_guard<py::gil_scoped_release>())
+        .def("verify", &Model::verify, py::call_guard<py::gil_scoped_release>())
+        .def("processed_logits", [](Model& m) {
+            return to_numpy(m.processed_logits(), 1, (size_t)m.config().vocab_size);
         });
 }

@@ -1,4 +1,4 @@
-// Gated activations, residual add and argmax.
+// Gated activations and the residual add.
 #include <cmath>
 
 #include "core/kernel_params.h"
@@ -34,23 +34,12 @@ void add_inplace(const CpuArgs& a) {
     for (size_t i = 0; i < n; i++) x[i] += y[i];
 }
 
-// Greedy pick on the device: writes the id of the largest logit (first on ties).
-void argmax(const CpuArgs& a) {
-    ArgmaxParams p = a.p<ArgmaxParams>();
-    const float* l = a.b<float>(0) + (size_t)p.row * p.vocab;
-    uint32_t best = 0;
-    for (uint32_t i = 1; i < p.vocab; i++)
-        if (l[i] > l[best]) best = i;
-    *a.b<int32_t>(1) = (int32_t)best;
-}
-
 }  // namespace
 
 extern const CpuKernelEntry kElementwiseKernels[] = {
     {"silu_gate", gated<silu>},
     {"gelu_gate", gated<gelu>},
     {"add_inplace", add_inplace},
-    {"argmax", argmax},
     {nullptr, nullptr},
 };
 

@@ -1,0 +1,161 @@
+// Token selection on the device: argmax (greedy) and the exact sampler.
+// This file defines what the sampling knobs mean for every backend.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+#include "core/kernel_params.h"
+#include "cpu_kernel.h"
+
+namespace akunu {
+namespace {
+
+uint32_t argmax_row(const float* l, uint32_t n) {
+    uint32_t best = 0;
+    for (uint32_t i = 1; i < n; i++)
+        if (l[i] > l[best]) best = i;
+    return best;
+}
+
+void argmax(const CpuArgs& a) {
+    ArgmaxParams p = a.p<ArgmaxParams>();
+    const float* l = a.b<float>(0);
+    int32_t* out = a.b<int32_t>(1);
+    for (uint32_t r = 0; r < p.n_rows; r++) out[r] = (int32_t)argmax_row(l + (size_t)(p.row + r) * p.vocab, p.vocab);
+}
+
+uint64_t splitmix64(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+// Uniform in [0, 1) from (seed, position): no state, so chained and
+// step-by-step decoding draw the same numbers.
+double uniform_at(uint64_t seed, uint32_t pos) {
+    uint64_t x = splitmix64(seed ^ splitmix64(0xA0761D6478BD642Full + pos));
+    return (double)(x >> 11) * (1.0 / 9007199254740992.0);
+}
+
+// llama.cpp's penalties over the last `window` context tokens: a logit of a
+// token seen c > 0 times is divided by repeat_penalty when positive
+// (multiplied when not), then lowered by c * frequency + presence.
+void apply_penalties(const SampleParams& p, const int32_t* history, float* z, int32_t* counts) {
+    if (p.penalty_window == 0 ||
+        (p.repeat_penalty == 1.0f && p.presence_penalty == 0.0f && p.frequency_penalty == 0.0f))
+        return;
+    uint32_t n = std::min(p.penalty_window, p.pos0 + 1);
+    const int32_t* h = history + (p.pos0 + 1 - n);
+    for (uint32_t i = 0; i < n; i++)
+        if ((uint32_t)h[i] < p.vocab) counts[h[i]] = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if ((uint32_t)h[i] < p.vocab) counts[h[i]]++;
+    for (uint32_t i = 0; i < n; i++) {
+        int32_t t = h[i];
+        if ((uint32_t)t >= p.vocab || counts[t] == 0) continue;  // out of range, or already applied
+        float c = (float)counts[t];
+        float& v = z[t];
+        v = v <= 0.0f ? v * p.repeat_penalty : v / p.repeat_penalty;
+        v -= c * p.frequency_penalty + p.presence_penalty;
+        counts[t] = 0;
+    }
+}
+
+// Work buffer <- logits + bias, penalties, mask (-inf where disallowed).
+void process_logits(const CpuArgs& a, const SampleParams& p, float* z, int32_t* scratch) {
+    const float* logits = a.b<float>(0);
+    std::copy(logits, logits + p.vocab, z);
+    const int32_t* bias = a.b<int32_t>(3);
+    for (uint32_t i = 0; i < p.n_bias; i++) {
+        int32_t id = bias[2 * i];
+        float v;
+        std::memcpy(&v, &bias[2 * i + 1], 4);
+        if ((uint32_t)id < p.vocab) z[id] += v;
+    }
+    apply_penalties(p, a.b<int32_t>(2), z, scratch);
+    if (p.use_mask) {
+        const uint32_t* mask = a.b<uint32_t>(4);
+        for (uint32_t i = 0; i < p.vocab; i++)
+            if (!((mask[i >> 5] >> (i & 31)) & 1u)) z[i] = -std::numeric_limits<float>::infinity();
+    }
+}
+
+// Draws from softmax(z / T) restricted by top_k, then top_p, then min_p.
+// Candidates are ordered by (z descending, id ascending) where an order matters.
+uint32_t draw(const SampleParams& p, const float* z, int32_t* idx, double u) {
+    const float ninf = -std::numeric_limits<float>::infinity();
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < p.vocab; i++)
+        if (z[i] > ninf) idx[n++] = (int32_t)i;
+    if (n == 0) return argmax_row(z, p.vocab);  // everything masked: nothing valid to draw
+    auto before = [z](int32_t x, int32_t y) { return z[x] > z[y] || (z[x] == z[y] && x < y); };
+    if (p.top_k > 0 && p.top_k < n) {
+        std::nth_element(idx, idx + p.top_k, idx + n, before);
+        n = p.top_k;
+    }
+    float zmax = z[idx[0]];
+    for (uint32_t i = 1; i < n; i++) zmax = std::max(zmax, z[idx[i]]);
+    const double inv_t = 1.0 / (double)p.temperature;
+    auto weight = [&](int32_t i) { return std::exp(((double)z[i] - zmax) * inv_t); };
+    double total = 0;
+    for (uint32_t i = 0; i < n; i++) total += weight(idx[i]);
+    if (p.top_p < 1.0f) {
+        // The nucleus is usually small: sort a prefix first, everything only if needed.
+        const double target = (double)p.top_p * total;
+        uint32_t sorted = std::min<uint32_t>(n, 1024);
+        for (;;) {
+            if (sorted < n) std::partial_sort(idx, idx + sorted, idx + n, before);
+            else std::sort(idx, idx + n, before);
+            double cum = 0;
+            uint32_t keep = 0;
+            while (keep < sorted && cum < target) cum += weight(idx[keep++]);
+            if (cum >= target || sorted == n) {
+                n = keep;
+                break;
+            }
+            sorted = n;
+        }
+    }
+    if (p.min_p > 0.0f) {  // weights are relative to the best candidate, whose weight is 1
+        uint32_t kept = 0;
+        for (uint32_t i = 0; i < n; i++)
+            if (weight(idx[i]) >= (double)p.min_p) idx[kept++] = idx[i];
+        n = kept;
+    }
+    total = 0;
+    for (uint32_t i = 0; i < n; i++) total += weight(idx[i]);
+    double r = u * total, acc = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        acc += weight(idx[i]);
+        if (r < acc) return (uint32_t)idx[i];
+    }
+    return (uint32_t)idx[n - 1];
+}
+
+void sample(const CpuArgs& a) {
+    SampleParams p = a.p<SampleParams>();
+    float* z = a.b<float>(5);
+    int32_t* ints = reinterpret_cast<int32_t*>(z + p.vocab);
+    process_logits(a, p, z, ints);
+    uint32_t tok;
+    if (p.temperature <= 0.0f) {
+        tok = argmax_row(z, p.vocab);
+    } else {
+        uint64_t seed = ((uint64_t)p.seed_hi << 32) | p.seed_lo;
+        tok = draw(p, z, ints, uniform_at(seed, p.pos0));
+    }
+    *a.b<int32_t>(1) = (int32_t)tok;
+    a.b<int32_t>(2)[p.pos0 + 1] = (int32_t)tok;  // the chosen token is fed next
+}
+
+}  // namespace
+
+extern const CpuKernelEntry kSamplingKernels[] = {
+    {"argmax", argmax},
+    {"sample", sample},
+    {nullptr, nullptr},
+};
+
+}  // namespace akunu

@@ -1,0 +1,155 @@
+"""OpenAI-shaped results (the shapes llama-cpp-python returns), shared by
+Model.create_completion / create_chat_completion and akunu-serve."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any, Dict, Iterator, Optional, Sequence, Union
+
+from .errors import AkunuError
+from .grammar import Grammar
+
+# llama-cpp-python's defaults for the OpenAI-style calls
+DEFAULTS = dict(temperature=0.2, top_p=0.95, top_k=40, min_p=0.05, repeat_penalty=1.0)
+
+_SAMPLING_KEYS = ("temperature", "top_p", "top_k", "min_p", "repeat_penalty", "presence_penalty",
+                  "frequency_penalty", "seed", "logit_bias", "penalty_last_n")
+
+
+def grammar_from_response_format(response_format: Optional[Dict[str, Any]]) -> Optional[Grammar]:
+    """OpenAI's response_format: text, json_object (optionally with a schema, as llama.cpp allows), json_schema."""
+    if response_format is None:
+        return None
+    if not isinstance(response_format, dict):
+        raise AkunuError("response_format must be an object")
+    kind = response_format.get("type", "text")
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        schema = response_format.get("schema")
+        return Grammar.json_schema(schema) if schema else Grammar.any_json()
+    if kind == "json_schema":
+        spec = response_format.get("json_schema")
+        if not isinstance(spec, dict) or not isinstance(spec.get("schema"), dict):
+            raise AkunuError("response_format json_schema needs {'json_schema': {'name': ..., 'schema': {...}}}")
+        return Grammar.json_schema(spec["schema"])
+    raise AkunuError(f"response_format type '{kind}' is not supported (text, json_object, json_schema)")
+
+
+def _usage(result) -> Dict[str, int]:
+    p, c = result.stats.prompt_tokens, result.stats.generated_tokens
+    return {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
+
+
+def _generate_kwargs(kwargs: Dict[str, Any]) -> Dict[str, Any]:
+    out = dict(DEFAULTS)
+    for k in _SAMPLING_KEYS:
+        if kwargs.get(k) is not None:
+            out[k] = kwargs[k]
+    if isinstance(out.get("logit_bias"), dict):
+        try:
+            out["logit_bias"] = {int(k): v for k, v in out["logit_bias"].items()}
+        except (TypeError, ValueError):
+            raise AkunuError("logit_bias keys must be token ids") from None
+    g = grammar_from_response_format(kwargs.get("response_format"))
+    if kwargs.get("grammar") is not None:
+        if g is not None:
+            raise AkunuError("give either grammar or response_format, not both")
+        g = kwargs["grammar"]
+    if g is not None:
+        out["grammar"] = g
+    if kwargs.get("stop") is not None:
+        out["stop"] = kwargs["stop"]
+    out["max_tokens"] = kwargs.get("max_tokens")
+    return out
+
+
+_ACCEPTED = set(_SAMPLING_KEYS) | {"max_tokens", "stop", "stream", "response_format", "grammar", "model",
+                                   "n", "stream_options", "max_completion_tokens", "user"}
+
+
+def _check(kwargs: Dict[str, Any]) -> None:
+    unknown = set(kwargs) - _ACCEPTED
+    if unknown:
+        raise AkunuError(f"unsupported argument(s): {', '.join(sorted(unknown))}")
+    n = kwargs.get("n")
+    if n is not None and n != 1:
+        raise AkunuError(f"n = {n} is not supported: akunu returns one choice per request (n = 1)")
+    if kwargs.get("max_completion_tokens") is not None and kwargs.get("max_tokens") is None:
+        kwargs["max_tokens"] = kwargs["max_completion_tokens"]
+
+
+def create_completion(model, prompt: Union[str, Sequence[int]], *, stream: bool = False, **kwargs: Any):
+    _check(kwargs)
+    include_usage = bool((kwargs.get("stream_options") or {}).get("include_usage"))
+    name = kwargs.get("model") or model.name
+    gen = _generate_kwargs(kwargs)
+    if gen["max_tokens"] is None:
+        gen["max_tokens"] = 16  # OpenAI's default for completions
+    cid, created = "cmpl-" + uuid.uuid4().hex, int(time.time())
+
+    def shape(text, finish, result=None):
+        d = {"id": cid, "object": "text_completion", "created": created, "model": name,
+             "choices": [{"text": text, "index": 0, "logprobs": None, "finish_reason": finish}]}
+        if result is not None:
+            d["usage"] = _usage(result)
+        return d
+
+    if not stream:
+        r = model.generate(prompt, **gen)
+        return shape(r.text, r.finish_reason, r)
+    s = model.generate(prompt, stream=True, **gen)
+
+    def chunks() -> Iterator[Dict[str, Any]]:
+        try:
+            for piece in s:
+                yield shape(piece, None)
+            yield shape("", s.result.finish_reason)
+            if include_usage:
+                d = shape("", None)
+                d["choices"] = []
+                d["usage"] = _usage(s.result)
+                yield d
+        finally:
+            s.close()
+
+    return chunks()
+
+
+def create_chat_completion(model, messages: Sequence[Dict[str, Any]], *, stream: bool = False, **kwargs: Any):
+    _check(kwargs)
+    include_usage = bool((kwargs.get("stream_options") or {}).get("include_usage"))
+    name = kwargs.get("model") or model.name
+    gen = _generate_kwargs(kwargs)
+    prompt = model.tokenize(model.apply_chat_template(messages), add_bos=False)
+    cid, created = "chatcmpl-" + uuid.uuid4().hex, int(time.time())
+
+    if not stream:
+        r = model.generate(prompt, **gen)
+        return {"id": cid, "object": "chat.completion", "created": created, "model": name,
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": r.text},
+                             "logprobs": None, "finish_reason": r.finish_reason}],
+                "usage": _usage(r)}
+    s = model.generate(prompt, stream=True, **gen)
+
+    def chunk(delta, finish):
+        return {"id": cid, "object": "chat.completion.chunk", "created": created, "model": name,
+                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+
+    def chunks() -> Iterator[Dict[str, Any]]:
+        try:
+            yield chunk({"role": "assistant", "content": ""}, None)
+            for piece in s:
+                if piece:
+                    yield chunk({"content": piece}, None)
+            yield chunk({}, s.result.finish_reason)
+            if include_usage:
+                d = chunk({}, None)
+                d["choices"] = []
+                d["usage"] = _usage(s.result)
+                yield d
+        finally:
+            s.close()
+
+    return chunks()

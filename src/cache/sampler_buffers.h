@@ -1,0 +1,38 @@
+// Device buffers the sample kernel reads and writes (book Part V, sampled
+// decode): allocated once at load so sampling allocates nothing per token.
+#pragma once
+#include <vector>
+
+#include "core/device.h"
+
+namespace akunu {
+
+struct SamplerBuffers {
+    static constexpr int kMaxBias = 1024;  // logit-bias entries
+    Buffer history;  // int32 per position: the token fed there (penalty window)
+    Buffer bias;     // kMaxBias (int32 id, float value) pairs
+    Buffer mask;     // one bit per token, 1 = allowed (grammar)
+    Buffer work;     // vocab floats (processed logits) + vocab int32
+
+    void allocate(Device& d, int vocab, int n_ctx) {
+        auto f = [&](size_t bytes) { Buffer b = d.allocate(bytes); all_.push_back(b); return b; };
+        history = f(((size_t)n_ctx + 1) * 4);
+        bias = f((size_t)kMaxBias * 8);
+        mask = f(((size_t)vocab + 31) / 32 * 4);
+        work = f((size_t)vocab * 8);
+    }
+    void release(Device& d) {
+        for (Buffer b : all_) d.free_buffer(b);
+        all_.clear();
+    }
+    size_t bytes() const {
+        size_t s = 0;
+        for (const Buffer& b : all_) s += b.size;
+        return s;
+    }
+
+private:
+    std::vector<Buffer> all_;
+};
+
+}  // namespace akunu
