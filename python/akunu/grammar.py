@@ -50,6 +50,7 @@ class Grammar:
 
     @classmethod
     def any_json(cls) -> "Grammar":
+        """Any JSON object (OpenAI's json_object mode)."""
         return cls("json")
 
 
@@ -57,24 +58,40 @@ class GrammarCompiler:
     """One per model: xgrammar's view of the vocabulary and a compile cache."""
 
     def __init__(self, tokenizer, vocab_size: int, stop_ids: List[int]):
-        xgr = _xgrammar()
-        encoded = []
-        for i in range(vocab_size):
-            if i < tokenizer.vocab_size and tokenizer.token_types[i] in _TEXT_TYPES:
-                encoded.append(tokenizer.token_bytes(i))
-            else:
-                encoded.append(b"")  # control / unused tokens are never text
-        info = xgr.TokenizerInfo(encoded, xgr.VocabType.RAW, vocab_size=vocab_size, stop_token_ids=stop_ids)
-        self._compiler = xgr.GrammarCompiler(info, max_threads=2)
+        self._tokenizer = tokenizer
+        self._stop_ids = stop_ids
         self.vocab_size = vocab_size
+        self._compilers: Dict[bool, Any] = {}
+
+    def _compiler(self, json_mode: bool):
+        """xgrammar's compiler. In JSON mode, tokens holding control characters
+        are withheld: compact JSON can contain none (inside strings they must
+        be escaped), and xgrammar's string rule would let them through."""
+        if json_mode not in self._compilers:
+            xgr = _xgrammar()
+            tok = self._tokenizer
+            encoded = []
+            for i in range(self.vocab_size):
+                b = b""  # control / unused tokens are never text
+                if i < tok.vocab_size and tok.token_types[i] in _TEXT_TYPES:
+                    b = tok.token_bytes(i)
+                    if json_mode and any(c < 0x20 for c in b):
+                        b = b""
+                encoded.append(b)
+            info = xgr.TokenizerInfo(encoded, xgr.VocabType.RAW, vocab_size=self.vocab_size,
+                                     stop_token_ids=self._stop_ids)
+            self._compilers[json_mode] = xgr.GrammarCompiler(info, max_threads=2)
+        return self._compilers[json_mode]
 
     def compile(self, grammar: Grammar):
         try:
             if grammar.kind == "gbnf":
-                return self._compiler.compile_grammar(grammar.source)
-            if grammar.kind == "json_schema":
-                return self._compiler.compile_json_schema(grammar.source)
-            return self._compiler.compile_builtin_json_grammar()
+                return self._compiler(False).compile_grammar(grammar.source)
+            # compact JSON: free whitespace lets a weak model ramble in spaces forever
+            schema = grammar.source if grammar.kind == "json_schema" else '{"type": "object"}'
+            return self._compiler(True).compile_json_schema(schema, any_whitespace=False)
+        except AkunuError:
+            raise
         except Exception as e:  # xgrammar reports parse errors as RuntimeError
             raise AkunuError(f"invalid {grammar.kind} grammar: {str(e).strip().splitlines()[0]}") from None
 
