@@ -102,6 +102,28 @@ def test_c_api(model):
     n = ctypes.c_int32()
     rc = lib.akunu_generate_greedy(handle, arr, len(prompt), 8, None, 0, out, ctypes.byref(n))
     assert rc == 0 and list(out[: n.value]) == model.generate(prompt, max_tokens=8).tokens
+
+    class Sampling(ctypes.Structure):
+        _fields_ = [("temperature", ctypes.c_float), ("top_k", ctypes.c_int32), ("top_p", ctypes.c_float),
+                    ("min_p", ctypes.c_float), ("repeat_penalty", ctypes.c_float),
+                    ("presence_penalty", ctypes.c_float), ("frequency_penalty", ctypes.c_float),
+                    ("penalty_window", ctypes.c_int32), ("seed", ctypes.c_uint64),
+                    ("logit_bias_ids", ctypes.POINTER(ctypes.c_int32)),
+                    ("logit_bias_values", ctypes.POINTER(ctypes.c_float)), ("n_logit_bias", ctypes.c_int32)]
+
+    lib.akunu_default_sampling.restype = Sampling
+    s = lib.akunu_default_sampling()
+    assert (s.temperature, s.top_p, s.repeat_penalty, s.penalty_window) == (0.0, 1.0, 1.0, 64)
+    s.temperature, s.top_k, s.top_p, s.seed = 0.8, 40, 0.9, 77
+    lib.akunu_reset(handle)
+    rc = lib.akunu_generate(handle, arr, len(prompt), 8, ctypes.byref(s), None, 0, out, ctypes.byref(n))
+    assert rc == 0, lib.akunu_last_error()
+    model.reset()
+    assert list(out[: n.value]) == model.generate(prompt, max_tokens=8, temperature=0.8, top_k=40, top_p=0.9,
+                                                  seed=77).tokens
+    s.top_p = 1.5
+    rc = lib.akunu_generate(handle, arr, len(prompt), 8, ctypes.byref(s), None, 0, out, ctypes.byref(n))
+    assert rc != 0 and b"top_p" in lib.akunu_last_error()
     lib.akunu_free_model(handle)
 
 

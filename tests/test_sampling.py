@@ -55,16 +55,18 @@ def test_penalties_bias_and_mask_match_the_definition(repeat, presence, frequenc
     assert hist[pos0 + 1] == tok, "the chosen token is recorded as the next context token"
 
 
-@pytest.mark.parametrize("temperature,top_k,top_p,min_p", [
-    (1.0, 0, 1.0, 0.0), (0.7, 0, 1.0, 0.0), (1.5, 5, 1.0, 0.0), (1.0, 0, 0.8, 0.0),
-    (1.0, 0, 1.0, 0.1), (0.9, 20, 0.9, 0.05),
+@pytest.mark.parametrize("temperature,top_k,top_p,min_p,vocab", [
+    (1.0, 0, 1.0, 0.0, VOCAB), (0.7, 0, 1.0, 0.0, VOCAB), (1.5, 5, 1.0, 0.0, VOCAB), (1.0, 0, 0.8, 0.0, VOCAB),
+    (1.0, 0, 1.0, 0.1, VOCAB), (0.9, 20, 0.9, 0.05, VOCAB),
+    (1.0, 12, 1.0, 0.0, 50000), (0.8, 40, 0.95, 0.05, 50000),  # small k over a large vocabulary: one-pass top-k
 ])
-def test_draws_follow_the_distribution(temperature, top_k, top_p, min_p):
+def test_draws_follow_the_distribution(temperature, top_k, top_p, min_p, vocab):
     rng = np.random.default_rng(int(temperature * 10 + top_k))
-    logits = (rng.standard_normal(VOCAB) * 2).astype(np.float32)
+    logits = (rng.standard_normal(vocab) * 2).astype(np.float32)
+    logits[rng.integers(0, vocab, 30)] = logits.max()  # ties at the top: order by id decides the cut
     p = probabilities(logits, temperature, top_k, top_p, min_p)
     n = 12000
-    counts = np.zeros(VOCAB)
+    counts = np.zeros(vocab)
     hist = np.zeros(n + 2, np.int32)
     seed = int(rng.integers(1 << 62))
     for pos in range(n):  # the RNG is keyed by position: each position is a fresh draw

@@ -96,6 +96,10 @@ struct IQ4_NL {
 
 // xsum: per activation block, the sum of its int8 values (for the mins).
 // Decode (one token): accumulators stay in registers, two blocks in flight.
+// The many-token path below adds in exactly this order (even blocks into one
+// accumulator, odd into another, mins one block at a time), so a row's result
+// does not depend on how many tokens share the pass: speculative verification
+// sees the same logits as plain decoding.
 template <class F>
 void rows_q32_single(const MatmulParams& p, const uint8_t* W, const int8_t* xq, const float* xd,
                      const int16_t* xsum, float* y, const float* bias, int n0, int n1) {
@@ -112,8 +116,10 @@ void rows_q32_single(const MatmulParams& p, const uint8_t* W, const int8_t* xq, 
             const __m256i p1 = dot32(F::unpack(b1), load32(xq + b * 32 + 32));
             acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p0), _mm256_set1_ps(blocks::h(b0) * xd[b]), acc0);
             acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p1), _mm256_set1_ps(blocks::h(b1) * xd[b + 1]), acc1);
-            if constexpr (F::kMin)
-                accm += blocks::h(b0 + 2) * xd[b] * (float)xsum[b] + blocks::h(b1 + 2) * xd[b + 1] * (float)xsum[b + 1];
+            if constexpr (F::kMin) {
+                accm += blocks::h(b0 + 2) * xd[b] * (float)xsum[b];
+                accm += blocks::h(b1 + 2) * xd[b + 1] * (float)xsum[b + 1];
+            }
         }
         for (; b < nb; b++) {
             const uint8_t* b0 = row + (size_t)b * F::BB;
@@ -130,24 +136,29 @@ void rows_q32(const MatmulParams& p, const uint8_t* W, const int8_t* xq, const f
               float* y, const float* bias, int n0, int n1) {
     const int K = (int)p.K, m = (int)p.n_tokens, nb = K / 32;
     if (m == 1) return rows_q32_single<F>(p, W, xq, xd, xsum, y, bias, n0, n1);
-    __m256 acc[64];
+    __m256 acc[2 * 64];  // per token: even blocks, odd blocks (the odd last block joins the even ones)
     float accm[64];
+    const int paired = nb & ~1;
     for (int n = n0; n < n1; n++) {
         const uint8_t* row = W + (size_t)n * nb * F::BB;
-        for (int t = 0; t < m; t++) { acc[t] = _mm256_setzero_ps(); accm[t] = 0; }
+        for (int t = 0; t < m; t++) { acc[2 * t] = acc[2 * t + 1] = _mm256_setzero_ps(); accm[t] = 0; }
         for (int b = 0; b < nb; b++) {
             const uint8_t* blk = row + (size_t)b * F::BB;
             const __m256i w = F::unpack(blk);
             const float dw = blocks::h(blk);
             const float mw = F::kMin ? blocks::h(blk + 2) : 0.0f;
+            const int lane = b < paired ? (b & 1) : 0;
             for (int t = 0; t < m; t++) {
                 const size_t xb = (size_t)t * nb + b;
                 const __m256i x = load32(xq + (size_t)t * K + b * 32);
-                acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot32(w, x)), _mm256_set1_ps(dw * xd[xb]), acc[t]);
+                __m256& a = acc[2 * t + lane];
+                a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot32(w, x)), _mm256_set1_ps(dw * xd[xb]), a);
                 if constexpr (F::kMin) accm[t] += mw * xd[xb] * (float)xsum[xb];
             }
         }
-        for (int t = 0; t < m; t++) y[(size_t)t * p.y_stride + n] = hsum(acc[t]) + accm[t] + (bias ? bias[n] : 0.0f);
+        for (int t = 0; t < m; t++)
+            y[(size_t)t * p.y_stride + n] =
+                hsum(_mm256_add_ps(acc[2 * t], acc[2 * t + 1])) + accm[t] + (bias ? bias[n] : 0.0f);
     }
 }
 

@@ -82,19 +82,42 @@ void process_logits(const CpuArgs& a, const SampleParams& p, float* z, int32_t* 
     }
 }
 
+// The k best finite entries by (z descending, id ascending), in that order,
+// kept sorted in idx[0..k) while scanning once; returns how many there are.
+uint32_t top_k_scan(const float* z, uint32_t vocab, uint32_t k, int32_t* idx) {
+    const float ninf = -std::numeric_limits<float>::infinity();
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < vocab; i++) {
+        const float v = z[i];
+        if (!(v > ninf)) continue;
+        if (n == k && !(v > z[idx[k - 1]])) continue;  // ties keep the smaller id, already in
+        uint32_t j = n < k ? n++ : k - 1;
+        while (j > 0 && v > z[idx[j - 1]]) {
+            idx[j] = idx[j - 1];
+            j--;
+        }
+        idx[j] = (int32_t)i;
+    }
+    return n;
+}
+
 // Draws from softmax(z / T) restricted by top_k, then top_p, then min_p.
 // Candidates are ordered by (z descending, id ascending) where an order matters.
 uint32_t draw(const SampleParams& p, const float* z, int32_t* idx, double u) {
     const float ninf = -std::numeric_limits<float>::infinity();
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < p.vocab; i++)
-        if (z[i] > ninf) idx[n++] = (int32_t)i;
-    if (n == 0) return argmax_row(z, p.vocab);  // everything masked: nothing valid to draw
     auto before = [z](int32_t x, int32_t y) { return z[x] > z[y] || (z[x] == z[y] && x < y); };
-    if (p.top_k > 0 && p.top_k < n) {
-        std::nth_element(idx, idx + p.top_k, idx + n, before);
-        n = p.top_k;
+    uint32_t n = 0;
+    if (p.top_k > 0 && p.top_k <= 256 && (size_t)p.top_k * 64 < p.vocab) {
+        n = top_k_scan(z, p.vocab, p.top_k, idx);  // small k: one pass, no full candidate list
+    } else {
+        for (uint32_t i = 0; i < p.vocab; i++)
+            if (z[i] > ninf) idx[n++] = (int32_t)i;
+        if (p.top_k > 0 && p.top_k < n) {
+            std::nth_element(idx, idx + p.top_k, idx + n, before);
+            n = p.top_k;
+        }
     }
+    if (n == 0) return argmax_row(z, p.vocab);  // everything masked: nothing valid to draw
     float zmax = z[idx[0]];
     for (uint32_t i = 1; i < n; i++) zmax = std::max(zmax, z[idx[i]]);
     const double inv_t = 1.0 / (double)p.temperature;
