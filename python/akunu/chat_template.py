@@ -67,6 +67,21 @@ def _strftime_now(fmt: str) -> str:
     return datetime.now().strftime(fmt)
 
 
+def _generation_extension():
+    """``{% generation %}...{% endgeneration %}`` marks assistant text for
+    training masks (transformers); rendering just emits the body."""
+    from jinja2.ext import Extension
+
+    class Generation(Extension):
+        tags = {"generation"}
+
+        def parse(self, parser):
+            next(parser.stream)
+            return parser.parse_statements(("name:endgeneration",), drop_needle=True)
+
+    return Generation
+
+
 @lru_cache(maxsize=16)
 def _compile(source: str):
     try:
@@ -75,7 +90,8 @@ def _compile(source: str):
         from jinja2.sandbox import ImmutableSandboxedEnvironment
     except ImportError as e:  # pragma: no cover
         raise AkunuError("chat templates need jinja2: pip install jinja2") from e
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[loopcontrols])
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                        extensions=[loopcontrols, _generation_extension()])
     env.filters["tojson"] = _tojson
     env.globals["raise_exception"] = _raise_exception
     env.globals["strftime_now"] = _strftime_now
@@ -147,8 +163,10 @@ class ChatTemplate:
                **extra: Any) -> str:
         msgs = validate_messages(messages)
         try:
+            # tools / documents are passed as None when absent, as transformers does
+            kw = {"tools": None, "documents": None, **extra}
             return self._template.render(messages=msgs, add_generation_prompt=add_generation_prompt,
-                                         bos_token=self.bos_token, eos_token=self.eos_token, **extra)
+                                         bos_token=self.bos_token, eos_token=self.eos_token, **kw)
         except TemplateError:
             raise
         except Exception as e:

@@ -2,6 +2,8 @@
 
 #include "core/dispatch_table.h"
 
+#include <chrono>
+
 namespace akunu {
 
 // Generic replay through the virtual encoding interface; backends override
@@ -20,6 +22,19 @@ void Device::encode_dispatch_table(const DispatchTable& table, const ReplayState
         dispatch(cmd.grid, cmd.threadgroup);
     }
     end_encoding_sync();
+}
+
+std::vector<double> Device::time_commands(const DispatchTable& table, const ReplayState& st) {
+    std::vector<double> out;
+    DispatchTable one;
+    one.commands.resize(1);
+    for (const DispatchCmd& cmd : table.commands) {
+        one.commands[0] = cmd;
+        auto t0 = std::chrono::steady_clock::now();
+        encode_dispatch_table(one, st);  // synchronous: returns when the command has run
+        out.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    return out;
 }
 
 }  // namespace akunu

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace akunu {
 
@@ -64,6 +65,11 @@ public:
     // Fast replay of a table; the default goes command by command through the
     // virtual encoding calls above.
     virtual void encode_dispatch_table(const DispatchTable& table, const ReplayState& state);
+
+    // Profiling (cold path): runs the table one command at a time, each to
+    // completion, and returns the seconds each took. GPU backends may
+    // override this with device timestamps.
+    virtual std::vector<double> time_commands(const DispatchTable& table, const ReplayState& state);
 };
 
 }  // namespace akunu

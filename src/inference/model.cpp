@@ -254,6 +254,19 @@ std::vector<float> Model::decode_logits(int32_t token) {
     return out;
 }
 
+std::vector<std::pair<std::string, double>> Model::profile_decode(int32_t token) {
+    BusyGuard g(busy_);
+    check_tokens({token});
+    check_room(1);
+    device_->write_buffer(scratch_.chain_ids, &token, 4);
+    ReplayState st;
+    st.pos0 = (uint32_t)n_past_;
+    std::vector<double> t = device_->time_commands(decode_table_, st);
+    std::vector<std::pair<std::string, double>> out;
+    for (size_t i = 0; i < t.size(); i++) out.emplace_back(decode_table_.labels[i], t[i]);
+    return out;  // n_past unchanged: the step's KV entry is overwritten by the next real one
+}
+
 std::vector<float> Model::last_logits() {
     BusyGuard g(busy_);
     std::vector<float> out((size_t)cfg_.vocab_size);

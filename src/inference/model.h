@@ -65,6 +65,9 @@ public:
     std::vector<float> decode_logits(int32_t token);
     // Logits row of the last token processed (after prefill or decode).
     std::vector<float> last_logits();
+    // One decode step of `token` run command by command: (label, seconds) per
+    // dispatch-table command. The step is undone afterwards.
+    std::vector<std::pair<std::string, double>> profile_decode(int32_t token);
 
 private:
     void check_tokens(const std::vector<int32_t>& tokens) const;

@@ -226,6 +226,7 @@ PYBIND11_MODULE(_core, m) {
             py::gil_scoped_release r;
             m.set_mask(w);
         }, "One bit per token (1 = allowed), as uint32 words; an empty array clears the mask.")
+        .def("profile_decode", &Model::profile_decode, py::call_guard<py::gil_scoped_release>())
         .def("sample_next", &Model::sample_next, py::call_guard<py::gil_scoped_release>())
         .def("decode_sampled", &Model::decode_sampled, py::call_guard<py::gil_scoped_release>())
         .def("verify", &Model::verify, py::call_guard<py::gil_scoped_release>())

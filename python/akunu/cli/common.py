@@ -1,0 +1,125 @@
+"""What every akunu command shares: model and sampling flags, loading with a
+progress bar, and errors written for people (one line, non-zero exit, no
+traceback unless --verbose)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import traceback
+from typing import Any, Callable, Dict, List, Optional
+
+from .. import __version__
+from ..errors import AkunuError
+
+
+class CliError(Exception):
+    """A mistake in how the command was called: message and what to do."""
+
+
+def add_model_args(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("model", help="GGUF file, or a named model such as gemma3-270m")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda", "metal", "auto"],
+                    help="backend to run on (default: cpu)")
+    ap.add_argument("-c", "--ctx", type=int, default=None, help="context size in tokens (default: the model's, "
+                    "at most 4096)")
+    ap.add_argument("-t", "--threads", type=int, default=0, help="CPU threads (default: all cores)")
+    ap.add_argument("--verbose", action="store_true", help="show tracebacks and load details")
+    ap.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+
+
+def add_sampling_args(ap: argparse.ArgumentParser, temperature: float = 0.0) -> None:
+    g = ap.add_argument_group("sampling")
+    g.add_argument("--temperature", "--temp", type=float, default=temperature,
+                   help=f"0 = greedy (default: {temperature})")
+    g.add_argument("--top-k", type=int, default=0, help="keep the k most likely tokens (0 = off)")
+    g.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling (1 = off)")
+    g.add_argument("--min-p", type=float, default=0.0, help="drop tokens below min_p x the best (0 = off)")
+    g.add_argument("--repeat-penalty", type=float, default=1.0, help="llama.cpp's repeat penalty (1 = off)")
+    g.add_argument("--repeat-last-n", type=int, default=64, help="tokens the penalties look back over")
+    g.add_argument("--presence-penalty", type=float, default=0.0)
+    g.add_argument("--frequency-penalty", type=float, default=0.0)
+    g.add_argument("--seed", type=int, default=None, help="random seed (default: random)")
+    g.add_argument("-n", "--max-tokens", type=int, default=None, help="tokens to generate at most")
+
+
+def sampling_kwargs(args: argparse.Namespace) -> Dict[str, Any]:
+    return dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
+                repeat_penalty=args.repeat_penalty, penalty_last_n=args.repeat_last_n,
+                presence_penalty=args.presence_penalty, frequency_penalty=args.frequency_penalty, seed=args.seed)
+
+
+def _available_memory() -> Optional[int]:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _warm_with_progress(path: str, quiet: bool) -> None:
+    """Reads the file once (into the page cache, where the engine maps it
+    from), drawing a progress bar on a terminal."""
+    size = os.path.getsize(path)
+    show = not quiet and sys.stderr.isatty() and size > 32 << 20
+    done, t0 = 0, time.perf_counter()
+    with open(path, "rb", buffering=0) as f:
+        while True:
+            chunk = f.read(16 << 20)
+            if not chunk:
+                break
+            done += len(chunk)
+            if show:
+                frac = done / size
+                bar = "#" * int(frac * 30)
+                sys.stderr.write(f"\rloading {os.path.basename(path)} [{bar:<30}] {frac:4.0%} "
+                                 f"{done / 2**20:.0f}/{size / 2**20:.0f} MiB")
+                sys.stderr.flush()
+    if show:
+        sys.stderr.write(f"\rloaded {os.path.basename(path)} ({size / 2**20:.0f} MiB) in "
+                         f"{time.perf_counter() - t0:.1f} s{' ' * 30}\n")
+
+
+def load_model(args: argparse.Namespace, quiet: bool = False):
+    from ..model import load
+    from ..model_zoo import resolve_model_path
+
+    if args.ctx is not None and args.ctx <= 0:
+        raise CliError(f"--ctx must be positive, got {args.ctx}")
+    if args.threads < 0:
+        raise CliError(f"--threads must be >= 0, got {args.threads}")
+    path = resolve_model_path(args.model)
+    if os.path.isdir(path):
+        raise CliError(f"'{path}' is a directory; give the path of a .gguf file")
+    mem = _available_memory()
+    size = os.path.getsize(path)
+    if mem and size > mem:
+        raise CliError(f"the model needs {size / 2**30:.1f} GiB but this machine has {mem / 2**30:.1f} GiB of "
+                       f"memory; use a smaller or more quantized model")
+    _warm_with_progress(path, quiet)
+    try:
+        return load(path, device=args.device, n_ctx=args.ctx, n_threads=args.threads,
+                    chat_template=getattr(args, "chat_template", None))
+    except MemoryError:
+        raise CliError("out of memory while loading the model; try a smaller --ctx") from None
+
+
+def run(prog: str, main: Callable[[], int], argv_verbose: Optional[List[str]] = None) -> int:
+    """Runs `main`, turning failures into one line on stderr and an exit code."""
+    verbose = "--verbose" in (sys.argv[1:] if argv_verbose is None else argv_verbose)
+    try:
+        return main()
+    except KeyboardInterrupt:
+        sys.stderr.write("\n")
+        return 130
+    except BrokenPipeError:
+        return 0
+    except (AkunuError, CliError, OSError) as e:
+        if verbose:
+            traceback.print_exc()
+        msg = str(e)
+        if isinstance(e, OSError) and not isinstance(e, AkunuError):
+            msg = f"{e.strerror or e}: {e.filename}" if getattr(e, "filename", None) else str(e)
+        sys.stderr.write(f"{prog}: error: {msg}\n")
+        return 1
