@@ -43,7 +43,7 @@ class Chat:
     def answer(self, text: str, out=sys.stdout) -> None:
         self.messages.append({"role": "user", "content": text})
         stream = self.model.chat(self.messages, max_tokens=self.args.max_tokens, stream=True,
-                                 **sampling_kwargs(self.args))
+                                 **sampling_kwargs(self.args, self.model))
         reply = []
         interrupted = False
         try:

@@ -43,12 +43,16 @@ def add_sampling_args(ap: argparse.ArgumentParser, temperature: float = 0.0) -> 
     g.add_argument("--frequency-penalty", type=float, default=0.0)
     g.add_argument("--seed", type=int, default=None, help="random seed (default: random)")
     g.add_argument("-n", "--max-tokens", type=int, default=None, help="tokens to generate at most")
+    g.add_argument("--ignore-eos", action="store_true", help="never stop at end-of-turn tokens (as llama.cpp)")
 
 
-def sampling_kwargs(args: argparse.Namespace) -> Dict[str, Any]:
-    return dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
-                repeat_penalty=args.repeat_penalty, penalty_last_n=args.repeat_last_n,
-                presence_penalty=args.presence_penalty, frequency_penalty=args.frequency_penalty, seed=args.seed)
+def sampling_kwargs(args: argparse.Namespace, model=None) -> Dict[str, Any]:
+    kw = dict(temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, min_p=args.min_p,
+              repeat_penalty=args.repeat_penalty, penalty_last_n=args.repeat_last_n,
+              presence_penalty=args.presence_penalty, frequency_penalty=args.frequency_penalty, seed=args.seed)
+    if model is not None and args.ignore_eos:
+        kw["logit_bias"] = {i: float("-inf") for i in model.stop_ids}
+    return kw
 
 
 def _available_memory() -> Optional[int]:

@@ -54,7 +54,7 @@ def main(argv: Optional[List[str]] = None, prog: str = "akunu-complete") -> int:
         model = load_model(args)
         max_tokens = 256 if args.max_tokens is None else args.max_tokens
         stream = model.generate(prompt, max_tokens=max_tokens, stop=args.stop, json_schema=schema,
-                                grammar=grammar, speculative=args.speculative, stream=True, **sampling_kwargs(args))
+                                grammar=grammar, speculative=args.speculative, stream=True, **sampling_kwargs(args, model))
         if args.echo:
             sys.stdout.write(prompt)
         for piece in stream:

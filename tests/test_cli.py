@@ -1,0 +1,154 @@
+"""The console tools: --help and --version, their output, errors for people
+(one line, exit code 1, no traceback), and akunu-chat driven through a
+pseudo-terminal and through a pipe."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pexpect
+import pytest
+
+import random_gguf
+
+TOOLS = ["chat", "complete", "generate", "inspect", "bench", "profile"]
+ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}
+
+
+def cli(tool, *args, stdin=None, timeout=300):
+    return subprocess.run([sys.executable, "-m", f"akunu.cli.{tool}", *args], input=stdin, capture_output=True,
+                          text=True, timeout=timeout, env=ENV)
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("cli") / "llama.gguf")
+    random_gguf.write_model(path, "llama", "F16", seed=4)
+    return path
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_help_and_version(tool):
+    r = cli(tool, "--help")
+    assert r.returncode == 0 and "usage:" in r.stdout and "model" in r.stdout
+    r = cli(tool, "--version")
+    assert r.returncode == 0 and "0.1.0" in r.stdout
+
+
+@pytest.mark.parametrize("tool", ["chat", "complete", "inspect", "bench", "profile"])
+def test_errors_for_people(tool, tmp_path):
+    bad = tmp_path / "notamodel.gguf"
+    bad.write_bytes(b"this is not a gguf file at all" * 10)
+    extra = ["-p", "hi"] if tool == "complete" else []
+    for path, match in [("/nonexistent/model.gguf", "does not exist"), (str(bad), "bad magic"),
+                        (str(tmp_path), "directory" if tool != "inspect" else "")]:
+        r = cli(tool, path, *extra, stdin="hello")
+        assert r.returncode == 1, (tool, path, r.stderr)
+        lines = r.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"akunu-{tool}: error:") and match in lines[0], r.stderr
+    r = cli(tool, "/nonexistent/model.gguf", *extra, "--verbose", stdin="hello")
+    assert r.returncode == 1 and "Traceback" in r.stderr
+
+
+def test_context_too_long_is_one_line(small):
+    r = cli("complete", small, "-p", "word " * 400, "-c", "64")
+    assert r.returncode == 1 and "does not fit the context of 64 tokens" in r.stderr and "Traceback" not in r.stderr
+    r = cli("complete", small, "-p", "x", "--temperature", "-1")
+    assert r.returncode == 1 and "temperature must be >= 0" in r.stderr
+
+
+def test_complete_streams_and_is_deterministic(small):
+    a = cli("complete", small, "-p", "hello", "-n", "12", "--stats")
+    b = cli("complete", small, "-p", "hello", "-n", "12", "--temp", "0.8", "--seed", "5", "--top-k", "20")
+    c = cli("complete", small, "-n", "12", "--temp", "0.8", "--seed", "5", "--top-k", "20", stdin="hello")
+    assert a.returncode == b.returncode == c.returncode == 0, a.stderr + b.stderr + c.stderr
+    assert "tok/s" in a.stderr and a.stdout.strip()
+    assert b.stdout == c.stdout
+
+
+def test_inspect_lists_tensors_and_totals(small, gemma_path):
+    r = cli("inspect", small)
+    assert r.returncode == 0 and "token_embd.weight" in r.stdout and "totals:" in r.stdout
+    r = cli("inspect", gemma_path, "--json")
+    d = json.loads(r.stdout)
+    assert d["model"]["architecture"] == "gemma3" and d["tokenizer"]["vocab_size"] == 262144
+    assert d["totals"]["tensors"] == len(d["tensors"]) and "Q4_K" in d["totals"]["by_dtype"]
+    assert sum(t["bytes"] for t in d["tensors"]) == d["totals"]["bytes"]
+
+
+def test_bench_markdown_and_json(small):
+    r = cli("bench", small, "-p", "32", "-n", "8", "-r", "2")
+    assert r.returncode == 0, r.stderr
+    lines = [l for l in r.stdout.splitlines() if l.startswith("|")]
+    assert "t/s" in lines[0] and "pp32" in lines[2] and "tg8" in lines[3] and "CPU" in lines[2]
+    r = cli("bench", small, "-p", "16,32", "-n", "4", "-r", "2", "-o", "json")
+    rows = json.loads(r.stdout)
+    assert [(x["n_prompt"], x["n_gen"]) for x in rows] == [(16, 0), (32, 0), (0, 4)]
+    assert all(x["avg_ts"] > 0 and len(x["samples_ts"]) == 2 and x["backends"] == "CPU" for x in rows)
+
+
+def test_profile_names_the_operations(small):
+    r = cli("profile", small, "-r", "2", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    ops = {o["op"]: o for o in d["ops"]}
+    assert {"q_proj", "attention", "lm_head", "argmax"} <= set(ops) and ops["q_proj"]["count"] == 2
+    assert abs(sum(o["share"] for o in d["ops"]) - 1) < 1e-6
+
+
+def test_chat_from_a_pipe(small):
+    r = cli("chat", small, "-n", "8", "--temp", "0", stdin="What is up?\n")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() and "tok/s" in r.stderr
+    r = cli("chat", small, stdin="")
+    assert r.returncode == 1 and "nothing on stdin" in r.stderr
+
+
+def test_chat_in_a_terminal(small):
+    child = pexpect.spawn(sys.executable, ["-m", "akunu.cli.chat", small, "-n", "20", "--temp", "0", "-c", "2048"],
+                          env=ENV, encoding="utf-8", timeout=120)
+    try:
+        child.expect("commands: /reset")
+        child.expect("> ")
+        child.sendline("first question")
+        child.expect(r"\[(\d+) tokens, [\d.]+ tok/s; prompt (\d+) tokens, (\d+) cached\]")
+        child.expect("> ")
+        child.sendline("second question")
+        child.expect(r"\[(\d+) tokens, [\d.]+ tok/s; prompt (\d+) tokens, (\d+) cached\]")
+        assert int(child.match.group(3)) > 0, "the second turn reuses the first turn's KV cache"
+        child.expect("> ")
+        child.sendline("/reset")
+        child.expect(r"\[conversation reset\]")
+        child.expect("> ")
+        child.sendline("/system You are a pirate.")
+        child.expect("system prompt set")
+        child.expect("> ")
+        child.sendline("/quit")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 0
+
+
+def test_chat_ctrl_c_stops_the_answer_not_the_chat(gemma_path):
+    child = pexpect.spawn(sys.executable, ["-m", "akunu.cli.chat", gemma_path, "-n", "3000", "-c", "4096",
+                                           "--ignore-eos"], env=ENV, encoding="utf-8", timeout=120)
+    try:
+        child.expect("> ")
+        child.sendline("Count from 1 to 1000.")
+        time.sleep(2.0)  # answer is streaming (3000 tokens take far longer than this)
+        child.sendcontrol("c")
+        child.expect(r"\[stopped\]")
+        child.expect(r"\[(\d+) tokens")
+        assert 0 < int(child.match.group(1)) < 3000
+        child.expect("> ")
+        child.sendline("/reset")
+        child.expect(r"\[conversation reset\]")
+        child.expect("> ")
+        child.sendeof()
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 0
