@@ -17,6 +17,28 @@ _SAMPLING_KEYS = ("temperature", "top_p", "top_k", "min_p", "repeat_penalty", "p
                   "frequency_penalty", "seed", "logit_bias", "penalty_last_n")
 
 
+class ChunkStream:
+    """Iterator of OpenAI chunk dicts; ``result`` is the generation's result, ``close()`` stops it."""
+
+    def __init__(self, chunks: Iterator[Dict[str, Any]], stream):
+        self._chunks = chunks
+        self._stream = stream
+
+    def __iter__(self) -> "ChunkStream":
+        return self
+
+    def __next__(self) -> Dict[str, Any]:
+        return next(self._chunks)
+
+    @property
+    def result(self):
+        return self._stream.result
+
+    def close(self) -> None:
+        self._chunks.close()
+        self._stream.close()
+
+
 def grammar_from_response_format(response_format: Optional[Dict[str, Any]]) -> Optional[Grammar]:
     """OpenAI's response_format: text, json_object (optionally with a schema, as llama.cpp allows), json_schema."""
     if response_format is None:
@@ -80,10 +102,10 @@ def _check(kwargs: Dict[str, Any]) -> None:
         kwargs["max_tokens"] = kwargs["max_completion_tokens"]
 
 
-def create_completion(model, prompt: Union[str, Sequence[int]], *, stream: bool = False, **kwargs: Any):
+def create_completion(llm, prompt: Union[str, Sequence[int]], /, *, stream: bool = False, **kwargs: Any):
     _check(kwargs)
     include_usage = bool((kwargs.get("stream_options") or {}).get("include_usage"))
-    name = kwargs.get("model") or model.name
+    name = kwargs.get("model") or llm.name
     gen = _generate_kwargs(kwargs)
     if gen["max_tokens"] is None:
         gen["max_tokens"] = 16  # OpenAI's default for completions
@@ -97,9 +119,9 @@ def create_completion(model, prompt: Union[str, Sequence[int]], *, stream: bool 
         return d
 
     if not stream:
-        r = model.generate(prompt, **gen)
+        r = llm.generate(prompt, **gen)
         return shape(r.text, r.finish_reason, r)
-    s = model.generate(prompt, stream=True, **gen)
+    s = llm.generate(prompt, stream=True, **gen)
 
     def chunks() -> Iterator[Dict[str, Any]]:
         try:
@@ -114,24 +136,25 @@ def create_completion(model, prompt: Union[str, Sequence[int]], *, stream: bool 
         finally:
             s.close()
 
-    return chunks()
+    return ChunkStream(chunks(), s)
 
 
-def create_chat_completion(model, messages: Sequence[Dict[str, Any]], *, stream: bool = False, **kwargs: Any):
+def create_chat_completion(llm, messages: Sequence[Dict[str, Any]], /, *, stream: bool = False,
+                           **kwargs: Any):
     _check(kwargs)
     include_usage = bool((kwargs.get("stream_options") or {}).get("include_usage"))
-    name = kwargs.get("model") or model.name
+    name = kwargs.get("model") or llm.name
     gen = _generate_kwargs(kwargs)
-    prompt = model.tokenize(model.apply_chat_template(messages), add_bos=False)
+    prompt = llm.tokenize(llm.apply_chat_template(messages), add_bos=False)
     cid, created = "chatcmpl-" + uuid.uuid4().hex, int(time.time())
 
     if not stream:
-        r = model.generate(prompt, **gen)
+        r = llm.generate(prompt, **gen)
         return {"id": cid, "object": "chat.completion", "created": created, "model": name,
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": r.text},
                              "logprobs": None, "finish_reason": r.finish_reason}],
                 "usage": _usage(r)}
-    s = model.generate(prompt, stream=True, **gen)
+    s = llm.generate(prompt, stream=True, **gen)
 
     def chunk(delta, finish):
         return {"id": cid, "object": "chat.completion.chunk", "created": created, "model": name,
@@ -152,4 +175,4 @@ def create_chat_completion(model, messages: Sequence[Dict[str, Any]], *, stream:
         finally:
             s.close()
 
-    return chunks()
+    return ChunkStream(chunks(), s)

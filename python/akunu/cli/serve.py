@@ -1,0 +1,85 @@
+"""akunu-serve: an OpenAI-compatible HTTP server for one or more models.
+
+Each MODEL is a GGUF path or a named model, optionally as ID=PATH to choose
+the id clients send as "model" (default: the file name without .gguf).
+Requests to one model are served one at a time, in arrival order; different
+models run in parallel.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Dict, List, Optional
+
+from .. import __version__
+from .common import CliError, load_model, run
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="akunu-serve", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("models", nargs="+", metavar="MODEL", help="GGUF file or named model, optionally ID=PATH")
+    ap.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    ap.add_argument("--port", type=int, default=8080)
+    ap.add_argument("--api-key", default=os.environ.get("AKUNU_API_KEY"),
+                    help="require 'Authorization: Bearer KEY' (default: $AKUNU_API_KEY, else no key)")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda", "metal", "auto"])
+    ap.add_argument("-c", "--ctx", type=int, default=None, help="context size per model")
+    ap.add_argument("-t", "--threads", type=int, default=0)
+    ap.add_argument("--max-tokens", type=int, default=4096, help="largest max_tokens a request may ask "
+                    "(and the default)")
+    ap.add_argument("--max-body-bytes", type=int, default=4 << 20, help="largest request body (default 4 MiB)")
+    ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    return ap
+
+
+def model_ids(specs: List[str]) -> Dict[str, str]:
+    out: Dict[str, str] = {}
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep:
+            path = spec
+            base = os.path.basename(spec)
+            name = base[:-5] if base.endswith(".gguf") else base
+        if not name or not path:
+            raise CliError(f"bad model argument '{spec}' (expected PATH or ID=PATH)")
+        if name in out:
+            raise CliError(f"two models have the id '{name}'; name them with ID=PATH")
+        out[name] = path
+    return out
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+
+    def body() -> int:
+        try:
+            import uvicorn
+
+            from ..server import ServerLimits, create_app
+        except ImportError:
+            raise CliError("the server needs FastAPI and uvicorn: pip install 'akunu[server]'") from None
+        if not 0 < args.port < 65536:
+            raise CliError(f"--port must be 1-65535, got {args.port}")
+        if args.max_tokens < 1 or args.max_body_bytes < 1024:
+            raise CliError("--max-tokens must be >= 1 and --max-body-bytes >= 1024")
+        models = {}
+        for name, path in model_ids(args.models).items():
+            args.model = path
+            models[name] = load_model(args)
+        if args.host not in ("127.0.0.1", "localhost", "::1") and not args.api_key:
+            sys.stderr.write("akunu-serve: warning: listening beyond this machine without --api-key\n")
+        app = create_app(models, api_key=args.api_key,
+                         limits=ServerLimits(max_body_bytes=args.max_body_bytes, max_tokens=args.max_tokens))
+        sys.stderr.write(f"akunu-serve: {', '.join(models)} on http://{args.host}:{args.port}/v1\n")
+        uvicorn.run(app, host=args.host, port=args.port, log_level="info" if args.verbose else "warning")
+        return 0
+
+    return run("akunu-serve", body, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

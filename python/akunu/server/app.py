@@ -1,0 +1,282 @@
+"""The FastAPI application: routes, per-model queues, streaming with
+disconnect handling, API key, size limits, errors in OpenAI's shape."""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import time
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, AsyncIterator, Dict, Iterator, Optional
+
+import anyio
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from .. import __version__
+from ..errors import AkunuError
+from . import request_fields as rf
+from .errors import ApiError, error_response
+from .metrics import Metrics
+
+
+@dataclass
+class ServerLimits:
+    max_body_bytes: int = 4 << 20   # request bodies larger than this: 413
+    max_tokens: int = 4096          # upper bound on max_tokens (and the default when absent)
+
+
+class ModelSlot:
+    """A model and its queue: one request generates at a time."""
+
+    def __init__(self, name: str, model):
+        self.name = name
+        self.model = model
+        self.lock = asyncio.Lock()
+        self.created = int(time.time())
+
+
+def create_app(models: Dict[str, Any], api_key: Optional[str] = None,
+               limits: Optional[ServerLimits] = None) -> FastAPI:
+    """`models`: model id -> loaded akunu Model. The first is the default."""
+    if not models:
+        raise ValueError("create_app needs at least one model")
+    limits = limits or ServerLimits()
+    slots = {name: ModelSlot(name, m) for name, m in models.items()}
+    default = next(iter(slots))
+    metrics = Metrics()
+    app = FastAPI(title="akunu", version=__version__)
+    app.state.slots = slots
+    app.state.metrics = metrics
+
+    # -- plumbing ---------------------------------------------------------------
+    @app.middleware("http")
+    async def guard(request: Request, call_next):
+        path = request.url.path
+        try:
+            if api_key and path not in ("/health",):
+                auth = request.headers.get("authorization", "")
+                if not hmac.compare_digest(auth.encode(), f"Bearer {api_key}".encode()):
+                    raise ApiError(401, "invalid or missing API key (send 'Authorization: Bearer KEY')",
+                                   "authentication_error", code="invalid_api_key")
+            length = request.headers.get("content-length")
+            if length is not None and length.isdigit() and int(length) > limits.max_body_bytes:
+                raise ApiError(413, f"request body of {length} bytes exceeds the limit of "
+                               f"{limits.max_body_bytes} bytes")
+            response = await call_next(request)
+        except ApiError as e:
+            response = e.response()
+        metrics.request(path, response.status_code)
+        return response
+
+    @app.exception_handler(ApiError)
+    async def api_error(_: Request, e: ApiError):
+        return e.response()
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_: Request, e: RequestValidationError):
+        return error_response(422, f"invalid request: {e.errors()}")
+
+    @app.exception_handler(Exception)
+    async def internal_error(_: Request, e: Exception):
+        # a bug, not the client's fault: say so without a traceback in the body
+        return error_response(500, f"internal error: {type(e).__name__}: {e}", "server_error")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, e: StarletteHTTPException):
+        kind = "not_found_error" if e.status_code == 404 else "invalid_request_error"
+        return error_response(e.status_code, str(e.detail), kind)
+
+    async def read_json(request: Request) -> Dict[str, Any]:
+        body = b""
+        async for chunk in request.stream():  # bounded even without a content-length header
+            body += chunk
+            if len(body) > limits.max_body_bytes:
+                raise ApiError(413, f"request body exceeds the limit of {limits.max_body_bytes} bytes")
+        try:
+            data = json.loads(body)
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise ApiError(400, f"the request body is not valid JSON: {e}") from None
+        if not isinstance(data, dict):
+            raise ApiError(400, "the request body must be a JSON object")
+        return data
+
+    def slot_for(name: Optional[str]) -> ModelSlot:
+        if name is None or name == "":
+            return slots[default]
+        if name not in slots:
+            raise ApiError(404, f"the model '{name}' does not exist; available: {', '.join(slots)}",
+                           "not_found_error", "model", "model_not_found")
+        return slots[name]
+
+    @asynccontextmanager
+    async def turn(slot: ModelSlot):
+        """Waits for the model (queue) and holds it."""
+        metrics.add(metrics.queue_depth, slot.name, 1)
+        try:
+            await slot.lock.acquire()
+        finally:
+            metrics.add(metrics.queue_depth, slot.name, -1)
+        metrics.add(metrics.running, slot.name, 1)
+        try:
+            yield
+        finally:
+            metrics.add(metrics.running, slot.name, -1)
+            slot.lock.release()
+
+    def as_api_error(e: AkunuError) -> ApiError:
+        return ApiError(400, str(e))
+
+    # -- generation ---------------------------------------------------------------
+    async def generate(request: Request, slot: ModelSlot, fn, kwargs: Dict[str, Any]):
+        stream = kwargs.pop("stream")
+        kwargs["model"] = slot.name
+        if not stream:
+            async with turn(slot):
+                t0 = time.perf_counter()
+                try:
+                    out = await anyio.to_thread.run_sync(lambda: fn(**kwargs))
+                except AkunuError as e:
+                    raise as_api_error(e) from None
+            u = out["usage"]
+            metrics.generation(slot.name, u["prompt_tokens"], u["completion_tokens"], time.perf_counter() - t0)
+            return JSONResponse(out)
+        # Streaming: the first chunk is computed before answering, so a bad
+        # request still gets a 4xx rather than a broken event stream.
+        ctx = turn(slot)
+        await ctx.__aenter__()
+        try:
+            chunks: Iterator[Dict[str, Any]] = await anyio.to_thread.run_sync(lambda: fn(stream=True, **kwargs))
+            first = await anyio.to_thread.run_sync(next, chunks, None)
+        except AkunuError as e:
+            await ctx.__aexit__(None, None, None)
+            raise as_api_error(e) from None
+        except BaseException:
+            await ctx.__aexit__(None, None, None)
+            raise
+        done = False
+
+        async def finish() -> None:
+            """Stops the generation and frees the model, once. Shielded: a
+            cancelled request must still release its slot."""
+            nonlocal done
+            if done:
+                return
+            done = True
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(chunks.close)
+                await ctx.__aexit__(None, None, None)
+            st = chunks.result.stats
+            metrics.generation(slot.name, st.prompt_tokens, st.generated_tokens, time.perf_counter() - t0)
+
+        t0 = time.perf_counter()
+        return _StreamWithCleanup(sse(request, chunks, first), finish)
+
+    async def sse(request: Request, chunks, first) -> AsyncIterator[bytes]:
+        chunk = first
+        while chunk is not None:
+            yield f"data: {json.dumps(chunk)}\n\n".encode()
+            if await request.is_disconnected():
+                return  # the client left: stop generating
+            try:
+                chunk = await anyio.to_thread.run_sync(next, chunks, None)
+            except AkunuError as e:
+                err = {"error": {"message": str(e), "type": "server_error", "param": None, "code": None}}
+                yield f"data: {json.dumps(err)}\n\n".encode()
+                break
+        yield b"data: [DONE]\n\n"
+
+    # -- routes -------------------------------------------------------------------
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request):
+        body = await read_json(request)
+        slot = slot_for(rf.model_field(body))
+        messages = rf.messages_field(body)
+        kwargs = rf.sampling_fields(body, limits.max_tokens)
+        kwargs["messages"] = messages
+        return await generate(request, slot, slot.model.create_chat_completion, kwargs)
+
+    @app.post("/v1/completions")
+    async def completions(request: Request):
+        body = await read_json(request)
+        slot = slot_for(rf.model_field(body))
+        prompt = rf.prompt_field(body)
+        kwargs = rf.sampling_fields(body, limits.max_tokens)
+        kwargs["prompt"] = prompt
+        return await generate(request, slot, slot.model.create_completion, kwargs)
+
+    @app.post("/v1/embeddings")
+    async def embeddings(request: Request):
+        body = await read_json(request)
+        slot = slot_for(rf.model_field(body))
+        embed = getattr(slot.model, "create_embedding", None)
+        if embed is None:
+            raise ApiError(400, f"the model '{slot.name}' is not an embedding model; load one (e.g. a BERT "
+                           f"GGUF) to use /v1/embeddings", param="model")
+        async with turn(slot):
+            try:
+                return JSONResponse(await anyio.to_thread.run_sync(lambda: embed(body.get("input"))))
+            except AkunuError as e:
+                raise as_api_error(e) from None
+
+    @app.get("/v1/models")
+    async def list_models():
+        return {"object": "list",
+                "data": [{"id": s.name, "object": "model", "created": s.created, "owned_by": "akunu",
+                          "meta": {"n_ctx": s.model.n_ctx, "architecture": s.model.config["architecture"],
+                                   "device": s.model.device}} for s in slots.values()]}
+
+    @app.get("/health")
+    async def health():
+        return {"status": "ok", "models": list(slots)}
+
+    @app.post("/tokenize")
+    async def tokenize(request: Request):
+        body = await read_json(request)
+        slot = slot_for(rf.model_field(body))
+        text = body.get("content", body.get("prompt"))
+        if not isinstance(text, str):
+            raise ApiError(400, "'content': expected a string", param="content")
+        add = body.get("add_special", True)
+        if not isinstance(add, bool):
+            raise ApiError(400, "'add_special': expected true or false", param="add_special")
+        return {"tokens": slot.model.tokenize(text, add_bos=add)}
+
+    @app.post("/detokenize")
+    async def detokenize(request: Request):
+        body = await read_json(request)
+        slot = slot_for(rf.model_field(body))
+        toks = body.get("tokens")
+        if not isinstance(toks, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in toks):
+            raise ApiError(400, "'tokens': expected a list of token ids", param="tokens")
+        try:
+            return {"content": slot.model.detokenize(toks)}
+        except AkunuError as e:
+            raise as_api_error(e) from None
+
+    @app.get("/metrics")
+    async def prometheus():
+        return PlainTextResponse(metrics.render(list(slots)), media_type="text/plain; version=0.0.4")
+
+    return app
+
+
+class _StreamWithCleanup(StreamingResponse):
+    """Server-sent events whose cleanup runs when the response ends for any
+    reason: finished, client gone, or task cancelled (an async generator's
+    own finally would wait for garbage collection in the last two cases)."""
+
+    def __init__(self, body, on_close):
+        super().__init__(body, media_type="text/event-stream",
+                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        self._on_close = on_close
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self._on_close()

@@ -1,0 +1,254 @@
+"""akunu-serve: OpenAI-compatible endpoints through FastAPI's test client,
+and a real server process driven by the official openai client: streaming,
+several models, queued concurrent requests, disconnects, limits and errors."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+from openai.types import Completion
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
+
+import akunu
+import random_gguf
+from akunu.server import ServerLimits, create_app
+
+MSGS = [{"role": "user", "content": "Say something short."}]
+
+
+@pytest.fixture(scope="module")
+def paths(tmp_path_factory):
+    d = tmp_path_factory.mktemp("srv")
+    out = {}
+    for arch in ("llama", "qwen3"):
+        out[arch] = str(d / f"{arch}.gguf")
+        random_gguf.write_model(out[arch], arch, "F16", seed=31)
+    return out
+
+
+@pytest.fixture(scope="module")
+def models(paths):
+    return {name: akunu.load(p, n_ctx=256) for name, p in paths.items()}
+
+
+@pytest.fixture(scope="module")
+def client(models):
+    app = create_app(models, limits=ServerLimits(max_body_bytes=64 << 10, max_tokens=200))
+    with TestClient(app) as c:
+        yield c
+
+
+def sse_events(text):
+    events = [line[len("data: "):] for line in text.split("\n\n") if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    return [json.loads(e) for e in events[:-1]]
+
+
+def test_health_models_metrics(client):
+    assert client.get("/health").json()["status"] == "ok"
+    data = client.get("/v1/models").json()["data"]
+    assert [m["id"] for m in data] == ["llama", "qwen3"]
+    client.post("/v1/chat/completions", json={"model": "llama", "messages": MSGS, "max_tokens": 4})
+    text = client.get("/metrics").text
+    assert 'akunu_requests_total{endpoint="/v1/chat/completions",status="200"}' in text
+    assert 'akunu_queue_depth{model="llama"} 0' in text and "akunu_completion_tokens_total" in text
+
+
+def test_chat_completion_matches_the_python_api(client, models):
+    r = client.post("/v1/chat/completions", json={"model": "qwen3", "messages": MSGS, "max_tokens": 16,
+                                                  "temperature": 0})
+    assert r.status_code == 200
+    body = r.json()
+    ChatCompletion.model_validate(body)
+    ref = models["qwen3"].create_chat_completion(MSGS, max_tokens=16, temperature=0)
+    assert body["choices"][0]["message"] == ref["choices"][0]["message"] and body["usage"] == ref["usage"]
+    assert body["model"] == "qwen3"
+
+
+def test_streaming_chat_and_usage(client):
+    req = {"model": "llama", "messages": MSGS, "max_tokens": 16, "temperature": 0}
+    full = client.post("/v1/chat/completions", json=req).json()
+    r = client.post("/v1/chat/completions", json={**req, "stream": True, "stream_options": {"include_usage": True}})
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+    chunks = sse_events(r.text)
+    for c in chunks:
+        ChatCompletionChunk.model_validate(c)
+    text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+    assert text == full["choices"][0]["message"]["content"] and chunks[-1]["usage"] == full["usage"]
+
+
+def test_completions_with_text_and_token_prompts(client, models):
+    ids = models["llama"].tokenize("Once upon")
+    a = client.post("/v1/completions", json={"model": "llama", "prompt": "Once upon", "max_tokens": 8,
+                                            "temperature": 0}).json()
+    b = client.post("/v1/completions", json={"model": "llama", "prompt": [ids], "max_tokens": 8,
+                                            "temperature": 0}).json()
+    Completion.model_validate(a)
+    assert a["choices"][0]["text"] == b["choices"][0]["text"]
+    r = client.post("/v1/completions", json={"prompt": "Once upon", "max_tokens": 8, "stream": True,
+                                            "temperature": 0})
+    assert "".join(c["choices"][0]["text"] for c in sse_events(r.text)) == a["choices"][0]["text"]
+
+
+def test_json_schema_response_format(client):
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"],
+              "additionalProperties": False}
+    r = client.post("/v1/chat/completions", json={
+        "model": "qwen3", "messages": MSGS, "max_tokens": 30, "seed": 1,
+        "response_format": {"type": "json_schema", "json_schema": {"name": "r", "schema": schema}}})
+    assert r.status_code == 200, r.text
+    assert isinstance(json.loads(r.json()["choices"][0]["message"]["content"])["ok"], bool)
+
+
+def error_of(r, status):
+    assert r.status_code == status, r.text
+    err = r.json()["error"]
+    assert set(err) == {"message", "type", "param", "code"} and err["message"]
+    return err
+
+
+def test_errors_in_openai_shape(client):
+    err = error_of(client.post("/v1/chat/completions", json={"model": "gpt-9", "messages": MSGS}), 404)
+    assert err["code"] == "model_not_found" and "llama" in err["message"]
+    error_of(client.post("/v1/chat/completions", content=b"{not json", headers={"content-type": "application/json"}),
+             400)
+    assert error_of(client.post("/v1/chat/completions", json={"messages": MSGS, "temperature": "hot"}),
+                    400)["param"] == "temperature"
+    assert "n = 1" in error_of(client.post("/v1/chat/completions", json={"messages": MSGS, "n": 2}), 400)["message"]
+    assert "limit" in error_of(client.post("/v1/chat/completions", json={"messages": MSGS, "max_tokens": 10**6}),
+                               400)["message"]
+    err = error_of(client.post("/v1/completions", json={"prompt": "word " * 400, "max_tokens": 4}), 400)
+    assert "does not fit the context" in err["message"]
+    error_of(client.post("/v1/chat/completions", json={"messages": []}), 400)
+    error_of(client.post("/v1/chat/completions", json={"messages": MSGS, "stop": [1, 2]}), 400)
+    error_of(client.post("/v1/chat/completions", json={"messages": MSGS, "top_p": 0}), 400)
+    error_of(client.post("/v1/chat/completions", json=[1, 2]), 400)
+    error_of(client.post("/v1/completions", json={"prompt": {"a": 1}}), 400)
+    error_of(client.post("/v1/chat/completions", json={"messages": MSGS, "response_format": {"type": "yaml"}}), 400)
+    error_of(client.post("/v1/chat/completions", json={"messages": MSGS, "stream": True, "top_k": -1}), 400)
+    big = {"messages": [{"role": "user", "content": "x" * (70 << 10)}]}
+    error_of(client.post("/v1/chat/completions", json=big), 413)
+    error_of(client.post("/v1/embeddings", json={"input": "hello"}), 400)
+    error_of(client.get("/v1/nothing-here"), 404)
+
+
+def test_tokenize_detokenize(client, models):
+    toks = client.post("/tokenize", json={"content": "hello world"}).json()["tokens"]
+    assert toks == models["llama"].tokenize("hello world")
+    assert client.post("/detokenize", json={"tokens": toks}).json()["content"] == "hello world"
+    error_of(client.post("/detokenize", json={"tokens": [10**8]}), 400)
+    error_of(client.post("/tokenize", json={"content": 5}), 400)
+
+
+def test_api_key(models):
+    app = create_app({"llama": models["llama"]}, api_key="sekret")
+    with TestClient(app) as c:
+        assert error_of(c.get("/v1/models"), 401)["type"] == "authentication_error"
+        assert c.get("/v1/models", headers={"Authorization": "Bearer sekret"}).status_code == 200
+        assert c.get("/health").status_code == 200
+
+
+# -- a real server process ------------------------------------------------------
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(paths):
+    port = free_port()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "akunu.cli.serve", f"a={paths['llama']}", f"b={paths['qwen3']}",
+                             "--port", str(port), "-c", "2048", "--api-key", "k"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    base = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            if httpx.get(base + "/health", timeout=1).status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.1)
+        if proc.poll() is not None:
+            pytest.fail("server exited: " + proc.stdout.read())
+    yield base
+    proc.terminate()
+    proc.wait(timeout=20)
+
+
+def test_openai_client_against_the_server(server, models):
+    from openai import OpenAI
+
+    c = OpenAI(base_url=server + "/v1", api_key="k")
+    assert sorted(m.id for m in c.models.list()) == ["a", "b"]
+    r = c.chat.completions.create(model="a", messages=MSGS, max_tokens=12, temperature=0)
+    ref = models["llama"].create_chat_completion(MSGS, max_tokens=12, temperature=0)
+    assert r.choices[0].message.content == ref["choices"][0]["message"]["content"]
+    assert r.usage.completion_tokens == ref["usage"]["completion_tokens"]
+    parts = [ch.choices[0].delta.content or "" for ch in
+             c.chat.completions.create(model="a", messages=MSGS, max_tokens=12, temperature=0, stream=True)
+             if ch.choices]
+    assert "".join(parts) == r.choices[0].message.content
+    comp = c.completions.create(model="b", prompt="hello", max_tokens=5, temperature=0)
+    assert comp.choices[0].text == models["qwen3"].create_completion("hello", max_tokens=5,
+                                                                     temperature=0)["choices"][0]["text"]
+    import openai
+
+    with pytest.raises(openai.NotFoundError):
+        c.chat.completions.create(model="nope", messages=MSGS)
+    with pytest.raises(openai.AuthenticationError):
+        OpenAI(base_url=server + "/v1", api_key="wrong").models.list()
+
+
+def test_concurrent_requests_are_queued_not_mixed(server, models):
+    from openai import OpenAI
+
+    c = OpenAI(base_url=server + "/v1", api_key="k")
+    prompts = [f"Topic number {i}:" for i in range(4)]
+    want = {("a", p): models["llama"].create_completion(p, max_tokens=24, temperature=0)["choices"][0]["text"]
+            for p in prompts}
+    want.update({("b", p): models["qwen3"].create_completion(p, max_tokens=24, temperature=0)["choices"][0]["text"]
+                 for p in prompts})
+    got, errors = {}, []
+
+    def work(model, p):
+        try:
+            got[(model, p)] = c.completions.create(model=model, prompt=p, max_tokens=24,
+                                                   temperature=0).choices[0].text
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(m, p)) for m in ("a", "b") for p in prompts]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and got == want
+
+
+def test_disconnect_mid_stream_frees_the_model(server, models):
+    headers = {"Authorization": "Bearer k"}
+    stops = {str(i): -100.0 for i in models["llama"].stop_ids}
+    body = {"model": "a", "prompt": "go", "max_tokens": 2000, "stream": True, "logit_bias": stops}
+    with httpx.stream("POST", server + "/v1/completions", json=body, headers=headers, timeout=60) as r:
+        assert r.status_code == 200
+        for i, _ in enumerate(r.iter_lines()):
+            if i > 6:
+                break  # leave mid-stream
+    t0 = time.time()
+    r = httpx.post(server + "/v1/completions", json={"model": "a", "prompt": "hi", "max_tokens": 4},
+                   headers=headers, timeout=60)
+    assert r.status_code == 200
+    assert time.time() - t0 < 5, "the abandoned generation kept the model busy"
+    time.sleep(0.5)
+    m = httpx.get(server + "/metrics", headers=headers).text
+    assert 'akunu_queue_depth{model="a"} 0' in m and 'akunu_requests_running{model="a"} 0' in m
+    done = [l for l in m.splitlines() if l.startswith('akunu_completion_tokens_total{model="a"}')]
+    assert int(float(done[0].split()[-1])) < 2000, "generation stopped when the client left"
