@@ -180,7 +180,12 @@ def server(paths):
             pytest.fail("server exited: " + proc.stdout.read())
     yield base
     proc.terminate()
-    proc.wait(timeout=20)
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:  # never leave a server behind
+        proc.kill()
+        proc.wait()
+        pytest.fail("the server did not shut down within 15 s of SIGTERM")
 
 
 def test_openai_client_against_the_server(server, models):

@@ -1,9 +1,12 @@
 // A small fork-join pool for the CPU backend. Workers spin briefly between
 // dispatches (decode issues hundreds of short kernels per token, so sleeping
 // on a condition variable each time would cost more than the work), then
-// fall back to yielding.
+// sleep: an idle model (a server between requests, several models loaded)
+// must not keep cores busy.
 #pragma once
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -39,11 +42,16 @@ public:
 private:
     void run(int n, const RangeFn& fn);
     void worker(int id);
+    void wait_for_generation(uint64_t seen);
+    void publish();  // makes the next job visible and wakes sleeping workers
     int n_threads_;
     std::vector<std::thread> threads_;
     std::atomic<uint64_t> generation_{0};
     std::atomic<int> pending_{0};
     std::atomic<bool> stop_{false};
+    std::atomic<int> sleepers_{0};
+    std::mutex sleep_mutex_;
+    std::condition_variable wake_;
     const RangeFn* job_ = nullptr;
     int job_n_ = 0;
 };

@@ -75,7 +75,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         app = create_app(models, api_key=args.api_key,
                          limits=ServerLimits(max_body_bytes=args.max_body_bytes, max_tokens=args.max_tokens))
         sys.stderr.write(f"akunu-serve: {', '.join(models)} on http://{args.host}:{args.port}/v1\n")
-        uvicorn.run(app, host=args.host, port=args.port, log_level="info" if args.verbose else "warning")
+        # open streams get 5 s to finish on shutdown, then are cut
+        uvicorn.run(app, host=args.host, port=args.port, log_level="info" if args.verbose else "warning",
+                    timeout_graceful_shutdown=5)
         return 0
 
     return run("akunu-serve", body, argv)
