@@ -156,6 +156,20 @@ def test_api_key(models):
 
 
 # -- a real server process ------------------------------------------------------
+class _Url(str):
+    """The server's base URL, carrying its process id."""
+
+    pid = 0
+
+
+def rss_bytes(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -169,7 +183,7 @@ def server(paths):
     proc = subprocess.Popen([sys.executable, "-m", "akunu.cli.serve", f"a={paths['llama']}", f"b={paths['qwen3']}",
                              "--port", str(port), "-c", "2048", "--api-key", "k"], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    base = f"http://127.0.0.1:{port}"
+    base = _Url(f"http://127.0.0.1:{port}")
     for _ in range(300):
         try:
             if httpx.get(base + "/health", timeout=1).status_code == 200:
@@ -178,6 +192,7 @@ def server(paths):
             time.sleep(0.1)
         if proc.poll() is not None:
             pytest.fail("server exited: " + proc.stdout.read())
+    base.pid = proc.pid
     yield base
     proc.terminate()
     try:
@@ -201,6 +216,16 @@ def test_openai_client_against_the_server(server, models):
              c.chat.completions.create(model="a", messages=MSGS, max_tokens=12, temperature=0, stream=True)
              if ch.choices]
     assert "".join(parts) == r.choices[0].message.content
+    schema = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12},
+                                               "pop": {"type": "integer", "minimum": 0, "maximum": 10**7}},
+              "required": ["city", "pop"], "additionalProperties": False}
+    for seed in range(5):
+        r = c.chat.completions.create(model="b", messages=MSGS, max_tokens=80, seed=seed, temperature=0.9,
+                                      response_format={"type": "json_schema",
+                                                       "json_schema": {"name": "city", "schema": schema}})
+        import jsonschema
+
+        jsonschema.validate(json.loads(r.choices[0].message.content), schema)
     comp = c.completions.create(model="b", prompt="hello", max_tokens=5, temperature=0)
     assert comp.choices[0].text == models["qwen3"].create_completion("hello", max_tokens=5,
                                                                      temperature=0)["choices"][0]["text"]
@@ -208,6 +233,10 @@ def test_openai_client_against_the_server(server, models):
 
     with pytest.raises(openai.NotFoundError):
         c.chat.completions.create(model="nope", messages=MSGS)
+    with pytest.raises(openai.BadRequestError, match="not an embedding model"):
+        c.embeddings.create(model="a", input="hello")
+    with pytest.raises(openai.BadRequestError, match="temperature"):
+        c.chat.completions.create(model="a", messages=MSGS, temperature=-1)
     with pytest.raises(openai.AuthenticationError):
         OpenAI(base_url=server + "/v1", api_key="wrong").models.list()
 
@@ -257,3 +286,77 @@ def test_disconnect_mid_stream_frees_the_model(server, models):
     assert 'akunu_queue_depth{model="a"} 0' in m and 'akunu_requests_running{model="a"} 0' in m
     done = [l for l in m.splitlines() if l.startswith('akunu_completion_tokens_total{model="a"}')]
     assert int(float(done[0].split()[-1])) < 2000, "generation stopped when the client left"
+
+
+def stream_text(base, body, headers):
+    with httpx.stream("POST", base + "/v1/completions", json=body, headers=headers, timeout=120) as r:
+        assert r.status_code == 200, r.read()
+        events = [line[6:] for line in r.iter_lines() if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    for c in chunks:
+        assert c["object"] == "text_completion" and len(c["choices"]) == 1
+    assert chunks[-1]["choices"][0]["finish_reason"] in ("stop", "length")
+    return "".join(c["choices"][0]["text"] for c in chunks)
+
+
+def test_load_16_streaming_clients(server, models):
+    """16 concurrent streaming clients x 5 requests: every stream complete and
+    identical to the same request alone; the server healthy after."""
+    headers = {"Authorization": "Bearer k"}
+    jobs = [(("a", "b")[c % 2], f"Client {c} request {r}:") for c in range(16) for r in range(5)]
+    want = {}
+    for model, prompt in set(jobs):
+        m = models["llama" if model == "a" else "qwen3"]
+        want[(model, prompt)] = m.create_completion(prompt, max_tokens=20, temperature=0)["choices"][0]["text"]
+    got, errors = {}, []
+
+    def client(i):
+        try:
+            for model, prompt in jobs[i * 5:(i + 1) * 5]:
+                got[(model, prompt)] = stream_text(server, {"model": model, "prompt": prompt, "max_tokens": 20,
+                                                            "temperature": 0, "stream": True}, headers)
+        except Exception as e:  # pragma: no cover - reported below
+            errors.append(repr(e))
+
+    t0 = time.time()
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert not errors, errors[:3]
+    assert time.time() - t0 < 300
+    assert got == want
+    assert httpx.get(server + "/health", timeout=5).json()["status"] == "ok"
+
+
+def test_abuse_does_not_crash_or_leak(server):
+    headers = {"Authorization": "Bearer k", "content-type": "application/json"}
+    cases = [
+        (b"{not json", 400), (b"[1, 2, 3]", 400), (b'{"messages": "hi"}', 400),
+        (json.dumps({"messages": MSGS, "temperature": "hot"}).encode(), 400),
+        (json.dumps({"messages": MSGS, "max_tokens": -5}).encode(), 400),
+        (json.dumps({"messages": MSGS, "unknown_field": {"x": 1}, "max_tokens": 2}).encode(), 200),
+        (json.dumps({"messages": [{"role": "user", "content": "word " * 3000}], "max_tokens": 2}).encode(), 400),
+        (b"x" * (5 << 20), 413),
+        (rb'{"messages": [{"role": "user", "content": "lone surrogate \ud800"}], "max_tokens": 2}', 200),
+    ]
+    with httpx.Client(timeout=60) as c:
+        def run_all():
+            for body, status in cases:
+                r = c.post(server + "/v1/chat/completions", content=body, headers=headers)
+                assert r.status_code == status, (body[:60], r.status_code, r.text[:200])
+                if status != 200:
+                    assert "error" in r.json()
+            with httpx.stream("POST", server + "/v1/chat/completions", headers=headers, timeout=60,
+                              json={"model": "a", "messages": MSGS, "max_tokens": 200, "stream": True}) as r:
+                next(r.iter_lines())  # leave after the first event
+        for _ in range(3):
+            run_all()  # warm-up: caches, allocator pools
+        before = rss_bytes(server.pid)
+        for _ in range(20):  # 200 requests
+            run_all()
+        after = rss_bytes(server.pid)
+    assert httpx.get(server + "/health", timeout=5).status_code == 200
+    assert after - before < 16 << 20, f"server memory grew by {(after - before) >> 20} MiB over 200 bad requests"

@@ -148,6 +148,10 @@ class GGUFTokenizer:
         return len(self.tokens)
 
     def encode(self, text: str, add_bos: bool = True) -> List[int]:
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:  # lone surrogates (e.g. from JSON "\ud800") become U+FFFD
+            text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
         ids = self._tok.encode(text, add_special_tokens=False).ids
         if add_bos and self.add_bos and self.bos_id is not None:
             ids = [self.bos_id] + ids
