@@ -232,3 +232,25 @@ def test_cli_reports_errors_without_traceback(tmp_path):
         assert r.returncode == 1, r.stderr
         assert "akunu-generate: error:" in r.stderr and match in r.stderr
         assert "Traceback" not in r.stderr
+
+
+def test_overlapping_tensors(tmp_path):
+    data = header(2, 0) + tensor_info(b"a", [16], 0, 0) + tensor_info(b"b", [16], 0, 32)
+    data += b"\0" * ((-len(data)) % 32) + b"\0" * 128
+    with pytest.raises(akunu.ModelFormatError, match="overlap"):
+        _core.read_gguf(write(tmp_path, "o.gguf", data))
+    ok = header(2, 0) + tensor_info(b"a", [16], 0, 0) + tensor_info(b"b", [16], 0, 64)
+    ok += b"\0" * ((-len(ok)) % 32) + b"\0" * 128
+    assert len(_core.read_gguf(write(tmp_path, "ok.gguf", ok))["tensors"]) == 2
+
+
+def test_context_larger_than_memory_is_refused_before_allocating(tmp_path):
+    import random_gguf
+
+    path = str(tmp_path / "wide.gguf")
+    # 4 layers x 4096-wide K/V: a 2^20-token cache would need 64 GiB
+    random_gguf.write_model(path, "llama", "F16", seed=1, shape=random_gguf.Shape(
+        dim=64, n_layers=4, n_heads=4, n_kv_heads=4, head_dim=1024, ffn_dim=64, vocab=64, ctx=1 << 20))
+    with pytest.raises(akunu.AkunuError, match="smaller n_ctx"):
+        akunu.load(path, n_ctx=1 << 20)
+    assert akunu.load(path, n_ctx=64).generate([1, 2], max_tokens=2).tokens

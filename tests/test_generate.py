@@ -160,3 +160,28 @@ def test_one_model_from_two_threads_never_corrupts(model):
     ref = results[0]
     for r in results:
         np.testing.assert_array_equal(r, ref)
+
+
+def test_different_models_in_different_threads(tmp_path):
+    """Two models generating at once in two threads give the same tokens as alone."""
+    import threading
+
+    paths = []
+    for arch in ("llama", "qwen3"):
+        p = str(tmp_path / f"{arch}.gguf")
+        random_gguf.write_model(p, arch, "F16", seed=8)
+        paths.append(p)
+    models = [akunu.load(p, n_ctx=256) for p in paths]
+    want = [m.generate("parallel worlds", max_tokens=48, temperature=0.7, seed=3).tokens for m in models]
+    got = [[], []]
+
+    def run(i):
+        for _ in range(3):
+            got[i].append(models[i].generate("parallel worlds", max_tokens=48, temperature=0.7, seed=3).tokens)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got == [[want[0]] * 3, [want[1]] * 3]

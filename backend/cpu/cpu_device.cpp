@@ -39,6 +39,18 @@ size_t CpuDevice::total_memory() const {
     return pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0;
 }
 
+// MemAvailable from /proc/meminfo (what the kernel can give without swapping).
+size_t CpuDevice::available_memory() const {
+    FILE* f = std::fopen("/proc/meminfo", "r");
+    if (!f) return total_memory();
+    char line[256];
+    size_t kb = 0;
+    while (std::fgets(line, sizeof line, f))
+        if (std::sscanf(line, "MemAvailable: %zu kB", &kb) == 1) break;
+    std::fclose(f);
+    return kb ? kb * 1024 : total_memory();
+}
+
 Pipeline CpuDevice::get_pipeline(const std::string& name) {
     for (const CpuKernelEntry* table : {kMatmulKernels, kEmbeddingKernels, kNormRopeKernels, kAttentionKernels,
                                         kElementwiseKernels, kSamplingKernels})

@@ -19,6 +19,7 @@ public:
     const char* name() const override { return "CPU"; }
     const char* backend_name() const override { return "cpu"; }
     size_t total_memory() const override;
+    size_t available_memory() const override;
 
     Pipeline get_pipeline(const std::string& name) override;
 

@@ -42,6 +42,9 @@ public:
     virtual const char* name() const = 0;
     virtual const char* backend_name() const = 0;
     virtual size_t total_memory() const = 0;
+    // Memory free for new allocations now (0: unknown); checked before the
+    // KV cache is allocated so a too-large context is an error, not swapping.
+    virtual size_t available_memory() const { return total_memory(); }
 
     virtual Pipeline get_pipeline(const std::string& name) = 0;
 

@@ -40,6 +40,7 @@ Model::Model(const std::string& path, const LoadOptions& opt) {
 
     int n_ctx = opt.n_ctx > 0 ? opt.n_ctx : std::min(cfg_.context_length, 4096);
     if (n_ctx > (1 << 20)) throw Error("n_ctx " + std::to_string(n_ctx) + " is too large");
+    check_memory(n_ctx);
     kv_.allocate(*device_, cfg_.n_layers, n_ctx, cfg_.kv_dim());
     scratch_.allocate(*device_, cfg_, kMaxPrefillTokens, kChainLength);
     prefill_table_ = build_dispatch_table(*device_, cfg_, arch_, w_, kv_, scratch_, TableKind::Prefill);
@@ -52,6 +53,28 @@ Model::Model(const std::string& path, const LoadOptions& opt) {
     decode_sampled_table_.commands.back() =
         build_sample_table(*device_, cfg_, scratch_, sampler_, sp, true).commands.back();
     decode_sampled_table_.labels.back() = "sample";
+}
+
+// Refuses, before allocating, a model whose weights exceed the device's
+// memory or whose KV cache and buffers exceed what is free now.
+void Model::check_memory(int n_ctx) const {
+    auto gib = [](double b) { return std::to_string(b / (1 << 30)).substr(0, 5) + " GiB"; };
+    size_t weights = 0;
+    for (const auto& t : file_->tensors()) weights += t.n_bytes;
+    const size_t total = device_->total_memory();
+    if (total && weights > total)
+        throw Error("the model's weights take " + gib((double)weights) + " but the " +
+                    device_->backend_name() + " device has " + gib((double)total) +
+                    " of memory; use a smaller or more quantized model");
+    const double kv = 2.0 * cfg_.n_layers * (double)n_ctx * cfg_.kv_dim() * 2;
+    const double scratch = 4.0 * kMaxPrefillTokens *
+                           (3.0 * cfg_.dim + 2.0 * cfg_.q_dim() + 2.0 * cfg_.kv_dim() + 3.0 * cfg_.ffn_dim +
+                            cfg_.vocab_size);
+    const size_t avail = device_->available_memory();
+    if (avail && kv + scratch > (double)avail)
+        throw Error("a context of " + std::to_string(n_ctx) + " tokens needs " + gib(kv + scratch) +
+                    " for the KV cache and buffers but " + gib((double)avail) +
+                    " is available; load with a smaller n_ctx");
 }
 
 Model::~Model() {

@@ -72,6 +72,7 @@ public:
 private:
     void check_tokens(const std::vector<int32_t>& tokens) const;
     void check_room(size_t n) const;
+    void check_memory(int n_ctx) const;
     enum class PrefillOutput { LastRow, AllLogits, RowArgmax };
     // Runs `tokens` at n_past in chunks; AllLogits fills `logits`, RowArgmax fills `ids`.
     void run_prefill_chunks(const std::vector<int32_t>& tokens, PrefillOutput mode, std::vector<float>* logits,

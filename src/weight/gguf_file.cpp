@@ -1,5 +1,7 @@
 #include "weight/gguf_file.h"
 
+#include <algorithm>
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -86,6 +88,15 @@ size_t scalar_size(GGUFType t) {
     return 0;
 }
 
+// A float's integer view, defined for every value (casting an out-of-range
+// or NaN float to an integer is undefined behaviour).
+int64_t float_as_int(double f) {
+    if (!(f == f)) return 0;
+    if (f >= 9.2233720368547758e18) return std::numeric_limits<int64_t>::max();
+    if (f <= -9.2233720368547758e18) return std::numeric_limits<int64_t>::min();
+    return (int64_t)f;
+}
+
 void read_scalar(Reader& r, GGUFType t, GGUFValue& v) {
     switch (t) {
         case GGUFType::UINT8: v.u = r.read<uint8_t>("u8"); v.i = (int64_t)v.u; v.f = (double)v.u; break;
@@ -96,8 +107,8 @@ void read_scalar(Reader& r, GGUFType t, GGUFValue& v) {
         case GGUFType::INT32: v.i = r.read<int32_t>("i32"); v.u = (uint64_t)v.i; v.f = (double)v.i; break;
         case GGUFType::UINT64: v.u = r.read<uint64_t>("u64"); v.i = (int64_t)v.u; v.f = (double)v.u; break;
         case GGUFType::INT64: v.i = r.read<int64_t>("i64"); v.u = (uint64_t)v.i; v.f = (double)v.i; break;
-        case GGUFType::FLOAT32: v.f = r.read<float>("f32"); v.i = (int64_t)v.f; break;
-        case GGUFType::FLOAT64: v.f = r.read<double>("f64"); v.i = (int64_t)v.f; break;
+        case GGUFType::FLOAT32: v.f = r.read<float>("f32"); v.i = float_as_int(v.f); break;
+        case GGUFType::FLOAT64: v.f = r.read<double>("f64"); v.i = float_as_int(v.f); break;
         case GGUFType::BOOL: {
             uint8_t b = r.read<uint8_t>("bool");
             if (b > 1) throw FormatError("GGUF bool value is " + std::to_string(b));
@@ -231,6 +242,18 @@ GGUFFile::GGUFFile(const std::string& path) : file_(std::make_shared<MappedFile>
                               std::to_string(ti.n_bytes) + " bytes) extends past the end of the file " +
                               "(data section is " + std::to_string(data_size) + " bytes; truncated file?)");
         ti.data = file_->data() + data_start + ti.offset;
+    }
+    // Tensors may not share bytes (llama.cpp lays them out back to back):
+    // overlapping ranges would alias one weight into another.
+    std::vector<const GGUFTensorInfo*> by_offset;
+    for (const auto& ti : tensors_) by_offset.push_back(&ti);
+    std::sort(by_offset.begin(), by_offset.end(),
+              [](const GGUFTensorInfo* a, const GGUFTensorInfo* b) { return a->offset < b->offset; });
+    for (size_t i = 1; i < by_offset.size(); i++) {
+        const GGUFTensorInfo* a = by_offset[i - 1];
+        const GGUFTensorInfo* b = by_offset[i];
+        if (a->offset + a->n_bytes > b->offset)  // no overflow: both ranges were checked against the file
+            throw FormatError("tensors '" + a->name + "' and '" + b->name + "' overlap in the file");
     }
 }
 
