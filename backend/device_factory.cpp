@@ -2,14 +2,28 @@
 
 #include "core/error.h"
 #include "cpu/cpu_device.h"
+#if defined(AKUNU_HAVE_CUDA)
+#include "cuda/cuda_device.h"
+#endif
 
 namespace akunu {
 
 std::unique_ptr<Device> create_device(const std::string& name, int n_threads) {
-    // "auto" picks the CPU until a GPU backend is built (issues for CUDA / Metal).
-    if (name == "cpu" || name == "auto") return std::make_unique<CpuDevice>(n_threads);
-    if (name == "cuda" || name == "metal")
-        throw Error("device '" + name + "' is not available in this build of akunu");
+    if (name == "cpu") return std::make_unique<CpuDevice>(n_threads);
+    if (name == "auto") {
+#if defined(AKUNU_HAVE_CUDA)
+        if (CudaDevice::available()) return std::make_unique<CudaDevice>();
+#endif
+        return std::make_unique<CpuDevice>(n_threads);
+    }
+    if (name == "cuda") {
+#if defined(AKUNU_HAVE_CUDA)
+        return std::make_unique<CudaDevice>();  // a clear error when no GPU is visible
+#else
+        throw Error("device 'cuda' is not available in this build of akunu (built without the CUDA toolkit)");
+#endif
+    }
+    if (name == "metal") throw Error("device 'metal' is not available in this build of akunu");
     throw Error("unknown device '" + name + "' (expected 'cpu', 'cuda', 'metal' or 'auto')");
 }
 

@@ -2,24 +2,33 @@
 #pragma once
 #include <cstdint>
 #include <cstring>
-#if defined(__F16C__)
+#if defined(__F16C__) && !defined(__CUDA_ARCH__)
 #include <immintrin.h>
+#endif
+
+// Functions marked AKUNU_HD compile for the host and, inside CUDA sources, for
+// the device too: the CUDA kernels decode weights with the very code that
+// defines the formats on the CPU.
+#if defined(__CUDACC__)
+#define AKUNU_HD __host__ __device__
+#else
+#define AKUNU_HD
 #endif
 
 namespace akunu {
 
-inline float f16_to_f32_portable(uint16_t h);
+AKUNU_HD inline float f16_to_f32_portable(uint16_t h);
 
 // Hardware conversion where the build targets it (F16C), else bit twiddling.
-inline float f16_to_f32(uint16_t h) {
-#if defined(__F16C__)
+AKUNU_HD inline float f16_to_f32(uint16_t h) {
+#if defined(__F16C__) && !defined(__CUDA_ARCH__)
     return _cvtsh_ss(h);
 #else
     return f16_to_f32_portable(h);
 #endif
 }
 
-inline float f16_to_f32_portable(uint16_t h) {
+AKUNU_HD inline float f16_to_f32_portable(uint16_t h) {
     uint32_t sign = (uint32_t)(h & 0x8000) << 16;
     uint32_t exp = (h >> 10) & 0x1F;
     uint32_t mant = h & 0x3FF;
@@ -39,14 +48,14 @@ inline float f16_to_f32_portable(uint16_t h) {
         bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
     }
     float f;
-    std::memcpy(&f, &bits, 4);
+    __builtin_memcpy(&f, &bits, 4);
     return f;
 }
 
 // Round-to-nearest-even, like numpy's float16 cast and ggml's reference.
-inline uint16_t f32_to_f16(float f) {
+AKUNU_HD inline uint16_t f32_to_f16(float f) {
     uint32_t x;
-    std::memcpy(&x, &f, 4);
+    __builtin_memcpy(&x, &f, 4);
     uint32_t sign = (x >> 16) & 0x8000;
     uint32_t absx = x & 0x7FFFFFFF;
     if (absx >= 0x7F800000u) return (uint16_t)(sign | 0x7C00 | (absx > 0x7F800000u ? 0x200 : 0));
@@ -77,10 +86,10 @@ inline void f16_row_to_f32(const uint16_t* src, float* dst, int n) {
     for (; i < n; i++) dst[i] = f16_to_f32(src[i]);
 }
 
-inline float bf16_to_f32(uint16_t b) {
+AKUNU_HD inline float bf16_to_f32(uint16_t b) {
     uint32_t bits = (uint32_t)b << 16;
     float f;
-    std::memcpy(&f, &bits, 4);
+    __builtin_memcpy(&f, &bits, 4);
     return f;
 }
 

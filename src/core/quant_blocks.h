@@ -10,21 +10,21 @@
 namespace akunu {
 namespace blocks {
 
-inline float h(const uint8_t* p) {
+AKUNU_HD inline float h(const uint8_t* p) {
     uint16_t v;
-    std::memcpy(&v, p, 2);
+    __builtin_memcpy(&v, p, 2);
     return f16_to_f32(v);
 }
 
 // Q8_0: f16 d, int8 q[32]; x = d * q
-inline void dequant_q8_0(const uint8_t* b, float* y) {
+AKUNU_HD inline void dequant_q8_0(const uint8_t* b, float* y) {
     float d = h(b);
     const int8_t* q = (const int8_t*)(b + 2);
     for (int j = 0; j < 32; j++) y[j] = d * (float)q[j];
 }
 
 // Q4_0: f16 d, nibbles q[16]; low nibbles are x[0..15], high x[16..31]; x = d * (q - 8)
-inline void dequant_q4_0(const uint8_t* b, float* y) {
+AKUNU_HD inline void dequant_q4_0(const uint8_t* b, float* y) {
     float d = h(b);
     const uint8_t* q = b + 2;
     for (int j = 0; j < 16; j++) {
@@ -34,10 +34,10 @@ inline void dequant_q4_0(const uint8_t* b, float* y) {
 }
 
 // Q5_0: f16 d, u32 qh (5th bits), nibbles q[16]; x = d * (q5 - 16)
-inline void dequant_q5_0(const uint8_t* b, float* y) {
+AKUNU_HD inline void dequant_q5_0(const uint8_t* b, float* y) {
     float d = h(b);
     uint32_t qh;
-    std::memcpy(&qh, b + 2, 4);
+    __builtin_memcpy(&qh, b + 2, 4);
     const uint8_t* q = b + 6;
     for (int j = 0; j < 16; j++) {
         int lo = (q[j] & 0xF) | (int)(((qh >> j) << 4) & 0x10);
@@ -49,7 +49,7 @@ inline void dequant_q5_0(const uint8_t* b, float* y) {
 
 // Q4_K super-block of 256: f16 d, f16 dmin, 12 bytes of packed 6-bit scales and
 // mins for 8 sub-blocks of 32, nibbles q[128]; x = d*sc*q - dmin*m
-inline void q4k_scale_min(int j, const uint8_t* s, uint8_t* sc, uint8_t* m) {
+AKUNU_HD inline void q4k_scale_min(int j, const uint8_t* s, uint8_t* sc, uint8_t* m) {
     if (j < 4) {
         *sc = s[j] & 63;
         *m = s[j + 4] & 63;
@@ -59,7 +59,7 @@ inline void q4k_scale_min(int j, const uint8_t* s, uint8_t* sc, uint8_t* m) {
     }
 }
 
-inline void dequant_q4_k(const uint8_t* b, float* y) {
+AKUNU_HD inline void dequant_q4_k(const uint8_t* b, float* y) {
     float d = h(b), dmin = h(b + 2);
     const uint8_t* scales = b + 4;
     const uint8_t* q = b + 16;
@@ -77,7 +77,7 @@ inline void dequant_q4_k(const uint8_t* b, float* y) {
 
 // Q6_K super-block of 256: ql[128] low nibbles, qh[64] high 2 bits, int8
 // scales[16], f16 d; x = d * scale * (q6 - 32)
-inline void dequant_q6_k(const uint8_t* b, float* y) {
+AKUNU_HD inline void dequant_q6_k(const uint8_t* b, float* y) {
     const uint8_t* ql = b;
     const uint8_t* qh = b + 128;
     const int8_t* sc = (const int8_t*)(b + 192);
@@ -101,7 +101,7 @@ inline void dequant_q6_k(const uint8_t* b, float* y) {
 }
 
 // Q4_1: f16 d, f16 m, nibbles q[16]; x = d * q + m
-inline void dequant_q4_1(const uint8_t* b, float* y) {
+AKUNU_HD inline void dequant_q4_1(const uint8_t* b, float* y) {
     float d = h(b), m = h(b + 2);
     const uint8_t* q = b + 4;
     for (int j = 0; j < 16; j++) {
@@ -111,10 +111,10 @@ inline void dequant_q4_1(const uint8_t* b, float* y) {
 }
 
 // Q5_1: f16 d, f16 m, u32 qh, nibbles q[16]; x = d * q5 + m
-inline void dequant_q5_1(const uint8_t* b, float* y) {
+AKUNU_HD inline void dequant_q5_1(const uint8_t* b, float* y) {
     float d = h(b), m = h(b + 2);
     uint32_t qh;
-    std::memcpy(&qh, b + 4, 4);
+    __builtin_memcpy(&qh, b + 4, 4);
     const uint8_t* q = b + 8;
     for (int j = 0; j < 16; j++) {
         int lo = (q[j] & 0xF) | (int)(((qh >> j) << 4) & 0x10);
@@ -126,7 +126,7 @@ inline void dequant_q5_1(const uint8_t* b, float* y) {
 
 // Q2_K: scales[16] (low nibble scale, high nibble min), q[64] (2 bits), f16 d, f16 dmin.
 // Value v = 128*g + 32*s + l takes bits 2s of q[32g + l]; sub-block v/16.
-inline void dequant_q2_k(const uint8_t* b, float* y) {
+AKUNU_HD inline void dequant_q2_k(const uint8_t* b, float* y) {
     const uint8_t* sc = b;
     const uint8_t* q = b + 16;
     const float d = h(b + 80), dmin = h(b + 82);
@@ -144,7 +144,7 @@ inline void dequant_q2_k(const uint8_t* b, float* y) {
 // Q3_K: hmask[32], q[64] (2 low bits), 12 bytes of 6-bit scales, f16 d.
 // Low bits as Q2_K; the high bit of value v is bit v/32 of hmask[v%32], and a
 // clear bit subtracts 4. Scales: low nibbles from bytes 0..7, 2 high bits from 8..11.
-inline void dequant_q3_k(const uint8_t* b, float* y) {
+AKUNU_HD inline void dequant_q3_k(const uint8_t* b, float* y) {
     const uint8_t* hm = b;
     const uint8_t* q = b + 32;
     const uint8_t* sc = b + 96;
@@ -174,7 +174,7 @@ inline void dequant_q3_k(const uint8_t* b, float* y) {
 
 // Q5_K: f16 d, f16 dmin, 12 bytes of scales/mins (as Q4_K), qh[32], q[128].
 // Value v = 64*g + 32*s + l: nibble s of q[32g + l], 5th bit = bit v/32 of qh[l].
-inline void dequant_q5_k(const uint8_t* b, float* y) {
+AKUNU_HD inline void dequant_q5_k(const uint8_t* b, float* y) {
     const float d = h(b), dmin = h(b + 2);
     const uint8_t* scales = b + 4;
     const uint8_t* qh = b + 16;
@@ -192,44 +192,49 @@ inline void dequant_q5_k(const uint8_t* b, float* y) {
 }
 
 // The non-linear 4-bit grid of IQ4_NL / IQ4_XS.
+// The IQ4 grid (host table for the SIMD kernels; iq4_value also works in device code).
 constexpr int8_t kIQ4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+AKUNU_HD inline int8_t iq4_value(int i) {
+    const int8_t v[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+    return v[i];
+}
 
 // IQ4_NL: f16 d, nibbles q[16] indexing the grid; low nibbles x[0..15], high x[16..31].
-inline void dequant_iq4_nl(const uint8_t* b, float* y) {
+AKUNU_HD inline void dequant_iq4_nl(const uint8_t* b, float* y) {
     float d = h(b);
     const uint8_t* q = b + 2;
     for (int j = 0; j < 16; j++) {
-        y[j] = d * kIQ4Values[q[j] & 0xF];
-        y[j + 16] = d * kIQ4Values[q[j] >> 4];
+        y[j] = d * iq4_value(q[j] & 0xF);
+        y[j + 16] = d * iq4_value(q[j] >> 4);
     }
 }
 
 // IQ4_XS: f16 d, u16 scales_h, scales_l[4], q[128]; 8 sub-blocks of 32 with
 // 6-bit scales (low nibble from scales_l, 2 high bits from scales_h) minus 32.
-inline void dequant_iq4_xs(const uint8_t* b, float* y) {
+AKUNU_HD inline void dequant_iq4_xs(const uint8_t* b, float* y) {
     float d = h(b);
     uint16_t sh;
-    std::memcpy(&sh, b + 2, 2);
+    __builtin_memcpy(&sh, b + 2, 2);
     const uint8_t* sl = b + 4;
     const uint8_t* q = b + 8;
     for (int ib = 0; ib < 8; ib++) {
         int ls = ((sl[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((sh >> (2 * ib)) & 3) << 4);
         float dl = d * (float)(ls - 32);
         for (int j = 0; j < 16; j++) {
-            y[32 * ib + j] = dl * kIQ4Values[q[16 * ib + j] & 0xF];
-            y[32 * ib + j + 16] = dl * kIQ4Values[q[16 * ib + j] >> 4];
+            y[32 * ib + j] = dl * iq4_value(q[16 * ib + j] & 0xF);
+            y[32 * ib + j + 16] = dl * iq4_value(q[16 * ib + j] >> 4);
         }
     }
 }
 
-inline void dequant_f32(const uint8_t* b, float* y) { std::memcpy(y, b, 4); }
-inline void dequant_f16(const uint8_t* b, float* y) { *y = h(b); }
+AKUNU_HD inline void dequant_f32(const uint8_t* b, float* y) { __builtin_memcpy(y, b, 4); }
+AKUNU_HD inline void dequant_f16(const uint8_t* b, float* y) { *y = h(b); }
 inline void dequant_f16_row(const uint8_t* b, float* y, int n) {
     f16_row_to_f32(reinterpret_cast<const uint16_t*>(b), y, n);  // GGUF data is little-endian, 2-aligned
 }
-inline void dequant_bf16(const uint8_t* b, float* y) {
+AKUNU_HD inline void dequant_bf16(const uint8_t* b, float* y) {
     uint16_t v;
-    std::memcpy(&v, b, 2);
+    __builtin_memcpy(&v, b, 2);
     *y = bf16_to_f32(v);
 }
 

@@ -1,0 +1,58 @@
+// The CUDA backend: buffers are device memory (weights uploaded once at
+// load), pipelines are host launchers, and a dispatch table is replayed as a
+// stream of asynchronous kernel launches; reads synchronize.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "core/device.h"
+#include "kernels/cuda_kernel.h"
+
+namespace akunu {
+
+class CudaDevice : public Device {
+public:
+    explicit CudaDevice(int ordinal = 0);
+    ~CudaDevice() override;
+
+    // Whether a usable GPU is visible (for "auto" and clear errors).
+    static bool available(std::string* why = nullptr);
+
+    const char* name() const override { return name_.c_str(); }
+    const char* backend_name() const override { return "cuda"; }
+    size_t total_memory() const override;
+    size_t available_memory() const override;
+
+    Pipeline get_pipeline(const std::string& name) override;
+
+    Buffer allocate(size_t bytes) override;
+    Buffer allocate(const void* data, size_t bytes) override;
+    Buffer wrap_host(const void* data, size_t bytes) override { return allocate(data, bytes); }
+    void free_buffer(Buffer buf) override;
+    void write_buffer(Buffer dst, const void* src, size_t bytes, size_t offset = 0) override;
+    void read_buffer(void* dst, Buffer src, size_t bytes, size_t offset = 0) override;
+
+    void begin_encoding() override {}
+    void set_pipeline(Pipeline pso) override { bound_.fn = (const CudaKernelEntry*)pso.handle; }
+    void set_buffer(Buffer buf, size_t offset, int index) override;
+    void set_bytes(const void* data, int size, int index) override;
+    void dispatch(Dim3 grid, Dim3 threadgroup) override;
+    void end_encoding_sync() override { sync(); }
+
+    void encode_dispatch_table(const DispatchTable& table, const ReplayState& state) override;
+    std::vector<double> time_commands(const DispatchTable& table, const ReplayState& state) override;
+
+private:
+    void sync();
+    int ordinal_ = 0;
+    std::string name_;
+    cudaStream_t stream_ = nullptr;
+    struct Bound {
+        const CudaKernelEntry* fn = nullptr;
+        uint8_t* buf[8] = {};
+        uint8_t params[64] = {};
+    } bound_;
+};
+
+}  // namespace akunu

@@ -1,0 +1,104 @@
+// Causal attention with GQA and sliding window against the F16 KV cache, with
+// the CPU twin's precision (Q and softmax weights rounded to F16, as
+// llama.cpp). First version: one thread block per (token, head), scores in
+// shared memory.
+#include <cfloat>
+
+#include "core/error.h"
+#include "core/half.h"
+#include "core/kernel_params.h"
+#include "cuda_kernel.h"
+
+namespace akunu {
+namespace {
+
+constexpr int kThreads = 128;
+constexpr size_t kMaxShared = 200 * 1024;
+
+__device__ float block_reduce(float v, float* red, bool is_max) {
+    for (int o = 16; o > 0; o >>= 1) {
+        float w = __shfl_xor_sync(0xffffffffu, v, o);
+        v = is_max ? fmaxf(v, w) : v + w;
+    }
+    if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = v;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float r = red[0];
+        for (int i = 1; i < kThreads / 32; i++) r = is_max ? fmaxf(r, red[i]) : r + red[i];
+        red[0] = r;
+    }
+    __syncthreads();
+    float r = red[0];
+    __syncthreads();
+    return r;
+}
+
+__global__ void attention_kernel(AttentionParams p, const float* q, const uint16_t* kc, const uint16_t* vc,
+                                 float* out) {
+    extern __shared__ float smem[];
+    __shared__ float red[kThreads / 32];
+    const uint32_t t = blockIdx.x / p.n_heads, h = blockIdx.x % p.n_heads;
+    const uint32_t kv_dim = p.n_kv_heads * p.head_dim;
+    const uint32_t group = p.n_heads / p.n_kv_heads;
+    const uint32_t pos = p.pos0 + t;
+    const uint32_t lo = (p.window && pos + 1 > p.window) ? pos + 1 - p.window : 0;
+    const uint32_t n = pos + 1 - lo;
+    float* qr = smem;                 // head_dim
+    float* scores = smem + p.head_dim;  // n
+    const float* qsrc = q + (size_t)t * p.q_stride + (size_t)h * p.head_dim;
+    for (uint32_t d = threadIdx.x; d < p.head_dim; d += blockDim.x) qr[d] = f16_to_f32(f32_to_f16(qsrc[d]));
+    __syncthreads();
+    const size_t koff = (size_t)(h / group) * p.head_dim;
+    float mx = -FLT_MAX;
+    for (uint32_t j = threadIdx.x; j < n; j += blockDim.x) {
+        const uint16_t* kr = kc + (size_t)(lo + j) * kv_dim + koff;
+        float s = 0.0f;
+        for (uint32_t d = 0; d < p.head_dim; d++) s += qr[d] * f16_to_f32(kr[d]);
+        s *= p.scale;
+        scores[j] = s;
+        mx = fmaxf(mx, s);
+    }
+    mx = block_reduce(mx, red, true);
+    float sum = 0.0f;
+    for (uint32_t j = threadIdx.x; j < n; j += blockDim.x) {
+        const float e = expf(scores[j] - mx);
+        scores[j] = e;
+        sum += e;
+    }
+    sum = block_reduce(sum, red, false);
+    const float inv = 1.0f / sum;
+    for (uint32_t j = threadIdx.x; j < n; j += blockDim.x) scores[j] = f16_to_f32(f32_to_f16(scores[j] * inv));
+    __syncthreads();
+    float* o = out + (size_t)t * p.out_stride + (size_t)h * p.head_dim;
+    for (uint32_t d = threadIdx.x; d < p.head_dim; d += blockDim.x) {
+        float acc = 0.0f;
+        for (uint32_t j = 0; j < n; j++) acc += scores[j] * f16_to_f32(vc[(size_t)(lo + j) * kv_dim + koff + d]);
+        o[d] = acc;
+    }
+}
+
+void launch_attention(const CudaArgs& a) {
+    AttentionParams p = a.p<AttentionParams>();
+    static bool configured = false;
+    if (!configured) {
+        cudaFuncSetAttribute(attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kMaxShared);
+        configured = true;
+    }
+    size_t span = (size_t)p.pos0 + p.n_tokens;
+    if (p.window && span > p.window) span = p.window;
+    const size_t shared = (span + p.head_dim) * sizeof(float);
+    if (shared > kMaxShared)
+        throw Error("CUDA attention: context of " + std::to_string(span) + " positions exceeds this kernel's " +
+                    std::to_string(kMaxShared / 4 - p.head_dim));
+    attention_kernel<<<p.n_tokens * p.n_heads, kThreads, shared, a.stream>>>(p, a.b<float>(0), a.b<uint16_t>(1),
+                                                                             a.b<uint16_t>(2), a.b<float>(3));
+}
+
+}  // namespace
+
+extern const CudaKernelEntry kCudaAttentionKernels[] = {
+    {"attention", launch_attention},
+    {nullptr, nullptr},
+};
+
+}  // namespace akunu

@@ -1,0 +1,130 @@
+// RMSNorm, RoPE, gated activations, residual add and the KV-cache write:
+// the CPU kernels' meaning (backend/cpu/kernels), one thread per element or
+// one block per row.
+#include <cmath>
+
+#include "core/half.h"
+#include "core/kernel_params.h"
+#include "cuda_kernel.h"
+
+namespace akunu {
+namespace {
+
+// One block per row; the sum of squares in double, as the CPU twin.
+__global__ void rmsnorm_kernel(NormParams p, const float* x, const float* w, float* y) {
+    const uint32_t row = blockIdx.x;
+    const uint32_t t = row / p.rows_per_token, r = row % p.rows_per_token;
+    const float* xr = x + (size_t)t * p.x_stride + (size_t)r * p.dim;
+    float* yr = y + (size_t)t * p.y_stride + (size_t)r * p.dim;
+    __shared__ double partial[32];
+    double ss = 0;
+    for (uint32_t i = threadIdx.x; i < p.dim; i += blockDim.x) ss += (double)xr[i] * xr[i];
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = ss;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double s = 0;
+        for (unsigned i = 0; i < blockDim.x / 32; i++) s += partial[i];
+        partial[0] = s;
+    }
+    __syncthreads();
+    const float scale = 1.0f / sqrtf((float)(partial[0] / p.dim) + p.eps);
+    for (uint32_t i = threadIdx.x; i < p.dim; i += blockDim.x) yr[i] = xr[i] * scale * (w[i] + p.weight_offset);
+}
+
+void launch_rmsnorm(const CudaArgs& a) {
+    NormParams p = a.p<NormParams>();
+    const float* x = a.b<float>(0) + (size_t)p.row0 * p.x_stride;
+    rmsnorm_kernel<<<p.n_tokens * p.rows_per_token, 256, 0, a.stream>>>(p, x, a.b<float>(1), a.b<float>(2));
+}
+
+__global__ void rope_kernel(RopeParams p, float* x, const float* factors) {
+    const uint32_t half = p.head_dim / 2;
+    const size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const size_t total = (size_t)p.n_tokens * p.n_heads * half;
+    if (idx >= total) return;
+    const uint32_t i = (uint32_t)(idx % half);
+    const uint32_t h = (uint32_t)((idx / half) % p.n_heads);
+    const uint32_t t = (uint32_t)(idx / ((size_t)half * p.n_heads));
+    const float pos = (float)(p.pos0 + t);
+    float theta = p.freq_scale * pos * powf(p.freq_base, -2.0f * (float)i / (float)p.head_dim);
+    if (factors) theta /= factors[i];
+    float s, c;
+    sincosf(theta, &s, &c);
+    float* v = x + (size_t)t * p.row_stride + (size_t)h * p.head_dim;
+    const uint32_t i0 = p.neox ? i : 2 * i, i1 = p.neox ? i + half : 2 * i + 1;
+    const float x0 = v[i0], x1 = v[i1];
+    v[i0] = x0 * c - x1 * s;
+    v[i1] = x0 * s + x1 * c;
+}
+
+void launch_rope(const CudaArgs& a) {
+    RopeParams p = a.p<RopeParams>();
+    const size_t n = (size_t)p.n_tokens * p.n_heads * (p.head_dim / 2);
+    rope_kernel<<<blocks_for(n, 256), 256, 0, a.stream>>>(p, a.b<float>(0),
+                                                          p.has_freq_factors ? a.b<float>(1) : nullptr);
+}
+
+__device__ float silu(float x) { return x / (1.0f + expf(-x)); }
+__device__ float gelu(float x) {
+    const float k = 0.7978845608028654f;
+    return 0.5f * x * (1.0f + tanhf(k * x * (1.0f + 0.044715f * x * x)));
+}
+
+template <bool Gelu>
+__global__ void gated_kernel(GatedActParams p, const float* g, const float* u, float* o) {
+    const size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)p.n * p.n_tokens) return;
+    const size_t t = idx / p.n, i = idx % p.n;
+    const float gv = g[t * p.gate_stride + i];
+    o[t * p.out_stride + i] = (Gelu ? gelu(gv) : silu(gv)) * u[t * p.up_stride + i];
+}
+
+template <bool Gelu>
+void launch_gated(const CudaArgs& a) {
+    GatedActParams p = a.p<GatedActParams>();
+    const size_t n = (size_t)p.n * p.n_tokens;
+    gated_kernel<Gelu><<<blocks_for(n, 256), 256, 0, a.stream>>>(p, a.b<float>(0), a.b<float>(1), a.b<float>(2));
+}
+
+__global__ void add_kernel(size_t n, float* x, const float* y) {
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] += y[i];
+}
+
+void launch_add(const CudaArgs& a) {
+    AddParams p = a.p<AddParams>();
+    const size_t n = (size_t)p.n * p.n_tokens;
+    add_kernel<<<blocks_for(n, 256), 256, 0, a.stream>>>(n, a.b<float>(0), a.b<float>(1));
+}
+
+// K/V rounded to the F16 cache with the CPU's rounding (round to nearest even).
+__global__ void kv_write_kernel(KVWriteParams p, const float* k, const float* v, uint16_t* kc, uint16_t* vc) {
+    const size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)p.kv_dim * p.n_tokens) return;
+    const size_t t = idx / p.kv_dim, i = idx % p.kv_dim;
+    const size_t dst = (size_t)(p.pos0 + t) * p.kv_dim + i;
+    kc[dst] = f32_to_f16(k[t * p.k_stride + i]);
+    vc[dst] = f32_to_f16(v[t * p.v_stride + i]);
+}
+
+void launch_kv_write(const CudaArgs& a) {
+    KVWriteParams p = a.p<KVWriteParams>();
+    const size_t n = (size_t)p.kv_dim * p.n_tokens;
+    kv_write_kernel<<<blocks_for(n, 256), 256, 0, a.stream>>>(p, a.b<float>(0), a.b<float>(1), a.b<uint16_t>(2),
+                                                              a.b<uint16_t>(3));
+}
+
+}  // namespace
+
+extern const CudaKernelEntry kCudaElementwiseKernels[] = {
+    {"rmsnorm", launch_rmsnorm},
+    {"rope", launch_rope},
+    {"silu_gate", launch_gated<false>},
+    {"gelu_gate", launch_gated<true>},
+    {"add_inplace", launch_add},
+    {"kv_write", launch_kv_write},
+    {nullptr, nullptr},
+};
+
+}  // namespace akunu

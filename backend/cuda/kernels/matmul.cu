@@ -1,0 +1,117 @@
+// GEMV / GEMM and embedding lookup for every weight format. Weights are
+// decoded block by block with the same functions that define the formats on
+// the CPU (core/quant_blocks.h); activations stay in float.
+// First version: one warp per output row, tokens looped inside.
+#include "core/dtype_descriptor.h"
+#include "core/error.h"
+#include "core/kernel_params.h"
+#include "core/quant_blocks.h"
+#include "cuda_kernel.h"
+
+namespace akunu {
+namespace {
+
+constexpr int kMaxBlockElems = 256;
+constexpr int kMaxTokens = 64;
+
+// Decodes one block (block_elems values) of GGML type `dtype` into y.
+__device__ void decode_block(uint32_t dtype, const uint8_t* b, float* y) {
+    switch (dtype) {
+        case GGML_F32: blocks::dequant_f32(b, y); break;
+        case GGML_F16: blocks::dequant_f16(b, y); break;
+        case GGML_BF16: blocks::dequant_bf16(b, y); break;
+        case GGML_Q8_0: blocks::dequant_q8_0(b, y); break;
+        case GGML_Q4_0: blocks::dequant_q4_0(b, y); break;
+        case GGML_Q4_1: blocks::dequant_q4_1(b, y); break;
+        case GGML_Q5_0: blocks::dequant_q5_0(b, y); break;
+        case GGML_Q5_1: blocks::dequant_q5_1(b, y); break;
+        case GGML_Q2_K: blocks::dequant_q2_k(b, y); break;
+        case GGML_Q3_K: blocks::dequant_q3_k(b, y); break;
+        case GGML_Q4_K: blocks::dequant_q4_k(b, y); break;
+        case GGML_Q5_K: blocks::dequant_q5_k(b, y); break;
+        case GGML_Q6_K: blocks::dequant_q6_k(b, y); break;
+        case GGML_IQ4_NL: blocks::dequant_iq4_nl(b, y); break;
+        case GGML_IQ4_XS: blocks::dequant_iq4_xs(b, y); break;
+        default: break;
+    }
+}
+
+struct Geometry {
+    int be, bb;
+};
+
+Geometry geometry(uint32_t dtype) {
+    const DTypeDescriptor* dt = dtype_lookup(dtype);
+    if (!dt || !dt->supported) throw Error("CUDA matmul: unsupported weight type " + std::to_string(dtype));
+    return Geometry{(int)dt->block_elems, (int)dt->block_bytes};
+}
+
+// y[t, n] = sum_k W[n, k] x[t, k] (+ bias[n]); one warp per row n.
+__global__ void matmul_kernel(MatmulParams p, Geometry g, const uint8_t* W, const float* x, float* y,
+                              const float* bias) {
+    const int warp = (int)(blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32);
+    const int lane = threadIdx.x % 32;
+    if (warp >= (int)p.N) return;
+    const int nb = (int)p.K / g.be;
+    const uint8_t* row = W + (size_t)warp * nb * g.bb;
+    float acc[kMaxTokens];
+    const int m = (int)p.n_tokens;
+    for (int t = 0; t < m; t++) acc[t] = 0.0f;
+    float tmp[kMaxBlockElems];
+    for (int b = lane; b < nb; b += 32) {
+        decode_block(p.dtype, row + (size_t)b * g.bb, tmp);
+        for (int t = 0; t < m; t++) {
+            const float* xb = x + (size_t)t * p.x_stride + (size_t)b * g.be;
+            float s = 0.0f;
+            for (int j = 0; j < g.be; j++) s += tmp[j] * xb[j];
+            acc[t] += s;
+        }
+    }
+    for (int t = 0; t < m; t++) {
+        float v = acc[t];
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+        if (lane == 0) y[(size_t)t * p.y_stride + warp] = v + (bias ? bias[warp] : 0.0f);
+    }
+}
+
+void launch_matmul(const CudaArgs& a) {
+    MatmulParams p = a.p<MatmulParams>();
+    if (p.n_tokens > (uint32_t)kMaxTokens) throw Error("CUDA matmul: more than 64 tokens in one pass");
+    const float* x = a.b<float>(1) + (size_t)p.row0 * p.x_stride;
+    const unsigned warps = 8;
+    matmul_kernel<<<blocks_for(p.N, warps), warps * 32, 0, a.stream>>>(
+        p, geometry(p.dtype), a.b<uint8_t>(0), x, a.b<float>(2), p.has_bias ? a.b<float>(3) : nullptr);
+}
+
+// out[t, :] = decode(table row ids[t]) * scale; one thread block per token.
+__global__ void embedding_kernel(EmbeddingParams p, Geometry g, const uint8_t* table, const int32_t* ids,
+                                 float* out) {
+    const int t = blockIdx.x;
+    const int nb = (int)p.dim / g.be;
+    const uint8_t* row = table + (size_t)ids[t] * nb * g.bb;
+    float tmp[kMaxBlockElems];
+    for (int b = threadIdx.x; b < nb; b += blockDim.x) {
+        decode_block(p.dtype, row + (size_t)b * g.bb, tmp);
+        for (int j = 0; j < g.be; j++) out[(size_t)t * p.dim + (size_t)b * g.be + j] = tmp[j] * p.scale;
+    }
+}
+
+void launch_embedding(const CudaArgs& a) {
+    EmbeddingParams p = a.p<EmbeddingParams>();
+    embedding_kernel<<<p.n_tokens, 128, 0, a.stream>>>(p, geometry(p.dtype), a.b<uint8_t>(0), a.b<int32_t>(1),
+                                                       a.b<float>(2));
+}
+
+}  // namespace
+
+extern const CudaKernelEntry kCudaMatmulKernels[] = {
+#define AKUNU_FORMAT(fmt) \
+    {"gemv_" #fmt, launch_matmul}, {"gemm_" #fmt, launch_matmul}, {"embedding_" #fmt, launch_embedding},
+    AKUNU_FORMAT(f32) AKUNU_FORMAT(f16) AKUNU_FORMAT(bf16) AKUNU_FORMAT(q8_0) AKUNU_FORMAT(q4_0)
+    AKUNU_FORMAT(q4_1) AKUNU_FORMAT(q5_0) AKUNU_FORMAT(q5_1) AKUNU_FORMAT(q2_k) AKUNU_FORMAT(q3_k)
+    AKUNU_FORMAT(q4_k) AKUNU_FORMAT(q5_k) AKUNU_FORMAT(q6_k) AKUNU_FORMAT(iq4_nl) AKUNU_FORMAT(iq4_xs)
+#undef AKUNU_FORMAT
+    {nullptr, nullptr},
+};
+
+}  // namespace akunu

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# On a GPU machine: build the extension with the CUDA backend, run the CUDA
+# tests against the CPU backend, and compute-sanitizer on one generation.
+#   tools/cuda_check.sh [OUT_DIR]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT="${1:-${OUT:-/tmp/akunu-cuda}}"
+mkdir -p "$OUT"
+PY=python3
+BUILD=build-cuda
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DAKUNU_CUDA=ON \
+    -Dpybind11_DIR="$($PY -c 'import pybind11; print(pybind11.get_cmake_dir())')" > "$OUT/cmake.log" 2>&1 || { cat "$OUT/cmake.log"; exit 1; }
+cmake --build "$BUILD" -j 16 > "$OUT/build.log" 2>&1 || { tail -50 "$OUT/build.log"; exit 1; }
+STAGE="$BUILD/stage"
+rm -rf "$STAGE" && mkdir -p "$STAGE" && cp -r python/akunu "$STAGE/akunu" && rm -f "$STAGE"/akunu/_core*.so
+cp "$BUILD"/_core*.so "$STAGE/akunu/"
+export PYTHONPATH="$STAGE:tools:${PYTHONPATH:-}"
+PYTHONUNBUFFERED=1 $PY -m pytest -q -rs -s tests/test_cuda.py 2>&1 | tee "$OUT/test_cuda.log"
+status=${PIPESTATUS[0]}
+if command -v compute-sanitizer > /dev/null; then
+    compute-sanitizer --tool memcheck --error-exitcode 3 $PY - <<'PY' 2>&1 | tail -20 | tee "$OUT/memcheck.log"
+import akunu, random_gguf
+random_gguf.write_model("/tmp/memcheck.gguf", "gemma3", "F16", seed=3)
+m = akunu.load("/tmp/memcheck.gguf", device="cuda", n_ctx=128)
+print(m.generate("hello world", max_tokens=16).tokens)
+print(m.generate("hello world", max_tokens=16, temperature=0.8, top_k=20, seed=1).tokens)
+PY
+fi
+exit $status
