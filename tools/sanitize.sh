@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=build-asan
 PYBIND11_DIR="$(python -c 'import pybind11; print(pybind11.get_cmake_dir())')"
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAKUNU_SANITIZE=ON \
+cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAKUNU_SANITIZE=ON -DAKUNU_CUDA=OFF \
     -Dpybind11_DIR="$PYBIND11_DIR" > /dev/null
 cmake --build "$BUILD" --target _core
 # A package tree whose _core is the sanitized build
