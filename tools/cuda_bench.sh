@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# GPU machine: benchmark akunu (CUDA) against llama.cpp (CUDA) side by side.
+#   tools/cuda_bench.sh start OUT   # llama.cpp build in the background, akunu build, F16 models, akunu-profile
+#   tools/cuda_bench.sh finish OUT  # wait for llama.cpp, quantize, both benchmarks -> OUT/bench.md
+# Expects the trimmed llama.cpp sources (from the llama-cpp-python sdist) at .llama/llama.cpp.tgz.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PHASE="$1"; OUT="$2"; mkdir -p "$OUT"
+MODELS=/tmp/bench-models; LL=/tmp/llama.cpp; LLB=$LL/build/bin
+PY=python3
+stage() {
+    cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DAKUNU_CUDA=ON \
+        -Dpybind11_DIR="$($PY -c 'import pybind11; print(pybind11.get_cmake_dir())')" > /dev/null
+    cmake --build build-cuda -j 8 > "$OUT/akunu_build.log" 2>&1 || { tail -30 "$OUT/akunu_build.log"; exit 1; }
+    rm -rf build-cuda/stage && mkdir -p build-cuda/stage && cp -r python/akunu build-cuda/stage/akunu
+    rm -f build-cuda/stage/akunu/_core*.so && cp build-cuda/_core*.so build-cuda/stage/akunu/
+}
+export PYTHONPATH="$PWD/build-cuda/stage:$PWD/tools:${PYTHONPATH:-}"
+if [ "$PHASE" = start ]; then
+    if [ ! -x "$LLB/llama-bench" ]; then
+        rm -rf $LL && mkdir -p /tmp && tar xzf .llama/llama.cpp.tgz -C /tmp
+        setsid bash -c "cd $LL && cmake -B build -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_CURL=OFF \
+            -DLLAMA_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=Release > /tmp/llama_build.log 2>&1 && \
+            cmake --build build -j 12 --target llama-bench llama-quantize >> /tmp/llama_build.log 2>&1; \
+            touch /tmp/llama_done" > /dev/null 2>&1 < /dev/null &
+    fi
+    stage
+    $PY tools/bench_cuda.py make-models $MODELS
+    $PY -m akunu.cli.profile $MODELS/qwen3-0.6b-F16.gguf --device cuda -r 5 | tee "$OUT/profile_qwen3_f16.txt"
+    $PY -m akunu.cli.bench $MODELS/qwen3-0.6b-F16.gguf --device cuda -p 512 -n 128 -r 3 | tee "$OUT/akunu_f16.md"
+elif [ "$PHASE" = finish ]; then
+    [ -d build-cuda/stage ] || stage
+    for i in $(seq 1 60); do [ -f /tmp/llama_done ] && break; sleep 5; done
+    [ -x "$LLB/llama-bench" ] || { tail -30 /tmp/llama_build.log; exit 1; }
+    $PY tools/bench_cuda.py quantize $MODELS $LLB
+    $PY tools/bench_cuda.py bench $MODELS $LLB | tee "$OUT/bench.md"
+fi
