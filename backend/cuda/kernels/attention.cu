@@ -12,7 +12,7 @@
 namespace akunu {
 namespace {
 
-constexpr int kThreads = 128;
+constexpr int kThreads = 256;
 constexpr size_t kMaxShared = 200 * 1024;
 
 __device__ float block_reduce(float v, float* red, bool is_max) {
@@ -49,15 +49,19 @@ __global__ void attention_kernel(AttentionParams p, const float* q, const uint16
     for (uint32_t d = threadIdx.x; d < p.head_dim; d += blockDim.x) qr[d] = f16_to_f32(f32_to_f16(qsrc[d]));
     __syncthreads();
     const size_t koff = (size_t)(h / group) * p.head_dim;
+    // a warp per key, its lanes splitting the head dimension
+    const uint32_t warp = threadIdx.x / 32, lane = threadIdx.x % 32, n_warps = blockDim.x / 32;
     float mx = -FLT_MAX;
-    for (uint32_t j = threadIdx.x; j < n; j += blockDim.x) {
+    for (uint32_t j = warp; j < n; j += n_warps) {
         const uint16_t* kr = kc + (size_t)(lo + j) * kv_dim + koff;
         float s = 0.0f;
-        for (uint32_t d = 0; d < p.head_dim; d++) s += qr[d] * f16_to_f32(kr[d]);
+        for (uint32_t d = lane; d < p.head_dim; d += 32) s += qr[d] * f16_to_f32(kr[d]);
+        for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
         s *= p.scale;
-        scores[j] = s;
+        if (lane == 0) scores[j] = s;
         mx = fmaxf(mx, s);
     }
+    __syncthreads();
     mx = block_reduce(mx, red, true);
     float sum = 0.0f;
     for (uint32_t j = threadIdx.x; j < n; j += blockDim.x) {
@@ -69,16 +73,35 @@ __global__ void attention_kernel(AttentionParams p, const float* q, const uint16
     const float inv = 1.0f / sum;
     for (uint32_t j = threadIdx.x; j < n; j += blockDim.x) scores[j] = f16_to_f32(f32_to_f16(scores[j] * inv));
     __syncthreads();
+    // weighted sum of V: warps split the keys, lanes the head dimension (up to
+    // 8 values each, so head_dim <= 256); the warps' partial sums meet in shared memory.
+    __shared__ float partial[kThreads / 32][256];
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    const uint32_t per_lane = (p.head_dim + 31) / 32;
+    for (uint32_t j = warp; j < n; j += n_warps) {
+        const uint16_t* vr = vc + (size_t)(lo + j) * kv_dim + koff;
+        const float w = scores[j];
+        for (uint32_t i = 0; i < per_lane; i++) {
+            const uint32_t d = lane + 32 * i;
+            if (d < p.head_dim) acc[i] += w * f16_to_f32(vr[d]);
+        }
+    }
+    for (uint32_t i = 0; i < per_lane; i++) {
+        const uint32_t d = lane + 32 * i;
+        if (d < p.head_dim) partial[warp][d] = acc[i];
+    }
+    __syncthreads();
     float* o = out + (size_t)t * p.out_stride + (size_t)h * p.head_dim;
     for (uint32_t d = threadIdx.x; d < p.head_dim; d += blockDim.x) {
-        float acc = 0.0f;
-        for (uint32_t j = 0; j < n; j++) acc += scores[j] * f16_to_f32(vc[(size_t)(lo + j) * kv_dim + koff + d]);
-        o[d] = acc;
+        float v = 0.0f;
+        for (uint32_t w = 0; w < n_warps; w++) v += partial[w][d];
+        o[d] = v;
     }
 }
 
 void launch_attention(const CudaArgs& a) {
     AttentionParams p = a.p<AttentionParams>();
+    if (p.head_dim > 256) throw Error("CUDA attention: head_dim " + std::to_string(p.head_dim) + " > 256");
     static bool configured = false;
     if (!configured) {
         cudaFuncSetAttribute(attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kMaxShared);
