@@ -106,6 +106,54 @@ __global__ void matmul_half_kernel(MatmulParams p, const uint8_t* W, const float
     }
 }
 
+// 32-element block formats with the block size and decoder fixed at compile
+// time: the decoded block lives in registers instead of local memory.
+template <void (*Dec)(const uint8_t*, float*), int BB>
+__global__ void matmul_q32_kernel(MatmulParams p, const uint8_t* W, const float* x, float* y, const float* bias) {
+    const int warp = (int)(blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32);
+    const int lane = threadIdx.x % 32;
+    if (warp >= (int)p.N) return;
+    const int nb = (int)p.K / 32;
+    const uint8_t* row = W + (size_t)warp * nb * BB;
+    const int m = (int)p.n_tokens;
+    float acc[kMaxTokens];
+    for (int t = 0; t < m; t++) acc[t] = 0.0f;
+    for (int b = lane; b < nb; b += 32) {
+        float tmp[32];
+        Dec(row + (size_t)b * BB, tmp);
+        for (int t = 0; t < m; t++) {
+            const float4* xb = reinterpret_cast<const float4*>(x + (size_t)t * p.x_stride + (size_t)b * 32);
+            float s = 0.0f;
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                const float4 v = xb[j];
+                s += tmp[4 * j] * v.x + tmp[4 * j + 1] * v.y + tmp[4 * j + 2] * v.z + tmp[4 * j + 3] * v.w;
+            }
+            acc[t] += s;
+        }
+    }
+    for (int t = 0; t < m; t++) {
+        float v = acc[t];
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+        if (lane == 0) y[(size_t)t * p.y_stride + warp] = v + (bias ? bias[warp] : 0.0f);
+    }
+}
+
+using MatmulKernel = void (*)(MatmulParams, const uint8_t*, const float*, float*, const float*);
+
+// The specialized kernel for a 32-block format, or nullptr.
+MatmulKernel q32_kernel(uint32_t dtype) {
+    switch (dtype) {
+        case GGML_Q8_0: return matmul_q32_kernel<blocks::dequant_q8_0, 34>;
+        case GGML_Q4_0: return matmul_q32_kernel<blocks::dequant_q4_0, 18>;
+        case GGML_Q4_1: return matmul_q32_kernel<blocks::dequant_q4_1, 20>;
+        case GGML_Q5_0: return matmul_q32_kernel<blocks::dequant_q5_0, 22>;
+        case GGML_Q5_1: return matmul_q32_kernel<blocks::dequant_q5_1, 24>;
+        case GGML_IQ4_NL: return matmul_q32_kernel<blocks::dequant_iq4_nl, 18>;
+        default: return nullptr;
+    }
+}
+
 void launch_matmul(const CudaArgs& a) {
     MatmulParams p = a.p<MatmulParams>();
     if (p.n_tokens > (uint32_t)kMaxTokens) throw Error("CUDA matmul: more than 64 tokens in one pass");
@@ -114,6 +162,11 @@ void launch_matmul(const CudaArgs& a) {
     const unsigned warps = 8;
     const bool half = (p.dtype == GGML_F16 || p.dtype == GGML_BF16) && p.K % 8 == 0 &&
                       (reinterpret_cast<uintptr_t>(a.buf[0]) & 15) == 0;
+    const bool x_aligned = (reinterpret_cast<uintptr_t>(x) & 15) == 0 && p.x_stride % 4 == 0;
+    if (MatmulKernel k = x_aligned ? q32_kernel(p.dtype) : nullptr) {
+        k<<<blocks_for(p.N, warps), warps * 32, 0, a.stream>>>(p, a.b<uint8_t>(0), x, a.b<float>(2), bias);
+        return;
+    }
     if (half && p.dtype == GGML_F16)
         matmul_half_kernel<false><<<blocks_for(p.N, warps), warps * 32, 0, a.stream>>>(p, a.b<uint8_t>(0), x,
                                                                                       a.b<float>(2), bias);
