@@ -99,3 +99,25 @@ def test_device_names_and_auto(float_models):
     m = cuda_or_skip(float_models[0], n_ctx=64)
     assert m.device == "cuda"
     assert akunu.load(float_models[0], device="auto", n_ctx=64).device == "cuda"
+
+
+def test_speculative_and_grammar_on_cuda(float_models):
+    import json
+
+    m = cuda_or_skip(float_models[7], n_ctx=512)  # qwen3 F16
+    prompt = "one two three four five six seven eight " * 5
+    m.reset()
+    plain = m.generate(prompt, max_tokens=48)
+    m.reset()
+    spec = m.generate(prompt, max_tokens=48, speculative=True)
+    assert spec.tokens == plain.tokens and spec.stats.draft_tokens > 0
+    schema = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 99},
+                                               "ok": {"type": "boolean"}},
+              "required": ["n", "ok"], "additionalProperties": False}
+    try:
+        import xgrammar  # noqa: F401
+    except ImportError:
+        pytest.skip("xgrammar is not installed here")
+    for seed in range(10):
+        r = m.generate("json:", max_tokens=60, json_schema=schema, temperature=0.0 if seed == 0 else 1.0, seed=seed)
+        assert r.finish_reason == "stop" and set(json.loads(r.text)) == {"n", "ok"}
