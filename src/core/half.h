@@ -21,7 +21,11 @@ AKUNU_HD inline float f16_to_f32_portable(uint16_t h);
 
 // Hardware conversion where the build targets it (F16C), else bit twiddling.
 AKUNU_HD inline float f16_to_f32(uint16_t h) {
-#if defined(__F16C__) && !defined(__CUDA_ARCH__)
+#if defined(__CUDA_ARCH__)
+    float f;  // the GPU's conversion instruction (exact, like every IEEE half -> float conversion)
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+#elif defined(__F16C__)
     return _cvtsh_ss(h);
 #else
     return f16_to_f32_portable(h);
@@ -54,6 +58,13 @@ AKUNU_HD inline float f16_to_f32_portable(uint16_t h) {
 
 // Round-to-nearest-even, like numpy's float16 cast and ggml's reference.
 AKUNU_HD inline uint16_t f32_to_f16(float f) {
+#if defined(__CUDA_ARCH__)
+    if (f == f) {  // round to nearest even in hardware; NaN keeps the portable path's encoding
+        uint16_t h;
+        asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+        return h;
+    }
+#endif
     uint32_t x;
     __builtin_memcpy(&x, &f, 4);
     uint32_t sign = (x >> 16) & 0x8000;
