@@ -75,20 +75,28 @@ def test_quantized_models_match_cpu(path):
     compare(path, 3e-2)
 
 
-def test_sampling_distribution_and_seeds(float_models):
+@pytest.mark.parametrize("temperature,top_k,top_p,min_p", [
+    (1.3, 0, 0.95, 0.0), (0.8, 5, 1.0, 0.0), (1.0, 0, 1.0, 0.05), (0.9, 20, 0.9, 0.05), (1.0, 0, 1.0, 0.0),
+])
+def test_sampling_distribution(float_models, temperature, top_k, top_p, min_p):
     m = cuda_or_skip(float_models[0], n_ctx=256)
     core = m._core()
     prompt = m.tokenize("the cat sat on the mat and the cat sat")
     core.truncate(0)
     core.prefill(prompt)
     logits = core.last_logits()[0]
-    p = probabilities(logits, 1.3, 0, 0.95)
+    p = probabilities(logits, temperature, top_k, top_p, min_p)
     counts = np.zeros(logits.size)
     for seed in range(2000):
-        core.set_sampling(temperature=1.3, top_p=0.95, seed=seed)
+        core.set_sampling(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, seed=seed)
         counts[core.sample_next()] += 1
+    assert counts[p == 0].sum() == 0, "a filtered-out token was drawn"
     ok, stat, limit = chi_square_ok(counts, p)
     assert ok, f"chi-square {stat:.1f} > {limit:.1f}"
+
+
+def test_sampling_seeds(float_models):
+    m = cuda_or_skip(float_models[0], n_ctx=256)
     kw = dict(max_tokens=40, temperature=0.9, top_k=50, top_p=0.9, min_p=0.02, repeat_penalty=1.1, seed=7)
     a = m.generate("once upon a time", **kw)
     m.reset()

@@ -1,7 +1,9 @@
 // Token selection on the GPU: argmax per row and the sampler, with the
 // meaning of backend/cpu/kernels/sampling.cpp (bias, penalties, mask, then
 // temperature, top_k, top_p, min_p and an exact draw from the (seed, position)
-// counter-based RNG). First version: the draw runs on one thread.
+// counter-based RNG). One thread block: top-k, top-p and min-p are cuts in
+// the candidate order found by radix selection on the logit's bits, and the
+// draw is an inverse CDF over chunked prefix sums, all in parallel.
 #include <cfloat>
 #include <cmath>
 
@@ -69,94 +71,125 @@ __device__ double uniform_at(uint64_t seed, uint32_t pos) {
     return (double)(x >> 11) * (1.0 / 9007199254740992.0);
 }
 
-// Candidate order: logit descending, id ascending.
-__device__ bool before(const float* z, int32_t x, int32_t y) { return z[x] > z[y] || (z[x] == z[y] && x < y); }
-
-// Heap sort of idx[0..n) into candidate order, best first (single thread):
-// a heap whose root is the candidate that sorts last, popped to the end.
-__device__ void sort_candidates(const float* z, int32_t* idx, uint32_t n) {
-    auto sift = [&](uint32_t root, uint32_t len) {
-        for (;;) {
-            uint32_t child = 2 * root + 1;
-            if (child >= len) return;
-            if (child + 1 < len && before(z, idx[child], idx[child + 1])) child++;
-            if (!before(z, idx[root], idx[child])) return;
-            int32_t tmp = idx[root];
-            idx[root] = idx[child];
-            idx[child] = tmp;
-            root = child;
-        }
-    };
-    for (uint32_t i = n / 2; i-- > 0;) sift(i, n);
-    for (uint32_t end = n; end-- > 1;) {
-        int32_t tmp = idx[0];
-        idx[0] = idx[end];
-        idx[end] = tmp;
-        sift(0, end);
-    }
+// A float's position in the order of values, as an unsigned key (larger float, larger key).
+__device__ uint32_t order_key(float f) {
+    const uint32_t b = __float_as_uint(f);
+    return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
 }
 
-__device__ uint32_t top_k_scan(const float* z, uint32_t vocab, uint32_t k, int32_t* idx) {
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < vocab; i++) {
-        const float v = z[i];
-        if (!(v > -INFINITY)) continue;
-        if (n == k && !(v > z[idx[k - 1]])) continue;
-        uint32_t j = n < k ? n++ : k - 1;
-        while (j > 0 && v > z[idx[j - 1]]) {
-            idx[j] = idx[j - 1];
-            j--;
-        }
-        idx[j] = (int32_t)i;
-    }
-    return n;
-}
+// The candidates kept so far: a prefix of the order (logit descending, id
+// ascending), i.e. key > k, or key == k and id <= id.
+struct Cut {
+    uint32_t key, id;
+    __device__ bool keeps(uint32_t k, uint32_t i) const { return k > key || (k == key && i <= id); }
+};
 
-__device__ uint32_t draw(const SampleParams& p, const float* z, int32_t* idx, double u) {
-    uint32_t n = 0;
-    if (p.top_k > 0 && p.top_k <= 256 && (size_t)p.top_k * 64 < p.vocab) {
-        n = top_k_scan(z, p.vocab, p.top_k, idx);
-    } else {
-        for (uint32_t i = 0; i < p.vocab; i++)
-            if (z[i] > -INFINITY) idx[n++] = (int32_t)i;
-        if (p.top_k > 0 && p.top_k < n) {
-            sort_candidates(z, idx, n);
-            n = p.top_k;
+struct Sampler {
+    const SampleParams& p;
+    const float* z;
+    const float* w;  // exp((z - zmax) / T), computed once
+    double* red;     // shared, kThreads
+    __device__ bool finite(uint32_t i) const { return z[i] > -INFINITY; }
+    __device__ double weight(uint32_t i) const { return (double)w[i]; }
+    __device__ double measure(uint32_t i, bool by_mass) const { return by_mass ? weight(i) : 1.0; }
+
+    __device__ double block_sum(double v) const {
+        red[threadIdx.x] = v;
+        __syncthreads();
+        for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+            if ((int)threadIdx.x < s) red[threadIdx.x] += red[threadIdx.x + s];
+            __syncthreads();
         }
+        const double r = red[0];
+        __syncthreads();
+        return r;
     }
-    if (n == 0) return 0;
-    float zmax = z[idx[0]];
-    for (uint32_t i = 1; i < n; i++) zmax = fmaxf(zmax, z[idx[i]]);
-    const double inv_t = 1.0 / (double)p.temperature;
-    auto weight = [&](int32_t i) { return exp(((double)z[i] - zmax) * inv_t); };
-    double total = 0;
-    for (uint32_t i = 0; i < n; i++) total += weight(idx[i]);
-    if (p.top_p < 1.0f) {
-        sort_candidates(z, idx, n);
-        const double target = (double)p.top_p * total;
-        double cum = 0;
-        uint32_t keep = 0;
-        while (keep < n && cum < target) cum += weight(idx[keep++]);
-        n = keep;
+
+    // Sum of the measure over the candidates `pred` accepts (all threads get it).
+    template <class Pred>
+    __device__ double total(Pred pred, bool by_mass) const {
+        double acc = 0;
+        for (uint32_t i = threadIdx.x; i < p.vocab; i += blockDim.x)
+            if (pred(i)) acc += measure(i, by_mass);
+        return block_sum(acc);
     }
-    if (p.min_p > 0.0f) {
-        uint32_t kept = 0;
-        for (uint32_t i = 0; i < n; i++)
-            if (weight(idx[i]) >= (double)p.min_p) idx[kept++] = idx[i];
-        n = kept;
+
+    // In index order, the smallest id whose running sum of the measure over
+    // `pred` reaches `need` (>=), or with `strict` exceeds it (>, the draw's
+    // inverse CDF); chunked prefix sums, so the order is exact, not a race.
+    template <class Pred>
+    __device__ uint32_t id_reaching(Pred pred, bool by_mass, double need, uint32_t* out, bool strict = false) const {
+        const uint32_t chunk = (p.vocab + blockDim.x - 1) / blockDim.x;
+        const uint32_t lo = threadIdx.x * chunk, hi = min(p.vocab, lo + chunk);
+        double mine = 0;
+        for (uint32_t i = lo; i < hi; i++)
+            if (pred(i)) mine += measure(i, by_mass);
+        red[threadIdx.x] = mine;
+        __syncthreads();
+        if (threadIdx.x == 0) {  // exclusive scan of the per-thread sums
+            double run = 0;
+            for (unsigned t = 0; t < blockDim.x; t++) {
+                const double v = red[t];
+                red[t] = run;
+                run += v;
+            }
+            *out = 0xffffffffu;
+        }
+        __syncthreads();
+        double run = red[threadIdx.x];
+        auto reached = [&](double v) { return strict ? v > need : v >= need; };
+        if (!reached(run) && reached(run + mine)) {
+            uint32_t last = lo;
+            for (uint32_t i = lo; i < hi; i++) {
+                if (!pred(i)) continue;
+                last = i;
+                run += measure(i, by_mass);
+                if (reached(run)) break;
+            }
+            *out = last;
+        }
+        __syncthreads();
+        uint32_t r = *out;
+        __syncthreads();
+        if (r == 0xffffffffu) {  // rounding left `need` just out of reach: the last kept candidate
+            if (threadIdx.x == 0) *out = 0;
+            __syncthreads();
+            for (uint32_t i = threadIdx.x; i < p.vocab; i += blockDim.x)
+                if (pred(i)) atomicMax(out, i);
+            __syncthreads();
+            r = *out;
+            __syncthreads();
+        }
+        return r;
     }
-    total = 0;
-    for (uint32_t i = 0; i < n; i++) total += weight(idx[i]);
-    double r = u * total, acc = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        acc += weight(idx[i]);
-        if (r < acc) return (uint32_t)idx[i];
+
+    // The shortest prefix of `base` (in candidate order) whose measure reaches target.
+    __device__ Cut shortest_prefix(Cut base, double target, bool by_mass, uint32_t* scratch) const {
+        uint32_t prefix = 0;
+        for (int bit = 31; bit >= 0; bit--) {  // largest key with measure(key >= it) >= target
+            const uint32_t cand = prefix | (1u << bit);
+            const double m = total([&](uint32_t i) {
+                const uint32_t k = order_key(z[i]);
+                return finite(i) && base.keeps(k, i) && k >= cand;
+            }, by_mass);
+            if (m >= target) prefix = cand;
+        }
+        const double above = total([&](uint32_t i) {
+            const uint32_t k = order_key(z[i]);
+            return finite(i) && base.keeps(k, i) && k > prefix;
+        }, by_mass);
+        const uint32_t id = id_reaching([&](uint32_t i) {
+            return finite(i) && order_key(z[i]) == prefix && base.keeps(prefix, i);
+        }, by_mass, target - above, scratch);
+        return Cut{prefix, id};
     }
-    return (uint32_t)idx[n - 1];
-}
+};
 
 __global__ void sample_kernel(SampleParams p, const float* logits, int32_t* out, int32_t* history,
                               const int32_t* bias, const uint32_t* mask, float* z) {
+    __shared__ double red[kThreads];
+    __shared__ uint32_t scratch;
+    __shared__ int tok;
     int32_t* ints = reinterpret_cast<int32_t*>(z + p.vocab);
     for (uint32_t i = threadIdx.x; i < p.vocab; i += blockDim.x) z[i] = logits[i];
     __syncthreads();
@@ -168,7 +201,7 @@ __global__ void sample_kernel(SampleParams p, const float* logits, int32_t* out,
         }
         const bool pen = p.penalty_window > 0 && (p.repeat_penalty != 1.0f || p.presence_penalty != 0.0f ||
                                                   p.frequency_penalty != 0.0f);
-        if (pen) {  // llama.cpp's penalties, as the CPU twin
+        if (pen) {  // llama.cpp's penalties, as the CPU twin (the window is short: one thread)
             uint32_t n = min(p.penalty_window, p.pos0 + 1);
             const int32_t* h = history + (p.pos0 + 1 - n);
             for (uint32_t i = 0; i < n; i++) if ((uint32_t)h[i] < p.vocab) ints[h[i]] = 0;
@@ -188,14 +221,33 @@ __global__ void sample_kernel(SampleParams p, const float* logits, int32_t* out,
         for (uint32_t i = threadIdx.x; i < p.vocab; i += blockDim.x)
             if (!((mask[i >> 5] >> (i & 31)) & 1u)) z[i] = -INFINITY;
     __syncthreads();
-    __shared__ int tok;
-    if (p.temperature <= 0.0f) {
-        row_argmax(z, p.vocab, &tok);
-    } else if (threadIdx.x == 0) {
-        uint64_t seed = ((uint64_t)p.seed_hi << 32) | p.seed_lo;
-        tok = (int)draw(p, z, ints, uniform_at(seed, p.pos0));
+    // the best candidate (argmax, first on ties): the greedy answer and the softmax's anchor
+    row_argmax(z, p.vocab, &tok);
+    if (p.temperature > 0.0f && z[tok] > -INFINITY) {
+        // weights once, in the work buffer's second half (the penalties' counts are done with it)
+        float* w = reinterpret_cast<float*>(ints);
+        const double zmax = (double)z[tok], inv_t = 1.0 / (double)p.temperature;
+        for (uint32_t i = threadIdx.x; i < p.vocab; i += blockDim.x)
+            w[i] = z[i] > -INFINITY ? (float)exp(((double)z[i] - zmax) * inv_t) : 0.0f;
+        __syncthreads();
+        Sampler s{p, z, w, red};
+        Cut cut{0u, 0xffffffffu};  // every finite candidate
+        const double n_finite = s.total([&](uint32_t i) { return s.finite(i); }, false);
+        if (p.top_k > 0 && (double)p.top_k < n_finite) cut = s.shortest_prefix(cut, (double)p.top_k, false, &scratch);
+        if (p.top_p < 1.0f) {
+            const double mass = s.total([&](uint32_t i) { return s.finite(i) && cut.keeps(order_key(z[i]), i); }, true);
+            cut = s.shortest_prefix(cut, (double)p.top_p * mass, true, &scratch);
+        }
+        const double min_w = (double)p.min_p;  // weights are relative to the best candidate's 1
+        auto kept = [&](uint32_t i) {
+            return s.finite(i) && cut.keeps(order_key(z[i]), i) && (min_w <= 0.0 || s.weight(i) >= min_w);
+        };
+        const double mass = s.total(kept, true);
+        const uint64_t seed = ((uint64_t)p.seed_hi << 32) | p.seed_lo;
+        const uint32_t pick = s.id_reaching(kept, true, uniform_at(seed, p.pos0) * mass, &scratch, true);
+        if (threadIdx.x == 0) tok = (int)pick;
+        __syncthreads();
     }
-    __syncthreads();
     if (threadIdx.x == 0) {
         out[0] = tok;
         history[p.pos0 + 1] = tok;
