@@ -1,8 +1,8 @@
 // Token selection on the GPU: argmax per row and the sampler, with the
 // meaning of backend/cpu/kernels/sampling.cpp (bias, penalties, mask, then
 // temperature, top_k, top_p, min_p and an exact draw from the (seed, position)
-// counter-based RNG). One thread block: top-k, top-p and min-p are cuts in
-// the candidate order found by radix selection on the logit's bits, and the
+// counter-based RNG). One thread block: top-k and top-p are cuts in the
+// candidate order found by radix selection (8 bits a pass) on the logit's bits, and the
 // draw is an inverse CDF over chunked prefix sums, all in parallel.
 #include <cfloat>
 #include <cmath>
@@ -163,21 +163,48 @@ struct Sampler {
         return r;
     }
 
-    // The shortest prefix of `base` (in candidate order) whose measure reaches target.
-    __device__ Cut shortest_prefix(Cut base, double target, bool by_mass, uint32_t* scratch) const {
-        uint32_t prefix = 0;
-        for (int bit = 31; bit >= 0; bit--) {  // largest key with measure(key >= it) >= target
-            const uint32_t cand = prefix | (1u << bit);
-            const double m = total([&](uint32_t i) {
+    // The shortest prefix of `base` (in candidate order) whose measure reaches
+    // target: radix selection of the cut's key, 8 bits per pass (histograms of
+    // the measure in shared memory), then the cut's id among equal keys.
+    __device__ Cut shortest_prefix(Cut base, double target, bool by_mass, uint32_t* scratch, double* hist) const {
+        uint32_t prefix = 0, decided = 0;
+        double above = 0;  // measure of the candidates whose key is above every key still in play
+        __shared__ uint32_t chosen;
+        __shared__ double chosen_above;
+        for (int shift = 24; shift >= 0; shift -= 8) {
+            for (int d = threadIdx.x; d < 256; d += blockDim.x) hist[d] = 0;
+            __syncthreads();
+            for (uint32_t i = threadIdx.x; i < p.vocab; i += blockDim.x) {
+                if (!finite(i)) continue;
                 const uint32_t k = order_key(z[i]);
-                return finite(i) && base.keeps(k, i) && k >= cand;
-            }, by_mass);
-            if (m >= target) prefix = cand;
+                if (base.keeps(k, i) && (k & decided) == prefix) atomicAdd(&hist[(k >> shift) & 255u], measure(i, by_mass));
+            }
+            __syncthreads();
+            if (threadIdx.x == 0) {
+                double run = above;
+                uint32_t pick = 0xffffffffu, lowest = 0;
+                for (int d = 255; d >= 0; d--) {
+                    if (hist[d] == 0) continue;
+                    lowest = (uint32_t)d;
+                    if (run + hist[d] >= target) {
+                        pick = (uint32_t)d;
+                        break;
+                    }
+                    run += hist[d];
+                }
+                if (pick == 0xffffffffu) {  // rounding left the target just out of reach: the last bucket
+                    pick = lowest;
+                    run -= hist[lowest];
+                }
+                chosen = pick;
+                chosen_above = run;
+            }
+            __syncthreads();
+            prefix |= chosen << shift;
+            decided |= 0xffu << shift;
+            above = chosen_above;
+            __syncthreads();
         }
-        const double above = total([&](uint32_t i) {
-            const uint32_t k = order_key(z[i]);
-            return finite(i) && base.keeps(k, i) && k > prefix;
-        }, by_mass);
         const uint32_t id = id_reaching([&](uint32_t i) {
             return finite(i) && order_key(z[i]) == prefix && base.keeps(prefix, i);
         }, by_mass, target - above, scratch);
@@ -188,6 +215,7 @@ struct Sampler {
 __global__ void sample_kernel(SampleParams p, const float* logits, int32_t* out, int32_t* history,
                               const int32_t* bias, const uint32_t* mask, float* z) {
     __shared__ double red[kThreads];
+    __shared__ double hist[256];
     __shared__ uint32_t scratch;
     __shared__ int tok;
     int32_t* ints = reinterpret_cast<int32_t*>(z + p.vocab);
@@ -233,10 +261,10 @@ __global__ void sample_kernel(SampleParams p, const float* logits, int32_t* out,
         Sampler s{p, z, w, red};
         Cut cut{0u, 0xffffffffu};  // every finite candidate
         const double n_finite = s.total([&](uint32_t i) { return s.finite(i); }, false);
-        if (p.top_k > 0 && (double)p.top_k < n_finite) cut = s.shortest_prefix(cut, (double)p.top_k, false, &scratch);
+        if (p.top_k > 0 && (double)p.top_k < n_finite) cut = s.shortest_prefix(cut, (double)p.top_k, false, &scratch, hist);
         if (p.top_p < 1.0f) {
             const double mass = s.total([&](uint32_t i) { return s.finite(i) && cut.keeps(order_key(z[i]), i); }, true);
-            cut = s.shortest_prefix(cut, (double)p.top_p * mass, true, &scratch);
+            cut = s.shortest_prefix(cut, (double)p.top_p * mass, true, &scratch, hist);
         }
         const double min_w = (double)p.min_p;  // weights are relative to the best candidate's 1
         auto kept = [&](uint32_t i) {
