@@ -102,6 +102,16 @@ def _check(kwargs: Dict[str, Any]) -> None:
         kwargs["max_tokens"] = kwargs["max_completion_tokens"]
 
 
+def _stream_tail(s, include_usage: bool, make) -> Iterator[Dict[str, Any]]:
+    """The last chunks of a stream: the finish reason, then (if asked) one with usage and no choices."""
+    yield make(s.result.finish_reason)
+    if include_usage:
+        d = make(None)
+        d["choices"] = []
+        d["usage"] = _usage(s.result)
+        yield d
+
+
 def create_completion(llm, prompt: Union[str, Sequence[int]], /, *, stream: bool = False, **kwargs: Any):
     _check(kwargs)
     include_usage = bool((kwargs.get("stream_options") or {}).get("include_usage"))
@@ -127,12 +137,7 @@ def create_completion(llm, prompt: Union[str, Sequence[int]], /, *, stream: bool
         try:
             for piece in s:
                 yield shape(piece, None)
-            yield shape("", s.result.finish_reason)
-            if include_usage:
-                d = shape("", None)
-                d["choices"] = []
-                d["usage"] = _usage(s.result)
-                yield d
+            yield from _stream_tail(s, include_usage, lambda finish: shape("", finish))
         finally:
             s.close()
 
@@ -166,12 +171,7 @@ def create_chat_completion(llm, messages: Sequence[Dict[str, Any]], /, *, stream
             for piece in s:
                 if piece:
                     yield chunk({"content": piece}, None)
-            yield chunk({}, s.result.finish_reason)
-            if include_usage:
-                d = chunk({}, None)
-                d["choices"] = []
-                d["usage"] = _usage(s.result)
-                yield d
+            yield from _stream_tail(s, include_usage, lambda finish: chunk({}, finish))
         finally:
             s.close()
 

@@ -3,6 +3,7 @@
 #pragma once
 #include <vector>
 
+#include "cache/owned_buffers.h"
 #include "core/device.h"
 
 namespace akunu {
@@ -15,24 +16,17 @@ struct SamplerBuffers {
     Buffer work;     // vocab floats (processed logits) + vocab int32
 
     void allocate(Device& d, int vocab, int n_ctx) {
-        auto f = [&](size_t bytes) { Buffer b = d.allocate(bytes); all_.push_back(b); return b; };
+        auto f = [&](size_t bytes) { return owned_.allocate(d, bytes); };
         history = f(((size_t)n_ctx + 1) * 4);
         bias = f((size_t)kMaxBias * 8);
         mask = f(((size_t)vocab + 31) / 32 * 4);
         work = f((size_t)vocab * 8);
     }
-    void release(Device& d) {
-        for (Buffer b : all_) d.free_buffer(b);
-        all_.clear();
-    }
-    size_t bytes() const {
-        size_t s = 0;
-        for (const Buffer& b : all_) s += b.size;
-        return s;
-    }
+    void release(Device& d) { owned_.release(d); }
+    size_t bytes() const { return owned_.bytes(); }
 
 private:
-    std::vector<Buffer> all_;
+    OwnedBuffers owned_;
 };
 
 }  // namespace akunu

@@ -4,6 +4,7 @@
 #pragma once
 #include <vector>
 
+#include "cache/owned_buffers.h"
 #include "core/device.h"
 #include "core/model_config.h"
 
@@ -20,7 +21,7 @@ struct ScratchBuffers {
     void allocate(Device& d, const ModelConfig& c, int tokens, int chain) {
         max_tokens = tokens;
         max_chain = chain;
-        auto f = [&](size_t n) { Buffer b = d.allocate(n * sizeof(float)); all_.push_back(b); return b; };
+        auto f = [&](size_t n) { return owned_.allocate(d, n * sizeof(float)); };
         size_t m = (size_t)tokens;
         h = f(m * c.dim);
         xn = f(m * c.dim);
@@ -37,18 +38,11 @@ struct ScratchBuffers {
         chain_ids = f((size_t)chain + 1);
         row_ids = f(m);
     }
-    void release(Device& d) {
-        for (Buffer b : all_) d.free_buffer(b);
-        all_.clear();
-    }
-    size_t bytes() const {
-        size_t s = 0;
-        for (const Buffer& b : all_) s += b.size;
-        return s;
-    }
+    void release(Device& d) { owned_.release(d); }
+    size_t bytes() const { return owned_.bytes(); }
 
 private:
-    std::vector<Buffer> all_;
+    OwnedBuffers owned_;
 };
 
 }  // namespace akunu
