@@ -2,6 +2,7 @@
 // allocated once at load and shared by the prefill and decode tables
 // (book, "Scratch Buffer Architecture").
 #pragma once
+#include <algorithm>
 #include <vector>
 
 #include "cache/owned_buffers.h"
@@ -18,7 +19,8 @@ struct ScratchBuffers {
     Buffer chain_ids;   // decode chain: ids[0] in, ids[i+1] written by argmax or sample
     Buffer row_ids;     // prefill: argmax of each logits row
 
-    void allocate(Device& d, const ModelConfig& c, int tokens, int chain) {
+    // logit_rows: rows of the logits buffer (encoders need none of it)
+    void allocate(Device& d, const ModelConfig& c, int tokens, int chain, int logit_rows) {
         max_tokens = tokens;
         max_chain = chain;
         auto f = [&](size_t n) { return owned_.allocate(d, n * sizeof(float)); };
@@ -33,7 +35,7 @@ struct ScratchBuffers {
         gate = f(m * c.ffn_dim);
         up = f(m * c.ffn_dim);
         act = f(m * c.ffn_dim);
-        logits = f(m * c.vocab_size);
+        logits = f((size_t)std::max(logit_rows, 1) * c.vocab_size);
         prompt_ids = f(m);
         chain_ids = f((size_t)chain + 1);
         row_ids = f(m);

@@ -28,6 +28,7 @@ static ArchDescriptor arch_gemma() {
     d.activation = Activation::GeluGate;
     d.embedding_scale_sqrt_dim = true;
     d.rope_neox = true;
+    d.hf_norm_weight_offset = 1.0f;
     return d;
 }
 
@@ -41,14 +42,30 @@ static ArchDescriptor arch_gemma3() {
     return d;
 }
 
+static ArchDescriptor arch_bert() {
+    ArchDescriptor d;
+    d.name = "bert";
+    d.activation = Activation::GeluErf;
+    d.encoder = true;
+    d.norm = NormKind::LayerNorm;
+    d.learned_positions = true;
+    d.has_embedding_norm = true;
+    d.post_norm = true;
+    d.gated_ffn = false;
+    d.has_linear_biases = true;
+    d.has_qkv_bias = true;
+    return d;
+}
+
 ArchDescriptor arch_from_name(const std::string& name) {
     if (name == "llama") return arch_llama();
     if (name == "qwen2") return arch_qwen2();
     if (name == "qwen3") return arch_qwen3();
     if (name == "gemma") return arch_gemma();
     if (name == "gemma3") return arch_gemma3();
+    if (name == "bert") return arch_bert();
     throw UnsupportedError("unsupported architecture '" + name +
-                           "' (supported: llama, qwen2, qwen3, gemma, gemma3)");
+                           "' (supported: llama, qwen2, qwen3, gemma, gemma3, bert)");
 }
 
 }  // namespace akunu

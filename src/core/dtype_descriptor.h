@@ -4,6 +4,12 @@
 #pragma once
 #include <cstdint>
 
+#ifdef __CUDACC__
+#define AKUNU_HD_CONSTEXPR __host__ __device__ constexpr
+#else
+#define AKUNU_HD_CONSTEXPR constexpr
+#endif
+
 namespace akunu {
 
 // GGML type codes, as stored in GGUF.
@@ -13,12 +19,26 @@ enum GGMLType : uint32_t {
     GGML_Q5_K = 13, GGML_Q6_K = 14, GGML_Q8_K = 15, GGML_IQ4_NL = 20, GGML_IQ4_XS = 23, GGML_BF16 = 30,
 };
 
+// MLX affine group quantization (w = scale * q + bias per group of 32, 64 or
+// 128 weights, q of 2..8 bits packed little-endian into uint32 words). At load
+// each group is repacked into one block: f32 scale, f32 bias, then the group's
+// group*bits/8 bytes of the bit stream. These codes are the project's own and
+// never valid in a GGUF file.
+constexpr uint32_t kMlxBase = 1000;
+AKUNU_HD_CONSTEXPR uint32_t mlx_dtype(int bits, int group) {
+    return kMlxBase + (uint32_t)bits * 10 + (group == 32 ? 0u : group == 64 ? 1u : 2u);
+}
+AKUNU_HD_CONSTEXPR bool is_mlx_dtype(uint32_t d) { return d >= kMlxBase && d < kMlxBase + 100; }
+AKUNU_HD_CONSTEXPR int mlx_bits(uint32_t d) { return (int)((d - kMlxBase) / 10); }
+AKUNU_HD_CONSTEXPR int mlx_group(uint32_t d) { return 32 << ((d - kMlxBase) % 10); }
+
 struct DTypeDescriptor {
     uint32_t dtype;
     const char* name;
     uint32_t block_elems;  // elements per block
     uint32_t block_bytes;  // bytes per block
     bool supported;        // kernels exist on every backend built
+    bool internal;         // produced by the loader (MLX repacking), never read from GGUF
     const char* gemv_kernel;
     const char* gemm_kernel;
     const char* embedding_kernel;

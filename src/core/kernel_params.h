@@ -14,7 +14,8 @@ struct EmbeddingParams {
     float scale;  // 1.0 unless the architecture scales embeddings (Gemma)
 };
 
-// y[t, :] = rmsnorm(x[t, :]) * (w + weight_offset), for rows = n_tokens * rows_per_token
+// y[t, :] = rmsnorm(x[t, :]) * (w + weight_offset), for rows = n_tokens * rows_per_token.
+// layernorm uses the same fields: y = (x - mean) / sqrt(var + eps) * w + b.
 struct NormParams {
     uint32_t dim;
     uint32_t n_tokens;
@@ -70,6 +71,14 @@ struct AttentionParams {
     uint32_t out_stride;
     float scale;
     uint32_t max_ctx;
+    uint32_t causal;  // 1: causal (decoders); 0: each query sees keys [0, pos0 + n_tokens) (encoders)
+};
+
+// x[t, :] += table[pos0 + t, :] (learned absolute positions; table F32 [n_ctx, dim])
+struct AddRowsParams {
+    uint32_t dim;
+    uint32_t n_tokens;
+    uint32_t pos0;
 };
 
 // out[t, i] = act(gate[t, i]) * up[t, i]
@@ -81,6 +90,7 @@ struct GatedActParams {
     uint32_t out_stride;
 };
 
+// add_inplace: x += y; gelu_erf: x = gelu(x) (erf form), both over n * n_tokens floats
 struct AddParams {
     uint32_t n;
     uint32_t n_tokens;

@@ -3,11 +3,11 @@
 #include <cmath>
 
 #include "core/error.h"
-#include "weight/gguf_file.h"
+#include "weight/model_file.h"
 
 namespace akunu {
 
-static int checked_dim(const GGUFFile& f, const std::string& key, int64_t def, int64_t lo, int64_t hi) {
+static int checked_dim(const ModelFile& f, const std::string& key, int64_t def, int64_t lo, int64_t hi) {
     int64_t v = f.get_int(key, def);
     if (v < lo || v > hi)
         throw FormatError("metadata '" + key + "' = " + std::to_string(v) + " is outside [" +
@@ -15,7 +15,7 @@ static int checked_dim(const GGUFFile& f, const std::string& key, int64_t def, i
     return (int)v;
 }
 
-ModelConfig config_from_gguf(const GGUFFile& f, const ArchDescriptor& arch) {
+ModelConfig config_from_file(const ModelFile& f, const ArchDescriptor& arch) {
     ModelConfig c;
     c.architecture = f.get_string("general.architecture");
     c.name = f.get_string("general.name", "");
@@ -34,10 +34,11 @@ ModelConfig config_from_gguf(const GGUFFile& f, const ArchDescriptor& arch) {
     c.head_dim = checked_dim(f, a + "attention.key_length", def_head, 2, 1024);
     int v_len = checked_dim(f, a + "attention.value_length", c.head_dim, 2, 1024);
     if (v_len != c.head_dim) throw UnsupportedError("key_length != value_length is not supported");
-    if (c.head_dim % 2) throw FormatError("head dimension must be even for RoPE");
+    if (c.head_dim % 2 && !arch.learned_positions) throw FormatError("head dimension must be even for RoPE");
     c.ffn_dim = checked_dim(f, a + "feed_forward_length", 0, 1, 1 << 20);
     c.context_length = checked_dim(f, a + "context_length", 2048, 1, 1 << 24);
-    c.norm_eps = (float)f.get_float(a + "attention.layer_norm_rms_epsilon", 1e-5);
+    c.norm_eps = (float)f.get_float(a + "attention.layer_norm_rms_epsilon",
+                                    f.get_float(a + "attention.layer_norm_epsilon", 1e-5));
     c.rope_base = (float)f.get_float(a + "rope.freq_base", 10000.0);
     c.rope_base_swa = (float)f.get_float(a + "rope.freq_base_swa", arch.default_swa_rope_base);
     std::string scaling = f.get_string(a + "rope.scaling.type", "none");
@@ -48,12 +49,32 @@ ModelConfig config_from_gguf(const GGUFFile& f, const ArchDescriptor& arch) {
     c.attn_scale = (float)f.get_float(a + "attention.scale", 0.0);
     if (c.attn_scale == 0.0f) c.attn_scale = 1.0f / std::sqrt((float)c.head_dim);
 
+    if (std::string(f.format()) != "gguf") c.norm_weight_offset = arch.hf_norm_weight_offset;
+    if (arch.encoder) {
+        if (f.get_bool(a + "attention.causal", false))
+            throw UnsupportedError("causal encoder models are not supported");
+        c.pooling = (int)f.get_int(a + "pooling_type", 1);
+        if (c.pooling < 1 || c.pooling > 3)
+            throw UnsupportedError("pooling type " + std::to_string(c.pooling) +
+                                   " is not supported (1 mean, 2 CLS, 3 last token)");
+        c.normalize_embeddings = f.get_bool("akunu.normalize_embeddings", true);
+    }
     c.layer_is_local.assign((size_t)c.n_layers, 0);
     if (c.sliding_window > 0 && arch.swa_pattern > 0)
         for (int l = 0; l < c.n_layers; l++)
             c.layer_is_local[(size_t)l] = (l % arch.swa_pattern) < arch.swa_pattern - 1;
     else if (c.sliding_window > 0)
-        c.layer_is_local.assign((size_t)c.n_layers, 1);
+        if (std::string(f.format()) != "gguf") c.norm_weight_offset = arch.hf_norm_weight_offset;
+    if (arch.encoder) {
+        if (f.get_bool(a + "attention.causal", false))
+            throw UnsupportedError("causal encoder models are not supported");
+        c.pooling = (int)f.get_int(a + "pooling_type", 1);
+        if (c.pooling < 1 || c.pooling > 3)
+            throw UnsupportedError("pooling type " + std::to_string(c.pooling) +
+                                   " is not supported (1 mean, 2 CLS, 3 last token)");
+        c.normalize_embeddings = f.get_bool("akunu.normalize_embeddings", true);
+    }
+    c.layer_is_local.assign((size_t)c.n_layers, 1);
 
     const GGUFTensorInfo* emb = f.tensor("token_embd.weight");
     if (!emb) throw FormatError("tensor 'token_embd.weight' is missing");

@@ -9,7 +9,7 @@
 
 namespace akunu {
 
-class GGUFFile;
+class ModelFile;
 
 struct ModelConfig {
     std::string architecture;
@@ -29,11 +29,15 @@ struct ModelConfig {
     int sliding_window = 0;        // 0 = none
     float attn_scale = 0.0f;
     std::vector<uint8_t> layer_is_local;  // per layer: uses the sliding window
+    float norm_weight_offset = 0.0f;      // added to norm weights (HF Gemma checkpoints)
+    // Encoders (embedding models)
+    int pooling = 1;                      // llama.cpp's pooling types: 1 mean, 2 CLS, 3 last token
+    bool normalize_embeddings = true;     // L2-normalize pooled embeddings
 
     int q_dim() const { return n_heads * head_dim; }
     int kv_dim() const { return n_kv_heads * head_dim; }
 };
 
-ModelConfig config_from_gguf(const GGUFFile& f, const ArchDescriptor& arch);
+ModelConfig config_from_file(const ModelFile& f, const ArchDescriptor& arch);
 
 }  // namespace akunu

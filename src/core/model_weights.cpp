@@ -1,11 +1,54 @@
 #include "core/model_weights.h"
 
 #include "core/arch_descriptor.h"
+#include "core/error.h"
 #include "core/model_config.h"
 
 namespace akunu {
 
+// BERT (llama.cpp's GGUF names): post-norm blocks, every projection biased.
+static ModelWeights resolve_encoder_weights(WeightProvider& wp, const ModelConfig& c) {
+    ModelWeights w;
+    const uint64_t dim = (uint64_t)c.dim, ff = (uint64_t)c.ffn_dim, ctx = (uint64_t)c.context_length;
+    w.tok_embd = wp.matrix("token_embd.weight", dim, (uint64_t)c.vocab_size);
+    std::vector<float> pos = wp.read_f32("position_embd.weight", {dim, ctx});
+    if (wp.has("token_types.weight")) {  // every token has type 0: fold its row into the positions
+        const GGUFTensorInfo* tt = wp.file().tensor("token_types.weight");
+        if (tt->shape.size() != 2 || tt->shape[0] != dim || tt->shape[1] < 1 || tt->shape[1] > 16)
+            throw FormatError("tensor 'token_types.weight' has an unexpected shape");
+        std::vector<float> types = wp.read_f32("token_types.weight", tt->shape);
+        for (uint64_t p = 0; p < ctx; p++)
+            for (uint64_t i = 0; i < dim; i++) pos[p * dim + i] += types[i];
+    }
+    w.positions = wp.upload_f32(pos, {dim, ctx});
+    w.embd_norm = wp.vector_f32("token_embd_norm.weight", dim);
+    w.embd_norm_b = wp.vector_f32("token_embd_norm.bias", dim);
+    for (int l = 0; l < c.n_layers; l++) {
+        const std::string p = "blk." + std::to_string(l) + ".";
+        LayerWeights L;
+        L.wq = wp.matrix(p + "attn_q.weight", dim, dim);
+        L.bq = wp.vector_f32(p + "attn_q.bias", dim);
+        L.wk = wp.matrix(p + "attn_k.weight", dim, dim);
+        L.bk = wp.vector_f32(p + "attn_k.bias", dim);
+        L.wv = wp.matrix(p + "attn_v.weight", dim, dim);
+        L.bv = wp.vector_f32(p + "attn_v.bias", dim);
+        L.wo = wp.matrix(p + "attn_output.weight", dim, dim);
+        L.bo = wp.vector_f32(p + "attn_output.bias", dim);
+        L.attn_norm = wp.vector_f32(p + "attn_output_norm.weight", dim);
+        L.attn_norm_b = wp.vector_f32(p + "attn_output_norm.bias", dim);
+        L.w_up = wp.matrix(p + "ffn_up.weight", dim, ff);
+        L.b_up = wp.vector_f32(p + "ffn_up.bias", ff);
+        L.w_down = wp.matrix(p + "ffn_down.weight", ff, dim);
+        L.b_down = wp.vector_f32(p + "ffn_down.bias", dim);
+        L.ffn_norm = wp.vector_f32(p + "layer_output_norm.weight", dim);
+        L.ffn_norm_b = wp.vector_f32(p + "layer_output_norm.bias", dim);
+        w.layers.push_back(L);
+    }
+    return w;
+}
+
 ModelWeights resolve_weights(WeightProvider& wp, const ModelConfig& c, const ArchDescriptor& arch) {
+    if (arch.encoder) return resolve_encoder_weights(wp, c);
     ModelWeights w;
     const uint64_t dim = (uint64_t)c.dim, qd = (uint64_t)c.q_dim(), kvd = (uint64_t)c.kv_dim();
     const uint64_t ff = (uint64_t)c.ffn_dim, vocab = (uint64_t)c.vocab_size;

@@ -9,11 +9,16 @@ namespace akunu {
 struct LayerWeights {
     Weight attn_norm, wq, wk, wv, bq, bk, bv, q_norm, k_norm, wo, post_attn_norm;
     Weight ffn_norm, w_gate, w_up, w_down, post_ffn_norm;
+    // Encoders: output projection and FFN biases, LayerNorm biases
+    Weight bo, b_up, b_down, attn_norm_b, ffn_norm_b;
 };
 
 struct ModelWeights {
     Weight tok_embd, output_norm, output, rope_freqs;
     bool has_rope_freqs = false;
+    // Encoders: learned positions with token type 0 folded in ([n_ctx, dim]
+    // F32), and the LayerNorm applied to the embeddings.
+    Weight positions, embd_norm, embd_norm_b;
     std::vector<LayerWeights> layers;
 };
 

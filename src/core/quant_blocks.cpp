@@ -22,7 +22,13 @@ void dequantize_row(uint32_t dtype, const uint8_t* src, float* dst, int64_t n) {
         case GGML_Q5_K: for (int64_t b = 0; b < n / 256; b++) dequant_q5_k(src + b * 176, dst + b * 256); return;
         case GGML_IQ4_NL: for (int64_t b = 0; b < n / 32; b++) dequant_iq4_nl(src + b * 18, dst + b * 32); return;
         case GGML_IQ4_XS: for (int64_t b = 0; b < n / 256; b++) dequant_iq4_xs(src + b * 136, dst + b * 256); return;
-        default: std::memset(dst, 0, (size_t)n * 4); return;  // callers check support first
+        default:
+            if (is_mlx_dtype(dtype)) {
+                const int g = mlx_group(dtype), bits = mlx_bits(dtype);
+                for (int64_t b = 0; b < n / g; b++) dequant_mlx(src + b * (8 + g * bits / 8), dst + b * g, bits, g);
+                return;
+            }
+            std::memset(dst, 0, (size_t)n * 4); return;  // callers check support first
     }
 }
 

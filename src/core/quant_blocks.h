@@ -238,6 +238,22 @@ AKUNU_HD inline void dequant_bf16(const uint8_t* b, float* y) {
     *y = bf16_to_f32(v);
 }
 
+// MLX group (repacked, see dtype_descriptor.h): f32 scale, f32 bias, then
+// `group` values of `bits` bits as a little-endian bit stream; x = scale * q + bias.
+AKUNU_HD inline void dequant_mlx(const uint8_t* b, float* y, int bits, int group) {
+    float scale, bias;
+    __builtin_memcpy(&scale, b, 4);
+    __builtin_memcpy(&bias, b + 4, 4);
+    const uint8_t* q = b + 8;
+    const uint32_t mask = (1u << bits) - 1;
+    for (int i = 0; i < group; i++) {
+        const int bit = i * bits, byte = bit >> 3, shift = bit & 7;
+        uint32_t v = q[byte];
+        if (shift + bits > 8) v |= (uint32_t)q[byte + 1] << 8;  // a value spans two bytes
+        y[i] = scale * (float)((v >> shift) & mask) + bias;
+    }
+}
+
 // Decode `n_blocks` consecutive blocks of a row (used by embedding lookup and tests).
 void dequantize_row(uint32_t dtype, const uint8_t* src, float* dst, int64_t n_elems);
 

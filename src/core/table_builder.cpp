@@ -5,47 +5,11 @@
 
 #include "core/dtype_descriptor.h"
 #include "core/error.h"
+#include "core/command_builder.h"
 #include "core/kernel_params.h"
 
 namespace akunu {
 namespace {
-
-// Fluent helper for one command (the book's CmdBuilder).
-class Cmd {
-public:
-    Cmd(DispatchTable& t, Device& d, const char* kernel, const char* label) : table_(t) {
-        cmd_.pso = d.get_pipeline(kernel);
-        label_ = label;
-    }
-    Cmd& buf(Buffer b, size_t offset = 0) {
-        cmd_.buffers[cmd_.buffer_count] = b;
-        cmd_.offsets[cmd_.buffer_count] = (uint32_t)offset;
-        cmd_.buffer_count++;
-        return *this;
-    }
-    template <typename P>
-    Cmd& params(const P& p) {
-        static_assert(sizeof(P) <= DispatchCmd::MAX_PARAM_BYTES, "params too large");
-        std::memcpy(cmd_.param_bytes, &p, sizeof(P));
-        cmd_.param_size = (int)sizeof(P);
-        cmd_.param_index = cmd_.buffer_count;
-        return *this;
-    }
-    Cmd& patch_n(size_t off) { cmd_.patch_n_tokens = (int16_t)off; return *this; }
-    Cmd& patch_pos(size_t off) { cmd_.patch_pos0 = (int16_t)off; return *this; }
-    Cmd& patch_row0(size_t off) { cmd_.patch_row0 = (int16_t)off; return *this; }
-    Cmd& patch_token_buffer(int index) { cmd_.patch_token_buffer = (int8_t)index; return *this; }
-    Cmd& head() { cmd_.is_head = true; return *this; }
-    void emit() {
-        table_.commands.push_back(cmd_);
-        table_.labels.push_back(label_);
-    }
-
-private:
-    DispatchTable& table_;
-    DispatchCmd cmd_;
-    std::string label_;
-};
 
 struct Builder {
     Device& dev;
@@ -75,7 +39,7 @@ struct Builder {
     // rows_per_token > 1 normalizes each head separately (QK norm).
     void rmsnorm(const char* label, Buffer x, const Weight& w, Buffer y, uint32_t dim, uint32_t rows_per_token,
                  uint32_t stride, bool is_head = false) {
-        NormParams p{dim, 1, rows_per_token, stride, c.norm_eps, 0.0f, 0, stride};
+        NormParams p{dim, 1, rows_per_token, stride, c.norm_eps, c.norm_weight_offset, 0, stride};
         Cmd cmd(t, dev, "rmsnorm", label);
         cmd.buf(x).buf(w.buf).buf(y).params(p).patch_n(offsetof(NormParams, n_tokens));
         if (is_head) cmd.head().patch_row0(offsetof(NormParams, row0));
@@ -143,7 +107,7 @@ DispatchTable build_dispatch_table(Device& device, const ModelConfig& c, const A
         }
         {
             AttentionParams p{(uint32_t)c.n_heads, (uint32_t)c.n_kv_heads, (uint32_t)c.head_dim, 1, 0,
-                              local ? (uint32_t)c.sliding_window : 0u, qd, qd, c.attn_scale, (uint32_t)kv.n_ctx};
+                              local ? (uint32_t)c.sliding_window : 0u, qd, qd, c.attn_scale, (uint32_t)kv.n_ctx, 1};
             Cmd(t, device, "attention", "attention")
                 .buf(s.q).buf(kv.k[(size_t)l]).buf(kv.v[(size_t)l]).buf(s.attn)
                 .params(p).patch_n(offsetof(AttentionParams, n_tokens)).patch_pos(offsetof(AttentionParams, pos0))

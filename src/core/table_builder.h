@@ -27,3 +27,13 @@ DispatchTable build_sample_table(Device& device, const ModelConfig& cfg, const S
                                  const SamplerBuffers& sb, const SampleParams& params, bool chained);
 
 }  // namespace akunu
+
+namespace akunu {
+
+// Encoder-only models (BERT): one pass over a whole sequence from prompt_ids
+// at position 0, leaving the final hidden states in scratch.h (n_tokens x dim)
+// for pooling. Bidirectional attention; post-norm LayerNorm blocks.
+DispatchTable build_encoder_table(Device& device, const ModelConfig& cfg, const ArchDescriptor& arch,
+                                  const ModelWeights& w, const KVCache& kv, const ScratchBuffers& s);
+
+}  // namespace akunu

@@ -29,20 +29,27 @@ private:
 }  // namespace
 
 Model::Model(const std::string& path, const LoadOptions& opt) {
-    file_ = std::make_shared<GGUFFile>(path);
+    file_ = open_model_file(path);
     std::string arch_name = file_->get_string("general.architecture");
     if (arch_name.empty()) throw FormatError("metadata 'general.architecture' is missing");
     arch_ = arch_from_name(arch_name);
-    cfg_ = config_from_gguf(*file_, arch_);
+    // Hugging Face and MLX checkpoints rotate half-split pairs (rotate_half);
+    // llama.cpp's converter permutes Llama's Q/K to adjacent pairs instead.
+    if (std::string(file_->format()) != "gguf") arch_.rope_neox = true;
+    cfg_ = config_from_file(*file_, arch_);
     device_ = create_device(opt.device, opt.n_threads);
     weights_ = std::make_unique<WeightProvider>(file_, *device_);
     w_ = resolve_weights(*weights_, cfg_, arch_);
+    if (arch_.encoder) {
+        load_encoder(opt);
+        return;
+    }
 
     int n_ctx = opt.n_ctx > 0 ? opt.n_ctx : std::min(cfg_.context_length, 4096);
     if (n_ctx > (1 << 20)) throw Error("n_ctx " + std::to_string(n_ctx) + " is too large");
     check_memory(n_ctx);
     kv_.allocate(*device_, cfg_.n_layers, n_ctx, cfg_.kv_dim());
-    scratch_.allocate(*device_, cfg_, kMaxPrefillTokens, kChainLength);
+    scratch_.allocate(*device_, cfg_, kMaxPrefillTokens, kChainLength, kMaxPrefillTokens);
     prefill_table_ = build_dispatch_table(*device_, cfg_, arch_, w_, kv_, scratch_, TableKind::Prefill);
     decode_table_ = build_dispatch_table(*device_, cfg_, arch_, w_, kv_, scratch_, TableKind::Decode);
     sampler_.allocate(*device_, cfg_.vocab_size, n_ctx);
@@ -53,6 +60,12 @@ Model::Model(const std::string& path, const LoadOptions& opt) {
     decode_sampled_table_.commands.back() =
         build_sample_table(*device_, cfg_, scratch_, sampler_, sp, true).commands.back();
     decode_sampled_table_.labels.back() = "sample";
+}
+
+void Model::require_decoder(const char* what) const {
+    if (arch_.encoder)
+        throw Error(std::string("this is an embedding model (") + arch_.name + "): it cannot " + what +
+                    "; use embed()");
 }
 
 // Refuses, before allocating, a model whose weights exceed the device's
@@ -80,7 +93,7 @@ void Model::check_memory(int n_ctx) const {
 Model::~Model() {
     kv_.release(*device_);
     scratch_.release(*device_);
-    sampler_.release(*device_);
+    if (!arch_.encoder) sampler_.release(*device_);
     weights_.reset();
 }
 
@@ -133,6 +146,7 @@ void Model::run_prefill_chunks(const std::vector<int32_t>& tokens, PrefillOutput
 }
 
 std::vector<float> Model::logits(const std::vector<int32_t>& tokens) {
+    require_decoder("compute logits");
     BusyGuard g(busy_);
     check_tokens(tokens);
     n_past_ = 0;
@@ -143,6 +157,7 @@ std::vector<float> Model::logits(const std::vector<int32_t>& tokens) {
 }
 
 int32_t Model::prefill(const std::vector<int32_t>& tokens) {
+    require_decoder("generate");
     BusyGuard g(busy_);
     if (tokens.empty()) throw Error("prefill needs at least one token");
     check_tokens(tokens);
@@ -154,6 +169,7 @@ int32_t Model::prefill(const std::vector<int32_t>& tokens) {
 }
 
 std::vector<int32_t> Model::verify(const std::vector<int32_t>& tokens) {
+    require_decoder("generate");
     BusyGuard g(busy_);
     if (tokens.empty()) throw Error("verify needs at least one token");
     check_tokens(tokens);
@@ -164,11 +180,13 @@ std::vector<int32_t> Model::verify(const std::vector<int32_t>& tokens) {
 }
 
 std::vector<int32_t> Model::decode_greedy(int32_t first, int count, const std::vector<int32_t>& stop) {
+    require_decoder("generate");
     BusyGuard g(busy_);
     return decode_chain(decode_table_, first, count, stop);
 }
 
 std::vector<int32_t> Model::decode_sampled(int32_t first, int count, const std::vector<int32_t>& stop) {
+    require_decoder("generate");
     BusyGuard g(busy_);
     return decode_chain(decode_sampled_table_, first, count, stop);
 }
@@ -211,6 +229,7 @@ std::vector<int32_t> Model::decode_chain(const DispatchTable& table, int32_t fir
 }
 
 int32_t Model::sample_next() {
+    require_decoder("generate");
     BusyGuard g(busy_);
     if (n_past_ == 0) throw Error("sample_next needs a prefill first");
     ReplayState st;
@@ -222,6 +241,7 @@ int32_t Model::sample_next() {
 }
 
 void Model::set_sampling(const SamplingConfig& cfg) {
+    require_decoder("sample");
     BusyGuard g(busy_);
     cfg.validate(cfg_.vocab_size);
     sampling_ = cfg;
@@ -235,6 +255,7 @@ void Model::set_sampling(const SamplingConfig& cfg) {
 }
 
 void Model::set_mask(const std::vector<uint32_t>& words) {
+    require_decoder("generate");
     BusyGuard g(busy_);
     if (!words.empty()) {
         size_t need = ((size_t)cfg_.vocab_size + 31) / 32;
@@ -256,6 +277,7 @@ void Model::apply_sample_params() {
 }
 
 std::vector<float> Model::processed_logits() {
+    require_decoder("sample");
     BusyGuard g(busy_);
     std::vector<float> out((size_t)cfg_.vocab_size);
     device_->read_buffer(out.data(), sampler_.work, out.size() * 4);
@@ -263,6 +285,7 @@ std::vector<float> Model::processed_logits() {
 }
 
 std::vector<float> Model::decode_logits(int32_t token) {
+    require_decoder("generate");
     BusyGuard g(busy_);
     check_tokens({token});
     check_room(1);
@@ -278,6 +301,7 @@ std::vector<float> Model::decode_logits(int32_t token) {
 }
 
 std::vector<std::pair<std::string, double>> Model::profile_decode(int32_t token) {
+    require_decoder("decode");
     BusyGuard g(busy_);
     check_tokens({token});
     check_room(1);
@@ -291,6 +315,7 @@ std::vector<std::pair<std::string, double>> Model::profile_decode(int32_t token)
 }
 
 std::vector<float> Model::last_logits() {
+    require_decoder("compute logits");
     BusyGuard g(busy_);
     std::vector<float> out((size_t)cfg_.vocab_size);
     device_->read_buffer(out.data(), scratch_.logits, out.size() * 4);

@@ -15,7 +15,7 @@
 #include "core/model_config.h"
 #include "core/model_weights.h"
 #include "inference/sampling_config.h"
-#include "weight/gguf_file.h"
+#include "weight/model_file.h"
 #include "weight/weight_provider.h"
 
 namespace akunu {
@@ -32,7 +32,9 @@ public:
     ~Model();
 
     const ModelConfig& config() const { return cfg_; }
-    const GGUFFile& gguf() const { return *file_; }
+    const ModelFile& file() const { return *file_; }
+    const ArchDescriptor& arch() const { return arch_; }
+    bool is_encoder() const { return arch_.encoder; }
     const Device& device() const { return *device_; }
     int n_ctx() const { return kv_.n_ctx; }
     int n_past() const { return n_past_; }
@@ -69,7 +71,14 @@ public:
     // dispatch-table command. The step is undone afterwards.
     std::vector<std::pair<std::string, double>> profile_decode(int32_t token);
 
+    // Encoder models: one pooled (and, per the model, L2-normalized) embedding
+    // per sequence, row-major n_seqs x dim (embedding.cpp).
+    std::vector<float> embed(const std::vector<std::vector<int32_t>>& seqs);
+    int embedding_dim() const { return cfg_.dim; }
+
 private:
+    void require_decoder(const char* what) const;
+    void load_encoder(const LoadOptions& opt);
     void check_tokens(const std::vector<int32_t>& tokens) const;
     void check_room(size_t n) const;
     void check_memory(int n_ctx) const;
@@ -82,7 +91,7 @@ private:
     void record_history(const int32_t* ids, size_t n, int pos);
     void apply_sample_params();
 
-    std::shared_ptr<GGUFFile> file_;
+    std::shared_ptr<ModelFile> file_;
     std::unique_ptr<Device> device_;
     ModelConfig cfg_;
     ArchDescriptor arch_;
@@ -92,6 +101,7 @@ private:
     ScratchBuffers scratch_;
     SamplerBuffers sampler_;
     DispatchTable prefill_table_, decode_table_;
+    DispatchTable encoder_table_;  // encoder models only
     DispatchTable sample_first_table_, decode_sampled_table_;  // sample after a prefill; chain with sampling
     SamplingConfig sampling_;
     bool mask_on_ = false;

@@ -46,13 +46,13 @@ static py::object value_to_py(const GGUFValue& v) {
     }
 }
 
-static py::dict gguf_metadata(const GGUFFile& f) {
+static py::dict file_metadata(const ModelFile& f) {
     py::dict d;
     for (const auto& kv : f.metadata()) d[utf8(kv.first)] = value_to_py(kv.second);
     return d;
 }
 
-static py::list gguf_tensors(const GGUFFile& f) {
+static py::list file_tensors(const ModelFile& f) {
     py::list l;
     for (const auto& t : f.tensors()) {
         py::dict d;
@@ -106,10 +106,19 @@ PYBIND11_MODULE(_core, m) {
         d["version"] = f.version();
         d["alignment"] = f.alignment();
         d["file_size"] = f.file_size();
-        d["metadata"] = gguf_metadata(f);
-        d["tensors"] = gguf_tensors(f);
+        d["metadata"] = file_metadata(f);
+        d["tensors"] = file_tensors(f);
         return d;
     }, "Parse a GGUF file: version, metadata and tensor table.");
+
+    m.def("read_model", [](const std::string& path) {
+        std::shared_ptr<ModelFile> f = open_model_file(path);
+        py::dict d;
+        d["format"] = f->format();
+        d["metadata"] = file_metadata(*f);
+        d["tensors"] = file_tensors(*f);
+        return d;
+    }, "Parse a GGUF file or a Hugging Face / MLX directory: metadata (GGUF names) and tensors (GGUF names).");
 
     m.def("dequantize", [](py::bytes data, uint32_t dtype, int64_t n) {
         const DTypeDescriptor* dt = dtype_lookup(dtype);
@@ -156,8 +165,10 @@ PYBIND11_MODULE(_core, m) {
                  return std::make_unique<Model>(path, o);
              }),
              py::arg("path"), py::arg("device") = "cpu", py::arg("n_ctx") = 0, py::arg("n_threads") = 0)
-        .def_property_readonly("metadata", [](const Model& m) { return gguf_metadata(m.gguf()); })
-        .def_property_readonly("tensors", [](const Model& m) { return gguf_tensors(m.gguf()); })
+        .def_property_readonly("metadata", [](const Model& m) { return file_metadata(m.file()); })
+        .def_property_readonly("tensors", [](const Model& m) { return file_tensors(m.file()); })
+        .def_property_readonly("format", [](const Model& m) { return std::string(m.file().format()); })
+        .def_property_readonly("is_encoder", &Model::is_encoder)
         .def_property_readonly("config", [](const Model& m) {
             const ModelConfig& c = m.config();
             py::dict d;
@@ -175,6 +186,11 @@ PYBIND11_MODULE(_core, m) {
             d["norm_eps"] = c.norm_eps;
             d["rope_base"] = c.rope_base;
             d["sliding_window"] = c.sliding_window;
+            d["is_encoder"] = m.is_encoder();
+            if (m.is_encoder()) {
+                d["pooling"] = c.pooling == 1 ? "mean" : c.pooling == 2 ? "cls" : "last";
+                d["normalize_embeddings"] = c.normalize_embeddings;
+            }
             return d;
         })
         .def_property_readonly("device_name", [](const Model& m) { return std::string(m.device().backend_name()); })
@@ -230,6 +246,14 @@ PYBIND11_MODULE(_core, m) {
         .def("sample_next", &Model::sample_next, py::call_guard<py::gil_scoped_release>())
         .def("decode_sampled", &Model::decode_sampled, py::call_guard<py::gil_scoped_release>())
         .def("verify", &Model::verify, py::call_guard<py::gil_scoped_release>())
+        .def("embed", [](Model& m, const std::vector<std::vector<int32_t>>& seqs) {
+            std::vector<float> e;
+            {
+                py::gil_scoped_release r;
+                e = m.embed(seqs);
+            }
+            return to_numpy(std::move(e), seqs.size(), (size_t)m.embedding_dim());
+        }, "Pooled embeddings of token sequences, float32 (n_seqs, dim).")
         .def("processed_logits", [](Model& m) {
             return to_numpy(m.processed_logits(), 1, (size_t)m.config().vocab_size);
         });

@@ -1,13 +1,5 @@
 #include "weight/gguf_file.h"
 
-#include <algorithm>
-
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstring>
 #include <limits>
 
@@ -15,29 +7,6 @@
 #include "core/error.h"
 
 namespace akunu {
-
-MappedFile::MappedFile(const std::string& path) {
-    int fd = ::open(path.c_str(), O_RDONLY);
-    if (fd < 0) throw Error("cannot open model file '" + path + "': " + std::strerror(errno));
-    struct stat st;
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        ::close(fd);
-        throw Error("'" + path + "' is not a regular file");
-    }
-    size_ = (size_t)st.st_size;
-    if (size_ == 0) {
-        ::close(fd);
-        throw FormatError("'" + path + "' is empty");
-    }
-    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-    ::close(fd);
-    if (p == MAP_FAILED) throw Error("cannot mmap '" + path + "': " + std::strerror(errno));
-    data_ = (const uint8_t*)p;
-}
-
-MappedFile::~MappedFile() {
-    if (data_) ::munmap((void*)data_, size_);
-}
 
 namespace {
 
@@ -217,16 +186,14 @@ GGUFFile::GGUFFile(const std::string& path) : file_(std::make_shared<MappedFile>
         ti.type = r.read<uint32_t>("tensor type");
         ti.offset = r.read<uint64_t>("tensor offset");
         const DTypeDescriptor* dt = dtype_lookup(ti.type);
-        if (!dt) throw FormatError("tensor '" + ti.name + "' has unknown GGML type " + std::to_string(ti.type));
+        if (!dt || dt->internal) throw FormatError("tensor '" + ti.name + "' has unknown GGML type " + std::to_string(ti.type));
         if (ti.shape[0] % dt->block_elems != 0)
             throw FormatError("tensor '" + ti.name + "' row length " + std::to_string(ti.shape[0]) +
                               " is not a multiple of the " + dt->name + " block size " +
                               std::to_string(dt->block_elems));
         if (mul_overflows(n_elems / dt->block_elems, dt->block_bytes, &ti.n_bytes))
             throw FormatError("tensor '" + ti.name + "' byte size overflows");
-        if (tensor_index_.count(ti.name)) throw FormatError("tensor '" + ti.name + "' appears twice");
-        tensor_index_[ti.name] = tensors_.size();
-        tensors_.push_back(std::move(ti));
+        add_tensor(std::move(ti));
     }
 
     size_t data_start = (r.pos() + alignment_ - 1) / alignment_ * alignment_;
@@ -243,53 +210,9 @@ GGUFFile::GGUFFile(const std::string& path) : file_(std::make_shared<MappedFile>
                               "(data section is " + std::to_string(data_size) + " bytes; truncated file?)");
         ti.data = file_->data() + data_start + ti.offset;
     }
-    // Tensors may not share bytes (llama.cpp lays them out back to back):
-    // overlapping ranges would alias one weight into another.
-    std::vector<const GGUFTensorInfo*> by_offset;
-    for (const auto& ti : tensors_) by_offset.push_back(&ti);
-    std::sort(by_offset.begin(), by_offset.end(),
-              [](const GGUFTensorInfo* a, const GGUFTensorInfo* b) { return a->offset < b->offset; });
-    for (size_t i = 1; i < by_offset.size(); i++) {
-        const GGUFTensorInfo* a = by_offset[i - 1];
-        const GGUFTensorInfo* b = by_offset[i];
-        if (a->offset + a->n_bytes > b->offset)  // no overflow: both ranges were checked against the file
-            throw FormatError("tensors '" + a->name + "' and '" + b->name + "' overlap in the file");
-    }
-}
-
-const GGUFValue* GGUFFile::find(const std::string& key) const {
-    auto it = kv_.find(key);
-    return it == kv_.end() ? nullptr : &it->second;
-}
-
-const GGUFTensorInfo* GGUFFile::tensor(const std::string& name) const {
-    auto it = tensor_index_.find(name);
-    return it == tensor_index_.end() ? nullptr : &tensors_[it->second];
-}
-
-std::string GGUFFile::get_string(const std::string& key, const std::string& def) const {
-    const GGUFValue* v = find(key);
-    if (!v) return def;
-    if (v->type != GGUFType::STRING) throw FormatError("metadata '" + key + "' is not a string");
-    return v->s;
-}
-
-int64_t GGUFFile::get_int(const std::string& key, int64_t def) const {
-    const GGUFValue* v = find(key);
-    if (!v) return def;
-    switch (v->type) {
-        case GGUFType::STRING: case GGUFType::ARRAY: case GGUFType::FLOAT32: case GGUFType::FLOAT64:
-            throw FormatError("metadata '" + key + "' is not an integer");
-        default: return v->i;
-    }
-}
-
-double GGUFFile::get_float(const std::string& key, double def) const {
-    const GGUFValue* v = find(key);
-    if (!v) return def;
-    if (v->type == GGUFType::STRING || v->type == GGUFType::ARRAY)
-        throw FormatError("metadata '" + key + "' is not a number");
-    return (v->type == GGUFType::FLOAT32 || v->type == GGUFType::FLOAT64) ? v->f : (double)v->i;
+    std::vector<const GGUFTensorInfo*> all;
+    for (const auto& ti : tensors_) all.push_back(&ti);
+    check_no_overlap(std::move(all));
 }
 
 }  // namespace akunu

@@ -6,7 +6,7 @@
 
 namespace akunu {
 
-WeightProvider::WeightProvider(std::shared_ptr<GGUFFile> file, Device& device)
+WeightProvider::WeightProvider(std::shared_ptr<ModelFile> file, Device& device)
     : file_(std::move(file)), device_(device) {}
 
 WeightProvider::~WeightProvider() {
@@ -51,6 +51,30 @@ Weight WeightProvider::vector_f32(const std::string& name, uint64_t n) {
     blocks::dequantize_row(t.type, t.data, tmp.data(), (int64_t)n);
     device_.write_buffer(b, tmp.data(), n * sizeof(float));
     return Weight{b, GGML_F32, t.shape};
+}
+
+}  // namespace akunu
+
+namespace akunu {
+
+std::vector<float> WeightProvider::read_f32(const std::string& name, const std::vector<uint64_t>& shape) const {
+    const GGUFTensorInfo& t = require(name);
+    if (t.shape != shape)
+        throw FormatError("tensor '" + name + "' has shape " + shape_str(t.shape) + ", expected " + shape_str(shape));
+    if (t.type != GGML_F32 && t.type != GGML_F16 && t.type != GGML_BF16)
+        throw UnsupportedError("tensor '" + name + "' has type " + std::string(dtype_name(t.type)) +
+                               " (expected F32, F16 or BF16)");
+    uint64_t n = 1;
+    for (uint64_t s : shape) n *= s;
+    std::vector<float> out((size_t)n);
+    blocks::dequantize_row(t.type, t.data, out.data(), (int64_t)n);
+    return out;
+}
+
+Weight WeightProvider::upload_f32(const std::vector<float>& values, const std::vector<uint64_t>& shape) {
+    Buffer b = device_.allocate(values.data(), values.size() * sizeof(float));
+    owned_.push_back(b);
+    return Weight{b, GGML_F32, shape};
 }
 
 }  // namespace akunu

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/device.h"
-#include "weight/gguf_file.h"
+#include "weight/model_file.h"
 
 namespace akunu {
 
@@ -20,7 +20,7 @@ struct Weight {
 
 class WeightProvider {
 public:
-    WeightProvider(std::shared_ptr<GGUFFile> file, Device& device);
+    WeightProvider(std::shared_ptr<ModelFile> file, Device& device);
     ~WeightProvider();
 
     bool has(const std::string& name) const { return file_->tensor(name) != nullptr; }
@@ -28,11 +28,15 @@ public:
     Weight matrix(const std::string& name, uint64_t cols, uint64_t rows);
     // A vector (norm weight, bias) of length n, converted to F32.
     Weight vector_f32(const std::string& name, uint64_t n);
-    const GGUFFile& file() const { return *file_; }
+    // A float tensor of exactly `shape` (GGUF order) read to host floats.
+    std::vector<float> read_f32(const std::string& name, const std::vector<uint64_t>& shape) const;
+    // Host floats uploaded as an F32 weight of `shape` (owned here).
+    Weight upload_f32(const std::vector<float>& values, const std::vector<uint64_t>& shape);
+    const ModelFile& file() const { return *file_; }
 
 private:
     const GGUFTensorInfo& require(const std::string& name) const;
-    std::shared_ptr<GGUFFile> file_;
+    std::shared_ptr<ModelFile> file_;
     Device& device_;
     std::vector<Buffer> owned_;
 };

@@ -1,4 +1,5 @@
-// KV-cache write and causal attention with GQA and an optional sliding window.
+// KV-cache write and attention (causal, or bidirectional for encoders) with GQA
+// and an optional sliding window.
 // The cache holds F16 (as llama.cpp's default), so K/V are rounded on write.
 #include <algorithm>
 #include <cmath>
@@ -50,12 +51,13 @@ void attention(const CpuArgs& a) {
             const uint32_t t = (uint32_t)it / p.n_heads, h = (uint32_t)it % p.n_heads;
             const uint32_t pos = p.pos0 + t;
             const uint32_t lo = (p.window && pos + 1 > p.window) ? pos + 1 - p.window : 0;
+            const uint32_t last = p.causal ? pos : p.pos0 + p.n_tokens - 1;  // last key seen
             const float* qsrc = q + (size_t)t * p.q_stride + (size_t)h * p.head_dim;
             for (uint32_t d = 0; d < p.head_dim; d++) qr[d] = f16_to_f32(f32_to_f16(qsrc[d]));
             const float* qh = qr.data();
             const size_t koff = (size_t)(h / group) * p.head_dim;
             float mx = -INFINITY;
-            for (uint32_t j = lo; j <= pos; j++) {
+            for (uint32_t j = lo; j <= last; j++) {
                 const uint16_t* kr = kc + (size_t)j * kv_dim + koff;
                 f16_row_to_f32(kr, kf.data(), (int)p.head_dim);
                 float s = dot_f32(qh, kf.data(), (int)p.head_dim) * p.scale;
@@ -63,13 +65,13 @@ void attention(const CpuArgs& a) {
                 mx = std::max(mx, s);
             }
             double sum = 0;
-            for (uint32_t j = lo; j <= pos; j++) {
+            for (uint32_t j = lo; j <= last; j++) {
                 scores[j] = std::exp(scores[j] - mx);
                 sum += scores[j];
             }
             std::fill(acc.begin(), acc.begin() + p.head_dim, 0.0f);
             const float inv_sum = (float)(1.0 / sum);
-            for (uint32_t j = lo; j <= pos; j++) {
+            for (uint32_t j = lo; j <= last; j++) {
                 const uint16_t* vr = vc + (size_t)j * kv_dim + koff;
                 const float w = f16_to_f32(f32_to_f16(scores[j] * inv_sum));
                 f16_row_to_f32(vr, kf.data(), (int)p.head_dim);

@@ -34,12 +34,31 @@ void add_inplace(const CpuArgs& a) {
     for (size_t i = 0; i < n; i++) x[i] += y[i];
 }
 
+// x = gelu(x), erf form (BERT's "gelu", torch.nn.functional.gelu)
+void gelu_erf(const CpuArgs& a) {
+    AddParams p = a.p<AddParams>();
+    float* x = a.b<float>(0);
+    const size_t n = (size_t)p.n * p.n_tokens;
+    for (size_t i = 0; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * 0.70710678118654752f));
+}
+
+// x[t, :] += table[pos0 + t, :] (learned absolute positions)
+void add_rows(const CpuArgs& a) {
+    AddRowsParams p = a.p<AddRowsParams>();
+    float* x = a.b<float>(0);
+    const float* table = a.b<float>(1) + (size_t)p.pos0 * p.dim;
+    const size_t n = (size_t)p.dim * p.n_tokens;
+    for (size_t i = 0; i < n; i++) x[i] += table[i];
+}
+
 }  // namespace
 
 extern const CpuKernelEntry kElementwiseKernels[] = {
     {"silu_gate", gated<silu>},
     {"gelu_gate", gated<gelu>},
     {"add_inplace", add_inplace},
+    {"gelu_erf", gelu_erf},
+    {"add_rows", add_rows},
     {nullptr, nullptr},
 };
 

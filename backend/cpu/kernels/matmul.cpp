@@ -190,10 +190,36 @@ void float_matmul(const MatmulParams& p, const uint8_t* W, const float* x, float
     parallel_rows(p, pool, [&](int n0, int n1) { Rows(p, W, x, y, bias, n0, n1); });
 }
 
+// MLX groups: each group decoded to floats once and dotted with every token.
+void mlx_matmul(const MatmulParams& p, const uint8_t* W, const float* x, float* y, const float* bias,
+                ThreadPool* pool) {
+    const int bits = mlx_bits(p.dtype), g = mlx_group(p.dtype);
+    const int nb = (int)p.K / g, bb = 8 + g * bits / 8, m = (int)p.n_tokens;
+    parallel_rows(p, pool, [&](int n0, int n1) {
+        alignas(64) float tmp[128];
+        for (int n = n0; n < n1; n++) {
+            const uint8_t* row = W + (size_t)n * nb * bb;
+            float acc[kMaxTokens] = {};
+            for (int b = 0; b < nb; b++) {
+                blocks::dequant_mlx(row + (size_t)b * bb, tmp, bits, g);
+                for (int t = 0; t < m; t++) acc[t] += dot_f32(tmp, x + (size_t)t * p.x_stride + (size_t)b * g, g);
+            }
+            for (int t = 0; t < m; t++) y[(size_t)t * p.y_stride + n] = acc[t] + (bias ? bias[n] : 0.0f);
+        }
+    });
+}
+
+// Passes longer than kMaxTokens (encoder sequences) run as slices of it.
 void run_matmul(const CpuArgs& a, MatmulFn fn) {
     MatmulParams p = a.p<MatmulParams>();
     const float* x = a.b<float>(1) + (size_t)p.row0 * p.x_stride;
-    fn(p, a.buf[0], x, a.b<float>(2), p.has_bias ? a.b<float>(3) : nullptr, a.pool);
+    float* y = a.b<float>(2);
+    const uint32_t total = p.n_tokens;
+    for (uint32_t t0 = 0; t0 < total; t0 += kMaxTokens) {
+        p.n_tokens = std::min<uint32_t>(kMaxTokens, total - t0);
+        fn(p, a.buf[0], x + (size_t)t0 * p.x_stride, y + (size_t)t0 * p.y_stride,
+           p.has_bias ? a.b<float>(3) : nullptr, a.pool);
+    }
 }
 
 #define AKUNU_MATMUL(fmt, rowfn)                                   \
@@ -203,6 +229,7 @@ void run_matmul(const CpuArgs& a, MatmulFn fn) {
 AKUNU_MATMUL(f32, (float_matmul<float_rows<F32>>))
 AKUNU_MATMUL(f16, (float_matmul<float_rows<F16>>))
 AKUNU_MATMUL(bf16, (float_matmul<float_rows<BF16>>))
+AKUNU_MATMUL(mlx, mlx_matmul)
 #if defined(__AVX2__) && defined(__FMA__)
 AKUNU_MATMUL(q8_0, q32_avx2<avx2::Q8_0>)
 AKUNU_MATMUL(q4_0, q32_avx2<avx2::Q4_0>)
@@ -242,6 +269,7 @@ extern const CpuKernelEntry kMatmulKernels[] = {
     {"gemv_q2_k", gemv_q2_k}, {"gemm_q2_k", gemm_q2_k}, {"gemv_q3_k", gemv_q3_k}, {"gemm_q3_k", gemm_q3_k},
     {"gemv_q5_k", gemv_q5_k}, {"gemm_q5_k", gemm_q5_k}, {"gemv_iq4_nl", gemv_iq4_nl},
     {"gemm_iq4_nl", gemm_iq4_nl}, {"gemv_iq4_xs", gemv_iq4_xs}, {"gemm_iq4_xs", gemm_iq4_xs},
+    {"gemv_mlx", gemv_mlx},   {"gemm_mlx", gemm_mlx},
     {nullptr, nullptr},
 };
 

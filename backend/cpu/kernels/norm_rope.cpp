@@ -24,6 +24,29 @@ void rmsnorm(const CpuArgs& a) {
     }
 }
 
+// LayerNorm with bias (BERT): y = (x - mean) / sqrt(var + eps) * w + b, with
+// the statistics accumulated in double (buffer 3: bias). In place is allowed.
+void layernorm(const CpuArgs& a) {
+    NormParams p = a.p<NormParams>();
+    const float* x = a.b<float>(0) + (size_t)p.row0 * p.x_stride;
+    const float* w = a.b<float>(1);
+    float* y = a.b<float>(2);
+    const float* bias = a.b<float>(3);
+    for (uint32_t t = 0; t < p.n_tokens * p.rows_per_token; t++) {
+        const uint32_t tok = t / p.rows_per_token, r = t % p.rows_per_token;
+        const float* xr = x + (size_t)tok * p.x_stride + (size_t)r * p.dim;
+        float* yr = y + (size_t)tok * p.y_stride + (size_t)r * p.dim;
+        double sum = 0;
+        for (uint32_t i = 0; i < p.dim; i++) sum += xr[i];
+        const double mean = sum / p.dim;
+        double var = 0;
+        for (uint32_t i = 0; i < p.dim; i++) var += ((double)xr[i] - mean) * ((double)xr[i] - mean);
+        const float scale = (float)(1.0 / std::sqrt(var / p.dim + (double)p.eps));
+        const float m = (float)mean;
+        for (uint32_t i = 0; i < p.dim; i++) yr[i] = (xr[i] - m) * scale * w[i] + bias[i];
+    }
+}
+
 // Rotates pairs of each head in place: (2i, 2i+1) for the original Llama
 // layout, (i, i + d/2) for NeoX. theta_i = pos * scale * base^(-2i/d) / factor_i.
 void rope(const CpuArgs& a) {
@@ -54,6 +77,7 @@ void rope(const CpuArgs& a) {
 extern const CpuKernelEntry kNormRopeKernels[] = {
     {"rmsnorm", rmsnorm},
     {"rope", rope},
+    {"layernorm", layernorm},
     {nullptr, nullptr},
 };
 

@@ -1,0 +1,425 @@
+#include "weight/hf_directory.h"
+
+#include <sys/stat.h>
+
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "core/dtype_descriptor.h"
+#include "core/error.h"
+#include "core/half.h"
+
+namespace akunu {
+namespace {
+
+bool file_exists(const std::string& p) {
+    struct stat st;
+    return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+GGUFValue int_value(int64_t v) {
+    GGUFValue g;
+    g.type = GGUFType::INT64;
+    g.i = v;
+    g.u = (uint64_t)v;
+    g.f = (double)v;
+    return g;
+}
+GGUFValue float_value(double v) {
+    GGUFValue g;
+    g.type = GGUFType::FLOAT64;
+    g.f = v;
+    return g;
+}
+GGUFValue string_value(const std::string& s) {
+    GGUFValue g;
+    g.type = GGUFType::STRING;
+    g.s = s;
+    return g;
+}
+GGUFValue bool_value(bool b) {
+    GGUFValue g;
+    g.type = GGUFType::BOOL;
+    g.b = b;
+    g.i = b;
+    g.u = b;
+    return g;
+}
+
+// config.json model_type -> our architecture name
+std::string arch_for_model_type(const std::string& t) {
+    if (t == "llama" || t == "mistral") return "llama";
+    if (t == "qwen2") return "qwen2";
+    if (t == "qwen3") return "qwen3";
+    if (t == "gemma") return "gemma";
+    if (t == "gemma3" || t == "gemma3_text") return "gemma3";
+    if (t == "bert") return "bert";
+    throw UnsupportedError("model_type '" + t +
+                           "' in config.json is not supported (supported: llama, mistral, qwen2, qwen3, gemma, "
+                           "gemma3, bert)");
+}
+
+// HF module path (without the .weight/.bias suffix) -> GGUF tensor base name,
+// or "" for modules the forward pass does not use (pooler, rotary caches).
+std::string gguf_module(std::string m, bool has_pre_ffn_norm) {
+    for (const char* prefix : {"model.language_model.", "language_model.model.", "language_model.", "model.", "bert."})
+        if (m.rfind(prefix, 0) == 0) {
+            m = m.substr(std::char_traits<char>::length(prefix));
+            break;
+        }
+    static const std::map<std::string, std::string> top = {
+        {"embed_tokens", "token_embd"},
+        {"norm", "output_norm"},
+        {"lm_head", "output"},
+        {"embeddings.word_embeddings", "token_embd"},
+        {"embeddings.position_embeddings", "position_embd"},
+        {"embeddings.token_type_embeddings", "token_types"},
+        {"embeddings.LayerNorm", "token_embd_norm"},
+    };
+    auto it = top.find(m);
+    if (it != top.end()) return it->second;
+    std::string rest;
+    size_t layer;
+    for (const char* prefix : {"layers.", "encoder.layer."}) {
+        if (m.rfind(prefix, 0) != 0) continue;
+        std::string tail = m.substr(std::char_traits<char>::length(prefix));
+        size_t dot = tail.find('.');
+        if (dot == std::string::npos || dot == 0 || dot > 6) return "";
+        for (size_t i = 0; i < dot; i++)
+            if (tail[i] < '0' || tail[i] > '9') return "";
+        layer = (size_t)std::stoul(tail.substr(0, dot));
+        rest = tail.substr(dot + 1);
+        static const std::map<std::string, std::string> in_layer = {
+            {"input_layernorm", "attn_norm"},
+            {"self_attn.q_proj", "attn_q"},
+            {"self_attn.k_proj", "attn_k"},
+            {"self_attn.v_proj", "attn_v"},
+            {"self_attn.o_proj", "attn_output"},
+            {"self_attn.q_norm", "attn_q_norm"},
+            {"self_attn.k_norm", "attn_k_norm"},
+            {"pre_feedforward_layernorm", "ffn_norm"},
+            {"post_feedforward_layernorm", "post_ffw_norm"},
+            {"mlp.gate_proj", "ffn_gate"},
+            {"mlp.up_proj", "ffn_up"},
+            {"mlp.down_proj", "ffn_down"},
+            {"attention.self.query", "attn_q"},
+            {"attention.self.key", "attn_k"},
+            {"attention.self.value", "attn_v"},
+            {"attention.output.dense", "attn_output"},
+            {"attention.output.LayerNorm", "attn_output_norm"},
+            {"intermediate.dense", "ffn_up"},
+            {"output.dense", "ffn_down"},
+            {"output.LayerNorm", "layer_output_norm"},
+        };
+        std::string name;
+        if (rest == "post_attention_layernorm")  // Gemma 3 has both a post-attention and a pre-FFN norm
+            name = has_pre_ffn_norm ? "post_attention_norm" : "ffn_norm";
+        else {
+            auto jt = in_layer.find(rest);
+            if (jt == in_layer.end()) return "";
+            name = jt->second;
+        }
+        return "blk." + std::to_string(layer) + "." + name;
+    }
+    return "";
+}
+
+uint32_t float_dtype(const std::string& d) {
+    if (d == "F32") return GGML_F32;
+    if (d == "F16") return GGML_F16;
+    if (d == "BF16") return GGML_BF16;
+    return UINT32_MAX;
+}
+
+float read_float(const SafeTensor& t, size_t i) {
+    const uint8_t* p = t.data;
+    if (t.dtype == "F32") {
+        float v;
+        std::memcpy(&v, p + 4 * i, 4);
+        return v;
+    }
+    uint16_t h;
+    std::memcpy(&h, p + 2 * i, 2);
+    return t.dtype == "F16" ? f16_to_f32(h) : bf16_to_f32(h);
+}
+
+}  // namespace
+
+HFDirectory::HFDirectory(const std::string& dir) : dir_(dir) {
+    if (!file_exists(dir_ + "/config.json"))
+        throw FormatError("'" + dir_ + "' is a directory without config.json: not a Hugging Face / MLX model");
+    read_config();
+    open_shards();
+    map_tensors();
+    read_pooling();
+}
+
+uint8_t* HFDirectory::own(size_t bytes) {
+    owned_.emplace_back(new uint8_t[bytes]);
+    return owned_.back().get();
+}
+
+void HFDirectory::open_shards() {
+    const std::string index_path = dir_ + "/model.safetensors.index.json";
+    std::vector<std::string> files;
+    if (file_exists(index_path)) {
+        JsonValue index = read_json_file(index_path);
+        const JsonValue* map = index.get("weight_map");
+        if (!map || !map->is_object()) throw FormatError("'" + index_path + "' has no weight_map object");
+        std::set<std::string> seen;
+        for (const auto& kv : map->obj) {
+            if (!kv.second.is_string() || kv.second.str.empty() || kv.second.str.find('/') != std::string::npos ||
+                kv.second.str.find("..") != std::string::npos)
+                throw FormatError("'" + index_path + "': bad shard name for tensor '" + kv.first + "'");
+            if (seen.insert(kv.second.str).second) files.push_back(kv.second.str);
+        }
+        for (const std::string& f : files)
+            if (!file_exists(dir_ + "/" + f))
+                throw FormatError("shard '" + f + "' named in model.safetensors.index.json is missing from '" + dir_ +
+                                  "'");
+        for (const std::string& f : files) shards_.push_back(std::make_unique<SafeTensorsFile>(dir_ + "/" + f));
+        for (const auto& kv : map->obj) {
+            bool found = false;
+            for (const auto& s : shards_)
+                if (s->path() == dir_ + "/" + kv.second.str) found = s->find(kv.first) != nullptr;
+            if (!found)
+                throw FormatError("tensor '" + kv.first + "' is not in shard '" + kv.second.str +
+                                  "' as model.safetensors.index.json says");
+        }
+        return;
+    }
+    if (!file_exists(dir_ + "/model.safetensors"))
+        throw FormatError("'" + dir_ + "' has neither model.safetensors nor model.safetensors.index.json");
+    shards_.push_back(std::make_unique<SafeTensorsFile>(dir_ + "/model.safetensors"));
+}
+
+void HFDirectory::read_config() {
+    const std::string what = "'" + dir_ + "/config.json'";
+    JsonValue root = read_json_file(dir_ + "/config.json");
+    if (!root.is_object()) throw FormatError(what + " is not a JSON object");
+    const JsonValue* text = root.get("text_config");
+    config_ = text && text->is_object() ? *text : root;
+    if (const JsonValue* q = root.get("quantization")) quant_ = *q;
+    else if (const JsonValue* q2 = root.get("quantization_config")) quant_ = *q2;
+    std::string model_type = config_.string("model_type", root.string("model_type", "", what), what);
+    if (model_type.empty()) throw FormatError(what + " has no model_type");
+    arch_ = arch_for_model_type(model_type);
+    const JsonValue& c = config_;
+    const std::string a = arch_ + ".";
+    auto need_int = [&](const char* key) {
+        if (!c.get(key)) throw FormatError(what + " is missing '" + key + "'");
+        return c.integer(key, 0, what);
+    };
+    kv_["general.architecture"] = string_value(arch_);
+    kv_["general.name"] = string_value(root.string("_name_or_path", dir_, what));
+    const int64_t hidden = need_int("hidden_size");
+    const int64_t heads = need_int("num_attention_heads");
+    kv_[a + "embedding_length"] = int_value(hidden);
+    kv_[a + "block_count"] = int_value(need_int("num_hidden_layers"));
+    kv_[a + "attention.head_count"] = int_value(heads);
+    kv_[a + "attention.head_count_kv"] = int_value(c.integer("num_key_value_heads", heads, what));
+    if (c.get("head_dim")) kv_[a + "attention.key_length"] = int_value(c.integer("head_dim", 0, what));
+    kv_[a + "feed_forward_length"] = int_value(need_int("intermediate_size"));
+    kv_[a + "context_length"] = int_value(c.integer("max_position_embeddings", 2048, what));
+    if (arch_ == "bert") {
+        kv_[a + "attention.layer_norm_epsilon"] = float_value(c.number("layer_norm_eps", 1e-12, what));
+        kv_[a + "attention.causal"] = bool_value(false);
+        kv_[a + "token_type_count"] = int_value(c.integer("type_vocab_size", 2, what));
+        std::string act = c.string("hidden_act", "gelu", what);
+        if (act != "gelu")
+            throw UnsupportedError(what + ": BERT hidden_act '" + act + "' is not supported (expected 'gelu')");
+        std::string pos = c.string("position_embedding_type", "absolute", what);
+        if (pos != "absolute")
+            throw UnsupportedError(what + ": position_embedding_type '" + pos + "' is not supported");
+        return;
+    }
+    kv_[a + "attention.layer_norm_rms_epsilon"] = float_value(c.number("rms_norm_eps", 1e-6, what));
+    kv_[a + "rope.freq_base"] = float_value(c.number("rope_theta", 10000.0, what));
+    if (c.get("rope_local_base_freq"))
+        kv_[a + "rope.freq_base_swa"] = float_value(c.number("rope_local_base_freq", 10000.0, what));
+    if (const JsonValue* sw = c.get("sliding_window"); sw && sw->is_number() && arch_ == "gemma3")
+        kv_[a + "attention.sliding_window"] = int_value(c.integer("sliding_window", 0, what));
+    if (c.get("query_pre_attn_scalar"))
+        kv_[a + "attention.scale"] = float_value(1.0 / std::sqrt(c.number("query_pre_attn_scalar", 1.0, what)));
+    if (const JsonValue* rs = c.get("rope_scaling"); rs && rs->is_object()) {
+        std::string type = rs->string("rope_type", rs->string("type", "default", what), what);
+        if (type == "linear") {
+            kv_[a + "rope.scaling.type"] = string_value("linear");
+            kv_[a + "rope.scaling.factor"] = float_value(rs->number("factor", 1.0, what));
+        } else if (type == "llama3") {
+            add_rope_freqs(*rs);
+        } else if (type != "default") {
+            throw UnsupportedError(what + ": rope_scaling type '" + type + "' is not supported");
+        }
+    }
+}
+
+// Llama 3.1's frequency-dependent RoPE scaling as per-frequency divisors
+// (what llama.cpp's converter stores as rope_freqs.weight).
+void HFDirectory::add_rope_freqs(const JsonValue& rs) {
+    const std::string what = "'" + dir_ + "/config.json' rope_scaling";
+    const double factor = rs.number("factor", 8.0, what);
+    const double lo = rs.number("low_freq_factor", 1.0, what);
+    const double hi = rs.number("high_freq_factor", 4.0, what);
+    const double old_ctx = rs.number("original_max_position_embeddings", 8192, what);
+    if (!(factor > 0) || !(hi > lo)) throw FormatError(what + " has invalid factors");
+    const int64_t hidden = config_.integer("hidden_size", 0, what);
+    const int64_t heads = config_.integer("num_attention_heads", 1, what);
+    const int64_t head_dim = config_.integer("head_dim", heads > 0 ? hidden / heads : 0, what);
+    if (head_dim < 2 || head_dim > 1024) throw FormatError(what + ": bad head dimension");
+    const double base = config_.number("rope_theta", 10000.0, what);
+    const size_t n = (size_t)head_dim / 2;
+    float* f = reinterpret_cast<float*>(own(n * 4));
+    for (size_t i = 0; i < n; i++) {
+        const double freq = 1.0 / std::pow(base, 2.0 * (double)i / (double)head_dim);
+        const double wavelen = 2 * M_PI / freq;
+        double div;
+        if (wavelen < old_ctx / hi) div = 1.0;
+        else if (wavelen > old_ctx / lo) div = factor;
+        else {
+            const double smooth = (old_ctx / wavelen - lo) / (hi - lo);
+            div = 1.0 / ((1 - smooth) / factor + smooth);
+        }
+        f[i] = (float)div;
+    }
+    GGUFTensorInfo t;
+    t.name = "rope_freqs.weight";
+    t.shape = {n};
+    t.type = GGML_F32;
+    t.n_bytes = n * 4;
+    t.data = reinterpret_cast<const uint8_t*>(f);
+    add_tensor(std::move(t));
+}
+
+void HFDirectory::map_tensors() {
+    struct Parts {
+        const SafeTensor *weight = nullptr, *bias = nullptr, *scales = nullptr, *biases = nullptr;
+    };
+    std::map<std::string, Parts> modules;  // by HF module path
+    bool has_pre_ffn_norm = false;
+    for (const auto& shard : shards_)
+        for (const SafeTensor& t : shard->tensors()) {
+            size_t dot = t.name.rfind('.');
+            if (dot == std::string::npos) continue;
+            std::string mod = t.name.substr(0, dot), part = t.name.substr(dot + 1);
+            Parts& p = modules[mod];
+            if (part == "weight" || part == "gamma") p.weight = &t;
+            else if (part == "bias" || part == "beta") p.bias = &t;
+            else if (part == "scales") p.scales = &t;
+            else if (part == "biases") p.biases = &t;
+            if (mod.find("pre_feedforward_layernorm") != std::string::npos) has_pre_ffn_norm = true;
+        }
+    for (const auto& kv : modules) {
+        const std::string base = gguf_module(kv.first, has_pre_ffn_norm);
+        if (base.empty()) continue;
+        const Parts& p = kv.second;
+        if (p.weight && p.scales) {
+            if (!p.biases) throw FormatError("quantized weight '" + kv.first + "' has scales but no biases");
+            // MLX: weight [N, K*bits/32] uint32, scales and biases [N, K/group]
+            const SafeTensor &w = *p.weight, &s = *p.scales, &b = *p.biases;
+            if (w.dtype != "U32" || w.shape.size() != 2 || s.shape.size() != 2 || b.shape != s.shape ||
+                s.shape[0] != w.shape[0] || float_dtype(s.dtype) == UINT32_MAX || b.dtype != s.dtype)
+                throw FormatError("quantized weight '" + kv.first +
+                                  "' does not have MLX's layout (uint32 weight, float scales and biases of one shape)");
+            if (quant_.kind != JsonValue::Kind::Object)
+                throw FormatError("'" + kv.first + "' is quantized but config.json has no 'quantization'");
+            const std::string what = "config.json quantization";
+            int64_t group = quant_.integer("group_size", 64, what);
+            int64_t bits_cfg = quant_.integer("bits", 4, what);
+            if (const JsonValue* o = quant_.get(kv.first); o && o->is_object()) {
+                group = o->integer("group_size", group, what);
+                bits_cfg = o->integer("bits", bits_cfg, what);
+            }
+            if (group != 32 && group != 64 && group != 128)
+                throw UnsupportedError("MLX group size " + std::to_string(group) + " is not supported (32, 64, 128)");
+            const uint64_t N = w.shape[0], n_groups = s.shape[1], K = n_groups * (uint64_t)group;
+            if (K == 0 || w.shape[1] * 32 % K != 0)
+                throw FormatError("quantized weight '" + kv.first + "': packed width " + std::to_string(w.shape[1]) +
+                                  " does not match " + std::to_string(n_groups) + " groups of " +
+                                  std::to_string(group));
+            const int bits = (int)(w.shape[1] * 32 / K);
+            if (bits != bits_cfg)
+                throw FormatError("quantized weight '" + kv.first + "' holds " + std::to_string(bits) +
+                                  "-bit values but config.json says " + std::to_string(bits_cfg));
+            if (bits != 2 && bits != 3 && bits != 4 && bits != 5 && bits != 6 && bits != 8)
+                throw UnsupportedError("MLX " + std::to_string(bits) + "-bit weights are not supported");
+            const uint32_t dtype = mlx_dtype(bits, (int)group);
+            const size_t gbytes = (size_t)group * bits / 8, block = 8 + gbytes;
+            uint8_t* dst = own(N * n_groups * block);
+            const size_t row_bytes = w.shape[1] * 4;
+            for (uint64_t r = 0; r < N; r++)
+                for (uint64_t g = 0; g < n_groups; g++) {
+                    uint8_t* o = dst + (r * n_groups + g) * block;
+                    float sc = read_float(s, r * n_groups + g), bi = read_float(b, r * n_groups + g);
+                    std::memcpy(o, &sc, 4);
+                    std::memcpy(o + 4, &bi, 4);
+                    std::memcpy(o + 8, w.data + r * row_bytes + g * gbytes, gbytes);
+                }
+            GGUFTensorInfo t;
+            t.name = base + ".weight";
+            t.shape = {K, N};
+            t.type = dtype;
+            t.n_bytes = N * n_groups * block;
+            t.data = dst;
+            add_tensor(std::move(t));
+            if (p.bias) {
+                GGUFTensorInfo tb;
+                tb.name = base + ".bias";
+                tb.shape.assign(p.bias->shape.rbegin(), p.bias->shape.rend());
+                tb.type = float_dtype(p.bias->dtype);
+                tb.n_bytes = p.bias->n_bytes;
+                tb.data = p.bias->data;
+                if (tb.type == UINT32_MAX) throw UnsupportedError("bias '" + kv.first + "' has dtype " + p.bias->dtype);
+                add_tensor(std::move(tb));
+            }
+            continue;
+        }
+        for (const SafeTensor* t : {p.weight, p.bias}) {
+            if (!t) continue;
+            GGUFTensorInfo ti;
+            ti.name = base + (t == p.weight ? ".weight" : ".bias");
+            ti.type = float_dtype(t->dtype);
+            if (ti.type == UINT32_MAX)
+                throw UnsupportedError("tensor '" + t->name + "' has dtype " + t->dtype +
+                                       " (expected F32, F16 or BF16, or MLX quantized)");
+            if (t->shape.empty() || t->shape.size() > 4)
+                throw FormatError("tensor '" + t->name + "' has " + std::to_string(t->shape.size()) + " dimensions");
+            ti.shape.assign(t->shape.rbegin(), t->shape.rend());  // GGUF order: contiguous dim first
+            ti.n_bytes = t->n_bytes;
+            ti.data = t->data;
+            add_tensor(std::move(ti));
+        }
+    }
+}
+
+// sentence-transformers: pooling mode and whether the embedding is normalized.
+void HFDirectory::read_pooling() {
+    if (arch_ != "bert") return;
+    int pooling = 1;  // mean, as llama.cpp's LLAMA_POOLING_TYPE_MEAN
+    const std::string pool_path = dir_ + "/1_Pooling/config.json";
+    if (file_exists(pool_path)) {
+        JsonValue p = read_json_file(pool_path);
+        const std::string what = "'" + pool_path + "'";
+        if (p.boolean("pooling_mode_cls_token", false, what)) pooling = 2;
+        else if (p.boolean("pooling_mode_lasttoken", false, what)) pooling = 3;
+        else if (p.boolean("pooling_mode_max_tokens", false, what) ||
+                 p.boolean("pooling_mode_mean_sqrt_len_tokens", false, what))
+            throw UnsupportedError(what + ": only mean, CLS and last-token pooling are supported");
+    }
+    kv_["bert.pooling_type"] = int_value(pooling);
+    bool normalize = false;
+    if (file_exists(dir_ + "/modules.json")) {
+        JsonValue m = read_json_file(dir_ + "/modules.json");
+        for (const JsonValue& e : m.arr)
+            if (e.string("type", "", "modules.json").find("Normalize") != std::string::npos) normalize = true;
+    }
+    kv_["akunu.normalize_embeddings"] = bool_value(normalize);
+    if (file_exists(dir_ + "/sentence_bert_config.json")) {
+        JsonValue sb = read_json_file(dir_ + "/sentence_bert_config.json");
+        int64_t max_len = sb.integer("max_seq_length", 0, "sentence_bert_config.json");
+        if (max_len > 0) kv_["akunu.max_seq_length"] = int_value(max_len);
+    }
+}
+
+}  // namespace akunu
