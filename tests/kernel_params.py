@@ -24,9 +24,14 @@ def kv_write(kv_dim, n_tokens, pos0, k_stride, v_stride, max_ctx):
     return struct.pack("6I", kv_dim, n_tokens, pos0, k_stride, v_stride, max_ctx)
 
 
-def attention(n_heads, n_kv_heads, head_dim, n_tokens, pos0, window, q_stride, out_stride, scale, max_ctx):
-    return struct.pack("8IfI", n_heads, n_kv_heads, head_dim, n_tokens, pos0, window, q_stride, out_stride,
-                       scale, max_ctx)
+def attention(n_heads, n_kv_heads, head_dim, n_tokens, pos0, window, q_stride, out_stride, scale, max_ctx,
+              causal=1):
+    return struct.pack("8If2I", n_heads, n_kv_heads, head_dim, n_tokens, pos0, window, q_stride, out_stride,
+                       scale, max_ctx, causal)
+
+
+def add_rows(dim, n_tokens, pos0):
+    return struct.pack("3I", dim, n_tokens, pos0)
 
 
 def gated(n, n_tokens):

@@ -169,9 +169,10 @@ def test_rope(neox, factors):
     np.testing.assert_allclose(y, ref, rtol=1e-4, atol=2e-4)
 
 
-@pytest.mark.parametrize("window", [0, 5])
-def test_attention_gqa_causal_window(window):
-    """Prefill of 9 tokens after 4 cached ones, 8 query heads over 2 KV heads."""
+@pytest.mark.parametrize("window,causal", [(0, 1), (5, 1), (0, 0)])
+def test_attention_gqa_causal_window(window, causal):
+    """Prefill of 9 tokens after 4 cached ones, 8 query heads over 2 KV heads;
+    causal 0 (encoders): every query sees every key of the cache and the pass."""
     rng = np.random.default_rng(2)
     H, KVH, D, ctx, pos0, n = 8, 2, 64, 32, 4, 9
     k_all = rng.standard_normal((pos0 + n, KVH * D)).astype(np.float32)
@@ -190,13 +191,13 @@ def test_attention_gqa_causal_window(window):
     out = np.zeros((n, H * D), np.float32)
     scale = D ** -0.5
     _core._run_cpu_kernel("attention", [q, kc, vc, out],
-                          kp.attention(H, KVH, D, n, pos0, window, H * D, H * D, scale, ctx))
+                          kp.attention(H, KVH, D, n, pos0, window, H * D, H * D, scale, ctx, causal))
     # llama.cpp's precision against an F16 cache: Q and the softmax weights
     # are rounded to F16 before their products
     qf = q.astype(np.float16).astype(np.float64)
     ref = np.zeros((n, H, D))
     for t in range(n):
-        p = pos0 + t
+        p = pos0 + t if causal else pos0 + n - 1
         lo = max(0, p + 1 - window) if window else 0
         for h in range(H):
             g = h // (H // KVH)
@@ -235,6 +236,63 @@ def test_add_and_argmax():
     out = np.zeros(1, np.int32)
     _core._run_cpu_kernel("argmax", [logits, out], kp.argmax(151936, 2, 1))
     assert out[0] == logits[2].argmax()
+
+
+def test_layernorm_gelu_erf_add_rows():
+    """The encoder's ops at MiniLM / BERT-base widths against numpy in float64."""
+    from math import erf
+
+    rng = np.random.default_rng(8)
+    for dim in (384, 768):
+        x = (rng.standard_normal((7, dim)) * 3 + 1.5).astype(np.float32)
+        w = rng.standard_normal(dim).astype(np.float32)
+        b = rng.standard_normal(dim).astype(np.float32)
+        y = np.zeros_like(x)
+        _core._run_cpu_kernel("layernorm", [x, w, y, b], kp.norm(dim, 7, 1, dim, 1e-12))
+        xd = x.astype(np.float64)
+        ref = (xd - xd.mean(1, keepdims=True)) / np.sqrt(xd.var(1, keepdims=True) + 1e-12) * w + b
+        np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)
+        _core._run_cpu_kernel("layernorm", [x, w, x, b], kp.norm(dim, 7, 1, dim, 1e-12))  # in place
+        np.testing.assert_allclose(x, ref, rtol=1e-5, atol=1e-5)
+    g = (rng.standard_normal((5, 1536)) * 3).astype(np.float32)
+    ref = np.vectorize(lambda v: 0.5 * v * (1 + erf(v / np.sqrt(2))))(g.astype(np.float64))
+    _core._run_cpu_kernel("gelu_erf", [g], kp.add(1536, 5))
+    np.testing.assert_allclose(g, ref, rtol=1e-5, atol=1e-6)
+    h = rng.standard_normal((6, 384)).astype(np.float32)
+    table = rng.standard_normal((512, 384)).astype(np.float32)
+    ref = h + table[100:106]
+    _core._run_cpu_kernel("add_rows", [h, table], kp.add_rows(384, 6, 100))
+    np.testing.assert_array_equal(h, ref)
+
+
+@pytest.mark.parametrize("bits,group", [(4, 64), (8, 32), (3, 128), (6, 64), (2, 32), (5, 128)])
+def test_mlx_matmul_and_embedding(bits, group):
+    """MLX-quantized GEMV / GEMM (also past 64 tokens, in slices) and embedding
+    lookup against numpy on the dequantized weights."""
+    from hf_models import mlx_dequantize, mlx_quantize
+
+    rng = np.random.default_rng(bits * 7 + group)
+    N, K = 96, 512
+    w = rng.standard_normal((N, K)).astype(np.float32)
+    packed, s, b = mlx_quantize(w, bits, group)
+    wd = mlx_dequantize(packed, s, b, bits, group).astype(np.float64)
+    gb = group * bits // 8
+    raw = packed.view(np.uint8).reshape(N, -1)
+    blocks = np.zeros((N, K // group, 8 + gb), np.uint8)
+    blocks[:, :, 0:4] = s.astype(np.float32).view(np.uint8).reshape(N, K // group, 4)
+    blocks[:, :, 4:8] = b.astype(np.float32).view(np.uint8).reshape(N, K // group, 4)
+    blocks[:, :, 8:] = raw.reshape(N, K // group, gb)
+    code = 1000 + bits * 10 + {32: 0, 64: 1, 128: 2}[group]
+    bias = rng.standard_normal(N).astype(np.float32)
+    for m, kernel in ((1, "gemv_mlx"), (5, "gemm_mlx"), (150, "gemm_mlx")):
+        x = rng.standard_normal((m, K)).astype(np.float32)
+        y = np.full((m, N), np.nan, np.float32)
+        _core._run_cpu_kernel(kernel, [blocks, x, y, bias], kp.matmul(N, K, m, code, K, N, has_bias=1))
+        np.testing.assert_allclose(y, x.astype(np.float64) @ wd.T + bias, rtol=1e-4, atol=1e-3)
+    ids = np.array([0, 95, 17], np.int32)
+    out = np.zeros((3, K), np.float32)
+    _core._run_cpu_kernel("embedding_mlx", [blocks, ids, out], kp.embedding(K, 3, code, 1.0))
+    np.testing.assert_array_equal(out, wd[ids].astype(np.float32))
 
 
 def test_unknown_kernel_is_an_error():

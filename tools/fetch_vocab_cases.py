@@ -18,7 +18,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_DEST = os.path.join(ROOT, "tests", ".cache", "vocab")
 SDIST = "llama-cpp-python==0.3.36"
-WANTED = ("llama-spm", "llama-bpe", "qwen2", "gpt-2", "phi-3", "starcoder", "refact", "command-r", "mpt")
+WANTED = ("llama-spm", "llama-bpe", "qwen2", "gpt-2", "phi-3", "starcoder", "refact", "command-r", "mpt", "bert-bge")
 
 
 def templates_dir(dest: str = DEFAULT_DEST) -> str:

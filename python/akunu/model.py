@@ -16,6 +16,7 @@ from .grammar import Grammar, GrammarCompiler
 from .model_zoo import resolve_model_path
 from .sampling import SamplingConfig
 from .stop_strings import normalize_stop
+from .hf_tokenizer import HFTokenizer
 from .tokenizer import GGUFTokenizer
 
 __all__ = ["Model", "load", "GenerationResult", "GenerationStats", "GenerationStream"]
@@ -79,15 +80,22 @@ class Model:
         self.path = path
         self._m = _core.Model(path, device, int(n_ctx or 0), int(n_threads))
         self.metadata: Dict[str, Any] = self._core().metadata
+        self.format: str = self._core().format  # "gguf" or "safetensors" (a Hugging Face / MLX directory)
         try:
-            self.tokenizer = GGUFTokenizer(self.metadata)
+            if self.format == "gguf":
+                self.tokenizer = GGUFTokenizer(self.metadata)
+            else:
+                self.tokenizer = HFTokenizer(path)
+                for k, v in self.tokenizer.metadata().items():
+                    self.metadata.setdefault(k, v)
         except AkunuError:
             raise
         except Exception as e:  # malformed tokenizer metadata
-            raise UnsupportedModelError(f"cannot build the tokenizer from this file: {e}") from e
+            raise UnsupportedModelError(f"cannot build the tokenizer from this model: {e}") from e
+        self.is_embedding_model: bool = bool(self._core().is_encoder)
         self.stop_ids = self._end_of_generation_ids()
-        self.chat_template = ChatTemplate.for_model(self.metadata, self.tokenizer.tokens, self.tokenizer.bos_id,
-                                                    self.tokenizer.eos_id, chat_template)
+        self.chat_template = None if self.is_embedding_model else ChatTemplate.for_model(
+            self.metadata, self.tokenizer.tokens, self.tokenizer.bos_id, self.tokenizer.eos_id, chat_template)
         self._cached: List[int] = []  # tokens whose KV is in the cache, position by position
         self._busy = threading.Lock()
         self._grammar_compiler: Optional[GrammarCompiler] = None
@@ -159,6 +167,32 @@ class Model:
             self._cached = tokens[: self._core().n_past]
             return out
 
+    def embed(self, texts: Union[str, Sequence[str]], truncate: bool = True) -> np.ndarray:
+        """Sentence embeddings from an embedding model (BERT): float32, shape (len(texts), dim),
+        or (dim,) for one string. Pooling (mean, CLS or last token) and L2 normalization are the
+        model's own (sentence-transformers' 1_Pooling and Normalize modules; GGUF pooling_type).
+        Texts longer than the model's max_seq_length are truncated, or with ``truncate=False`` an error.
+        """
+        if not self.is_embedding_model:
+            raise AkunuError(f"this is a generative model ({self.config['architecture']}): embed() needs an "
+                             "embedding model such as BERT (e.g. akunu.load('all-minilm-l6-v2'))")
+        single = isinstance(texts, str)
+        items = [texts] if single else list(texts)
+        if not all(isinstance(t, str) for t in items):
+            raise AkunuError("embed() takes a string or a list of strings")
+        max_len = min(int(self.metadata.get("akunu.max_seq_length") or self.n_ctx), self.n_ctx)
+        seqs = []
+        for t in items:
+            ids = self.tokenizer.encode(t, add_bos=True)
+            if len(ids) > max_len:
+                if not truncate:
+                    raise AkunuError(f"text of {len(ids)} tokens exceeds the model's {max_len}-token limit")
+                ids = ids[: max_len - 1] + ids[-1:]  # keep the closing [SEP]
+            seqs.append(ids)
+        with self._exclusive():
+            out = self._core().embed(seqs) if seqs else np.zeros((0, self.config["dim"]), np.float32)
+        return out[0] if single else out
+
     def reset(self) -> None:
         """Forget the cached context (the next generation prefills its whole prompt)."""
         with self._exclusive():
@@ -227,6 +261,9 @@ class Model:
     def _request(self, prompt, max_tokens, sampling: SamplingConfig, stop, grammar, json_schema, speculative,
                  add_bos, stream) -> GenerationRequest:
         """Every check before any work: bad settings fail here."""
+        if self.is_embedding_model:
+            raise AkunuError(f"this is an embedding model ({self.config['architecture']}): it cannot generate "
+                             "text; use embed()")
         sampling.validate(self.config["vocab_size"])
         stops = normalize_stop(stop)
         if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)
@@ -275,6 +312,8 @@ class Model:
     # -- chat -----------------------------------------------------------------
     def apply_chat_template(self, messages: Sequence[Dict[str, Any]], add_generation_prompt: bool = True) -> str:
         """The prompt text for `messages` under this model's chat template."""
+        if self.chat_template is None:
+            raise AkunuError("this is an embedding model: it has no chat template")
         return self.chat_template.render(messages, add_generation_prompt=add_generation_prompt)
 
     def chat(self, messages: Sequence[Dict[str, Any]], max_tokens: Optional[int] = None, **kwargs: Any):
@@ -326,7 +365,8 @@ class Model:
 
 def load(path: str, device: str = "cpu", n_ctx: Optional[int] = None, n_threads: int = 0,
          chat_template: Optional[str] = None) -> Model:
-    """Load a GGUF model (a path, or a named model such as ``"gemma3-270m"``).
+    """Load a model: a GGUF file, a Hugging Face / MLX directory (config.json + safetensors +
+    tokenizer.json), or a named model such as ``"gemma3-270m"`` or ``"all-minilm-l6-v2"``.
 
     `device`: "cpu", "cuda", "metal" or "auto". `n_ctx`: context size in tokens
     (default: the model's, at most 4096). `chat_template`: "chatml", "llama3",

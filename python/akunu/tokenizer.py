@@ -1,17 +1,20 @@
 """Tokenizers built with Hugging Face `tokenizers` from GGUF metadata.
 
-Two families, as llama.cpp knows them:
+Three families, as llama.cpp knows them:
 - ``tokenizer.ggml.model = llama``: SentencePiece-style BPE over scored pieces
   (Llama 2, Gemma). Merges are derived from the piece scores, with byte fallback.
 - ``tokenizer.ggml.model = gpt2``: byte-level BPE with explicit merges and a
   pre-tokenizer regex chosen by ``tokenizer.ggml.pre``.
+- ``tokenizer.ggml.model = bert``: WordPiece (BERT embedding models). llama.cpp's
+  converter writes word-initial pieces with a leading U+2581 and continuation
+  pieces bare; they are mapped back to WordPiece's bare / ``##`` form.
 """
 
 from __future__ import annotations
 
 from typing import Any, Dict, List, Optional, Sequence
 
-from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
 from .errors import UnsupportedModelError
 
@@ -70,8 +73,12 @@ class GGUFTokenizer:
             self._tok = self._build_spm(metadata)
         elif kind == "gpt2":
             self._tok = self._build_bpe(metadata)
+        elif kind == "bert":
+            self._tok = self._build_wordpiece(metadata)
+            self.add_bos = False  # [CLS] ... [SEP] come from the post-processor (encode with add_bos)
         else:
-            raise UnsupportedModelError(f"tokenizer model '{kind}' is not supported (expected 'llama' or 'gpt2')")
+            raise UnsupportedModelError(
+                f"tokenizer model '{kind}' is not supported (expected 'llama', 'gpt2' or 'bert')")
         self._add_special_tokens()
 
     # -- construction -------------------------------------------------------
@@ -132,6 +139,33 @@ class GGUFTokenizer:
         tok.decoder = decoders.ByteLevel()
         return tok
 
+    def _build_wordpiece(self, md: Dict[str, Any]) -> Tokenizer:
+        vocab: Dict[str, int] = {}
+        for i, t in enumerate(self.tokens):
+            if self.token_types[i] == _CONTROL or (t.startswith("[") and t.endswith("]")):
+                piece = t
+            elif t.startswith("\u2581"):
+                piece = t[1:]
+            else:
+                piece = "##" + t
+            vocab.setdefault(piece, i)
+        unk_id = md.get("tokenizer.ggml.unknown_token_id", 100)
+        unk = self.tokens[unk_id] if isinstance(unk_id, int) and 0 <= unk_id < len(self.tokens) else "[UNK]"
+        tok = Tokenizer(models.WordPiece(vocab=vocab, unk_token=unk, max_input_chars_per_word=100))
+        tok.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=None,
+                                                    lowercase=True)
+        tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        cls_id = md.get("tokenizer.ggml.cls_token_id", md.get("tokenizer.ggml.bos_token_id"))
+        sep_id = md.get("tokenizer.ggml.seperator_token_id", md.get("tokenizer.ggml.eos_token_id"))
+        if isinstance(cls_id, int) and isinstance(sep_id, int) and 0 <= cls_id < len(self.tokens) \
+                and 0 <= sep_id < len(self.tokens):
+            cls, sep = self.tokens[cls_id], self.tokens[sep_id]
+            tok.post_processor = processors.TemplateProcessing(
+                single=f"{cls} $A {sep}", pair=f"{cls} $A {sep} $B:1 {sep}:1",
+                special_tokens=[(cls, cls_id), (sep, sep_id)])
+        tok.decoder = decoders.WordPiece()
+        return tok
+
     def _add_special_tokens(self) -> None:
         added = []
         for i, (t, ty) in enumerate(zip(self.tokens, self.token_types)):
@@ -148,10 +182,9 @@ class GGUFTokenizer:
         return len(self.tokens)
 
     def encode(self, text: str, add_bos: bool = True) -> List[int]:
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:  # lone surrogates (e.g. from JSON "\ud800") become U+FFFD
-            text = text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+        text = _valid_utf8(text)
+        if self.kind == "bert":
+            return self._tok.encode(text, add_special_tokens=add_bos).ids
         ids = self._tok.encode(text, add_special_tokens=False).ids
         if add_bos and self.add_bos and self.bos_id is not None:
             ids = [self.bos_id] + ids
@@ -166,11 +199,22 @@ class GGUFTokenizer:
         ty = self.token_types[token_id]
         if ty == _CONTROL:
             return b""
+        if self.kind == "bert":
+            return (piece[1:] if piece.startswith("\u2581") else piece).encode("utf-8")
         if self.kind == "llama":
             if ty == _BYTE and piece.startswith("<0x") and piece.endswith(">"):
                 return bytes([int(piece[3:-1], 16)])
             return piece.replace("\u2581", " ").encode("utf-8")
         return _bytelevel_decode(piece)
+
+
+def _valid_utf8(text: str) -> str:
+    """Lone surrogates (e.g. from JSON "\\ud800") become U+FFFD instead of failing in `tokenizers`."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
 
 
 def _bytes_to_unicode() -> Dict[int, str]:

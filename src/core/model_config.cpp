@@ -64,17 +64,7 @@ ModelConfig config_from_file(const ModelFile& f, const ArchDescriptor& arch) {
         for (int l = 0; l < c.n_layers; l++)
             c.layer_is_local[(size_t)l] = (l % arch.swa_pattern) < arch.swa_pattern - 1;
     else if (c.sliding_window > 0)
-        if (std::string(f.format()) != "gguf") c.norm_weight_offset = arch.hf_norm_weight_offset;
-    if (arch.encoder) {
-        if (f.get_bool(a + "attention.causal", false))
-            throw UnsupportedError("causal encoder models are not supported");
-        c.pooling = (int)f.get_int(a + "pooling_type", 1);
-        if (c.pooling < 1 || c.pooling > 3)
-            throw UnsupportedError("pooling type " + std::to_string(c.pooling) +
-                                   " is not supported (1 mean, 2 CLS, 3 last token)");
-        c.normalize_embeddings = f.get_bool("akunu.normalize_embeddings", true);
-    }
-    c.layer_is_local.assign((size_t)c.n_layers, 1);
+        c.layer_is_local.assign((size_t)c.n_layers, 1);
 
     const GGUFTensorInfo* emb = f.tensor("token_embd.weight");
     if (!emb) throw FormatError("tensor 'token_embd.weight' is missing");

@@ -52,10 +52,11 @@ static py::dict file_metadata(const ModelFile& f) {
     return d;
 }
 
-static py::list file_tensors(const ModelFile& f) {
+static py::list file_tensors(const ModelFile& f, bool with_data = false) {
     py::list l;
     for (const auto& t : f.tensors()) {
         py::dict d;
+        if (with_data) d["data"] = py::bytes((const char*)t.data, (size_t)t.n_bytes);
         d["name"] = utf8(t.name);
         d["dtype"] = dtype_name(t.type);
         d["type_id"] = t.type;
@@ -111,14 +112,16 @@ PYBIND11_MODULE(_core, m) {
         return d;
     }, "Parse a GGUF file: version, metadata and tensor table.");
 
-    m.def("read_model", [](const std::string& path) {
+    m.def("read_model", [](const std::string& path, bool with_data) {
         std::shared_ptr<ModelFile> f = open_model_file(path);
         py::dict d;
         d["format"] = f->format();
         d["metadata"] = file_metadata(*f);
-        d["tensors"] = file_tensors(*f);
+        d["tensors"] = file_tensors(*f, with_data);
         return d;
-    }, "Parse a GGUF file or a Hugging Face / MLX directory: metadata (GGUF names) and tensors (GGUF names).");
+    }, py::arg("path"), py::arg("with_data") = false,
+       "Parse a GGUF file or a Hugging Face / MLX directory: metadata and tensors under GGUF names "
+       "(with_data: each tensor's bytes too, as loaded).");
 
     m.def("dequantize", [](py::bytes data, uint32_t dtype, int64_t n) {
         const DTypeDescriptor* dt = dtype_lookup(dtype);

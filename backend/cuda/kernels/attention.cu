@@ -42,7 +42,8 @@ __global__ void attention_kernel(AttentionParams p, const float* q, const uint16
     const uint32_t group = p.n_heads / p.n_kv_heads;
     const uint32_t pos = p.pos0 + t;
     const uint32_t lo = (p.window && pos + 1 > p.window) ? pos + 1 - p.window : 0;
-    const uint32_t n = pos + 1 - lo;
+    const uint32_t last = p.causal ? pos : p.pos0 + p.n_tokens - 1;  // encoders see every key of the pass
+    const uint32_t n = last + 1 - lo;
     float* qr = smem;                 // head_dim
     float* scores = smem + p.head_dim;  // n
     const float* qsrc = q + (size_t)t * p.q_stride + (size_t)h * p.head_dim;

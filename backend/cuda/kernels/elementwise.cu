@@ -1,4 +1,4 @@
-// RMSNorm, RoPE, gated activations, residual add and the KV-cache write:
+// RMSNorm, LayerNorm, RoPE, activations, residual adds and the KV-cache write:
 // the CPU kernels' meaning (backend/cpu/kernels), one thread per element or
 // one block per row.
 #include <cmath>
@@ -36,6 +36,50 @@ void launch_rmsnorm(const CudaArgs& a) {
     NormParams p = a.p<NormParams>();
     const float* x = a.b<float>(0) + (size_t)p.row0 * p.x_stride;
     rmsnorm_kernel<<<p.n_tokens * p.rows_per_token, 256, 0, a.stream>>>(p, x, a.b<float>(1), a.b<float>(2));
+}
+
+// LayerNorm with bias (BERT), one block per row, statistics in double as the CPU twin.
+__global__ void layernorm_kernel(NormParams p, const float* x, const float* w, float* y, const float* b) {
+    const uint32_t row = blockIdx.x;
+    const uint32_t t = row / p.rows_per_token, r = row % p.rows_per_token;
+    const float* xr = x + (size_t)t * p.x_stride + (size_t)r * p.dim;
+    float* yr = y + (size_t)t * p.y_stride + (size_t)r * p.dim;
+    __shared__ double partial[32];
+    __shared__ double mean_s;
+    double s = 0;
+    for (uint32_t i = threadIdx.x; i < p.dim; i += blockDim.x) s += xr[i];
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = s;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double acc = 0;
+        for (unsigned i = 0; i < blockDim.x / 32; i++) acc += partial[i];
+        mean_s = acc / p.dim;
+    }
+    __syncthreads();
+    const double mean = mean_s;
+    double v = 0;
+    for (uint32_t i = threadIdx.x; i < p.dim; i += blockDim.x) v += ((double)xr[i] - mean) * ((double)xr[i] - mean);
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    __syncthreads();  // everyone has read mean_s and partial before they are reused
+    if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = v;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double acc = 0;
+        for (unsigned i = 0; i < blockDim.x / 32; i++) acc += partial[i];
+        partial[0] = acc;
+    }
+    __syncthreads();
+    const float scale = (float)(1.0 / sqrt(partial[0] / p.dim + (double)p.eps));
+    const float m = (float)mean;
+    for (uint32_t i = threadIdx.x; i < p.dim; i += blockDim.x) yr[i] = (xr[i] - m) * scale * w[i] + b[i];
+}
+
+void launch_layernorm(const CudaArgs& a) {
+    NormParams p = a.p<NormParams>();
+    const float* x = a.b<float>(0) + (size_t)p.row0 * p.x_stride;
+    layernorm_kernel<<<p.n_tokens * p.rows_per_token, 256, 0, a.stream>>>(p, x, a.b<float>(1), a.b<float>(2),
+                                                                         a.b<float>(3));
 }
 
 __global__ void rope_kernel(RopeParams p, float* x, const float* factors) {
@@ -98,6 +142,23 @@ void launch_add(const CudaArgs& a) {
     add_kernel<<<blocks_for(n, 256), 256, 0, a.stream>>>(n, a.b<float>(0), a.b<float>(1));
 }
 
+__global__ void gelu_erf_kernel(size_t n, float* x) {
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f));
+}
+
+void launch_gelu_erf(const CudaArgs& a) {
+    AddParams p = a.p<AddParams>();
+    const size_t n = (size_t)p.n * p.n_tokens;
+    gelu_erf_kernel<<<blocks_for(n, 256), 256, 0, a.stream>>>(n, a.b<float>(0));
+}
+
+void launch_add_rows(const CudaArgs& a) {
+    AddRowsParams p = a.p<AddRowsParams>();
+    const size_t n = (size_t)p.dim * p.n_tokens;
+    add_kernel<<<blocks_for(n, 256), 256, 0, a.stream>>>(n, a.b<float>(0), a.b<float>(1) + (size_t)p.pos0 * p.dim);
+}
+
 // K/V rounded to the F16 cache with the CPU's rounding (round to nearest even).
 __global__ void kv_write_kernel(KVWriteParams p, const float* k, const float* v, uint16_t* kc, uint16_t* vc) {
     const size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -123,6 +184,9 @@ extern const CudaKernelEntry kCudaElementwiseKernels[] = {
     {"silu_gate", launch_gated<false>},
     {"gelu_gate", launch_gated<true>},
     {"add_inplace", launch_add},
+    {"layernorm", launch_layernorm},
+    {"gelu_erf", launch_gelu_erf},
+    {"add_rows", launch_add_rows},
     {"kv_write", launch_kv_write},
     {nullptr, nullptr},
 };

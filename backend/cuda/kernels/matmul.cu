@@ -2,6 +2,8 @@
 // decoded block by block with the same functions that define the formats on
 // the CPU (core/quant_blocks.h); activations stay in float.
 // First version: one warp per output row, tokens looped inside.
+#include <algorithm>
+
 #include "core/dtype_descriptor.h"
 #include "core/error.h"
 #include "core/kernel_params.h"
@@ -32,7 +34,9 @@ __device__ void decode_block(uint32_t dtype, const uint8_t* b, float* y) {
         case GGML_Q6_K: blocks::dequant_q6_k(b, y); break;
         case GGML_IQ4_NL: blocks::dequant_iq4_nl(b, y); break;
         case GGML_IQ4_XS: blocks::dequant_iq4_xs(b, y); break;
-        default: break;
+        default:
+            if (is_mlx_dtype(dtype)) blocks::dequant_mlx(b, y, mlx_bits(dtype), mlx_group(dtype));
+            break;
     }
 }
 
@@ -154,28 +158,38 @@ MatmulKernel q32_kernel(uint32_t dtype) {
     }
 }
 
-void launch_matmul(const CudaArgs& a) {
-    MatmulParams p = a.p<MatmulParams>();
-    if (p.n_tokens > (uint32_t)kMaxTokens) throw Error("CUDA matmul: more than 64 tokens in one pass");
-    const float* x = a.b<float>(1) + (size_t)p.row0 * p.x_stride;
+// One pass of at most kMaxTokens tokens.
+void launch_matmul_slice(const CudaArgs& a, const MatmulParams& p, const float* x, float* y) {
     const float* bias = p.has_bias ? a.b<float>(3) : nullptr;
     const unsigned warps = 8;
     const bool half = (p.dtype == GGML_F16 || p.dtype == GGML_BF16) && p.K % 8 == 0 &&
                       (reinterpret_cast<uintptr_t>(a.buf[0]) & 15) == 0;
     const bool x_aligned = (reinterpret_cast<uintptr_t>(x) & 15) == 0 && p.x_stride % 4 == 0;
     if (MatmulKernel k = x_aligned ? q32_kernel(p.dtype) : nullptr) {
-        k<<<blocks_for(p.N, warps), warps * 32, 0, a.stream>>>(p, a.b<uint8_t>(0), x, a.b<float>(2), bias);
+        k<<<blocks_for(p.N, warps), warps * 32, 0, a.stream>>>(p, a.b<uint8_t>(0), x, y, bias);
         return;
     }
     if (half && p.dtype == GGML_F16)
         matmul_half_kernel<false><<<blocks_for(p.N, warps), warps * 32, 0, a.stream>>>(p, a.b<uint8_t>(0), x,
-                                                                                      a.b<float>(2), bias);
+                                                                                      y, bias);
     else if (half)
         matmul_half_kernel<true><<<blocks_for(p.N, warps), warps * 32, 0, a.stream>>>(p, a.b<uint8_t>(0), x,
-                                                                                     a.b<float>(2), bias);
+                                                                                     y, bias);
     else
         matmul_kernel<<<blocks_for(p.N, warps), warps * 32, 0, a.stream>>>(p, geometry(p.dtype), a.b<uint8_t>(0),
-                                                                          x, a.b<float>(2), bias);
+                                                                          x, y, bias);
+}
+
+// Passes longer than kMaxTokens (encoder sequences) run as slices of it.
+void launch_matmul(const CudaArgs& a) {
+    MatmulParams p = a.p<MatmulParams>();
+    const float* x = a.b<float>(1) + (size_t)p.row0 * p.x_stride;
+    float* y = a.b<float>(2);
+    const uint32_t total = p.n_tokens;
+    for (uint32_t t0 = 0; t0 < total; t0 += kMaxTokens) {
+        p.n_tokens = std::min<uint32_t>(kMaxTokens, total - t0);
+        launch_matmul_slice(a, p, x + (size_t)t0 * p.x_stride, y + (size_t)t0 * p.y_stride);
+    }
 }
 
 // out[t, :] = decode(table row ids[t]) * scale; one thread block per token.
@@ -205,6 +219,7 @@ extern const CudaKernelEntry kCudaMatmulKernels[] = {
     AKUNU_FORMAT(f32) AKUNU_FORMAT(f16) AKUNU_FORMAT(bf16) AKUNU_FORMAT(q8_0) AKUNU_FORMAT(q4_0)
     AKUNU_FORMAT(q4_1) AKUNU_FORMAT(q5_0) AKUNU_FORMAT(q5_1) AKUNU_FORMAT(q2_k) AKUNU_FORMAT(q3_k)
     AKUNU_FORMAT(q4_k) AKUNU_FORMAT(q5_k) AKUNU_FORMAT(q6_k) AKUNU_FORMAT(iq4_nl) AKUNU_FORMAT(iq4_xs)
+    AKUNU_FORMAT(mlx)
 #undef AKUNU_FORMAT
     {nullptr, nullptr},
 };
