@@ -65,6 +65,11 @@ ModelConfig config_from_file(const ModelFile& f, const ArchDescriptor& arch) {
             c.layer_is_local[(size_t)l] = (l % arch.swa_pattern) < arch.swa_pattern - 1;
     else if (c.sliding_window > 0)
         c.layer_is_local.assign((size_t)c.n_layers, 1);
+    if (const GGUFValue* v = f.find(a + "attention.sliding_window_layers"); v && c.sliding_window > 0) {
+        if (v->type != GGUFType::ARRAY || v->ints.size() != (size_t)c.n_layers)
+            throw FormatError("metadata '" + a + "attention.sliding_window_layers' needs one entry per layer");
+        for (int l = 0; l < c.n_layers; l++) c.layer_is_local[(size_t)l] = v->ints[(size_t)l] != 0;
+    }
 
     const GGUFTensorInfo* emb = f.tensor("token_embd.weight");
     if (!emb) throw FormatError("tensor 'token_embd.weight' is missing");

@@ -235,20 +235,49 @@ void HFDirectory::read_config() {
         return;
     }
     kv_[a + "attention.layer_norm_rms_epsilon"] = float_value(c.number("rms_norm_eps", 1e-6, what));
-    kv_[a + "rope.freq_base"] = float_value(c.number("rope_theta", 10000.0, what));
+    // RoPE: transformers < 5 writes rope_theta / rope_scaling / rope_local_base_freq; 5.x writes
+    // rope_parameters, per layer type for Gemma 3 ({"full_attention": {...}, "sliding_attention": {...}}).
+    const JsonValue* rp = c.get("rope_parameters");
+    const JsonValue* full = rp && rp->get("full_attention") ? rp->get("full_attention") : rp;
+    const JsonValue* local = rp ? rp->get("sliding_attention") : nullptr;
+    double theta = c.number("rope_theta", full ? full->number("rope_theta", 10000.0, what) : 10000.0, what);
+    kv_[a + "rope.freq_base"] = float_value(theta);
     if (c.get("rope_local_base_freq"))
         kv_[a + "rope.freq_base_swa"] = float_value(c.number("rope_local_base_freq", 10000.0, what));
-    if (const JsonValue* sw = c.get("sliding_window"); sw && sw->is_number() && arch_ == "gemma3")
+    else if (local)
+        kv_[a + "rope.freq_base_swa"] = float_value(local->number("rope_theta", 10000.0, what));
+    if (const JsonValue* sw = c.get("sliding_window"); sw && sw->is_number() && arch_ == "gemma3") {
         kv_[a + "attention.sliding_window"] = int_value(c.integer("sliding_window", 0, what));
+        // which layers are local: layer_types, else every pattern-th layer is global
+        const int64_t n_layers = c.integer("num_hidden_layers", 0, what);
+        GGUFValue pattern;
+        pattern.type = GGUFType::ARRAY;
+        pattern.elem_type = GGUFType::INT32;
+        const JsonValue* types = c.get("layer_types");
+        if (types && types->kind == JsonValue::Kind::Array) {
+            if ((int64_t)types->arr.size() != n_layers)
+                throw FormatError(what + ": layer_types has " + std::to_string(types->arr.size()) + " entries for " +
+                                  std::to_string(n_layers) + " layers");
+            for (const JsonValue& t : types->arr) pattern.ints.push_back(t.is_string() && t.str == "sliding_attention");
+        } else {
+            int64_t every = c.integer("sliding_window_pattern", c.integer("_sliding_window_pattern", 6, what), what);
+            if (every < 1) throw FormatError(what + ": bad sliding_window_pattern");
+            for (int64_t l = 0; l < n_layers; l++) pattern.ints.push_back((l + 1) % every != 0);
+        }
+        pattern.array_len = pattern.ints.size();
+        kv_[a + "attention.sliding_window_layers"] = pattern;
+    }
     if (c.get("query_pre_attn_scalar"))
         kv_[a + "attention.scale"] = float_value(1.0 / std::sqrt(c.number("query_pre_attn_scalar", 1.0, what)));
-    if (const JsonValue* rs = c.get("rope_scaling"); rs && rs->is_object()) {
+    const JsonValue* rs = c.get("rope_scaling");
+    if (!rs || !rs->is_object()) rs = full;
+    if (rs && rs->is_object()) {
         std::string type = rs->string("rope_type", rs->string("type", "default", what), what);
         if (type == "linear") {
             kv_[a + "rope.scaling.type"] = string_value("linear");
             kv_[a + "rope.scaling.factor"] = float_value(rs->number("factor", 1.0, what));
         } else if (type == "llama3") {
-            add_rope_freqs(*rs);
+            add_rope_freqs(*rs, theta);
         } else if (type != "default") {
             throw UnsupportedError(what + ": rope_scaling type '" + type + "' is not supported");
         }
@@ -257,7 +286,7 @@ void HFDirectory::read_config() {
 
 // Llama 3.1's frequency-dependent RoPE scaling as per-frequency divisors
 // (what llama.cpp's converter stores as rope_freqs.weight).
-void HFDirectory::add_rope_freqs(const JsonValue& rs) {
+void HFDirectory::add_rope_freqs(const JsonValue& rs, double base) {
     const std::string what = "'" + dir_ + "/config.json' rope_scaling";
     const double factor = rs.number("factor", 8.0, what);
     const double lo = rs.number("low_freq_factor", 1.0, what);
@@ -268,7 +297,6 @@ void HFDirectory::add_rope_freqs(const JsonValue& rs) {
     const int64_t heads = config_.integer("num_attention_heads", 1, what);
     const int64_t head_dim = config_.integer("head_dim", heads > 0 ? hidden / heads : 0, what);
     if (head_dim < 2 || head_dim > 1024) throw FormatError(what + ": bad head dimension");
-    const double base = config_.number("rope_theta", 10000.0, what);
     const size_t n = (size_t)head_dim / 2;
     float* f = reinterpret_cast<float*>(own(n * 4));
     for (size_t i = 0; i < n; i++) {

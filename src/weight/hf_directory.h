@@ -26,7 +26,7 @@ private:
     void read_config();
     void read_pooling();
     void map_tensors();
-    void add_rope_freqs(const JsonValue& scaling);
+    void add_rope_freqs(const JsonValue& scaling, double base);
     uint8_t* own(size_t bytes);
 
     std::string dir_;
