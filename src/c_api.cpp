@@ -130,6 +130,25 @@ akunu_status akunu_generate_greedy(akunu_model* model, const int32_t* prompt, in
     return akunu_generate(model, prompt, n_prompt, max_tokens, nullptr, stop_ids, n_stop, out, n_out);
 }
 
+int32_t akunu_embedding_dim(const akunu_model* model) {
+    return model && model->m->is_encoder() ? model->m->embedding_dim() : 0;
+}
+
+akunu_status akunu_embed(akunu_model* model, const int32_t* const* seqs, const int32_t* lens, int32_t n_seqs,
+                         float* out) {
+    return guarded([&] {
+        if (!model || n_seqs < 0 || (n_seqs > 0 && (!seqs || !lens || !out)))
+            throw akunu::Error("akunu_embed: bad argument");
+        std::vector<std::vector<int32_t>> batch;
+        for (int32_t i = 0; i < n_seqs; i++) {
+            if (lens[i] < 0 || (lens[i] > 0 && !seqs[i])) throw akunu::Error("akunu_embed: bad sequence");
+            batch.emplace_back(seqs[i], seqs[i] + lens[i]);
+        }
+        std::vector<float> e = model->m->embed(batch);
+        std::memcpy(out, e.data(), e.size() * sizeof(float));
+    });
+}
+
 void akunu_reset(akunu_model* model) {
     if (model) model->m->truncate(0);
 }

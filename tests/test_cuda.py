@@ -129,3 +129,51 @@ def test_speculative_and_grammar_on_cuda(float_models):
     for seed in range(10):
         r = m.generate("json:", max_tokens=60, json_schema=schema, temperature=0.0 if seed == 0 else 1.0, seed=seed)
         assert r.finish_reason == "stop" and set(json.loads(r.text)) == {"n", "ok"}
+
+
+# -- Hugging Face / MLX directories and BERT embeddings (issue: SafeTensors, MLX, BERT) ----------
+
+HF_CACHE = os.path.join(ROOT, "tests", ".cache", "hf")
+
+
+def hf_dir(name):
+    """Random-weight directories made by tools/hf_models.py (transformers, CPU). The GPU machine has
+    no transformers: there they come pre-made in tests/.cache/hf (tools/cuda_check.sh's carry)."""
+    path = os.path.join(HF_CACHE, name)
+    if os.path.exists(os.path.join(path, "config.json")):
+        return path
+    try:
+        import hf_models
+    except ImportError as e:
+        pytest.skip(f"cannot make {name}: {e}")
+    try:
+        if name.startswith("bert"):
+            hf_models.make_bert(path, seed=5)
+        else:
+            arch, _, quant = name.partition("-")
+            src = path if not quant else os.path.join(HF_CACHE, arch)
+            if not os.path.exists(os.path.join(src, "config.json")):
+                hf_models.make_decoder(arch, src, seed=9)
+            if quant:  # e.g. "qwen3-mlx4g64"
+                bits, group = quant[3:].split("g")
+                hf_models.mlx_quantize_dir(src, path, int(bits), int(group))
+    except ImportError as e:
+        pytest.skip(f"cannot make {name}: {e}")
+    return path
+
+
+def test_bert_embeddings_match_cpu():
+    path = hf_dir("bert")
+    gpu = cuda_or_skip(path)
+    cpu = akunu.load(path)
+    texts = ["hello world", "the quick brown fox jumps over the lazy dog", "cat " * 80]  # 82 tokens: > 64
+    eg, ec = gpu.embed(texts), cpu.embed(texts)
+    cos = (eg * ec).sum(1)
+    assert cos.min() > 0.99999, cos
+    assert rel_l2(eg, ec) < 1e-3
+
+
+@pytest.mark.parametrize("name", ["llama", "gemma3", "qwen3-mlx4g64", "llama-mlx8g32", "llama-mlx3g64"])
+def test_hf_directories_match_cpu(name):
+    err = compare(hf_dir(name), 2e-3)
+    print(f"{name}: relative L2 of logits, CUDA vs CPU {err:.1e}")

@@ -135,3 +135,35 @@ def test_generative_model_cannot_embed():
         m.embed("hello")
     with pytest.raises(akunu.AkunuError, match="generative"):
         m._core().embed([[1, 2]])
+
+
+def test_c_api_embed(tmp_path):
+    import ctypes
+    import glob
+
+    libs = glob.glob(os.path.join(os.path.dirname(akunu.__file__), "lib", "libakunu*.so*")) or glob.glob(
+        os.path.join(os.path.dirname(os.path.realpath(_core.__file__)), "libakunu.so"))
+    if not libs:
+        pytest.skip("libakunu shared library not found next to the package")
+    lib = ctypes.CDLL(libs[0])
+    lib.akunu_last_error.restype = ctypes.c_char_p
+    make_bert(str(tmp_path / "bert"), seed=3)
+    m = akunu.load(str(tmp_path / "bert"))
+    texts = ["hello world", "the cat sat on the mat"]
+    seqs = [m.tokenize(t) for t in texts]
+    handle = ctypes.c_void_p()
+    assert lib.akunu_load_model(str(tmp_path / "bert").encode(), None, ctypes.byref(handle)) == 0, \
+        lib.akunu_last_error()
+    assert lib.akunu_embedding_dim(handle) == 64
+    arrays = [(ctypes.c_int32 * len(s))(*s) for s in seqs]
+    ptrs = (ctypes.POINTER(ctypes.c_int32) * 2)(*[ctypes.cast(a, ctypes.POINTER(ctypes.c_int32)) for a in arrays])
+    lens = (ctypes.c_int32 * 2)(*[len(s) for s in seqs])
+    out = (ctypes.c_float * 128)()
+    assert lib.akunu_embed(handle, ptrs, lens, 2, out) == 0, lib.akunu_last_error()
+    np.testing.assert_array_equal(np.array(out[:]).reshape(2, 64), m.embed(texts))
+    lib.akunu_free_model(handle)
+    gen = os.path.join(os.path.dirname(__file__), "models", "llama-q8_0.gguf").encode()
+    assert lib.akunu_load_model(gen, None, ctypes.byref(handle)) == 0
+    assert lib.akunu_embedding_dim(handle) == 0
+    assert lib.akunu_embed(handle, ptrs, lens, 2, out) != 0 and b"generative" in lib.akunu_last_error()
+    lib.akunu_free_model(handle)

@@ -26,6 +26,14 @@ AkunuSamplingConfig akunu_default_sampling(void);
 akunu_status akunu_generate(akunu_model* model, const int32_t* prompt, int32_t n_prompt, int32_t max_tokens,
                             const AkunuSamplingConfig* sampling, const int32_t* stop_ids, int32_t n_stop,
                             int32_t* out, int32_t* n_out);
+/* Embedding models (BERT): floats per embedding; 0 for a generative model. */
+int32_t akunu_embedding_dim(const akunu_model* model);
+/* Pooled (and, per the model, L2-normalized) embeddings of n_seqs token
+ * sequences; seqs[i] holds lens[i] ids with the model's special tokens
+ * ([CLS] ... [SEP]) in place. out receives n_seqs * akunu_embedding_dim floats.
+ * A generative model is an error. */
+akunu_status akunu_embed(akunu_model* model, const int32_t* const* seqs, const int32_t* lens, int32_t n_seqs,
+                         float* out);
 /* Forget the cached context. */
 void akunu_reset(akunu_model* model);
 
