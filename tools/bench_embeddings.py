@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+
 
 
 def random_like(src: str, dst: str) -> str:
