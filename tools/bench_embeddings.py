@@ -50,6 +50,8 @@ def make_texts(tokenizer_dir: str, n: int, tokens: int):
         w = [words[(i + j) % len(words)] for j in range(tokens * 2)]
         while len(tok.encode(" ".join(w)).ids) > tokens:
             w.pop()
+        while len(tok.encode(" ".join(w)).ids) < tokens:  # one-token filler up to the exact length
+            w.append("a")
         texts.append(" ".join(w))
     return texts
 

@@ -180,11 +180,102 @@ void launch_matmul_slice(const CudaArgs& a, const MatmulParams& p, const float* 
                                                                           x, y, bias);
 }
 
-// Passes longer than kMaxTokens (encoder sequences) run as slices of it.
+// Many-token passes (prefill, encoder sequences): a shared-memory tiled GEMM.
+// A block computes 32 rows x 64 tokens; per step it loads a 32 x BK tile of
+// W (BK = 32 or the format's block length; quantized blocks through the
+// formats' own decoders) and the matching 64 x BK tile of x, then each thread
+// accumulates 2 x 4 outputs (tokens strided by 16: conflict-free reads). No tensor cores yet: this replaces the GEMV-shaped kernels, whose
+// per-token accumulators spilled to local memory.
+constexpr int kTileRows = 32;    // rows of W (output features) per block: more blocks on small matrices
+constexpr int kTileTokens = 64;  // tokens per block
+constexpr int kTiledMinTokens = 16;  // below this (decode, speculative verification) the row kernels run
+
+// One W element of a float format, or 0 past the last row.
+__device__ float load_float_weight(uint32_t dtype, const uint8_t* W, size_t idx) {
+    if (dtype == GGML_F32) return reinterpret_cast<const float*>(W)[idx];
+    const uint16_t h = reinterpret_cast<const uint16_t*>(W)[idx];
+    return dtype == GGML_F16 ? f16_to_f32(h) : bf16_to_f32(h);
+}
+
+__global__ void gemm_tiled_kernel(MatmulParams p, Geometry g, int bk, const uint8_t* W, const float* x, float* y,
+                                  const float* bias) {
+    extern __shared__ float smem[];
+    const int ld = bk + 1;  // padded rows: fewer bank conflicts
+    float* ws = smem;                   // [kTileRows][ld] weights
+    float* xs = smem + kTileRows * ld;  // [kTileTokens][ld] activations
+    const int n0 = blockIdx.x * kTileRows, t0 = blockIdx.y * kTileTokens;
+    const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
+    const bool float_format = g.be == 1;
+    const int nb_row = (int)p.K / g.be;     // blocks per weight row
+    const int blocks_per_tile = bk / g.be;  // blocks per tile row
+    float acc[2][4] = {};
+    for (int k0 = 0; k0 < (int)p.K; k0 += bk) {
+        if (float_format) {  // coalesced along k
+            for (int j = tid; j < kTileRows * bk; j += blockDim.x) {
+                const int r = j / bk, k = j % bk;
+                ws[r * ld + k] = n0 + r < (int)p.N ? load_float_weight(p.dtype, W, (size_t)(n0 + r) * p.K + k0 + k)
+                                                   : 0.0f;
+            }
+        } else {
+            for (int j = tid; j < kTileRows * blocks_per_tile; j += blockDim.x) {
+                const int r = j / blocks_per_tile, b = j % blocks_per_tile;
+                float* dst = ws + r * ld + b * g.be;
+                if (n0 + r < (int)p.N)
+                    decode_block(p.dtype, W + ((size_t)(n0 + r) * nb_row + k0 / g.be + b) * g.bb, dst);
+                else
+                    for (int e = 0; e < g.be; e++) dst[e] = 0.0f;
+            }
+        }
+        for (int j = tid; j < kTileTokens * bk; j += blockDim.x) {
+            const int t = j / bk, k = j % bk;
+            xs[t * ld + k] = t0 + t < (int)p.n_tokens ? x[(size_t)(t0 + t) * p.x_stride + k0 + k] : 0.0f;
+        }
+        __syncthreads();
+#pragma unroll 4
+        for (int k = 0; k < bk; k++) {
+            float wv[2], xv[4];
+            for (int i = 0; i < 2; i++) wv[i] = ws[(ty * 2 + i) * ld + k];
+            for (int i = 0; i < 4; i++) xv[i] = xs[(tx + 16 * i) * ld + k];
+            for (int i = 0; i < 2; i++)
+                for (int c = 0; c < 4; c++) acc[i][c] += wv[i] * xv[c];
+        }
+        __syncthreads();
+    }
+    for (int i = 0; i < 2; i++) {
+        const int n = n0 + ty * 2 + i;
+        if (n >= (int)p.N) continue;
+        for (int c = 0; c < 4; c++) {
+            const int t = t0 + tx + 16 * c;
+            if (t < (int)p.n_tokens) y[(size_t)t * p.y_stride + n] = acc[i][c] + (bias ? bias[n] : 0.0f);
+        }
+    }
+}
+
+void launch_gemm_tiled(const CudaArgs& a, const MatmulParams& p, const float* x, float* y) {
+    const Geometry g = geometry(p.dtype);
+    const int bk = g.be < 32 ? 32 : g.be;
+    if (p.K % bk != 0) throw Error("CUDA GEMM: K " + std::to_string(p.K) + " is not a multiple of " + std::to_string(bk));
+    const size_t shared = (size_t)(kTileRows + kTileTokens) * (bk + 1) * sizeof(float);
+    static bool configured = false;
+    if (!configured) {
+        cudaFuncSetAttribute(gemm_tiled_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)((kTileRows + kTileTokens) * (256 + 1) * sizeof(float)));
+        configured = true;
+    }
+    dim3 grid(blocks_for(p.N, kTileRows), blocks_for(p.n_tokens, kTileTokens));
+    gemm_tiled_kernel<<<grid, 256, shared, a.stream>>>(p, g, bk, a.b<uint8_t>(0), x, y,
+                                                       p.has_bias ? a.b<float>(3) : nullptr);
+}
+
+// Fewer than kTiledMinTokens tokens: the row kernels (slices of kMaxTokens kept for safety).
 void launch_matmul(const CudaArgs& a) {
     MatmulParams p = a.p<MatmulParams>();
     const float* x = a.b<float>(1) + (size_t)p.row0 * p.x_stride;
     float* y = a.b<float>(2);
+    if (p.n_tokens >= (uint32_t)kTiledMinTokens) {
+        launch_gemm_tiled(a, p, x, y);
+        return;
+    }
     const uint32_t total = p.n_tokens;
     for (uint32_t t0 = 0; t0 < total; t0 += kMaxTokens) {
         p.n_tokens = std::min<uint32_t>(kMaxTokens, total - t0);
