@@ -30,6 +30,10 @@ def paths(tmp_path_factory):
     for arch in ("llama", "qwen3"):
         out[arch] = str(d / f"{arch}.gguf")
         random_gguf.write_model(out[arch], arch, "F16", seed=31)
+    from hf_models import make_bert
+
+    out["bert"] = str(d / "bert")
+    make_bert(out["bert"], seed=4)
     return out
 
 
@@ -54,7 +58,7 @@ def sse_events(text):
 def test_health_models_metrics(client):
     assert client.get("/health").json()["status"] == "ok"
     data = client.get("/v1/models").json()["data"]
-    assert [m["id"] for m in data] == ["llama", "qwen3"]
+    assert [m["id"] for m in data] == ["llama", "qwen3", "bert"]
     client.post("/v1/chat/completions", json={"model": "llama", "messages": MSGS, "max_tokens": 4})
     text = client.get("/metrics").text
     assert 'akunu_requests_total{endpoint="/v1/chat/completions",status="200"}' in text
@@ -135,8 +139,33 @@ def test_errors_in_openai_shape(client):
     error_of(client.post("/v1/chat/completions", json={"messages": MSGS, "stream": True, "top_k": -1}), 400)
     big = {"messages": [{"role": "user", "content": "x" * (70 << 10)}]}
     error_of(client.post("/v1/chat/completions", json=big), 413)
-    error_of(client.post("/v1/embeddings", json={"input": "hello"}), 400)
+    error_of(client.post("/v1/embeddings", json={"input": "hello"}), 400)  # the default model generates
+    error_of(client.post("/v1/embeddings", json={"model": "bert"}), 400)
+    error_of(client.post("/v1/embeddings", json={"model": "bert", "input": []}), 400)
+    error_of(client.post("/v1/embeddings", json={"model": "bert", "input": [[]]}), 400)
+    error_of(client.post("/v1/embeddings", json={"model": "bert", "input": ["a", [1]]}), 400)
+    error_of(client.post("/v1/embeddings", json={"model": "bert", "input": "a", "encoding_format": "hex"}), 400)
+    error_of(client.post("/v1/embeddings", json={"model": "bert", "input": "a", "dimensions": 3}), 400)
+    error_of(client.post("/v1/chat/completions", json={"model": "bert", "messages": MSGS}), 400)
     error_of(client.get("/v1/nothing-here"), 404)
+
+
+def test_embeddings_endpoint(client, models):
+    from openai.types import CreateEmbeddingResponse
+
+    texts = ["hello world", "quick brown fox"]
+    r = client.post("/v1/embeddings", json={"model": "bert", "input": texts})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    CreateEmbeddingResponse.model_validate(body)
+    import numpy as np
+
+    ref = models["bert"].embed(texts)
+    np.testing.assert_allclose(np.array([d["embedding"] for d in body["data"]]), ref, atol=1e-6)
+    ids = [models["bert"].tokenize(t) for t in texts]
+    by_ids = client.post("/v1/embeddings", json={"model": "bert", "input": ids}).json()
+    np.testing.assert_allclose(np.array([d["embedding"] for d in by_ids["data"]]), ref, atol=1e-6)
+    assert body["usage"]["prompt_tokens"] == sum(len(i) for i in ids)
 
 
 def test_tokenize_detokenize(client, models):
@@ -181,7 +210,7 @@ def server(paths):
     port = free_port()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "akunu.cli.serve", f"a={paths['llama']}", f"b={paths['qwen3']}",
-                             "--port", str(port), "-c", "2048", "--api-key", "k"], env=env,
+                             f"e={paths['bert']}", "--port", str(port), "-c", "2048", "--api-key", "k"], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     base = _Url(f"http://127.0.0.1:{port}")
     for _ in range(300):
@@ -207,7 +236,13 @@ def test_openai_client_against_the_server(server, models):
     from openai import OpenAI
 
     c = OpenAI(base_url=server + "/v1", api_key="k")
-    assert sorted(m.id for m in c.models.list()) == ["a", "b"]
+    assert sorted(m.id for m in c.models.list()) == ["a", "b", "e"]
+    emb = c.embeddings.create(model="e", input=["hello world", "the cat sat"])  # the client asks for base64
+    import numpy as np
+
+    got = np.array([d.embedding for d in emb.data], dtype=np.float32)
+    np.testing.assert_allclose(got, models["bert"].embed(["hello world", "the cat sat"]), atol=1e-6)
+    assert emb.usage.prompt_tokens == sum(len(models["bert"].tokenize(t)) for t in ["hello world", "the cat sat"])
     r = c.chat.completions.create(model="a", messages=MSGS, max_tokens=12, temperature=0)
     ref = models["llama"].create_chat_completion(MSGS, max_tokens=12, temperature=0)
     assert r.choices[0].message.content == ref["choices"][0]["message"]["content"]

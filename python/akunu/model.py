@@ -337,6 +337,13 @@ class Model:
 
         return create_chat_completion(self, messages, **kwargs)
 
+    def create_embedding(self, input: Any, model: Optional[str] = None, encoding_format: str = "float",
+                         dimensions: Optional[int] = None) -> Dict[str, Any]:
+        """OpenAI / llama-cpp-python shaped embeddings of a string, strings or token-id lists."""
+        from .openai_api import create_embedding
+
+        return create_embedding(self, input, model, encoding_format, dimensions)
+
     # -- lifetime -------------------------------------------------------------
     def _exclusive(self):
         model = self

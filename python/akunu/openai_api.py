@@ -176,3 +176,50 @@ def create_chat_completion(llm, messages: Sequence[Dict[str, Any]], /, *, stream
             s.close()
 
     return ChunkStream(chunks(), s)
+
+
+def create_embedding(model, input: Any, model_name: Optional[str] = None, encoding_format: str = "float",
+                     dimensions: Optional[int] = None) -> Dict[str, Any]:
+    """OpenAI's embeddings response for `input`: a string, a list of strings, a list of token ids
+    or a list of token-id lists (ids already include the model's [CLS] / [SEP])."""
+    import base64
+
+    import numpy as np
+
+    if not model.is_embedding_model:
+        raise AkunuError(f"the model is not an embedding model ({model.config['architecture']}); "
+                         "load one such as all-MiniLM-L6-v2 or a BERT GGUF")
+    if encoding_format not in ("float", "base64"):
+        raise AkunuError(f"encoding_format must be 'float' or 'base64', got {encoding_format!r}")
+    if dimensions is not None and dimensions != model.config["dim"]:
+        raise AkunuError(f"this model's embeddings have {model.config['dim']} dimensions; "
+                         f"dimensions={dimensions!r} is not supported")
+    if isinstance(input, str):
+        items: list = [input]
+    elif isinstance(input, list) and input and all(isinstance(t, int) and not isinstance(t, bool) for t in input):
+        items = [input]
+    elif isinstance(input, list) and input and all(isinstance(t, (str, list)) for t in input):
+        items = input
+    else:
+        raise AkunuError("input must be a non-empty string, list of strings, or list of token-id lists")
+    texts = [t for t in items if isinstance(t, str)]
+    if texts and len(texts) != len(items):
+        raise AkunuError("input mixes strings and token ids")
+    if texts:
+        vectors = model.embed(texts)
+        n_tokens = sum(min(len(model.tokenize(t)), model.n_ctx) for t in texts)
+    else:
+        seqs = []
+        for ids in items:
+            if not ids or not all(isinstance(t, int) and not isinstance(t, bool) for t in ids):
+                raise AkunuError("token-id inputs must be non-empty lists of integers")
+            seqs.append([int(t) for t in ids])
+        with model._exclusive():
+            vectors = model._core().embed(seqs)
+        n_tokens = sum(len(s) for s in seqs)
+    data = []
+    for i, v in enumerate(np.asarray(vectors, dtype=np.float32)):
+        emb = base64.b64encode(v.astype("<f4").tobytes()).decode() if encoding_format == "base64" else v.tolist()
+        data.append({"object": "embedding", "index": i, "embedding": emb})
+    return {"object": "list", "data": data, "model": model_name or model.name,
+            "usage": {"prompt_tokens": n_tokens, "total_tokens": n_tokens}}

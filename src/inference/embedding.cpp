@@ -16,10 +16,9 @@ constexpr int kDefaultEncoderContext = 512;
 }
 
 void Model::load_encoder(const LoadOptions& opt) {
-    int n_ctx = opt.n_ctx > 0 ? opt.n_ctx : std::min(cfg_.context_length, kDefaultEncoderContext);
-    if (n_ctx > cfg_.context_length)
-        throw Error("n_ctx " + std::to_string(n_ctx) + " exceeds the encoder's " +
-                    std::to_string(cfg_.context_length) + " learned positions");
+    // An encoder has no use for more context than its learned positions: a
+    // larger request (one -c for several models in a server) is capped there.
+    int n_ctx = std::min(opt.n_ctx > 0 ? opt.n_ctx : kDefaultEncoderContext, cfg_.context_length);
     check_memory(n_ctx);
     kv_.allocate(*device_, cfg_.n_layers, n_ctx, cfg_.kv_dim());
     scratch_.allocate(*device_, cfg_, n_ctx, 1, 1);

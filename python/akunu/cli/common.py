@@ -85,6 +85,13 @@ def _warm_with_progress(path: str, quiet: bool) -> None:
                          f"{time.perf_counter() - t0:.1f} s{' ' * 30}\n")
 
 
+def _model_bytes(path: str) -> int:
+    """A GGUF file's size, or a model directory's safetensors."""
+    if os.path.isfile(path):
+        return os.path.getsize(path)
+    return sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path) if f.endswith(".safetensors"))
+
+
 def load_model(args: argparse.Namespace, quiet: bool = False):
     from ..model import load
     from ..model_zoo import resolve_model_path
@@ -94,14 +101,16 @@ def load_model(args: argparse.Namespace, quiet: bool = False):
     if args.threads < 0:
         raise CliError(f"--threads must be >= 0, got {args.threads}")
     path = resolve_model_path(args.model)
-    if os.path.isdir(path):
-        raise CliError(f"'{path}' is a directory; give the path of a .gguf file")
+    if os.path.isdir(path) and not os.path.exists(os.path.join(path, "config.json")):
+        raise CliError(f"'{path}' is a directory without config.json; give a .gguf file or a Hugging Face / "
+                       f"MLX model directory")
     mem = _available_memory()
-    size = os.path.getsize(path)
+    size = _model_bytes(path)
     if mem and size > mem:
         raise CliError(f"the model needs {size / 2**30:.1f} GiB but this machine has {mem / 2**30:.1f} GiB of "
                        f"memory; use a smaller or more quantized model")
-    _warm_with_progress(path, quiet)
+    if os.path.isfile(path):
+        _warm_with_progress(path, quiet)
     try:
         return load(path, device=args.device, n_ctx=args.ctx, n_threads=args.threads,
                     chat_template=getattr(args, "chat_template", None))

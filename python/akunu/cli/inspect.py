@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections import defaultdict
 from typing import Any, Dict, List, Optional
 
 from .. import __version__, _core
 from ..model_zoo import resolve_model_path
-from .common import CliError, run
+from .common import CliError, _model_bytes, run
 
 
 def _short(v: Any, limit: int = 80) -> str:
@@ -47,7 +48,9 @@ def summarize(info: Dict[str, Any]) -> Dict[str, Any]:
         e["bytes"] += t["n_bytes"]
     tokens = md.get("tokenizer.ggml.tokens") or []
     return {
-        "file": {"gguf_version": info["version"], "size_bytes": info["file_size"], "alignment": info["alignment"]},
+        "file": ({"format": "gguf", "gguf_version": info["version"], "size_bytes": info["file_size"],
+                  "alignment": info["alignment"]} if "version" in info else
+                 {"format": "safetensors", "size_bytes": info["size_bytes"]}),
         "model": {"name": md.get("general.name"), "architecture": arch,
                   "context_length": md.get(p + "context_length"), "embedding_length": md.get(p + "embedding_length"),
                   "block_count": md.get(p + "block_count"), "feed_forward_length": md.get(p + "feed_forward_length"),
@@ -69,7 +72,11 @@ def summarize(info: Dict[str, Any]) -> Dict[str, Any]:
 def print_text(s: Dict[str, Any], show_tensors: bool, out=sys.stdout) -> None:
     f, m, t, tot = s["file"], s["model"], s["tokenizer"], s["totals"]
     w = out.write
-    w(f"GGUF v{f['gguf_version']}, {_human(f['size_bytes'])}, alignment {f['alignment']}\n\n")
+    if f["format"] == "gguf":
+        w(f"GGUF v{f['gguf_version']}, {_human(f['size_bytes'])}, alignment {f['alignment']}\n\n")
+    else:
+        w(f"Hugging Face / MLX directory (safetensors), {_human(f['size_bytes'])}; names and metadata as akunu "
+          f"maps them to GGUF's\n\n")
     w("model\n")
     for k, v in m.items():
         w(f"  {k:<20} {v}\n")
@@ -91,7 +98,7 @@ def print_text(s: Dict[str, Any], show_tensors: bool, out=sys.stdout) -> None:
 
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="akunu-inspect", description=__doc__)
-    ap.add_argument("model", help="GGUF file, or a named model such as gemma3-270m")
+    ap.add_argument("model", help="GGUF file, Hugging Face / MLX directory, or a named model such as gemma3-270m")
     ap.add_argument("--json", action="store_true", help="machine-readable output")
     ap.add_argument("--no-tensors", action="store_true", help="leave out the tensor table")
     ap.add_argument("--verbose", action="store_true", help="show tracebacks")
@@ -100,7 +107,12 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     def body() -> int:
         path = resolve_model_path(args.model)
-        s = summarize(_core.read_gguf(path))
+        if os.path.isdir(path):
+            info = _core.read_model(path)
+            info["size_bytes"] = _model_bytes(path)
+        else:
+            info = _core.read_gguf(path)
+        s = summarize(info)
         if args.json:
             if args.no_tensors:
                 s.pop("tensors")

@@ -213,15 +213,16 @@ def create_app(models: Dict[str, Any], api_key: Optional[str] = None,
     async def embeddings(request: Request):
         body = await read_json(request)
         slot = slot_for(rf.model_field(body))
-        embed = getattr(slot.model, "create_embedding", None)
-        if embed is None:
-            raise ApiError(400, f"the model '{slot.name}' is not an embedding model; load one (e.g. a BERT "
-                           f"GGUF) to use /v1/embeddings", param="model")
+        fmt = body.get("encoding_format", "float")
+        dims = body.get("dimensions")
+        if "input" not in body:
+            raise ApiError(400, "'input' is required", param="input")
         async with turn(slot):
             try:
-                return JSONResponse(await anyio.to_thread.run_sync(lambda: embed(body.get("input"))))
+                return JSONResponse(await anyio.to_thread.run_sync(
+                    lambda: slot.model.create_embedding(body["input"], slot.name, fmt, dims)))
             except AkunuError as e:
-                raise as_api_error(e) from None
+                raise ApiError(400, str(e), param="input") from None
 
     @app.get("/v1/models")
     async def list_models():
