@@ -25,7 +25,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         std::string arch = f.get_string("general.architecture");
         if (!arch.empty()) {
             akunu::ArchDescriptor a = akunu::arch_from_name(arch);
-            (void)akunu::config_from_gguf(f, a);
+            (void)akunu::config_from_file(f, a);
         }
     } catch (const akunu::Error&) {
     }

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Coverage-guided fuzzing of the GGUF parser and model-config validation with
+# Coverage-guided fuzzing of the GGUF parser and model-config validation, and of
+# the safetensors / JSON readers, with
 # libFuzzer + AddressSanitizer + UndefinedBehaviorSanitizer (needs clang).
 #   tools/fuzz.sh [SECONDS]      default 60; CI runs a short bounded session
 # Seeds: the regression corpus (fuzz/corpus, replayed by the test suite too)
@@ -11,12 +12,22 @@ SECONDS_TO_RUN="${1:-60}"
 CXX="${CXX_FUZZ:-clang++}"
 OUT=build-fuzz
 mkdir -p "$OUT" fuzz/findings
-SRC="src/weight/gguf_file.cpp src/core/arch_descriptor.cpp src/core/dtype_descriptor.cpp src/core/model_config.cpp"
+SRC="src/weight/gguf_file.cpp src/weight/model_file.cpp src/weight/hf_directory.cpp src/weight/safetensors_file.cpp \
+     src/weight/json.cpp src/core/arch_descriptor.cpp src/core/dtype_descriptor.cpp src/core/model_config.cpp"
 "$CXX" -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
     -Isrc -Iinclude fuzz/gguf_fuzz.cpp $SRC -o "$OUT/gguf_fuzz"
+"$CXX" -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+    -Isrc -Iinclude fuzz/safetensors_fuzz.cpp $SRC -o "$OUT/safetensors_fuzz"
 SEEDS="$OUT/seeds"
 rm -rf "$SEEDS" && mkdir -p "$SEEDS"
 cp fuzz/corpus/* "$SEEDS"/ 2>/dev/null || true
 find tests/models -name '*.gguf' -size -600k -exec cp {} "$SEEDS"/ \; 2>/dev/null || true
-"$OUT/gguf_fuzz" "$SEEDS" -max_total_time="$SECONDS_TO_RUN" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
+HALF=$(( (SECONDS_TO_RUN + 1) / 2 ))
+"$OUT/gguf_fuzz" "$SEEDS" -max_total_time="$HALF" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
+    -artifact_prefix=fuzz/findings/ -print_final_stats=1
+# safetensors headers and JSON: seeds from fuzz/corpus_safetensors
+ST_SEEDS="$OUT/st_seeds"
+rm -rf "$ST_SEEDS" && mkdir -p "$ST_SEEDS"
+cp fuzz/corpus_safetensors/* "$ST_SEEDS"/ 2>/dev/null || true
+"$OUT/safetensors_fuzz" "$ST_SEEDS" -max_total_time="$HALF" -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
     -artifact_prefix=fuzz/findings/ -print_final_stats=1
