@@ -25,13 +25,13 @@ def kv_write(kv_dim, n_tokens, pos0, k_stride, v_stride, max_ctx):
 
 
 def attention(n_heads, n_kv_heads, head_dim, n_tokens, pos0, window, q_stride, out_stride, scale, max_ctx,
-              causal=1):
-    return struct.pack("8If2I", n_heads, n_kv_heads, head_dim, n_tokens, pos0, window, q_stride, out_stride,
-                       scale, max_ctx, causal)
+              causal=1, segmented=0):
+    return struct.pack("8If3I", n_heads, n_kv_heads, head_dim, n_tokens, pos0, window, q_stride, out_stride,
+                       scale, max_ctx, causal, segmented)
 
 
-def add_rows(dim, n_tokens, pos0):
-    return struct.pack("3I", dim, n_tokens, pos0)
+def add_rows(dim, n_tokens, pos0, segmented=0):
+    return struct.pack("4I", dim, n_tokens, pos0, segmented)
 
 
 def gated(n, n_tokens):

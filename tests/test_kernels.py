@@ -210,6 +210,39 @@ def test_attention_gqa_causal_window(window, causal):
     np.testing.assert_allclose(out.reshape(n, H, D), ref, rtol=1e-4, atol=1e-5)
 
 
+def test_attention_and_positions_of_packed_sequences():
+    """Encoders pack sequences in one pass: each token attends to its own sequence only and takes
+    its position from the sequence's start."""
+    rng = np.random.default_rng(12)
+    H, D, lens = 4, 32, [5, 1, 9, 3]
+    n = sum(lens)
+    bounds = np.zeros((n, 2), np.int32)
+    s = 0
+    for ln in lens:
+        bounds[s:s + ln] = (s, s + ln)
+        s += ln
+    k = rng.standard_normal((n, H * D)).astype(np.float32)
+    v = rng.standard_normal((n, H * D)).astype(np.float32)
+    kc = np.zeros((32, H * D), np.uint16)
+    vc = np.zeros((32, H * D), np.uint16)
+    _core._run_cpu_kernel("kv_write", [k, v, kc, vc], kp.kv_write(H * D, n, 0, H * D, H * D, 32))
+    q = rng.standard_normal((n, H * D)).astype(np.float32)
+    out = np.full((n, H * D), np.nan, np.float32)
+    _core._run_cpu_kernel("attention", [q, kc, vc, out, bounds],
+                          kp.attention(H, H, D, n, 0, 0, H * D, H * D, D ** -0.5, 32, 0, 1))
+    for t in range(n):  # each token equals a separate bidirectional pass over its own sequence
+        a, b = bounds[t]
+        alone = np.full((1, H * D), np.nan, np.float32)
+        _core._run_cpu_kernel("attention", [q[t:t + 1].copy(), kc[a:].copy(), vc[a:].copy(), alone],
+                              kp.attention(H, H, D, 1, b - a - 1, 0, H * D, H * D, D ** -0.5, 32 - a, 0, 0))
+        np.testing.assert_array_equal(out[t], alone[0])
+    h = rng.standard_normal((n, 16)).astype(np.float32)
+    table = rng.standard_normal((64, 16)).astype(np.float32)
+    ref = h + table[np.arange(n) - bounds[:, 0]]
+    _core._run_cpu_kernel("add_rows", [h, table, bounds], kp.add_rows(16, n, 0, 1))
+    np.testing.assert_array_equal(h, ref)
+
+
 @pytest.mark.parametrize("act", ["silu_gate", "gelu_gate"])
 def test_gated_activation(act):
     rng = np.random.default_rng(4)

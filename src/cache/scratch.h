@@ -18,6 +18,7 @@ struct ScratchBuffers {
     Buffer prompt_ids;  // prefill input, max_tokens ids
     Buffer chain_ids;   // decode chain: ids[0] in, ids[i+1] written by argmax or sample
     Buffer row_ids;     // prefill: argmax of each logits row
+    Buffer segments;    // encoders: [start, end) of each token's sequence in a packed pass
 
     // logit_rows: rows of the logits buffer (encoders need none of it)
     void allocate(Device& d, const ModelConfig& c, int tokens, int chain, int logit_rows) {
@@ -39,6 +40,7 @@ struct ScratchBuffers {
         prompt_ids = f(m);
         chain_ids = f((size_t)chain + 1);
         row_ids = f(m);
+        segments = f(2 * m);
     }
     void release(Device& d) { owned_.release(d); }
     size_t bytes() const { return owned_.bytes(); }

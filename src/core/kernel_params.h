@@ -72,13 +72,18 @@ struct AttentionParams {
     float scale;
     uint32_t max_ctx;
     uint32_t causal;  // 1: causal (decoders); 0: each query sees keys [0, pos0 + n_tokens) (encoders)
+    // 1: several sequences packed in one pass (encoders): buffer 4 holds each
+    // token's [start, end) cache positions and a query sees only those keys
+    uint32_t segmented;
 };
 
-// x[t, :] += table[pos0 + t, :] (learned absolute positions; table F32 [n_ctx, dim])
+// x[t, :] += table[pos0 + t, :] (learned absolute positions; table F32 [n_ctx, dim]).
+// segmented: the row is t - start of the token's sequence (buffer 2: [start, end) per token).
 struct AddRowsParams {
     uint32_t dim;
     uint32_t n_tokens;
     uint32_t pos0;
+    uint32_t segmented;
 };
 
 // out[t, i] = act(gate[t, i]) * up[t, i]

@@ -36,7 +36,8 @@ public:
     const ArchDescriptor& arch() const { return arch_; }
     bool is_encoder() const { return arch_.encoder; }
     const Device& device() const { return *device_; }
-    int n_ctx() const { return kv_.n_ctx; }
+    // Context of a generation; for an encoder, the longest sequence it embeds.
+    int n_ctx() const { return arch_.encoder ? encoder_max_seq_ : kv_.n_ctx; }
     int n_past() const { return n_past_; }
     size_t memory_bytes() const;
 
@@ -75,6 +76,8 @@ public:
     // per sequence, row-major n_seqs x dim (embedding.cpp).
     std::vector<float> embed(const std::vector<std::vector<int32_t>>& seqs);
     int embedding_dim() const { return cfg_.dim; }
+    // One encoder pass over `tokens` run command by command: (label, seconds) per command.
+    std::vector<std::pair<std::string, double>> profile_embed(const std::vector<int32_t>& tokens);
 
 private:
     void require_decoder(const char* what) const;
@@ -102,6 +105,7 @@ private:
     SamplerBuffers sampler_;
     DispatchTable prefill_table_, decode_table_;
     DispatchTable encoder_table_;  // encoder models only
+    int encoder_max_seq_ = 0;      // longest sequence (learned positions, n_ctx)
     DispatchTable sample_first_table_, decode_sampled_table_;  // sample after a prefill; chain with sampling
     SamplingConfig sampling_;
     bool mask_on_ = false;

@@ -49,7 +49,8 @@ SafeTensorsFile::SafeTensorsFile(const std::string& path) : path_(path), file_(s
         if (shape->arr.size() > 8) throw FormatError(tw + " has more than 8 dimensions");
         uint64_t numel = 1;
         for (const JsonValue& d : shape->arr) {
-            if (!d.is_number() || d.num < 0 || d.num > 1e12 || d.num != (double)(uint64_t)d.num)
+            // NaN fails the range test before the cast (casting it would be undefined)
+            if (!d.is_number() || !(d.num >= 0 && d.num <= 1e12) || d.num != (double)(uint64_t)d.num)
                 throw FormatError(tw + " has a bad dimension in its shape");
             uint64_t s = (uint64_t)d.num;
             if (s && numel > std::numeric_limits<uint64_t>::max() / s / es)
@@ -60,7 +61,7 @@ SafeTensorsFile::SafeTensorsFile(const std::string& path) : path_(path), file_(s
         uint64_t b[2];
         for (int i = 0; i < 2; i++) {
             const JsonValue& o = offs->arr[(size_t)i];
-            if (!o.is_number() || o.num < 0 || o.num > 1.8e19 || o.num != (double)(uint64_t)o.num)
+            if (!o.is_number() || !(o.num >= 0 && o.num <= 1.8e19) || o.num != (double)(uint64_t)o.num)
                 throw FormatError(tw + " has a bad data offset");
             b[i] = (uint64_t)o.num;
         }

@@ -50,8 +50,12 @@ void attention(const CpuArgs& a) {
         for (int it = i0; it < i1; it++) {
             const uint32_t t = (uint32_t)it / p.n_heads, h = (uint32_t)it % p.n_heads;
             const uint32_t pos = p.pos0 + t;
-            const uint32_t lo = (p.window && pos + 1 > p.window) ? pos + 1 - p.window : 0;
-            const uint32_t last = p.causal ? pos : p.pos0 + p.n_tokens - 1;  // last key seen
+            uint32_t lo = (p.window && pos + 1 > p.window) ? pos + 1 - p.window : 0;
+            uint32_t last = p.causal ? pos : p.pos0 + p.n_tokens - 1;  // last key seen
+            if (p.segmented) {  // packed sequences: only the token's own
+                lo = (uint32_t)a.b<int32_t>(4)[2 * t];
+                last = (uint32_t)a.b<int32_t>(4)[2 * t + 1] - 1;
+            }
             const float* qsrc = q + (size_t)t * p.q_stride + (size_t)h * p.head_dim;
             for (uint32_t d = 0; d < p.head_dim; d++) qr[d] = f16_to_f32(f32_to_f16(qsrc[d]));
             const float* qh = qr.data();

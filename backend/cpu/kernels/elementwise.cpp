@@ -46,9 +46,13 @@ void gelu_erf(const CpuArgs& a) {
 void add_rows(const CpuArgs& a) {
     AddRowsParams p = a.p<AddRowsParams>();
     float* x = a.b<float>(0);
-    const float* table = a.b<float>(1) + (size_t)p.pos0 * p.dim;
-    const size_t n = (size_t)p.dim * p.n_tokens;
-    for (size_t i = 0; i < n; i++) x[i] += table[i];
+    const int32_t* seg = p.segmented ? a.b<int32_t>(2) : nullptr;
+    for (uint32_t t = 0; t < p.n_tokens; t++) {
+        const size_t row = seg ? (size_t)(p.pos0 + t - (uint32_t)seg[2 * t]) : (size_t)(p.pos0 + t);
+        const float* r = a.b<float>(1) + row * p.dim;
+        float* xt = x + (size_t)t * p.dim;
+        for (uint32_t i = 0; i < p.dim; i++) xt[i] += r[i];
+    }
 }
 
 }  // namespace

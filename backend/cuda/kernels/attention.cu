@@ -34,15 +34,19 @@ __device__ float block_reduce(float v, float* red, bool is_max) {
 }
 
 __global__ void attention_kernel(AttentionParams p, const float* q, const uint16_t* kc, const uint16_t* vc,
-                                 float* out) {
+                                 float* out, const int32_t* seg) {
     extern __shared__ float smem[];
     __shared__ float red[kThreads / 32];
     const uint32_t t = blockIdx.x / p.n_heads, h = blockIdx.x % p.n_heads;
     const uint32_t kv_dim = p.n_kv_heads * p.head_dim;
     const uint32_t group = p.n_heads / p.n_kv_heads;
     const uint32_t pos = p.pos0 + t;
-    const uint32_t lo = (p.window && pos + 1 > p.window) ? pos + 1 - p.window : 0;
-    const uint32_t last = p.causal ? pos : p.pos0 + p.n_tokens - 1;  // encoders see every key of the pass
+    uint32_t lo = (p.window && pos + 1 > p.window) ? pos + 1 - p.window : 0;
+    uint32_t last = p.causal ? pos : p.pos0 + p.n_tokens - 1;  // encoders see every key of the pass
+    if (seg) {  // packed sequences: only the token's own
+        lo = (uint32_t)seg[2 * t];
+        last = (uint32_t)seg[2 * t + 1] - 1;
+    }
     const uint32_t n = last + 1 - lo;
     float* qr = smem;                 // head_dim
     float* scores = smem + p.head_dim;  // n
@@ -114,8 +118,8 @@ void launch_attention(const CudaArgs& a) {
     if (shared > kMaxShared)
         throw Error("CUDA attention: context of " + std::to_string(span) + " positions exceeds this kernel's " +
                     std::to_string(kMaxShared / 4 - p.head_dim));
-    attention_kernel<<<p.n_tokens * p.n_heads, kThreads, shared, a.stream>>>(p, a.b<float>(0), a.b<uint16_t>(1),
-                                                                             a.b<uint16_t>(2), a.b<float>(3));
+    attention_kernel<<<p.n_tokens * p.n_heads, kThreads, shared, a.stream>>>(
+        p, a.b<float>(0), a.b<uint16_t>(1), a.b<uint16_t>(2), a.b<float>(3), p.segmented ? a.b<int32_t>(4) : nullptr);
 }
 
 }  // namespace

@@ -153,10 +153,19 @@ void launch_gelu_erf(const CudaArgs& a) {
     gelu_erf_kernel<<<blocks_for(n, 256), 256, 0, a.stream>>>(n, a.b<float>(0));
 }
 
+__global__ void add_rows_kernel(AddRowsParams p, float* x, const float* table, const int32_t* seg) {
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)p.dim * p.n_tokens) return;
+    const uint32_t t = (uint32_t)(i / p.dim), d = (uint32_t)(i % p.dim);
+    const size_t row = seg ? (size_t)(p.pos0 + t - (uint32_t)seg[2 * t]) : (size_t)(p.pos0 + t);
+    x[i] += table[row * p.dim + d];
+}
+
 void launch_add_rows(const CudaArgs& a) {
     AddRowsParams p = a.p<AddRowsParams>();
     const size_t n = (size_t)p.dim * p.n_tokens;
-    add_kernel<<<blocks_for(n, 256), 256, 0, a.stream>>>(n, a.b<float>(0), a.b<float>(1) + (size_t)p.pos0 * p.dim);
+    add_rows_kernel<<<blocks_for(n, 256), 256, 0, a.stream>>>(p, a.b<float>(0), a.b<float>(1),
+                                                              p.segmented ? a.b<int32_t>(2) : nullptr);
 }
 
 // K/V rounded to the F16 cache with the CPU's rounding (round to nearest even).
