@@ -19,13 +19,15 @@ void kv_write(const CpuArgs& a) {
     const float* v = a.b<float>(1);
     uint16_t* kc = a.b<uint16_t>(2);
     uint16_t* vc = a.b<uint16_t>(3);
-    for (uint32_t t = 0; t < p.n_tokens; t++) {
-        size_t dst = (size_t)(p.pos0 + t) * p.kv_dim;
-        for (uint32_t i = 0; i < p.kv_dim; i++) {
-            kc[dst + i] = f32_to_f16(k[(size_t)t * p.k_stride + i]);
-            vc[dst + i] = f32_to_f16(v[(size_t)t * p.v_stride + i]);
+    a.pool->parallel_for((int)p.n_tokens, [&](int t0, int t1) {
+        for (uint32_t t = (uint32_t)t0; t < (uint32_t)t1; t++) {
+            size_t dst = (size_t)(p.pos0 + t) * p.kv_dim;
+            for (uint32_t i = 0; i < p.kv_dim; i++) {
+                kc[dst + i] = f32_to_f16(k[(size_t)t * p.k_stride + i]);
+                vc[dst + i] = f32_to_f16(v[(size_t)t * p.v_stride + i]);
+            }
         }
-    }
+    });
 }
 
 // One (token, head) pair per work item. Scores live in a per-thread buffer

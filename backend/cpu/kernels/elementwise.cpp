@@ -1,6 +1,7 @@
 // Gated activations and the residual add.
 #include <cmath>
 
+#include "../thread_pool.h"
 #include "core/kernel_params.h"
 #include "cpu_kernel.h"
 
@@ -38,8 +39,10 @@ void add_inplace(const CpuArgs& a) {
 void gelu_erf(const CpuArgs& a) {
     AddParams p = a.p<AddParams>();
     float* x = a.b<float>(0);
-    const size_t n = (size_t)p.n * p.n_tokens;
-    for (size_t i = 0; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * 0.70710678118654752f));
+    a.pool->parallel_for((int)p.n_tokens, [&](int t0, int t1) {  // erf is the cost: spread the rows
+        for (size_t i = (size_t)t0 * p.n; i < (size_t)t1 * p.n; i++)
+            x[i] = 0.5f * x[i] * (1.0f + std::erf(x[i] * 0.70710678118654752f));
+    });
 }
 
 // x[t, :] += table[pos0 + t, :] (learned absolute positions)
