@@ -76,16 +76,21 @@ static py::array_t<float> to_numpy(std::vector<float>&& v, size_t rows, size_t c
 
 PYBIND11_MODULE(_core, m) {
     m.doc() = "akunu native core";
+    // Messages quote names from model files: untrusted bytes, decoded with
+    // replacement so a bad name cannot turn the error into a UnicodeDecodeError.
     py::register_exception_translator([](std::exception_ptr p) {
         py::module_ errors = py::module_::import("akunu.errors");
+        auto raise = [&](const char* cls, const char* msg) {
+            PyErr_SetObject(errors.attr(cls).ptr(), utf8(msg).ptr());
+        };
         try {
             if (p) std::rethrow_exception(p);
         } catch (const FormatError& e) {
-            PyErr_SetString(errors.attr("ModelFormatError").ptr(), e.what());
+            raise("ModelFormatError", e.what());
         } catch (const UnsupportedError& e) {
-            PyErr_SetString(errors.attr("UnsupportedModelError").ptr(), e.what());
+            raise("UnsupportedModelError", e.what());
         } catch (const Error& e) {
-            PyErr_SetString(errors.attr("AkunuError").ptr(), e.what());
+            raise("AkunuError", e.what());
         } catch (const std::bad_alloc&) {
             PyErr_SetString(errors.attr("AkunuError").ptr(), "out of memory");
         }
