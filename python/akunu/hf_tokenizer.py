@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional
 
 from tokenizers import Tokenizer
 
 from .errors import UnsupportedModelError
-from .tokenizer import _BYTE, _CONTROL, _NORMAL, _bytelevel_decode, _valid_utf8
+from .tokenizer import _BYTE, _CONTROL, _NORMAL, TokenizerBase, _valid_utf8
 
 
 def _read_json(path: str) -> Dict[str, Any]:
@@ -35,7 +35,7 @@ def _token_text(v: Any) -> Optional[str]:
     return None
 
 
-class HFTokenizer:
+class HFTokenizer(TokenizerBase):
     """Text <-> token ids from a model directory's tokenizer.json."""
 
     def __init__(self, directory: str):
@@ -85,10 +85,6 @@ class HFTokenizer:
             fallback = fallback[0]
         return fallback if isinstance(fallback, int) and 0 <= fallback < len(self.tokens) else None
 
-    @property
-    def vocab_size(self) -> int:
-        return len(self.tokens)
-
     def metadata(self) -> Dict[str, Any]:
         """GGUF-named tokenizer keys, so code written against GGUF metadata sees the same facts."""
         md: Dict[str, Any] = {"tokenizer.ggml.model": self.kind}
@@ -104,18 +100,7 @@ class HFTokenizer:
         # tokenizer.json's post-processor adds what the model expects (BOS, or [CLS] ... [SEP])
         return self._tok.encode(_valid_utf8(text), add_special_tokens=add_bos).ids
 
-    def decode(self, ids: Sequence[int], skip_special: bool = True) -> str:
-        return self._tok.decode(list(ids), skip_special_tokens=skip_special)
-
-    def token_bytes(self, token_id: int) -> bytes:
-        piece = self.tokens[token_id]
-        ty = self.token_types[token_id]
-        if ty == _CONTROL:
-            return b""
-        if self.kind == "gpt2":
-            return _bytelevel_decode(piece)
-        if ty == _BYTE:
-            return bytes([int(piece[3:-1], 16)])
-        if self.kind == "bert":
-            return (piece[2:] if piece.startswith("##") else " " + piece).encode("utf-8")
-        return piece.replace("\u2581", " ").encode("utf-8")
+    def _piece_text(self, piece: str) -> str:
+        if self.kind == "bert":  # WordPiece: "##" continues a word, anything else starts one
+            return piece[2:] if piece.startswith("##") else " " + piece
+        return super()._piece_text(piece)

@@ -50,7 +50,39 @@ _PRE_REGEXES: Dict[str, List[str]] = {
 _IGNORE_MERGES = {"llama-bpe", "llama3", "dbrx", "smaug-bpe"}
 
 
-class GGUFTokenizer:
+class TokenizerBase:
+    """What GGUF and tokenizer.json tokenizers share: decoding and token bytes.
+    Subclasses set kind, tokens, token_types and _tok (a `tokenizers.Tokenizer`)."""
+
+    kind: str
+    tokens: List[str]
+    token_types: List[int]
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self.tokens)
+
+    def decode(self, ids: Sequence[int], skip_special: bool = True) -> str:
+        return self._tok.decode(list(ids), skip_special_tokens=skip_special)
+
+    def _piece_text(self, piece: str) -> str:
+        """A (non byte-level) piece as text: SentencePiece's U+2581 is a space."""
+        return piece.replace("\u2581", " ")
+
+    def token_bytes(self, token_id: int) -> bytes:
+        """The raw bytes a token stands for (for streaming that never splits UTF-8)."""
+        piece = self.tokens[token_id]
+        ty = self.token_types[token_id]
+        if ty == _CONTROL:
+            return b""
+        if self.kind == "gpt2":
+            return _bytelevel_decode(piece)
+        if ty == _BYTE and piece.startswith("<0x") and piece.endswith(">"):
+            return bytes([int(piece[3:-1], 16)])
+        return self._piece_text(piece).encode("utf-8")
+
+
+class GGUFTokenizer(TokenizerBase):
     """Text <-> token ids for one GGUF model, plus its special-token ids."""
 
     def __init__(self, metadata: Dict[str, Any]):
@@ -177,10 +209,6 @@ class GGUFTokenizer:
             self._tok.add_tokens(added)
 
     # -- use ----------------------------------------------------------------
-    @property
-    def vocab_size(self) -> int:
-        return len(self.tokens)
-
     def encode(self, text: str, add_bos: bool = True) -> List[int]:
         text = _valid_utf8(text)
         if self.kind == "bert":
@@ -189,23 +217,6 @@ class GGUFTokenizer:
         if add_bos and self.add_bos and self.bos_id is not None:
             ids = [self.bos_id] + ids
         return ids
-
-    def decode(self, ids: Sequence[int], skip_special: bool = True) -> str:
-        return self._tok.decode(list(ids), skip_special_tokens=skip_special)
-
-    def token_bytes(self, token_id: int) -> bytes:
-        """The raw bytes a token stands for (for streaming that never splits UTF-8)."""
-        piece = self.tokens[token_id]
-        ty = self.token_types[token_id]
-        if ty == _CONTROL:
-            return b""
-        if self.kind == "bert":
-            return (piece[1:] if piece.startswith("\u2581") else piece).encode("utf-8")
-        if self.kind == "llama":
-            if ty == _BYTE and piece.startswith("<0x") and piece.endswith(">"):
-                return bytes([int(piece[3:-1], 16)])
-            return piece.replace("\u2581", " ").encode("utf-8")
-        return _bytelevel_decode(piece)
 
 
 def _valid_utf8(text: str) -> str:

@@ -10,6 +10,18 @@
 namespace akunu {
 namespace {
 
+// Sum over the block, returned to every thread (the warps' sums added in a
+// fixed order); `partial` is 32 doubles of shared memory, free again on return.
+__device__ double block_sum(double v, double* partial) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = v;
+    __syncthreads();
+    double s = 0;
+    for (unsigned i = 0; i < blockDim.x / 32; i++) s += partial[i];
+    __syncthreads();
+    return s;
+}
+
 // One block per row; the sum of squares in double, as the CPU twin.
 __global__ void rmsnorm_kernel(NormParams p, const float* x, const float* w, float* y) {
     const uint32_t row = blockIdx.x;
@@ -19,16 +31,8 @@ __global__ void rmsnorm_kernel(NormParams p, const float* x, const float* w, flo
     __shared__ double partial[32];
     double ss = 0;
     for (uint32_t i = threadIdx.x; i < p.dim; i += blockDim.x) ss += (double)xr[i] * xr[i];
-    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = ss;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        double s = 0;
-        for (unsigned i = 0; i < blockDim.x / 32; i++) s += partial[i];
-        partial[0] = s;
-    }
-    __syncthreads();
-    const float scale = 1.0f / sqrtf((float)(partial[0] / p.dim) + p.eps);
+    ss = block_sum(ss, partial);
+    const float scale = 1.0f / sqrtf((float)(ss / p.dim) + p.eps);
     for (uint32_t i = threadIdx.x; i < p.dim; i += blockDim.x) yr[i] = xr[i] * scale * (w[i] + p.weight_offset);
 }
 
@@ -45,32 +49,13 @@ __global__ void layernorm_kernel(NormParams p, const float* x, const float* w, f
     const float* xr = x + (size_t)t * p.x_stride + (size_t)r * p.dim;
     float* yr = y + (size_t)t * p.y_stride + (size_t)r * p.dim;
     __shared__ double partial[32];
-    __shared__ double mean_s;
     double s = 0;
     for (uint32_t i = threadIdx.x; i < p.dim; i += blockDim.x) s += xr[i];
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = s;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        double acc = 0;
-        for (unsigned i = 0; i < blockDim.x / 32; i++) acc += partial[i];
-        mean_s = acc / p.dim;
-    }
-    __syncthreads();
-    const double mean = mean_s;
+    const double mean = block_sum(s, partial) / p.dim;
     double v = 0;
     for (uint32_t i = threadIdx.x; i < p.dim; i += blockDim.x) v += ((double)xr[i] - mean) * ((double)xr[i] - mean);
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    __syncthreads();  // everyone has read mean_s and partial before they are reused
-    if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = v;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        double acc = 0;
-        for (unsigned i = 0; i < blockDim.x / 32; i++) acc += partial[i];
-        partial[0] = acc;
-    }
-    __syncthreads();
-    const float scale = (float)(1.0 / sqrt(partial[0] / p.dim + (double)p.eps));
+    v = block_sum(v, partial);
+    const float scale = (float)(1.0 / sqrt(v / p.dim + (double)p.eps));
     const float m = (float)mean;
     for (uint32_t i = threadIdx.x; i < p.dim; i += blockDim.x) yr[i] = (xr[i] - m) * scale * w[i] + b[i];
 }
