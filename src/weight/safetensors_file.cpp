@@ -79,6 +79,7 @@ SafeTensorsFile::SafeTensorsFile(const std::string& path) : path_(path), file_(s
         r.offset = b[0];
         r.n_bytes = t.n_bytes;
         ranges.push_back(r);
+        index_.emplace(t.name, tensors_.size());  // names are unique: the JSON reader rejects duplicate members
         tensors_.push_back(std::move(t));
     }
     std::sort(ranges.begin(), ranges.end(),
@@ -90,9 +91,8 @@ SafeTensorsFile::SafeTensorsFile(const std::string& path) : path_(path), file_(s
 }
 
 const SafeTensor* SafeTensorsFile::find(const std::string& name) const {
-    for (const auto& t : tensors_)
-        if (t.name == name) return &t;
-    return nullptr;
+    auto it = index_.find(name);
+    return it == index_.end() ? nullptr : &tensors_[it->second];
 }
 
 }  // namespace akunu

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "weight/model_file.h"
@@ -30,6 +31,7 @@ private:
     std::string path_;
     std::shared_ptr<MappedFile> file_;
     std::vector<SafeTensor> tensors_;
+    std::unordered_map<std::string, size_t> index_;  // name -> position in tensors_
 };
 
 // Bytes per element of a safetensors dtype, 0 if unknown.

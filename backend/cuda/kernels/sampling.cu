@@ -18,43 +18,34 @@ namespace {
 
 constexpr int kThreads = 1024;
 
-// (value, index) maximum over the block, first index on ties.
-__device__ void block_argmax(float v, int i, float* sv, int* si, int* out_index) {
-    sv[threadIdx.x] = v;
-    si[threadIdx.x] = i;
-    __syncthreads();
-    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-        if ((int)threadIdx.x < s) {
-            float ov = sv[threadIdx.x + s];
-            int oi = si[threadIdx.x + s];
-            if (ov > sv[threadIdx.x] || (ov == sv[threadIdx.x] && oi < si[threadIdx.x])) {
-                sv[threadIdx.x] = ov;
-                si[threadIdx.x] = oi;
-            }
-        }
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) *out_index = si[0];
-    __syncthreads();
-}
+// (value, index) maximum, first index on ties; index INT_MAX: none yet
+__device__ bool better(float v, int i, float bv, int bi) { return bi == INT_MAX || v > bv || (v == bv && i < bi); }
 
-__device__ void row_argmax(const float* l, uint32_t vocab, int* out_index) {
-    __shared__ float sv[kThreads];
-    __shared__ int si[kThreads];
-    float best = -INFINITY;
-    int bi = 0x7fffffff;  // no element yet: loses every comparison
-    for (uint32_t i = threadIdx.x; i < vocab; i += blockDim.x)
-        if (bi == 0x7fffffff || l[i] > best) {
-            best = l[i];
-            bi = (int)i;
-        }
-    block_argmax(best, bi, sv, si, out_index);
+__device__ void block_argmax(float& v, int& i) {
+    __shared__ float sv[32];
+    __shared__ int si[32];
+    for (int o = 16; o > 0; o >>= 1) {
+        float ov = __shfl_xor_sync(0xffffffffu, v, o);
+        int oi = __shfl_xor_sync(0xffffffffu, i, o);
+        if (oi != INT_MAX && better(ov, oi, v, i)) { v = ov; i = oi; }
+    }
+    if (threadIdx.x % 32 == 0) { sv[threadIdx.x / 32] = v; si[threadIdx.x / 32] = i; }
+    __syncthreads();
+    v = -INFINITY;
+    i = INT_MAX;
+    for (unsigned k = 0; k < blockDim.x / 32; k++)
+        if (si[k] != INT_MAX && better(sv[k], si[k], v, i)) { v = sv[k]; i = si[k]; }
+    __syncthreads();
 }
 
 __global__ void argmax_kernel(ArgmaxParams p, const float* logits, int32_t* out) {
-    __shared__ int result;
-    row_argmax(logits + (size_t)(p.row + blockIdx.x) * p.vocab, p.vocab, &result);
-    if (threadIdx.x == 0) out[blockIdx.x] = result;
+    const float* l = logits + (size_t)(p.row + blockIdx.x) * p.vocab;
+    float v = -INFINITY;
+    int bi = INT_MAX;
+    for (uint32_t i = threadIdx.x; i < p.vocab; i += blockDim.x)
+        if (better(l[i], (int)i, v, bi)) { v = l[i]; bi = (int)i; }
+    block_argmax(v, bi);
+    if (threadIdx.x == 0) out[blockIdx.x] = bi;
 }
 
 void launch_argmax(const CudaArgs& a) {
@@ -195,26 +186,6 @@ __global__ void sample_adjust(SampleArgs a) {
     st->cut_key = 0;
     st->cut_id = 0xffffffffu;
     st->selecting = 0;
-}
-
-// (value, index) maximum, first index on ties; index INT_MAX: none yet
-__device__ bool better(float v, int i, float bv, int bi) { return bi == INT_MAX || v > bv || (v == bv && i < bi); }
-
-__device__ void block_argmax(float& v, int& i) {
-    __shared__ float sv[32];
-    __shared__ int si[32];
-    for (int o = 16; o > 0; o >>= 1) {
-        float ov = __shfl_xor_sync(0xffffffffu, v, o);
-        int oi = __shfl_xor_sync(0xffffffffu, i, o);
-        if (oi != INT_MAX && better(ov, oi, v, i)) { v = ov; i = oi; }
-    }
-    if (threadIdx.x % 32 == 0) { sv[threadIdx.x / 32] = v; si[threadIdx.x / 32] = i; }
-    __syncthreads();
-    v = -INFINITY;
-    i = INT_MAX;
-    for (unsigned k = 0; k < blockDim.x / 32; k++)
-        if (si[k] != INT_MAX && better(sv[k], si[k], v, i)) { v = sv[k]; i = si[k]; }
-    __syncthreads();
 }
 
 __global__ void sample_argmax_part(SampleArgs a) {
