@@ -25,9 +25,13 @@ def kv_write(kv_dim, n_tokens, pos0, k_stride, v_stride, max_ctx):
 
 
 def attention(n_heads, n_kv_heads, head_dim, n_tokens, pos0, window, q_stride, out_stride, scale, max_ctx,
-              causal=1, segmented=0):
-    return struct.pack("8If3I", n_heads, n_kv_heads, head_dim, n_tokens, pos0, window, q_stride, out_stride,
-                       scale, max_ctx, causal, segmented)
+              causal=1, segmented=0, n_keys=0):
+    return struct.pack("8If4I", n_heads, n_kv_heads, head_dim, n_tokens, pos0, window, q_stride, out_stride,
+                       scale, max_ctx, causal, segmented, n_keys)
+
+
+def im2col(channels, n_out, in_len, kernel=3, stride=1, pad=1):
+    return struct.pack("6I", channels, n_out, in_len, kernel, stride, pad)
 
 
 def add_rows(dim, n_tokens, pos0, segmented=0):

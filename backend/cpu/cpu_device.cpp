@@ -85,6 +85,10 @@ void CpuDevice::write_buffer(Buffer dst, const void* src, size_t bytes, size_t o
     std::memcpy((uint8_t*)dst.contents + offset, src, bytes);
 }
 
+void CpuDevice::copy_buffer(Buffer dst, size_t dst_offset, Buffer src, size_t src_offset, size_t bytes) {
+    std::memmove((uint8_t*)dst.contents + dst_offset, (const uint8_t*)src.contents + src_offset, bytes);
+}
+
 void CpuDevice::read_buffer(void* dst, Buffer src, size_t bytes, size_t offset) {
     std::memcpy(dst, (const uint8_t*)src.contents + offset, bytes);
 }

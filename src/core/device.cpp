@@ -3,6 +3,7 @@
 #include "core/dispatch_table.h"
 
 #include <chrono>
+#include <vector>
 
 namespace akunu {
 
@@ -22,6 +23,12 @@ void Device::encode_dispatch_table(const DispatchTable& table, const ReplayState
         dispatch(cmd.grid, cmd.threadgroup);
     }
     end_encoding_sync();
+}
+
+void Device::copy_buffer(Buffer dst, size_t dst_offset, Buffer src, size_t src_offset, size_t bytes) {
+    std::vector<uint8_t> staging(bytes);
+    read_buffer(staging.data(), src, bytes, src_offset);
+    write_buffer(dst, staging.data(), bytes, dst_offset);
 }
 
 std::vector<double> Device::time_commands(const DispatchTable& table, const ReplayState& st) {

@@ -56,6 +56,8 @@ public:
     virtual void free_buffer(Buffer buf) = 0;
     virtual void write_buffer(Buffer dst, const void* src, size_t bytes, size_t offset = 0) = 0;
     virtual void read_buffer(void* dst, Buffer src, size_t bytes, size_t offset = 0) = 0;
+    // Device-to-device copy (cold path: beam reordering); the default stages through the host.
+    virtual void copy_buffer(Buffer dst, size_t dst_offset, Buffer src, size_t src_offset, size_t bytes);
 
     // Command encoding, as in the book.
     virtual void begin_encoding() = 0;

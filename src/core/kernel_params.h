@@ -75,6 +75,9 @@ struct AttentionParams {
     // 1: several sequences packed in one pass (encoders): buffer 4 holds each
     // token's [start, end) cache positions and a query sees only those keys
     uint32_t segmented;
+    // non-zero: every query sees keys [0, n_keys), whatever pos0 (cross-attention
+    // over an encoder output that is fixed for the whole decode)
+    uint32_t n_keys;
 };
 
 // x[t, :] += table[pos0 + t, :] (learned absolute positions; table F32 [n_ctx, dim]).
@@ -84,6 +87,19 @@ struct AddRowsParams {
     uint32_t n_tokens;
     uint32_t pos0;
     uint32_t segmented;
+};
+
+// col[t, c * kernel + j] = x[t * stride + j - pad, c] (0 outside [0, in_len)):
+// the columns of a 1-D convolution over x [in_len, channels], so that the
+// convolution is one matmul with its weight read as [out, channels * kernel]
+// (PyTorch's [out, in, k], row-major). Whisper's audio front end.
+struct Im2ColParams {
+    uint32_t channels;
+    uint32_t n_out;
+    uint32_t in_len;
+    uint32_t kernel;
+    uint32_t stride;
+    uint32_t pad;
 };
 
 // out[t, i] = act(gate[t, i]) * up[t, i]

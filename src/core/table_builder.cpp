@@ -107,7 +107,7 @@ DispatchTable build_dispatch_table(Device& device, const ModelConfig& c, const A
         }
         {
             AttentionParams p{(uint32_t)c.n_heads, (uint32_t)c.n_kv_heads, (uint32_t)c.head_dim, 1, 0,
-                              local ? (uint32_t)c.sliding_window : 0u, qd, qd, c.attn_scale, (uint32_t)kv.n_ctx, 1, 0};
+                              local ? (uint32_t)c.sliding_window : 0u, qd, qd, c.attn_scale, (uint32_t)kv.n_ctx, 1, 0, 0};
             Cmd(t, device, "attention", "attention")
                 .buf(s.q).buf(kv.k[(size_t)l]).buf(kv.v[(size_t)l]).buf(s.attn)
                 .params(p).patch_n(offsetof(AttentionParams, n_tokens)).patch_pos(offsetof(AttentionParams, pos0))

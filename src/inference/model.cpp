@@ -32,6 +32,8 @@ Model::Model(const std::string& path, const LoadOptions& opt) {
     file_ = open_model_file(path);
     std::string arch_name = file_->get_string("general.architecture");
     if (arch_name.empty()) throw FormatError("metadata 'general.architecture' is missing");
+    if (arch_name == "whisper")
+        throw Error("this is a Whisper speech-to-text model: load it with akunu.load() and call transcribe()");
     arch_ = arch_from_name(arch_name);
     // Hugging Face and MLX checkpoints rotate half-split pairs (rotate_half);
     // llama.cpp's converter permutes Llama's Q/K to adjacent pairs instead.

@@ -10,13 +10,13 @@
 #include "core/quant_blocks.h"
 #include "inference/model.h"
 #include "weight/gguf_file.h"
+#include "py_convert.h"
 
-namespace py = pybind11;
 using namespace akunu;
 
 // Strings in a model file are untrusted bytes: invalid UTF-8 is replaced, not
 // allowed to raise a UnicodeDecodeError from deep inside a load.
-static py::str utf8(const std::string& s) {
+py::str utf8(const std::string& s) {
     PyObject* o = PyUnicode_DecodeUTF8(s.data(), (Py_ssize_t)s.size(), "replace");
     if (!o) throw py::error_already_set();
     return py::reinterpret_steal<py::str>(o);
@@ -46,13 +46,13 @@ static py::object value_to_py(const GGUFValue& v) {
     }
 }
 
-static py::dict file_metadata(const ModelFile& f) {
+py::dict file_metadata(const ModelFile& f) {
     py::dict d;
     for (const auto& kv : f.metadata()) d[utf8(kv.first)] = value_to_py(kv.second);
     return d;
 }
 
-static py::list file_tensors(const ModelFile& f, bool with_data = false) {
+py::list file_tensors(const ModelFile& f, bool with_data) {
     py::list l;
     for (const auto& t : f.tensors()) {
         py::dict d;
@@ -68,7 +68,7 @@ static py::list file_tensors(const ModelFile& f, bool with_data = false) {
     return l;
 }
 
-static py::array_t<float> to_numpy(std::vector<float>&& v, size_t rows, size_t cols) {
+py::array_t<float> to_numpy(std::vector<float>&& v, size_t rows, size_t cols) {
     auto* heap = new std::vector<float>(std::move(v));
     py::capsule owner(heap, [](void* p) { delete (std::vector<float>*)p; });
     return py::array_t<float>({rows, cols}, {cols * sizeof(float), sizeof(float)}, heap->data(), owner);
@@ -266,4 +266,5 @@ PYBIND11_MODULE(_core, m) {
         .def("processed_logits", [](Model& m) {
             return to_numpy(m.processed_logits(), 1, (size_t)m.config().vocab_size);
         });
+    bind_whisper(m);
 }

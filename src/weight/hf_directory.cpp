@@ -9,6 +9,7 @@
 #include "core/dtype_descriptor.h"
 #include "core/error.h"
 #include "core/half.h"
+#include "weight/whisper_names.h"
 
 namespace akunu {
 namespace {
@@ -16,35 +17,6 @@ namespace {
 bool file_exists(const std::string& p) {
     struct stat st;
     return ::stat(p.c_str(), &st) == 0 && S_ISREG(st.st_mode);
-}
-
-GGUFValue int_value(int64_t v) {
-    GGUFValue g;
-    g.type = GGUFType::INT64;
-    g.i = v;
-    g.u = (uint64_t)v;
-    g.f = (double)v;
-    return g;
-}
-GGUFValue float_value(double v) {
-    GGUFValue g;
-    g.type = GGUFType::FLOAT64;
-    g.f = v;
-    return g;
-}
-GGUFValue string_value(const std::string& s) {
-    GGUFValue g;
-    g.type = GGUFType::STRING;
-    g.s = s;
-    return g;
-}
-GGUFValue bool_value(bool b) {
-    GGUFValue g;
-    g.type = GGUFType::BOOL;
-    g.b = b;
-    g.i = b;
-    g.u = b;
-    return g;
 }
 
 // config.json model_type -> our architecture name
@@ -55,9 +27,10 @@ std::string arch_for_model_type(const std::string& t) {
     if (t == "gemma") return "gemma";
     if (t == "gemma3" || t == "gemma3_text") return "gemma3";
     if (t == "bert") return "bert";
+    if (t == "whisper") return "whisper";
     throw UnsupportedError("model_type '" + t +
                            "' in config.json is not supported (supported: llama, mistral, qwen2, qwen3, gemma, "
-                           "gemma3, bert)");
+                           "gemma3, bert, whisper)");
 }
 
 // HF module path (without the .weight/.bias suffix) -> GGUF tensor base name,
@@ -211,21 +184,28 @@ void HFDirectory::read_config() {
         if (!c.get(key)) throw FormatError(what + " is missing '" + key + "'");
         return c.integer(key, 0, what);
     };
-    kv_["general.architecture"] = string_value(arch_);
-    kv_["general.name"] = string_value(root.string("_name_or_path", dir_, what));
+    kv_["general.architecture"] = gguf_string(arch_);
+    kv_["general.name"] = gguf_string(root.string("_name_or_path", dir_, what));
+    if (arch_ == "whisper") {
+        const std::string gen_path = dir_ + "/generation_config.json";
+        JsonValue gen;
+        if (file_exists(gen_path)) gen = read_json_file(gen_path);
+        whisper_metadata_from_hf(config_, gen.is_object() ? &gen : nullptr, kv_, what);
+        return;
+    }
     const int64_t hidden = need_int("hidden_size");
     const int64_t heads = need_int("num_attention_heads");
-    kv_[a + "embedding_length"] = int_value(hidden);
-    kv_[a + "block_count"] = int_value(need_int("num_hidden_layers"));
-    kv_[a + "attention.head_count"] = int_value(heads);
-    kv_[a + "attention.head_count_kv"] = int_value(c.integer("num_key_value_heads", heads, what));
-    if (c.get("head_dim")) kv_[a + "attention.key_length"] = int_value(c.integer("head_dim", 0, what));
-    kv_[a + "feed_forward_length"] = int_value(need_int("intermediate_size"));
-    kv_[a + "context_length"] = int_value(c.integer("max_position_embeddings", 2048, what));
+    kv_[a + "embedding_length"] = gguf_int(hidden);
+    kv_[a + "block_count"] = gguf_int(need_int("num_hidden_layers"));
+    kv_[a + "attention.head_count"] = gguf_int(heads);
+    kv_[a + "attention.head_count_kv"] = gguf_int(c.integer("num_key_value_heads", heads, what));
+    if (c.get("head_dim")) kv_[a + "attention.key_length"] = gguf_int(c.integer("head_dim", 0, what));
+    kv_[a + "feed_forward_length"] = gguf_int(need_int("intermediate_size"));
+    kv_[a + "context_length"] = gguf_int(c.integer("max_position_embeddings", 2048, what));
     if (arch_ == "bert") {
-        kv_[a + "attention.layer_norm_epsilon"] = float_value(c.number("layer_norm_eps", 1e-12, what));
-        kv_[a + "attention.causal"] = bool_value(false);
-        kv_[a + "token_type_count"] = int_value(c.integer("type_vocab_size", 2, what));
+        kv_[a + "attention.layer_norm_epsilon"] = gguf_float(c.number("layer_norm_eps", 1e-12, what));
+        kv_[a + "attention.causal"] = gguf_bool(false);
+        kv_[a + "token_type_count"] = gguf_int(c.integer("type_vocab_size", 2, what));
         std::string act = c.string("hidden_act", "gelu", what);
         if (act != "gelu")
             throw UnsupportedError(what + ": BERT hidden_act '" + act + "' is not supported (expected 'gelu')");
@@ -234,20 +214,20 @@ void HFDirectory::read_config() {
             throw UnsupportedError(what + ": position_embedding_type '" + pos + "' is not supported");
         return;
     }
-    kv_[a + "attention.layer_norm_rms_epsilon"] = float_value(c.number("rms_norm_eps", 1e-6, what));
+    kv_[a + "attention.layer_norm_rms_epsilon"] = gguf_float(c.number("rms_norm_eps", 1e-6, what));
     // RoPE: transformers < 5 writes rope_theta / rope_scaling / rope_local_base_freq; 5.x writes
     // rope_parameters, per layer type for Gemma 3 ({"full_attention": {...}, "sliding_attention": {...}}).
     const JsonValue* rp = c.get("rope_parameters");
     const JsonValue* full = rp && rp->get("full_attention") ? rp->get("full_attention") : rp;
     const JsonValue* local = rp ? rp->get("sliding_attention") : nullptr;
     double theta = c.number("rope_theta", full ? full->number("rope_theta", 10000.0, what) : 10000.0, what);
-    kv_[a + "rope.freq_base"] = float_value(theta);
+    kv_[a + "rope.freq_base"] = gguf_float(theta);
     if (c.get("rope_local_base_freq"))
-        kv_[a + "rope.freq_base_swa"] = float_value(c.number("rope_local_base_freq", 10000.0, what));
+        kv_[a + "rope.freq_base_swa"] = gguf_float(c.number("rope_local_base_freq", 10000.0, what));
     else if (local)
-        kv_[a + "rope.freq_base_swa"] = float_value(local->number("rope_theta", 10000.0, what));
+        kv_[a + "rope.freq_base_swa"] = gguf_float(local->number("rope_theta", 10000.0, what));
     if (const JsonValue* sw = c.get("sliding_window"); sw && sw->is_number() && arch_ == "gemma3") {
-        kv_[a + "attention.sliding_window"] = int_value(c.integer("sliding_window", 0, what));
+        kv_[a + "attention.sliding_window"] = gguf_int(c.integer("sliding_window", 0, what));
         // which layers are local: layer_types, else every pattern-th layer is global
         const int64_t n_layers = c.integer("num_hidden_layers", 0, what);
         GGUFValue pattern;
@@ -268,14 +248,14 @@ void HFDirectory::read_config() {
         kv_[a + "attention.sliding_window_layers"] = pattern;
     }
     if (c.get("query_pre_attn_scalar"))
-        kv_[a + "attention.scale"] = float_value(1.0 / std::sqrt(c.number("query_pre_attn_scalar", 1.0, what)));
+        kv_[a + "attention.scale"] = gguf_float(1.0 / std::sqrt(c.number("query_pre_attn_scalar", 1.0, what)));
     const JsonValue* rs = c.get("rope_scaling");
     if (!rs || !rs->is_object()) rs = full;
     if (rs && rs->is_object()) {
         std::string type = rs->string("rope_type", rs->string("type", "default", what), what);
         if (type == "linear") {
-            kv_[a + "rope.scaling.type"] = string_value("linear");
-            kv_[a + "rope.scaling.factor"] = float_value(rs->number("factor", 1.0, what));
+            kv_[a + "rope.scaling.type"] = gguf_string("linear");
+            kv_[a + "rope.scaling.factor"] = gguf_float(rs->number("factor", 1.0, what));
         } else if (type == "llama3") {
             add_rope_freqs(*rs, theta);
         } else if (type != "default") {
@@ -339,7 +319,8 @@ void HFDirectory::map_tensors() {
             if (mod.find("pre_feedforward_layernorm") != std::string::npos) has_pre_ffn_norm = true;
         }
     for (const auto& kv : modules) {
-        const std::string base = gguf_module(kv.first, has_pre_ffn_norm);
+        const std::string base =
+            arch_ == "whisper" ? whisper_name_from_hf(kv.first) : gguf_module(kv.first, has_pre_ffn_norm);
         if (base.empty()) continue;
         const Parts& p = kv.second;
         if (p.weight && p.scales) {
@@ -416,6 +397,7 @@ void HFDirectory::map_tensors() {
             ti.shape.assign(t->shape.rbegin(), t->shape.rend());  // GGUF order: contiguous dim first
             ti.n_bytes = t->n_bytes;
             ti.data = t->data;
+            if (base.rfind("enc.conv", 0) == 0 && t == p.weight) flatten_conv_weight(ti);
             add_tensor(std::move(ti));
         }
     }
@@ -435,18 +417,18 @@ void HFDirectory::read_pooling() {
                  p.boolean("pooling_mode_mean_sqrt_len_tokens", false, what))
             throw UnsupportedError(what + ": only mean, CLS and last-token pooling are supported");
     }
-    kv_["bert.pooling_type"] = int_value(pooling);
+    kv_["bert.pooling_type"] = gguf_int(pooling);
     bool normalize = false;
     if (file_exists(dir_ + "/modules.json")) {
         JsonValue m = read_json_file(dir_ + "/modules.json");
         for (const JsonValue& e : m.arr)
             if (e.string("type", "", "modules.json").find("Normalize") != std::string::npos) normalize = true;
     }
-    kv_["akunu.normalize_embeddings"] = bool_value(normalize);
+    kv_["akunu.normalize_embeddings"] = gguf_bool(normalize);
     if (file_exists(dir_ + "/sentence_bert_config.json")) {
         JsonValue sb = read_json_file(dir_ + "/sentence_bert_config.json");
         int64_t max_len = sb.integer("max_seq_length", 0, "sentence_bert_config.json");
-        if (max_len > 0) kv_["akunu.max_seq_length"] = int_value(max_len);
+        if (max_len > 0) kv_["akunu.max_seq_length"] = gguf_int(max_len);
     }
 }
 

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "weight/ct2_directory.h"
 #include "weight/gguf_file.h"
 #include "weight/hf_directory.h"
 
@@ -97,9 +98,49 @@ bool ModelFile::get_bool(const std::string& key, bool def) const {
     return v->b;
 }
 
+GGUFValue gguf_int(int64_t v) {
+    GGUFValue g;
+    g.type = GGUFType::INT64;
+    g.i = v;
+    g.u = (uint64_t)v;
+    g.f = (double)v;
+    return g;
+}
+GGUFValue gguf_float(double v) {
+    GGUFValue g;
+    g.type = GGUFType::FLOAT64;
+    g.f = v;
+    return g;
+}
+GGUFValue gguf_string(const std::string& s) {
+    GGUFValue g;
+    g.type = GGUFType::STRING;
+    g.s = s;
+    return g;
+}
+GGUFValue gguf_bool(bool b) {
+    GGUFValue g;
+    g.type = GGUFType::BOOL;
+    g.b = b;
+    g.i = b;
+    g.u = b;
+    return g;
+}
+GGUFValue gguf_int_array(const std::vector<int64_t>& v) {
+    GGUFValue g;
+    g.type = GGUFType::ARRAY;
+    g.elem_type = GGUFType::INT32;
+    g.ints = v;
+    g.array_len = v.size();
+    return g;
+}
+
 std::shared_ptr<ModelFile> open_model_file(const std::string& path) {
     struct stat st;
-    if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return std::make_shared<HFDirectory>(path);
+    if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+        if (CT2Directory::is_ct2_directory(path)) return std::make_shared<CT2Directory>(path);
+        return std::make_shared<HFDirectory>(path);
+    }
     return std::make_shared<GGUFFile>(path);
 }
 

@@ -44,6 +44,13 @@ struct GGUFTensorInfo {
     const uint8_t* data = nullptr;  // into the mapping
 };
 
+// Metadata values made by the directory readers (HF, CTranslate2).
+GGUFValue gguf_int(int64_t v);
+GGUFValue gguf_float(double v);
+GGUFValue gguf_string(const std::string& s);
+GGUFValue gguf_bool(bool b);
+GGUFValue gguf_int_array(const std::vector<int64_t>& v);
+
 class MappedFile {
 public:
     explicit MappedFile(const std::string& path);

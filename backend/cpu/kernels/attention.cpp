@@ -58,6 +58,10 @@ void attention(const CpuArgs& a) {
                 lo = (uint32_t)a.b<int32_t>(4)[2 * t];
                 last = (uint32_t)a.b<int32_t>(4)[2 * t + 1] - 1;
             }
+            if (p.n_keys) {  // cross-attention: the whole (fixed) encoder output
+                lo = 0;
+                last = p.n_keys - 1;
+            }
             const float* qsrc = q + (size_t)t * p.q_stride + (size_t)h * p.head_dim;
             for (uint32_t d = 0; d < p.head_dim; d++) qr[d] = f16_to_f32(f32_to_f16(qsrc[d]));
             const float* qh = qr.data();

@@ -1,4 +1,4 @@
-// Gated activations and the residual add.
+// Gated activations, the residual add, learned positions and the 1-D convolution's columns.
 #include <cmath>
 
 #include "../thread_pool.h"
@@ -58,6 +58,24 @@ void add_rows(const CpuArgs& a) {
     }
 }
 
+void im2col_1d(const CpuArgs& a) {
+    Im2ColParams p = a.p<Im2ColParams>();
+    const float* x = a.b<float>(0);
+    float* col = a.b<float>(1);
+    const size_t width = (size_t)p.channels * p.kernel;
+    a.pool->parallel_for((int)p.n_out, [&](int t0, int t1) {
+        for (uint32_t t = (uint32_t)t0; t < (uint32_t)t1; t++) {
+            float* row = col + (size_t)t * width;
+            for (uint32_t j = 0; j < p.kernel; j++) {
+                const int64_t src = (int64_t)t * p.stride + j - p.pad;
+                const bool inside = src >= 0 && src < (int64_t)p.in_len;
+                const float* xr = x + (inside ? (size_t)src * p.channels : 0);
+                for (uint32_t c = 0; c < p.channels; c++) row[(size_t)c * p.kernel + j] = inside ? xr[c] : 0.0f;
+            }
+        }
+    });
+}
+
 }  // namespace
 
 extern const CpuKernelEntry kElementwiseKernels[] = {
@@ -66,6 +84,7 @@ extern const CpuKernelEntry kElementwiseKernels[] = {
     {"add_inplace", add_inplace},
     {"gelu_erf", gelu_erf},
     {"add_rows", add_rows},
+    {"im2col_1d", im2col_1d},
     {nullptr, nullptr},
 };
 
