@@ -128,6 +128,10 @@ PYBIND11_MODULE(_core, m) {
        "Parse a GGUF file or a Hugging Face / MLX directory: metadata and tensors under GGUF names "
        "(with_data: each tensor's bytes too, as loaded).");
 
+    m.def("model_architecture", [](const std::string& path) {
+        return open_model_file(path)->get_string("general.architecture");
+    }, "general.architecture of a model file or directory.");
+
     m.def("dequantize", [](py::bytes data, uint32_t dtype, int64_t n) {
         const DTypeDescriptor* dt = dtype_lookup(dtype);
         if (!dt || !dt->supported) throw UnsupportedError(std::string("cannot dequantize ") + dtype_name(dtype));
