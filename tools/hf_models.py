@@ -201,3 +201,94 @@ def mlx_quantize_dir(src: str, dst: str, bits: int, group: int) -> Dict[str, np.
     with open(os.path.join(dst, "config.json"), "w") as f:
         json.dump(cfg, f)
     return reference
+
+
+def make_whisper(out_dir: str, tokenizer_json: str, seed: int = 0, n_mels: int = 80, vocab_size: int = 51865,
+                 dtype: str = "float32"):
+    """A random-weight tiny Whisper (transformers WhisperForConditionalGeneration) with a real
+    Whisper tokenizer.json; returns the float32 transformers model (eval mode)."""
+    import torch
+    import transformers as tf
+
+    torch.manual_seed(seed)
+    cfg = tf.WhisperConfig(vocab_size=vocab_size, num_mel_bins=n_mels, d_model=64, encoder_layers=2,
+                           encoder_attention_heads=4, decoder_layers=2, decoder_attention_heads=4,
+                           encoder_ffn_dim=128, decoder_ffn_dim=128, max_source_positions=1500,
+                           max_target_positions=448, init_std=0.1, pad_token_id=50257, bos_token_id=50257,
+                           eos_token_id=50257, decoder_start_token_id=50258)
+    model = tf.WhisperForConditionalGeneration(cfg).eval()
+    with torch.no_grad():  # LayerNorms away from the identity so a wrong norm shows
+        for name, p in model.named_parameters():
+            if "layer_norm" in name:
+                p.copy_(torch.rand_like(p) * 0.5 + (0.75 if name.endswith("weight") else -0.25))
+            elif name.endswith(".bias"):
+                p.copy_(torch.randn_like(p) * 0.1)
+    os.makedirs(out_dir, exist_ok=True)
+    saved = model if dtype == "float32" else tf.WhisperForConditionalGeneration(cfg).to(getattr(torch, dtype))
+    if saved is not model:
+        saved.load_state_dict(model.state_dict())
+        with torch.no_grad():  # the reference runs the rounded weights
+            for p_ref, p_saved in zip(model.parameters(), saved.parameters()):
+                p_ref.copy_(p_saved.float())
+    saved.save_pretrained(out_dir, safe_serialization=True)
+    shutil.copy(tokenizer_json, os.path.join(out_dir, "tokenizer.json"))
+    return model
+
+
+def whisper_reference(path: str):
+    """A float32 transformers WhisperForConditionalGeneration holding the weights of any
+    Whisper that akunu reads (GGUF, HF or CTranslate2 directory), through akunu's own
+    reader and names: the exact-arithmetic reference for real checkpoints."""
+    import sys
+
+    import torch
+    import transformers as tf
+
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+    from akunu import _core
+    from convert_hf_to_gguf import _tensor_array
+
+    model = _core.read_model(path, with_data=True)
+    md = model["metadata"]
+    g = lambda k: int(md["whisper." + k])  # noqa: E731
+    cfg = tf.WhisperConfig(vocab_size=0, num_mel_bins=g("n_mels"), d_model=g("embedding_length"),
+                           encoder_layers=g("encoder.block_count"), decoder_layers=g("block_count"),
+                           encoder_attention_heads=g("encoder.attention.head_count"),
+                           decoder_attention_heads=g("attention.head_count"),
+                           encoder_ffn_dim=g("encoder.feed_forward_length"), decoder_ffn_dim=g("feed_forward_length"),
+                           max_source_positions=g("encoder.context_length"),
+                           max_target_positions=g("context_length"))
+    names = {"attn_norm": "self_attn_layer_norm", "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj",
+             "attn_v": "self_attn.v_proj", "attn_output": "self_attn.out_proj",
+             "cross_attn_norm": "encoder_attn_layer_norm", "cross_attn_q": "encoder_attn.q_proj",
+             "cross_attn_k": "encoder_attn.k_proj", "cross_attn_v": "encoder_attn.v_proj",
+             "cross_attn_output": "encoder_attn.out_proj", "ffn_norm": "final_layer_norm", "ffn_up": "fc1",
+             "ffn_down": "fc2"}
+    top = {"enc.conv1": "encoder.conv1", "enc.conv2": "encoder.conv2", "enc.position_embd": "encoder.embed_positions",
+           "enc.output_norm": "encoder.layer_norm", "token_embd": "decoder.embed_tokens",
+           "position_embd": "decoder.embed_positions", "output_norm": "decoder.layer_norm"}
+    state = {}
+    for t in model["tensors"]:
+        base, part = t["name"].rsplit(".", 1)
+        if base in top:
+            hf = top[base]
+        else:
+            side, rest = ("encoder", base[len("enc.blk."):]) if base.startswith("enc.blk.") else \
+                ("decoder", base[len("blk."):])
+            layer, name = rest.split(".", 1)
+            hf = f"{side}.layers.{layer}.{names[name]}"
+        a = _tensor_array(t)
+        if base in ("enc.conv1", "enc.conv2") and part == "weight":
+            a = a.reshape(a.shape[0], -1, 3)
+        state[f"model.{hf}.{part}"] = torch.from_numpy(np.ascontiguousarray(a))
+    for k in [k for k in state if k.endswith("k_proj.bias")]:  # CTranslate2 stores zeros there
+        if float(state.pop(k).abs().max()) != 0.0:
+            raise ValueError(f"{k} is not zero: transformers' Whisper has no key bias")
+    cfg.vocab_size = state["model.decoder.embed_tokens.weight"].shape[0]
+    ref = tf.WhisperForConditionalGeneration(cfg).eval()
+    missing, unexpected = ref.load_state_dict(state, strict=False)
+    missing = [k for k in missing if k != "proj_out.weight"]
+    if missing or unexpected:
+        raise ValueError(f"weights not mapped: missing {missing[:4]}, unexpected {unexpected[:4]}")
+    ref.tie_weights()
+    return ref
