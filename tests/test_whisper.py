@@ -352,3 +352,25 @@ def test_corrupt_ctranslate2_files_are_clear_errors(random_whisper, tmp_path):
         (d / "model.bin").write_bytes(blob)
         with pytest.raises((akunu.ModelFormatError, akunu.UnsupportedModelError)):
             akunu.load(str(d))
+
+
+def test_transcribe_cli(tiny_en, speech, tmp_path):
+    import subprocess
+    import sys
+
+    path, _ = speech["fox"]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    cli = [sys.executable, "-m", "akunu.cli.transcribe", "-m", tiny_en.path]
+    out = subprocess.run(cli + [path], capture_output=True, text=True, env=env)
+    assert out.returncode == 0 and out.stdout.strip() == tiny_en.transcribe(path).text
+    srt = tmp_path / "out.srt"
+    out = subprocess.run(cli + [path, "-f", "srt", "-o", str(srt)], capture_output=True, text=True, env=env)
+    assert out.returncode == 0 and srt.read_text().startswith("1\n00:00:00,000 --> ")
+    out = subprocess.run(cli + [path, "-f", "json"], capture_output=True, text=True, env=env)
+    import json
+
+    assert json.loads(out.stdout)["segments"][0]["start"] == 0.0
+    out = subprocess.run(cli + [str(tmp_path / "missing.wav")], capture_output=True, text=True, env=env)
+    assert out.returncode == 1 and "does not exist" in out.stderr and "Traceback" not in out.stderr
+    out = subprocess.run(cli + [path, "-l", "de"], capture_output=True, text=True, env=env)
+    assert out.returncode == 1 and "English-only" in out.stderr

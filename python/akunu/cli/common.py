@@ -86,10 +86,11 @@ def _warm_with_progress(path: str, quiet: bool) -> None:
 
 
 def _model_bytes(path: str) -> int:
-    """A GGUF file's size, or a model directory's safetensors."""
+    """A GGUF file's size, or a model directory's weights (safetensors, CTranslate2 model.bin)."""
     if os.path.isfile(path):
         return os.path.getsize(path)
-    return sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path) if f.endswith(".safetensors"))
+    return sum(os.path.getsize(os.path.join(path, f)) for f in os.listdir(path)
+               if f.endswith(".safetensors") or f == "model.bin")
 
 
 def load_model(args: argparse.Namespace, quiet: bool = False):

@@ -28,6 +28,7 @@ from .metrics import Metrics
 class ServerLimits:
     max_body_bytes: int = 4 << 20   # request bodies larger than this: 413
     max_tokens: int = 4096          # upper bound on max_tokens (and the default when absent)
+    max_audio_bytes: int = 25 << 20  # uploads to /v1/audio/* (OpenAI's limit)
 
 
 class ModelSlot:
@@ -64,9 +65,9 @@ def create_app(models: Dict[str, Any], api_key: Optional[str] = None,
                     raise ApiError(401, "invalid or missing API key (send 'Authorization: Bearer KEY')",
                                    "authentication_error", code="invalid_api_key")
             length = request.headers.get("content-length")
-            if length is not None and length.isdigit() and int(length) > limits.max_body_bytes:
-                raise ApiError(413, f"request body of {length} bytes exceeds the limit of "
-                               f"{limits.max_body_bytes} bytes")
+            limit = limits.max_audio_bytes if path.startswith("/v1/audio/") else limits.max_body_bytes
+            if length is not None and length.isdigit() and int(length) > limit:
+                raise ApiError(413, f"request body of {length} bytes exceeds the limit of {limit} bytes")
             response = await call_next(request)
         except ApiError as e:
             response = e.response()
@@ -131,6 +132,12 @@ def create_app(models: Dict[str, Any], api_key: Optional[str] = None,
     def as_api_error(e: AkunuError) -> ApiError:
         return ApiError(400, str(e))
 
+    def text_model(slot: ModelSlot) -> ModelSlot:
+        if getattr(slot.model, "is_whisper", False):
+            raise ApiError(400, f"the model '{slot.name}' is a speech-to-text model: use /v1/audio/transcriptions",
+                           param="model")
+        return slot
+
     # -- generation ---------------------------------------------------------------
     async def generate(request: Request, slot: ModelSlot, fn, kwargs: Dict[str, Any]):
         stream = kwargs.pop("stream")
@@ -194,7 +201,7 @@ def create_app(models: Dict[str, Any], api_key: Optional[str] = None,
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):
         body = await read_json(request)
-        slot = slot_for(rf.model_field(body))
+        slot = text_model(slot_for(rf.model_field(body)))
         messages = rf.messages_field(body)
         kwargs = rf.sampling_fields(body, limits.max_tokens)
         kwargs["messages"] = messages
@@ -203,7 +210,7 @@ def create_app(models: Dict[str, Any], api_key: Optional[str] = None,
     @app.post("/v1/completions")
     async def completions(request: Request):
         body = await read_json(request)
-        slot = slot_for(rf.model_field(body))
+        slot = text_model(slot_for(rf.model_field(body)))
         prompt = rf.prompt_field(body)
         kwargs = rf.sampling_fields(body, limits.max_tokens)
         kwargs["prompt"] = prompt
@@ -212,7 +219,7 @@ def create_app(models: Dict[str, Any], api_key: Optional[str] = None,
     @app.post("/v1/embeddings")
     async def embeddings(request: Request):
         body = await read_json(request)
-        slot = slot_for(rf.model_field(body))
+        slot = text_model(slot_for(rf.model_field(body)))
         fmt = body.get("encoding_format", "float")
         dims = body.get("dimensions")
         if "input" not in body:
@@ -223,6 +230,74 @@ def create_app(models: Dict[str, Any], api_key: Optional[str] = None,
                     lambda: slot.model.create_embedding(body["input"], slot.name, fmt, dims)))
             except AkunuError as e:
                 raise ApiError(400, str(e), param="input") from None
+
+    # -- speech -----------------------------------------------------------------
+    def speech_slot(name: Optional[str]) -> ModelSlot:
+        whisper = [s for s in slots.values() if getattr(s.model, "is_whisper", False)]
+        if not whisper:
+            raise ApiError(404, "no speech-to-text (Whisper) model is loaded", "not_found_error", "model",
+                           "model_not_found")
+        if name in slots:
+            if not getattr(slots[name].model, "is_whisper", False):
+                raise ApiError(400, f"the model '{name}' is not a speech-to-text model", param="model")
+            return slots[name]
+        if not name or name.startswith("whisper"):  # OpenAI clients send "whisper-1"
+            return whisper[0]
+        return slot_for(name)  # 404 naming the models
+
+    async def audio(request: Request, task: str):
+        try:
+            form = await request.form(max_files=1, max_fields=32, max_part_size=limits.max_audio_bytes)
+        except Exception as e:  # malformed multipart, or not multipart at all
+            raise ApiError(400, f"expected multipart/form-data with a 'file' part: {e}") from None
+        upload = form.get("file")
+        if upload is None or isinstance(upload, str):
+            raise ApiError(400, "'file' is required: the audio file as a multipart upload", param="file")
+        data = await upload.read()
+        if len(data) > limits.max_audio_bytes:
+            raise ApiError(413, f"the audio file exceeds the limit of {limits.max_audio_bytes} bytes")
+        fields = rf.audio_fields(form, task)
+        slot = speech_slot(fields.pop("model"))
+        fmt, stream = fields.pop("response_format"), fields.pop("stream")
+        from ..whisper.formats import to_srt, to_verbose_dict, to_vtt
+
+        if stream:
+            async with turn(slot):
+                try:
+                    segments = await anyio.to_thread.run_sync(
+                        lambda: list(slot.model.transcribe_stream(data, **fields)))
+                except (AkunuError, ValueError) as e:
+                    raise ApiError(400, str(e), param="file") from None
+
+            async def events() -> AsyncIterator[bytes]:
+                for seg in segments:
+                    yield f"data: {json.dumps({'type': 'transcript.text.delta', 'delta': seg.text})}\n\n".encode()
+                text = "".join(seg.text for seg in segments).strip()
+                yield f"data: {json.dumps({'type': 'transcript.text.done', 'text': text})}\n\n".encode()
+
+            return StreamingResponse(events(), media_type="text/event-stream")
+        async with turn(slot):
+            try:
+                result = await anyio.to_thread.run_sync(lambda: slot.model.transcribe(data, **fields))
+            except (AkunuError, ValueError) as e:
+                raise ApiError(400, str(e), param="file") from None
+        if fmt == "text":
+            return PlainTextResponse(result.text + "\n")
+        if fmt == "srt":
+            return PlainTextResponse(to_srt(result))
+        if fmt == "vtt":
+            return PlainTextResponse(to_vtt(result), media_type="text/vtt")
+        if fmt == "verbose_json":
+            return JSONResponse(to_verbose_dict(result, task))
+        return JSONResponse({"text": result.text})
+
+    @app.post("/v1/audio/transcriptions")
+    async def transcriptions(request: Request):
+        return await audio(request, "transcribe")
+
+    @app.post("/v1/audio/translations")
+    async def translations(request: Request):
+        return await audio(request, "translate")
 
     @app.get("/v1/models")
     async def list_models():

@@ -109,3 +109,47 @@ def prompt_field(body: Dict[str, Any]):
     if isinstance(p, list) and p and all(isinstance(t, int) and not isinstance(t, bool) for t in p):
         return p
     raise _bad("prompt", "expected a string, a list of token ids, or a list holding one of those")
+
+
+_AUDIO_FORMATS = ("json", "text", "srt", "verbose_json", "vtt")
+
+
+def audio_fields(form, task: str) -> Dict[str, Any]:
+    """OpenAI's /v1/audio/{transcriptions,translations} form fields -> transcribe() arguments
+    (plus model, response_format and stream, which the route takes out)."""
+    def text(name: str, default=None):
+        v = form.get(name, default)
+        if v is not None and not isinstance(v, str):
+            raise _bad(name, "expected a text field")
+        return v
+
+    fmt = text("response_format", "json")
+    if fmt not in _AUDIO_FORMATS:
+        raise _bad("response_format", f"expected one of {', '.join(_AUDIO_FORMATS)}")
+    out: Dict[str, Any] = {"model": text("model"), "response_format": fmt, "task": task,
+                           "initial_prompt": text("prompt") or None}
+    stream = (text("stream", "false") or "false").lower()
+    if stream not in ("true", "false"):
+        raise _bad("stream", "expected true or false")
+    out["stream"] = stream == "true"
+    language = text("language")
+    if language and task == "transcribe":
+        out["language"] = language
+    t = text("temperature")
+    if t not in (None, ""):
+        try:
+            temp = float(t)
+        except ValueError:
+            raise _bad("temperature", "expected a number") from None
+        if not 0.0 <= temp <= 1.0:
+            raise _bad("temperature", "expected a number in [0, 1]")
+        # OpenAI: 0 means the reference's automatic fallback; a value fixes it
+        if temp > 0:
+            out["temperature"] = temp
+    grains = form.getlist("timestamp_granularities[]") + form.getlist("timestamp_granularities")
+    if any(g not in ("segment", "word") for g in grains):
+        raise _bad("timestamp_granularities[]", "expected 'segment' or 'word'")
+    if "word" in grains:
+        raise _bad("timestamp_granularities[]", "word timestamps are not supported (segment only)")
+    out["timestamps"] = fmt in ("srt", "vtt", "verbose_json")
+    return out

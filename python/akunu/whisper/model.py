@@ -57,6 +57,11 @@ class WhisperModel:
         return dict(self._core().config, architecture="whisper", multilingual=self.tokenizer.multilingual)
 
     @property
+    def n_ctx(self) -> int:
+        """The text decoder's context (448 tokens)."""
+        return self._core().config["n_text_ctx"]
+
+    @property
     def device(self) -> str:
         return self._core().device_name
 
