@@ -177,3 +177,56 @@ def test_bert_embeddings_match_cpu():
 def test_hf_directories_match_cpu(name):
     err = compare(hf_dir(name), 2e-3)
     print(f"{name}: relative L2 of logits, CUDA vs CPU {err:.1e}")
+
+
+# -- Whisper ---------------------------------------------------------------------------------
+# tools/whisper_cuda_inputs.py writes these here (the GPU machine has no internet):
+# tokenizer.json of Whisper base, tiny.en converted to a Q8_0 GGUF, 16 kHz espeak-ng clips.
+WHISPER_CACHE = os.path.join(ROOT, "tests", ".cache", "whisper-cuda")
+
+
+def whisper_input(name):
+    p = os.path.join(WHISPER_CACHE, name)
+    if not os.path.exists(p):
+        pytest.skip(f"{p} is missing: run python tools/whisper_cuda_inputs.py where the models can be fetched")
+    return p
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_whisper_random_tiny_shape_matches_cpu(tmp_path, dtype):
+    """A random Whisper at tiny's real shape (384 wide, 4 + 4 layers, 1500 encoder positions)."""
+    import hf_models
+    from akunu.whisper.mel import log_mel_spectrogram, pad_or_trim
+
+    d = str(tmp_path / dtype)
+    hf_models.make_whisper(d, whisper_input("tokenizer.json"), dtype=dtype, dim=384, layers=4, heads=6)
+    gpu, cpu = cuda_or_skip(d), akunu.load(d)
+    rng = np.random.default_rng(3)
+    audio = (0.1 * rng.standard_normal(16000 * 12) * np.sin(np.arange(16000 * 12) / 700)).astype(np.float32)
+    mel = pad_or_trim(log_mel_spectrogram(audio, 80, padding=160))
+    assert rel_l2(gpu.encode(mel), cpu.encode(mel)) < 1e-4
+    prompt = [50258, 50259, 50359, 50363]
+    lg, lc = gpu._m.decode(0, prompt, 0), cpu._m.decode(0, prompt, 0)
+    assert rel_l2(lg, lc) < 1e-4
+    tokens = list(prompt)
+    for _ in range(24):  # raw greedy, fed to both: every step's logits agree
+        t = int(np.argmax(lc))
+        tokens.append(t)
+        lg, lc = gpu._m.decode(0, [t], len(tokens) - 1), cpu._m.decode(0, [t], len(tokens) - 1)
+        assert rel_l2(lg, lc) < 1e-4
+    gpu._m.copy_slot(0, 4, len(tokens))  # a copied GPU cache continues like the original
+    np.testing.assert_array_equal(gpu._m.decode(4, [7], len(tokens)), gpu._m.decode(0, [7], len(tokens)))
+
+
+def test_whisper_real_transcription_matches_cpu():
+    path = whisper_input("tiny.en-q8_0.gguf")
+    clips = sorted(glob.glob(os.path.join(WHISPER_CACHE, "*.npy")))
+    gpu, cpu = cuda_or_skip(path), akunu.load(path)
+    assert gpu.device == "cuda"
+    for clip in clips:
+        audio = np.load(clip)
+        for kw in (dict(timestamps=True), dict(beam_size=5)):
+            a = gpu.transcribe(audio, temperature=0.0, **kw)
+            b = cpu.transcribe(audio, temperature=0.0, **kw)
+            assert a.text == b.text, (os.path.basename(clip), kw)
+            assert [(s.start, s.end) for s in a.segments] == [(s.start, s.end) for s in b.segments]

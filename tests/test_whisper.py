@@ -5,7 +5,6 @@ from PyPI) vs faster-whisper on espeak-ng speech; bad audio and bad files.
 """
 
 import os
-import re
 import shutil
 import struct
 
@@ -15,6 +14,7 @@ import pytest
 import akunu
 from akunu.whisper import AudioError, load_audio, log_mel_spectrogram
 from akunu.whisper.mel import pad_or_trim
+from akunu.whisper.metrics import word_error_rate
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -149,20 +149,6 @@ def test_random_whisper_metadata_and_slots(random_whisper):
 
 
 # -- real models against faster-whisper -------------------------------------------------------
-
-def _words(text):
-    return re.sub(r"[^a-z0-9' ]", " ", text.lower().replace("-", " ")).split()
-
-
-def word_error_rate(ref: str, hyp: str) -> float:
-    r, h = _words(ref), _words(hyp)
-    d = np.arange(len(h) + 1)
-    for i, rw in enumerate(r, 1):
-        prev, d[0] = d.copy(), i
-        for j, hw in enumerate(h, 1):
-            d[j] = min(prev[j] + 1, d[j - 1] + 1, prev[j - 1] + (rw != hw))
-    return float(d[len(h)]) / max(1, len(r))
-
 
 _FW = {}
 

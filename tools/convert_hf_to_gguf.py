@@ -96,8 +96,14 @@ def convert(model_dir: str, out_path: str, outtype: str = "f32") -> None:
     _finish(w)
 
 
-def _tensor_array(t) -> np.ndarray:
+def _tensor_array(t, dequantize: bool = False) -> np.ndarray:
     if t["dtype"] not in ("F32", "F16", "BF16"):
+        if dequantize:  # gguf-py's numpy dequantization
+            import gguf
+
+            raw = np.frombuffer(t["data"], dtype=np.uint8)
+            qtype = gguf.GGMLQuantizationType(t["type_id"])
+            return gguf.quants.dequantize(raw, qtype).astype(np.float32).reshape(list(reversed(t["shape"])))
         raise SystemExit(f"tensor {t['name']} is {t['dtype']}: only float models convert")
     src = {"F32": np.float32, "F16": np.float16}.get(t["dtype"])
     if src is None:  # BF16 -> F32

@@ -204,16 +204,17 @@ def mlx_quantize_dir(src: str, dst: str, bits: int, group: int) -> Dict[str, np.
 
 
 def make_whisper(out_dir: str, tokenizer_json: str, seed: int = 0, n_mels: int = 80, vocab_size: int = 51865,
-                 dtype: str = "float32"):
-    """A random-weight tiny Whisper (transformers WhisperForConditionalGeneration) with a real
-    Whisper tokenizer.json; returns the float32 transformers model (eval mode)."""
+                 dtype: str = "float32", dim: int = 64, layers: int = 2, heads: int = 4):
+    """A random-weight Whisper (transformers WhisperForConditionalGeneration; tiny test shape
+    by default, Whisper tiny's with dim=384, layers=4, heads=6) with a real Whisper
+    tokenizer.json; returns the float32 transformers model (eval mode)."""
     import torch
     import transformers as tf
 
     torch.manual_seed(seed)
-    cfg = tf.WhisperConfig(vocab_size=vocab_size, num_mel_bins=n_mels, d_model=64, encoder_layers=2,
-                           encoder_attention_heads=4, decoder_layers=2, decoder_attention_heads=4,
-                           encoder_ffn_dim=128, decoder_ffn_dim=128, max_source_positions=1500,
+    cfg = tf.WhisperConfig(vocab_size=vocab_size, num_mel_bins=n_mels, d_model=dim, encoder_layers=layers,
+                           encoder_attention_heads=heads, decoder_layers=layers, decoder_attention_heads=heads,
+                           encoder_ffn_dim=4 * dim, decoder_ffn_dim=4 * dim, max_source_positions=1500,
                            max_target_positions=448, init_std=0.1, pad_token_id=50257, bos_token_id=50257,
                            eos_token_id=50257, decoder_start_token_id=50258)
     model = tf.WhisperForConditionalGeneration(cfg).eval()
@@ -238,7 +239,8 @@ def make_whisper(out_dir: str, tokenizer_json: str, seed: int = 0, n_mels: int =
 def whisper_reference(path: str):
     """A float32 transformers WhisperForConditionalGeneration holding the weights of any
     Whisper that akunu reads (GGUF, HF or CTranslate2 directory), through akunu's own
-    reader and names: the exact-arithmetic reference for real checkpoints."""
+    reader and names (quantized GGUF weights dequantized by gguf-py): the exact-arithmetic
+    reference for real checkpoints."""
     import sys
 
     import torch
@@ -277,7 +279,7 @@ def whisper_reference(path: str):
                 ("decoder", base[len("blk."):])
             layer, name = rest.split(".", 1)
             hf = f"{side}.layers.{layer}.{names[name]}"
-        a = _tensor_array(t)
+        a = _tensor_array(t, dequantize=True)
         if base in ("enc.conv1", "enc.conv2") and part == "weight":
             a = a.reshape(a.shape[0], -1, 3)
         state[f"model.{hf}.{part}"] = torch.from_numpy(np.ascontiguousarray(a))

@@ -92,6 +92,12 @@ void CudaDevice::write_buffer(Buffer dst, const void* src, size_t bytes, size_t 
     sync();  // src is the caller's stack or vector: it must be read before we return
 }
 
+void CudaDevice::copy_buffer(Buffer dst, size_t dst_offset, Buffer src, size_t src_offset, size_t bytes) {
+    check(cudaMemcpyAsync((uint8_t*)dst.handle + dst_offset, (const uint8_t*)src.handle + src_offset, bytes,
+                          cudaMemcpyDeviceToDevice, stream_),
+          "cudaMemcpyAsync (device to device)");
+}
+
 void CudaDevice::read_buffer(void* dst, Buffer src, size_t bytes, size_t offset) {
     check(cudaMemcpyAsync(dst, (const uint8_t*)src.handle + offset, bytes, cudaMemcpyDeviceToHost, stream_), "read");
     sync();

@@ -32,6 +32,7 @@ public:
     void free_buffer(Buffer buf) override;
     void write_buffer(Buffer dst, const void* src, size_t bytes, size_t offset = 0) override;
     void read_buffer(void* dst, Buffer src, size_t bytes, size_t offset = 0) override;
+    void copy_buffer(Buffer dst, size_t dst_offset, Buffer src, size_t src_offset, size_t bytes) override;
 
     void begin_encoding() override {}
     void set_pipeline(Pipeline pso) override { bound_.fn = (const CudaKernelEntry*)pso.handle; }

@@ -371,11 +371,12 @@ class Model:
 
 
 def load(path: str, device: str = "cpu", n_ctx: Optional[int] = None, n_threads: int = 0,
-         chat_template: Optional[str] = None):
+         chat_template: Optional[str] = None, n_beams: int = 5):
     """Load a model: a GGUF file, a Hugging Face / MLX directory (config.json + safetensors +
     tokenizer.json), a CTranslate2 Whisper directory (model.bin, as faster-whisper uses), or a
     named model such as ``"gemma3-270m"``, ``"all-minilm-l6-v2"`` or ``"whisper-tiny.en"``.
-    Whisper models come back as :class:`akunu.whisper.WhisperModel` (``transcribe()``).
+    Whisper models come back as :class:`akunu.whisper.WhisperModel` (``transcribe()``), with
+    decoder caches for beam searches up to `n_beams` wide.
 
     `device`: "cpu", "cuda", "metal" or "auto". `n_ctx`: context size in tokens
     (default: the model's, at most 4096). `chat_template`: "chatml", "llama3",
@@ -385,5 +386,5 @@ def load(path: str, device: str = "cpu", n_ctx: Optional[int] = None, n_threads:
     if device in _DEVICES and _core.model_architecture(path) == "whisper":
         from .whisper import WhisperModel
 
-        return WhisperModel(path, device=device, n_threads=n_threads)
+        return WhisperModel(path, device=device, n_threads=n_threads, n_beams=n_beams)
     return Model(path, device=device, n_ctx=n_ctx, n_threads=n_threads, chat_template=chat_template)

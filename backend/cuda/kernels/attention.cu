@@ -1,4 +1,5 @@
-// Causal attention with GQA and sliding window against the F16 KV cache, with
+// Attention (causal with GQA and sliding window; bidirectional; cross over a fixed
+// key set) against the F16 KV cache, with
 // the CPU twin's precision (Q and softmax weights rounded to F16, as
 // llama.cpp). First version: one thread block per (token, head), scores in
 // shared memory.
@@ -46,6 +47,10 @@ __global__ void attention_kernel(AttentionParams p, const float* q, const uint16
     if (seg) {  // packed sequences: only the token's own
         lo = (uint32_t)seg[2 * t];
         last = (uint32_t)seg[2 * t + 1] - 1;
+    }
+    if (p.n_keys) {  // cross-attention: the whole (fixed) encoder output
+        lo = 0;
+        last = p.n_keys - 1;
     }
     const uint32_t n = last + 1 - lo;
     float* qr = smem;                 // head_dim
@@ -112,7 +117,7 @@ void launch_attention(const CudaArgs& a) {
         cudaFuncSetAttribute(attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kMaxShared);
         configured = true;
     }
-    size_t span = (size_t)p.pos0 + p.n_tokens;
+    size_t span = p.n_keys ? (size_t)p.n_keys : (size_t)p.pos0 + p.n_tokens;
     if (p.window && span > p.window) span = p.window;
     const size_t shared = (span + p.head_dim) * sizeof(float);
     if (shared > kMaxShared)

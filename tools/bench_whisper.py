@@ -1,0 +1,162 @@
+"""Whisper real-time factor (processing seconds / audio seconds, lower is faster),
+akunu against faster-whisper and transformers, same weights, machine and run.
+
+  python tools/bench_whisper.py [MODEL] [--device cpu|cuda] [--audio CLIP.npy|.wav] [--seconds 60]
+
+MODEL: a Whisper directory or GGUF, or whisper-tiny.en / whisper-base (default
+whisper-tiny.en). Without --audio, a clip of --seconds is made from espeak-ng
+sentences. All engines decode greedily (temperature 0, no fallback) in 30 s
+windows. transformers runs the same weights (tools/hf_models.whisper_reference)
+with WhisperForConditionalGeneration.generate per window; faster-whisper (CPU
+only here) loads the CTranslate2 directory itself with compute_type float32.
+Prints one JSON line per engine: seconds (median of --reps), RTF, the text's
+word error rate against akunu's text.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:0] = [os.path.join(ROOT, "python"), os.path.join(ROOT, "tools")]
+
+SENTENCES = [
+    "The quick brown fox jumps over the lazy dog.",
+    "The weather today is sunny with a light breeze from the west.",
+    "Please open the door and turn on the lights in the kitchen.",
+    "Please call Stella and ask her to bring these things with her from the store.",
+    "Machine learning models can turn recorded speech into written text.",
+    "My phone number has seven digits and I moved here in the spring.",
+]
+
+
+def speech_clip(seconds: float) -> np.ndarray:
+    from akunu.whisper import load_audio
+
+    parts, total = [], 0.0
+    with tempfile.TemporaryDirectory() as tmp:
+        i = 0
+        while total < seconds:
+            wav = os.path.join(tmp, "s.wav")
+            subprocess.run(["espeak-ng", "-v", "en-us", "-s", "140", "-w", wav, SENTENCES[i % len(SENTENCES)]],
+                           check=True)
+            a = load_audio(wav)
+            parts += [a, np.zeros(8000, np.float32)]
+            total += (a.size + 8000) / 16000
+            i += 1
+    return np.concatenate(parts)[: int(seconds * 16000)]
+
+
+def timed(fn, reps: int):
+    out, times = None, []
+    for _ in range(reps):
+        t = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - t)
+    return out, statistics.median(times)
+
+
+def transformers_engine(path: str, device: str, dtype: str, tok):
+    import torch
+
+    import hf_models
+    from akunu.whisper.mel import N_FRAMES, log_mel_spectrogram, pad_or_trim
+
+    ref = hf_models.whisper_reference(path).to(device=device, dtype=getattr(torch, dtype))
+    prompt = [tok.sot] + ([tok.language_token("en"), tok.transcribe] if tok.multilingual else []) + [tok.no_timestamps]
+
+    def run(audio):
+        mel = log_mel_spectrogram(audio, ref.config.num_mel_bins, padding=160)
+        texts = []
+        for seek in range(0, mel.shape[1] - 1, N_FRAMES):
+            feats = torch.from_numpy(pad_or_trim(mel[:, seek:seek + N_FRAMES]))[None].to(device, getattr(torch, dtype))
+            with torch.no_grad():
+                enc = ref.model.encoder(feats)
+                ids = torch.tensor([prompt], device=device)
+                past = None
+                out = []
+                for _ in range(ref.config.max_target_positions - len(prompt)):
+                    r = ref(encoder_outputs=enc, decoder_input_ids=ids, past_key_values=past, use_cache=True)
+                    past = r.past_key_values
+                    t = int(r.logits[0, -1].argmax())
+                    if t == tok.eot:
+                        break
+                    out.append(t)
+                    ids = torch.tensor([[t]], device=device)
+            texts.append(tok.decode(out))
+        return "".join(texts).strip()
+
+    return run
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("model", nargs="?", default="whisper-tiny.en")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--audio", default=None)
+    ap.add_argument("--seconds", type=float, default=60.0)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--engines", default="akunu,faster-whisper,transformers")
+    a = ap.parse_args()
+
+    import akunu
+    from akunu.model_zoo import resolve_model_path
+    from akunu.whisper import load_audio
+
+    path = resolve_model_path(a.model)
+    if a.audio:
+        audio = np.load(a.audio) if a.audio.endswith(".npy") else load_audio(a.audio)
+        while audio.size < a.seconds * 16000:  # repeat a short clip up to --seconds
+            audio = np.concatenate([audio, np.zeros(8000, np.float32), audio])
+        audio = audio[: int(a.seconds * 16000)]
+    else:
+        audio = speech_clip(a.seconds)
+    dur = audio.size / 16000
+    results = {}
+    engines = a.engines.split(",")
+    m = akunu.load(path, device=a.device)
+    if "akunu" in engines:
+        m.transcribe(audio[:16000 * 5], language="en", temperature=0.0)  # warm-up
+        text, secs = timed(lambda: m.transcribe(audio, language="en", temperature=0.0).text, a.reps)
+        results["akunu"] = (text, secs)
+    if "faster-whisper" in engines and a.device == "cpu" and os.path.exists(os.path.join(path, "model.bin")):
+        from faster_whisper import WhisperModel
+
+        fw = WhisperModel(path, device="cpu", compute_type="float32", cpu_threads=os.cpu_count() or 0)
+
+        def fw_run():
+            segs, _ = fw.transcribe(audio, language="en", beam_size=1, temperature=0.0, without_timestamps=True,
+                                    vad_filter=False)
+            return "".join(s.text for s in segs).strip()
+
+        fw_run()
+        results["faster-whisper"] = timed(fw_run, a.reps)
+    if "transformers" in engines:
+        for dtype in (("float32", "float16") if a.device == "cuda" else ("float32",)):
+            run = transformers_engine(path, a.device, dtype, m.tokenizer)
+            run(audio[:16000 * 5])
+            results[f"transformers-{dtype}"] = timed(lambda: run(audio), a.reps)
+    from akunu.whisper.metrics import word_error_rate
+
+    base = results.get("akunu", next(iter(results.values())))[0]
+    for name, (text, secs) in results.items():
+        print(json.dumps({"engine": name, "device": a.device, "model": os.path.basename(os.path.normpath(path)),
+                          "audio_s": round(dur, 1), "seconds": round(secs, 3), "rtf": round(secs / dur, 4),
+                          "wer_vs_akunu": round(word_error_rate(base, text), 3)}))
+    if "akunu" in results:
+        for name, (_, secs) in results.items():
+            if name != "akunu":
+                print(f"akunu speedup over {name}: {secs / results['akunu'][1]:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
