@@ -27,7 +27,11 @@ import time
 import numpy as np
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path[:0] = [os.path.join(ROOT, "python"), os.path.join(ROOT, "tools")]
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+try:  # an installed (or staged) akunu first; else the source tree's
+    import akunu  # noqa: F401
+except ImportError:
+    sys.path.insert(0, os.path.join(ROOT, "python"))
 
 SENTENCES = [
     "The quick brown fox jumps over the lazy dog.",

@@ -9,9 +9,9 @@ unconverted models run the same weights.
 - Whisper (a Hugging Face WhisperForConditionalGeneration directory or a
   CTranslate2 directory as faster-whisper uses): akunu's Whisper layout
   (src/weight/whisper_names.h), with tokenizer.json stored under
-  tokenizer.huggingface.json. --outtype q8_0 quantizes the matrices.
+  tokenizer.huggingface.json. --outtype q8_0 / q5_0 / q4_0 quantizes the matrices.
 
-Usage: python tools/convert_hf_to_gguf.py MODEL_DIR OUT.gguf [--outtype f32|f16|q8_0]
+Usage: python tools/convert_hf_to_gguf.py MODEL_DIR OUT.gguf [--outtype f32|f16|q8_0|q5_0|q4_0]
 """
 
 from __future__ import annotations
@@ -121,9 +121,10 @@ def _write_tensors(w, tensors, outtype: str, keep_f32=()) -> None:
         a = _tensor_array(t)
         if a.ndim != 2 or t["name"] in keep_f32 or outtype == "f32":
             w.add_tensor(t["name"], a)
-        elif outtype == "q8_0" and a.shape[1] % 32 == 0:
-            q = gguf.quants.quantize(a, gguf.GGMLQuantizationType.Q8_0)
-            w.add_tensor(t["name"], q, raw_shape=q.shape, raw_dtype=gguf.GGMLQuantizationType.Q8_0)
+        elif outtype in ("q8_0", "q5_0", "q4_0") and a.shape[1] % 32 == 0:
+            qtype = gguf.GGMLQuantizationType[outtype.upper()]
+            q = gguf.quants.quantize(a, qtype)
+            w.add_tensor(t["name"], q, raw_shape=q.shape, raw_dtype=qtype)
         else:
             w.add_tensor(t["name"], a.astype(np.float16))
 
@@ -162,7 +163,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("model_dir")
     ap.add_argument("out")
-    ap.add_argument("--outtype", choices=("f32", "f16", "q8_0"), default="f32")
+    ap.add_argument("--outtype", choices=("f32", "f16", "q8_0", "q5_0", "q4_0"), default="f32")
     a = ap.parse_args()
     convert(a.model_dir, a.out, a.outtype)
     print(a.out)

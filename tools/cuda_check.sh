@@ -26,10 +26,10 @@ m = akunu.load("/tmp/memcheck.gguf", device="cuda", n_ctx=128)
 print(m.generate("hello world", max_tokens=16).tokens)
 print(m.generate("hello world", max_tokens=16, temperature=0.8, top_k=20, seed=1).tokens)
 PY
-    if [ -f tests/.cache/whisper-cuda/tiny.en-q8_0.gguf ]; then
+    if [ -f tests/.cache/whisper-cuda/tiny.en-q5_0.gguf ]; then
         compute-sanitizer --tool memcheck --error-exitcode 3 $PY - <<'PY' 2>&1 | tail -8 | tee "$OUT/memcheck_whisper.log"
 import akunu, numpy as np
-m = akunu.load("tests/.cache/whisper-cuda/tiny.en-q8_0.gguf", device="cuda", n_beams=2)
+m = akunu.load("tests/.cache/whisper-cuda/tiny.en-q5_0.gguf", device="cuda", n_beams=2)
 print(m.transcribe(np.load("tests/.cache/whisper-cuda/clip0.npy"), temperature=0.0, beam_size=2).text)
 PY
     fi

@@ -1,6 +1,6 @@
 """Inputs of the CUDA Whisper tests (tests/test_cuda.py) for a GPU machine
 without internet, under tests/.cache/whisper-cuda/: Whisper base's
-tokenizer.json, tiny.en as a Q8_0 GGUF (fits the device tool's carry limit),
+tokenizer.json, tiny.en as a Q5_0 GGUF (fits the device tool's carry limit),
 and espeak-ng clips resampled to 16 kHz as .npy.
 """
 
@@ -28,7 +28,7 @@ def main() -> None:
 
     os.makedirs(OUT, exist_ok=True)
     shutil.copy(os.path.join(resolve_model_path("whisper-base"), "tokenizer.json"), OUT)
-    convert(resolve_model_path("whisper-tiny.en"), os.path.join(OUT, "tiny.en-q8_0.gguf"), "q8_0")
+    convert(resolve_model_path("whisper-tiny.en"), os.path.join(OUT, "tiny.en-q5_0.gguf"), "q5_0")
     with tempfile.TemporaryDirectory() as tmp:
         for i, text in enumerate(SENTENCES):
             wav = os.path.join(tmp, f"{i}.wav")

@@ -213,8 +213,9 @@ __global__ void gemm_tiled_kernel(MatmulParams p, Geometry g, int bk, const uint
         if (float_format) {  // coalesced along k
             for (int j = tid; j < kTileRows * bk; j += blockDim.x) {
                 const int r = j / bk, k = j % bk;
-                ws[r * ld + k] = n0 + r < (int)p.N ? load_float_weight(p.dtype, W, (size_t)(n0 + r) * p.K + k0 + k)
-                                                   : 0.0f;
+                ws[r * ld + k] = n0 + r < (int)p.N && k0 + k < (int)p.K  // float K may end mid-tile
+                                     ? load_float_weight(p.dtype, W, (size_t)(n0 + r) * p.K + k0 + k)
+                                     : 0.0f;
             }
         } else {
             for (int j = tid; j < kTileRows * blocks_per_tile; j += blockDim.x) {
@@ -228,7 +229,8 @@ __global__ void gemm_tiled_kernel(MatmulParams p, Geometry g, int bk, const uint
         }
         for (int j = tid; j < kTileTokens * bk; j += blockDim.x) {
             const int t = j / bk, k = j % bk;
-            xs[t * ld + k] = t0 + t < (int)p.n_tokens ? x[(size_t)(t0 + t) * p.x_stride + k0 + k] : 0.0f;
+            xs[t * ld + k] = t0 + t < (int)p.n_tokens && k0 + k < (int)p.K ? x[(size_t)(t0 + t) * p.x_stride + k0 + k]
+                                                                            : 0.0f;
         }
         __syncthreads();
 #pragma unroll 4
@@ -254,7 +256,8 @@ __global__ void gemm_tiled_kernel(MatmulParams p, Geometry g, int bk, const uint
 void launch_gemm_tiled(const CudaArgs& a, const MatmulParams& p, const float* x, float* y) {
     const Geometry g = geometry(p.dtype);
     const int bk = g.be < 32 ? 32 : g.be;
-    if (p.K % bk != 0) throw Error("CUDA GEMM: K " + std::to_string(p.K) + " is not a multiple of " + std::to_string(bk));
+    if (g.be > 1 && p.K % bk != 0)  // float formats take any K (the last tile is zero-filled)
+        throw Error("CUDA GEMM: K " + std::to_string(p.K) + " is not a multiple of " + std::to_string(bk));
     const size_t shared = (size_t)(kTileRows + kTileTokens) * (bk + 1) * sizeof(float);
     static bool configured = false;
     if (!configured) {

@@ -64,6 +64,13 @@ class LogitFilters:
             if opts.max_initial_timestamp is not None else None
 
     def apply(self, logits: np.ndarray, sampled: Sequence[int]) -> None:
+        self.mask(logits, sampled)
+        # a timestamp when all timestamps together are likelier than any text token
+        if self.opts.timestamps and self.timestamp_margin(logits) > 0:
+            logits[:self.tok.timestamp_begin] = -np.inf
+
+    def mask(self, logits: np.ndarray, sampled: Sequence[int]) -> None:
+        """Every filter but the last timestamp rule (which looks at the masked distribution)."""
         tok, ts = self.tok, self.tok.timestamp_begin
         if len(sampled) == 0 and self.opts.suppress_blank:
             logits[self.begin_suppress] = -np.inf
@@ -89,15 +96,16 @@ class LogitFilters:
             logits[:ts] = -np.inf
             if self.max_initial is not None:
                 logits[ts + self.max_initial + 1:] = -np.inf
-        # a timestamp when all timestamps together are likelier than any text token
+
+    def timestamp_margin(self, logits: np.ndarray) -> float:
+        """log P(any timestamp) - log P(best text token) (-inf when no timestamp is allowed)."""
+        ts = self.tok.timestamp_begin
         lp = log_softmax(logits)
-        ts_lp = lp[ts:]
-        finite = ts_lp[np.isfinite(ts_lp)]
-        if finite.size:
-            m = finite.max()
-            ts_total = m + np.log(np.exp(finite - m).sum())
-            if ts_total > lp[:ts].max():
-                logits[:ts] = -np.inf
+        finite = lp[ts:][np.isfinite(lp[ts:])]
+        if not finite.size:
+            return -np.inf
+        m = finite.max()
+        return float(m + np.log(np.exp(finite - m).sum()) - lp[:ts].max())
 
 
 class WindowDecoder:
