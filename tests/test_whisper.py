@@ -360,3 +360,49 @@ def test_transcribe_cli(tiny_en, speech, tmp_path):
     assert out.returncode == 1 and "does not exist" in out.stderr and "Traceback" not in out.stderr
     out = subprocess.run(cli + [path, "-l", "de"], capture_output=True, text=True, env=env)
     assert out.returncode == 1 and "English-only" in out.stderr
+
+
+def test_temperature_fallback_rules():
+    """openai-whisper's fallback: retry hotter when the text is too repetitive or improbable, stop at
+    silence, and if every temperature fails take the most probable non-repetitive result."""
+    from akunu.whisper.decoding import DecodeOptions, WindowResult
+    from akunu.whisper.transcribe import TranscribeOptions, decode_with_fallback
+
+    class Fake:
+        def __init__(self, plan):
+            self.plan, self.tried = plan, []
+
+        def decode(self, previous, opts):
+            self.tried.append(opts.temperature)
+            cr, lp, ns = self.plan[len(self.tried) - 1]
+            return WindowResult([1], "x", lp, ns, opts.temperature, cr)
+
+    opts = TranscribeOptions()
+    ok = (1.5, -0.3, 0.1)
+    d = Fake([(3.0, -0.2, 0.1), (2.6, -0.5, 0.1), ok])  # repetitive twice, then fine
+    assert decode_with_fallback(d, [], DecodeOptions(), opts).temperature == 0.4
+    assert d.tried == [0.0, 0.2, 0.4]
+    d = Fake([(1.2, -1.5, 0.1), ok])  # improbable, then fine
+    assert decode_with_fallback(d, [], DecodeOptions(), opts).temperature == 0.2
+    d = Fake([(1.2, -1.5, 0.9)])  # improbable but silent: no retry
+    assert decode_with_fallback(d, [], DecodeOptions(), opts).temperature == 0.0
+    plan = [(3.0, -0.1, 0.1), (1.1, -1.8, 0.1), (1.2, -1.2, 0.1), (5.0, -0.05, 0.1), (1.3, -1.4, 0.1),
+            (1.0, -2.0, 0.1)]
+    d = Fake(plan)  # all fail: best log-probability among the non-repetitive, last temperature reported
+    best = decode_with_fallback(d, [], DecodeOptions(), opts)
+    assert best.avg_logprob == -1.2 and best.temperature == 1.0 and len(d.tried) == 6
+
+
+def test_128_mel_whisper_matches_transformers(tmp_path, whisper_base_dir):
+    """large-v3's front end: 128 mel bins."""
+    import hf_models
+
+    ref = hf_models.make_whisper(str(tmp_path / "m"), os.path.join(whisper_base_dir, "tokenizer.json"), n_mels=128)
+    model = akunu.load(str(tmp_path / "m"))
+    assert model.config["n_mels"] == 128
+    mel = pad_or_trim(log_mel_spectrogram(CLIPS["chirp"], 128, padding=160))
+    with torch.no_grad():
+        enc_ref = ref.model.encoder(torch.from_numpy(mel)[None]).last_hidden_state[0].numpy()
+    enc = model.encode(mel)
+    assert np.linalg.norm(enc - enc_ref) / np.linalg.norm(enc_ref) < 1e-3
+    assert model.transcribe(CLIPS["chirp"], language="en", temperature=0.0).duration == 4.0

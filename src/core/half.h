@@ -64,6 +64,8 @@ AKUNU_HD inline uint16_t f32_to_f16(float f) {
         asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
         return h;
     }
+#elif defined(__F16C__)
+    return (uint16_t)_cvtss_sh(f, 0);  // IEEE round to nearest even: the same bits as below
 #endif
     uint32_t x;
     __builtin_memcpy(&x, &f, 4);

@@ -62,5 +62,6 @@ void bind_whisper(py::module_& m) {
         }, py::arg("slot"), py::arg("tokens"), py::arg("pos0"),
            "Feed tokens at positions pos0.. of a slot's cache; the logits after the last one (vocab,).")
         .def("copy_slot", &WhisperModel::copy_slot, py::call_guard<py::gil_scoped_release>())
-        .def("profile_decode", &WhisperModel::profile_decode, py::call_guard<py::gil_scoped_release>());
+        .def("profile_decode", &WhisperModel::profile_decode, py::call_guard<py::gil_scoped_release>())
+        .def("profile_encode", &WhisperModel::profile_encode, py::call_guard<py::gil_scoped_release>());
 }

@@ -144,7 +144,18 @@ std::vector<std::pair<std::string, double>> WhisperModel::profile_decode(int slo
     ReplayState st;
     st.pos0 = (uint32_t)pos0;
     st.last_row_only = true;
-    const DispatchTable& t = slots_[(size_t)slot].step;
+    return labelled(slots_[(size_t)slot].step, st);
+}
+
+std::vector<std::pair<std::string, double>> WhisperModel::profile_encode() {
+    Busy busy(busy_);
+    if (!encoded_) throw Error("profile_encode() before encode()");
+    ReplayState st;
+    st.n_tokens = (uint32_t)cfg_.n_audio_ctx;
+    return labelled(encoder_table_, st);
+}
+
+std::vector<std::pair<std::string, double>> WhisperModel::labelled(const DispatchTable& t, const ReplayState& st) {
     std::vector<double> secs = device_->time_commands(t, st);
     std::vector<std::pair<std::string, double>> out;
     for (size_t i = 0; i < secs.size(); i++) out.emplace_back(t.labels[i], secs[i]);

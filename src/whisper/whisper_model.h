@@ -47,6 +47,8 @@ public:
     void copy_slot(int src, int dst, int n);
     // One decoder step run command by command: (label, seconds) per command.
     std::vector<std::pair<std::string, double>> profile_decode(int slot, int32_t token, int pos0);
+    // The encoder pass of the last encode() run again command by command.
+    std::vector<std::pair<std::string, double>> profile_encode();
 
 private:
     struct Slot {
@@ -54,6 +56,7 @@ private:
         DispatchTable prompt, step;
     };
     void check_slot(int slot) const;
+    std::vector<std::pair<std::string, double>> labelled(const DispatchTable& t, const ReplayState& st);
 
     std::shared_ptr<ModelFile> file_;
     std::unique_ptr<Device> device_;

@@ -30,65 +30,105 @@ void kv_write(const CpuArgs& a) {
     });
 }
 
-// One (token, head) pair per work item. Scores live in a per-thread buffer
-// sized once for the largest context (thread_local, allocated on first use).
+// Work items are (head, block of up to kTokenBlock tokens). The K and V rows
+// of a block's key range are converted from F16 once per item, kKeyChunk keys
+// at a time, and reused by every token of the block (encoder passes and
+// prefill: a 1500-token Whisper window converted each row 1500 times before).
+// Per token the arithmetic is the one-token path's (same dots, same key
+// order), so results do not depend on how tokens are grouped.
 // Precision follows llama.cpp's CPU attention against an F16 cache: Q is
 // rounded to F16 for the Q.K dots and the softmax weights are rounded to F16
 // before weighting V (its matmuls convert the float operand to the cache
-// type); dots and sums are accumulated in float.
+// type); dots and sums are accumulated in float. Per-thread buffers grow on
+// first use (thread_local), not per call.
+constexpr uint32_t kTokenBlock = 16;
+constexpr uint32_t kKeyChunk = 256;
+
 void attention(const CpuArgs& a) {
     AttentionParams p = a.p<AttentionParams>();
     const float* q = a.b<float>(0);
     const uint16_t* kc = a.b<uint16_t>(1);
     const uint16_t* vc = a.b<uint16_t>(2);
     float* out = a.b<float>(3);
-    const uint32_t kv_dim = p.n_kv_heads * p.head_dim;
+    const int32_t* seg = p.segmented ? a.b<int32_t>(4) : nullptr;
+    const uint32_t hd = p.head_dim, kv_dim = p.n_kv_heads * hd;
     const uint32_t group = p.n_heads / p.n_kv_heads;
-    const int items = (int)(p.n_tokens * p.n_heads);
-    a.pool->parallel_for(items, [&](int i0, int i1) {
-        thread_local std::vector<float> scores, kf, acc, qr;
-        if (scores.size() < p.max_ctx) scores.resize(p.max_ctx);
-        if (kf.size() < p.head_dim) { kf.resize(p.head_dim); acc.resize(p.head_dim); qr.resize(p.head_dim); }
+    const uint32_t n_blocks = (p.n_tokens + kTokenBlock - 1) / kTokenBlock;
+    a.pool->parallel_for((int)(n_blocks * p.n_heads), [&](int i0, int i1) {
+        thread_local std::vector<float> scores, rows, acc, qr;
+        uint32_t lo[kTokenBlock], last[kTokenBlock];
+        float mx[kTokenBlock], inv_sum[kTokenBlock];
+        if (rows.size() < (size_t)kKeyChunk * hd) rows.resize((size_t)kKeyChunk * hd);
+        if (qr.size() < (size_t)kTokenBlock * hd) { qr.resize((size_t)kTokenBlock * hd); acc.resize(qr.size()); }
         for (int it = i0; it < i1; it++) {
-            const uint32_t t = (uint32_t)it / p.n_heads, h = (uint32_t)it % p.n_heads;
-            const uint32_t pos = p.pos0 + t;
-            uint32_t lo = (p.window && pos + 1 > p.window) ? pos + 1 - p.window : 0;
-            uint32_t last = p.causal ? pos : p.pos0 + p.n_tokens - 1;  // last key seen
-            if (p.segmented) {  // packed sequences: only the token's own
-                lo = (uint32_t)a.b<int32_t>(4)[2 * t];
-                last = (uint32_t)a.b<int32_t>(4)[2 * t + 1] - 1;
+            const uint32_t h = (uint32_t)it % p.n_heads, t0 = ((uint32_t)it / p.n_heads) * kTokenBlock;
+            const uint32_t nt = std::min(kTokenBlock, p.n_tokens - t0);
+            uint32_t kmin = UINT32_MAX, kmax = 0;
+            for (uint32_t i = 0; i < nt; i++) {
+                const uint32_t t = t0 + i, pos = p.pos0 + t;
+                lo[i] = (p.window && pos + 1 > p.window) ? pos + 1 - p.window : 0;
+                last[i] = p.causal ? pos : p.pos0 + p.n_tokens - 1;  // last key seen
+                if (seg) {  // packed sequences: only the token's own
+                    lo[i] = (uint32_t)seg[2 * t];
+                    last[i] = (uint32_t)seg[2 * t + 1] - 1;
+                }
+                if (p.n_keys) {  // cross-attention: the whole (fixed) encoder output
+                    lo[i] = 0;
+                    last[i] = p.n_keys - 1;
+                }
+                kmin = std::min(kmin, lo[i]);
+                kmax = std::max(kmax, last[i]);
+                const float* qsrc = q + (size_t)t * p.q_stride + (size_t)h * hd;
+                for (uint32_t d = 0; d < hd; d++) qr[i * hd + d] = f16_to_f32(f32_to_f16(qsrc[d]));
+                mx[i] = -INFINITY;
             }
-            if (p.n_keys) {  // cross-attention: the whole (fixed) encoder output
-                lo = 0;
-                last = p.n_keys - 1;
+            const size_t span = (size_t)kmax - kmin + 1;
+            if (scores.size() < nt * span) scores.resize(nt * span);
+            const size_t koff = (size_t)(h / group) * hd;
+            auto convert = [&](const uint16_t* cache, uint32_t c0, uint32_t c1) {
+                for (uint32_t j = c0; j <= c1; j++) f16_row_to_f32(cache + (size_t)j * kv_dim + koff,
+                                                                   rows.data() + (size_t)(j - c0) * hd, (int)hd);
+            };
+            for (uint32_t c0 = kmin; c0 <= kmax; c0 += kKeyChunk) {  // scores
+                const uint32_t c1 = std::min(kmax, c0 + kKeyChunk - 1);
+                convert(kc, c0, c1);
+                for (uint32_t i = 0; i < nt; i++) {
+                    float* sc = scores.data() + i * span - kmin;
+                    for (uint32_t j = std::max(c0, lo[i]); j <= std::min(c1, last[i]); j++) {
+                        const float sv = dot_f32(qr.data() + i * hd, rows.data() + (size_t)(j - c0) * hd, (int)hd) *
+                                         p.scale;
+                        sc[j] = sv;
+                        mx[i] = std::max(mx[i], sv);
+                    }
+                }
             }
-            const float* qsrc = q + (size_t)t * p.q_stride + (size_t)h * p.head_dim;
-            for (uint32_t d = 0; d < p.head_dim; d++) qr[d] = f16_to_f32(f32_to_f16(qsrc[d]));
-            const float* qh = qr.data();
-            const size_t koff = (size_t)(h / group) * p.head_dim;
-            float mx = -INFINITY;
-            for (uint32_t j = lo; j <= last; j++) {
-                const uint16_t* kr = kc + (size_t)j * kv_dim + koff;
-                f16_row_to_f32(kr, kf.data(), (int)p.head_dim);
-                float s = dot_f32(qh, kf.data(), (int)p.head_dim) * p.scale;
-                scores[j] = s;
-                mx = std::max(mx, s);
+            for (uint32_t i = 0; i < nt; i++) {  // softmax
+                float* sc = scores.data() + i * span - kmin;
+                double sum = 0;
+                for (uint32_t j = lo[i]; j <= last[i]; j++) {
+                    sc[j] = std::exp(sc[j] - mx[i]);
+                    sum += sc[j];
+                }
+                inv_sum[i] = (float)(1.0 / sum);
             }
-            double sum = 0;
-            for (uint32_t j = lo; j <= last; j++) {
-                scores[j] = std::exp(scores[j] - mx);
-                sum += scores[j];
+            std::fill(acc.begin(), acc.begin() + (size_t)nt * hd, 0.0f);
+            for (uint32_t c0 = kmin; c0 <= kmax; c0 += kKeyChunk) {  // weighted V
+                const uint32_t c1 = std::min(kmax, c0 + kKeyChunk - 1);
+                convert(vc, c0, c1);
+                for (uint32_t i = 0; i < nt; i++) {
+                    const float* sc = scores.data() + i * span - kmin;
+                    float* ac = acc.data() + i * hd;
+                    for (uint32_t j = std::max(c0, lo[i]); j <= std::min(c1, last[i]); j++) {
+                        const float w = f16_to_f32(f32_to_f16(sc[j] * inv_sum[i]));
+                        const float* vr = rows.data() + (size_t)(j - c0) * hd;
+                        for (uint32_t d = 0; d < hd; d++) ac[d] += w * vr[d];
+                    }
+                }
             }
-            std::fill(acc.begin(), acc.begin() + p.head_dim, 0.0f);
-            const float inv_sum = (float)(1.0 / sum);
-            for (uint32_t j = lo; j <= last; j++) {
-                const uint16_t* vr = vc + (size_t)j * kv_dim + koff;
-                const float w = f16_to_f32(f32_to_f16(scores[j] * inv_sum));
-                f16_row_to_f32(vr, kf.data(), (int)p.head_dim);
-                for (uint32_t d = 0; d < p.head_dim; d++) acc[d] += w * kf[d];
+            for (uint32_t i = 0; i < nt; i++) {
+                float* o = out + (size_t)(t0 + i) * p.out_stride + (size_t)h * hd;
+                std::copy(acc.begin() + i * hd, acc.begin() + (i + 1) * hd, o);
             }
-            float* o = out + (size_t)t * p.out_stride + (size_t)h * p.head_dim;
-            for (uint32_t d = 0; d < p.head_dim; d++) o[d] = acc[d];
         }
     });
 }
