@@ -5,10 +5,11 @@ akunu against faster-whisper and transformers, same weights, machine and run.
 
 MODEL: a Whisper directory or GGUF, or whisper-tiny.en / whisper-base (default
 whisper-tiny.en). Without --audio, a clip of --seconds is made from espeak-ng
-sentences. All engines decode greedily (temperature 0, no fallback) in 30 s
-windows. transformers runs the same weights (tools/hf_models.whisper_reference)
-with WhisperForConditionalGeneration.generate per window; faster-whisper (CPU
-only here) loads the CTranslate2 directory itself with compute_type float32.
+sentences. All engines decode greedily (temperature 0, no fallback) with
+timestamps, window after window (long-form). transformers runs the same weights
+(tools/hf_models.whisper_reference) in its automatic-speech-recognition
+pipeline; faster-whisper (CPU only here) loads the CTranslate2 directory itself
+with compute_type float32.
 Prints one JSON line per engine: seconds (median of --reps), RTF, the text's
 word error rate against akunu's text.
 """
@@ -69,35 +70,36 @@ def timed(fn, reps: int):
     return out, statistics.median(times)
 
 
-def transformers_engine(path: str, device: str, dtype: str, tok):
+def transformers_pipeline(path: str, device: str, dtype: str, model):
+    """transformers' automatic-speech-recognition pipeline (sequential long-form decoding with
+    timestamps) over the same weights, with the model's special tokens and suppression lists."""
     import torch
+    import transformers as tf
 
     import hf_models
-    from akunu.whisper.mel import N_FRAMES, log_mel_spectrogram, pad_or_trim
 
+    tok = model.tokenizer
     ref = hf_models.whisper_reference(path).to(device=device, dtype=getattr(torch, dtype))
-    prompt = [tok.sot] + ([tok.language_token("en"), tok.transcribe] if tok.multilingual else []) + [tok.no_timestamps]
+    gc = ref.generation_config
+    gc.decoder_start_token_id, gc.eos_token_id, gc.pad_token_id, gc.bos_token_id = tok.sot, tok.eot, tok.eot, tok.eot
+    gc.no_timestamps_token_id, gc.is_multilingual = tok.no_timestamps, tok.multilingual
+    gc.suppress_tokens, gc.begin_suppress_tokens = list(model.suppress_tokens), tok.space + [tok.eot]
+    gc.max_initial_timestamp_index, gc.forced_decoder_ids = 50, None
+    if tok.multilingual:
+        gc.lang_to_id = {f"<|{c}|>": i for c, i in tok.languages.items()}
+        gc.task_to_id = {"transcribe": tok.transcribe, "translate": tok.translate}
+    ref.config.decoder_start_token_id, ref.config.pad_token_id, ref.config.eos_token_id = tok.sot, tok.eot, tok.eot
+    hft = tf.WhisperTokenizerFast(tokenizer_file=os.path.join(path, "tokenizer.json")) if os.path.isdir(path) \
+        else tf.PreTrainedTokenizerFast(tokenizer_object=tok._tok)
+    pipe = tf.pipeline("automatic-speech-recognition", model=ref, tokenizer=hft,
+                       feature_extractor=tf.WhisperFeatureExtractor(feature_size=ref.config.num_mel_bins),
+                       device=device, torch_dtype=getattr(torch, dtype))
+    kw = {"num_beams": 1, "temperature": 0.0}
+    if tok.multilingual:
+        kw["language"] = "en"
 
     def run(audio):
-        mel = log_mel_spectrogram(audio, ref.config.num_mel_bins, padding=160)
-        texts = []
-        for seek in range(0, mel.shape[1] - 1, N_FRAMES):
-            feats = torch.from_numpy(pad_or_trim(mel[:, seek:seek + N_FRAMES]))[None].to(device, getattr(torch, dtype))
-            with torch.no_grad():
-                enc = ref.model.encoder(feats)
-                ids = torch.tensor([prompt], device=device)
-                past = None
-                out = []
-                for _ in range(ref.config.max_target_positions - len(prompt)):
-                    r = ref(encoder_outputs=enc, decoder_input_ids=ids, past_key_values=past, use_cache=True)
-                    past = r.past_key_values
-                    t = int(r.logits[0, -1].argmax())
-                    if t == tok.eot:
-                        break
-                    out.append(t)
-                    ids = torch.tensor([[t]], device=device)
-            texts.append(tok.decode(out))
-        return "".join(texts).strip()
+        return pipe(audio.copy(), return_timestamps=True, generate_kwargs=kw)["text"].strip()
 
     return run
 
@@ -130,7 +132,8 @@ def main() -> None:
     m = akunu.load(path, device=a.device)
     if "akunu" in engines:
         m.transcribe(audio[:16000 * 5], language="en", temperature=0.0)  # warm-up
-        text, secs = timed(lambda: m.transcribe(audio, language="en", temperature=0.0).text, a.reps)
+        text, secs = timed(lambda: m.transcribe(audio, language="en", timestamps=True, temperature=0.0).text,
+                           a.reps)
         results["akunu"] = (text, secs)
     if "faster-whisper" in engines and a.device == "cpu" and os.path.exists(os.path.join(path, "model.bin")):
         from faster_whisper import WhisperModel
@@ -138,17 +141,16 @@ def main() -> None:
         fw = WhisperModel(path, device="cpu", compute_type="float32", cpu_threads=os.cpu_count() or 0)
 
         def fw_run():
-            segs, _ = fw.transcribe(audio, language="en", beam_size=1, temperature=0.0, without_timestamps=True,
-                                    vad_filter=False)
+            segs, _ = fw.transcribe(audio, language="en", beam_size=1, temperature=0.0, vad_filter=False)
             return "".join(s.text for s in segs).strip()
 
         fw_run()
         results["faster-whisper"] = timed(fw_run, a.reps)
     if "transformers" in engines:
         for dtype in (("float32", "float16") if a.device == "cuda" else ("float32",)):
-            run = transformers_engine(path, a.device, dtype, m.tokenizer)
+            run = transformers_pipeline(path, a.device, dtype, m)
             run(audio[:16000 * 5])
-            results[f"transformers-{dtype}"] = timed(lambda: run(audio), a.reps)
+            results[f"transformers-pipeline-{dtype}"] = timed(lambda: run(audio), a.reps)
     from akunu.whisper.metrics import word_error_rate
 
     base = results.get("akunu", next(iter(results.values())))[0]

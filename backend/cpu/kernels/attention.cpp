@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <vector>
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#endif
 
 #include "../thread_pool.h"
 #include "core/half.h"
@@ -44,6 +47,70 @@ void kv_write(const CpuArgs& a) {
 constexpr uint32_t kTokenBlock = 16;
 constexpr uint32_t kKeyChunk = 256;
 
+// dots[i][j] = q_i . row_j for nq queries and n key rows (converted to float),
+// each equal to dot_f32(q_i, row_j): with AVX2, 4 queries x 2 keys of 8-lane
+// FMA accumulators in registers, reduced in dot_f32's order.
+void block_dots(const float* q, uint32_t nq, const float* rows, uint32_t n, uint32_t hd, float* dots) {
+#if defined(__AVX2__) && defined(__FMA__)
+    if (hd % 8 == 0) {
+        auto reduce = [](__m256 v) {
+            alignas(32) float s[8];
+            _mm256_store_ps(s, v);
+            return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+        };
+        for (uint32_t i = 0; i < nq; i += 4) {
+            const float* qs[4];
+            for (uint32_t r = 0; r < 4; r++) qs[r] = q + (size_t)std::min(i + r, nq - 1) * hd;  // pad with the last
+            for (uint32_t j = 0; j < n; j += 2) {
+                const float* k0 = rows + (size_t)j * hd;
+                const float* k1 = rows + (size_t)std::min(j + 1, n - 1) * hd;
+                __m256 a[4][2];
+                for (int r = 0; r < 4; r++) a[r][0] = a[r][1] = _mm256_setzero_ps();
+                for (uint32_t d = 0; d < hd; d += 8) {
+                    const __m256 v0 = _mm256_loadu_ps(k0 + d), v1 = _mm256_loadu_ps(k1 + d);
+                    for (int r = 0; r < 4; r++) {
+                        const __m256 qv = _mm256_loadu_ps(qs[r] + d);
+                        a[r][0] = _mm256_fmadd_ps(qv, v0, a[r][0]);
+                        a[r][1] = _mm256_fmadd_ps(qv, v1, a[r][1]);
+                    }
+                }
+                for (uint32_t r = 0; r < 4 && i + r < nq; r++) {
+                    dots[(size_t)(i + r) * kKeyChunk + j] = reduce(a[r][0]);
+                    if (j + 1 < n) dots[(size_t)(i + r) * kKeyChunk + j + 1] = reduce(a[r][1]);
+                }
+            }
+        }
+        return;
+    }
+#endif
+    for (uint32_t i = 0; i < nq; i++)
+        for (uint32_t j = 0; j < n; j++)
+            dots[(size_t)i * kKeyChunk + j] = dot_f32(q + (size_t)i * hd, rows + (size_t)j * hd, (int)hd);
+}
+
+// acc[d] += w_j * rows[j][d] over keys j in [j0, j1) in order (weights[j]
+// already rounded): with AVX2 the accumulators stay in registers, 64 lanes at a time.
+void weighted_rows(const float* weights, const float* rows, uint32_t j0, uint32_t j1, uint32_t hd, float* acc) {
+#if defined(__AVX2__) && defined(__FMA__)
+    if (hd % 8 == 0) {
+        for (uint32_t d0 = 0; d0 < hd; d0 += 64) {
+            const uint32_t nb = std::min<uint32_t>(8, (hd - d0) / 8);
+            __m256 a[8];
+            for (uint32_t b = 0; b < nb; b++) a[b] = _mm256_loadu_ps(acc + d0 + 8 * b);
+            for (uint32_t j = j0; j < j1; j++) {
+                const __m256 w = _mm256_set1_ps(weights[j]);
+                const float* v = rows + (size_t)j * hd + d0;
+                for (uint32_t b = 0; b < nb; b++) a[b] = _mm256_fmadd_ps(w, _mm256_loadu_ps(v + 8 * b), a[b]);
+            }
+            for (uint32_t b = 0; b < nb; b++) _mm256_storeu_ps(acc + d0 + 8 * b, a[b]);
+        }
+        return;
+    }
+#endif
+    for (uint32_t j = j0; j < j1; j++)
+        for (uint32_t d = 0; d < hd; d++) acc[d] += weights[j] * rows[(size_t)j * hd + d];
+}
+
 void attention(const CpuArgs& a) {
     AttentionParams p = a.p<AttentionParams>();
     const float* q = a.b<float>(0);
@@ -55,10 +122,11 @@ void attention(const CpuArgs& a) {
     const uint32_t group = p.n_heads / p.n_kv_heads;
     const uint32_t n_blocks = (p.n_tokens + kTokenBlock - 1) / kTokenBlock;
     a.pool->parallel_for((int)(n_blocks * p.n_heads), [&](int i0, int i1) {
-        thread_local std::vector<float> scores, rows, acc, qr;
+        thread_local std::vector<float> scores, rows, dots, acc, qr;
         uint32_t lo[kTokenBlock], last[kTokenBlock];
         float mx[kTokenBlock], inv_sum[kTokenBlock];
         if (rows.size() < (size_t)kKeyChunk * hd) rows.resize((size_t)kKeyChunk * hd);
+        if (dots.size() < (size_t)kKeyChunk * kTokenBlock) dots.resize((size_t)kKeyChunk * kTokenBlock);
         if (qr.size() < (size_t)kTokenBlock * hd) { qr.resize((size_t)kTokenBlock * hd); acc.resize(qr.size()); }
         for (int it = i0; it < i1; it++) {
             const uint32_t h = (uint32_t)it % p.n_heads, t0 = ((uint32_t)it / p.n_heads) * kTokenBlock;
@@ -92,13 +160,13 @@ void attention(const CpuArgs& a) {
             for (uint32_t c0 = kmin; c0 <= kmax; c0 += kKeyChunk) {  // scores
                 const uint32_t c1 = std::min(kmax, c0 + kKeyChunk - 1);
                 convert(kc, c0, c1);
-                for (uint32_t i = 0; i < nt; i++) {
+                block_dots(qr.data(), nt, rows.data(), c1 - c0 + 1, hd, dots.data());
+                for (uint32_t i = 0; i < nt; i++) {  // each token's own key range
                     float* sc = scores.data() + i * span - kmin;
+                    const float* dt = dots.data() + (size_t)i * kKeyChunk - c0;
                     for (uint32_t j = std::max(c0, lo[i]); j <= std::min(c1, last[i]); j++) {
-                        const float sv = dot_f32(qr.data() + i * hd, rows.data() + (size_t)(j - c0) * hd, (int)hd) *
-                                         p.scale;
-                        sc[j] = sv;
-                        mx[i] = std::max(mx[i], sv);
+                        sc[j] = dt[j] * p.scale;
+                        mx[i] = std::max(mx[i], sc[j]);
                     }
                 }
             }
@@ -117,12 +185,11 @@ void attention(const CpuArgs& a) {
                 convert(vc, c0, c1);
                 for (uint32_t i = 0; i < nt; i++) {
                     const float* sc = scores.data() + i * span - kmin;
-                    float* ac = acc.data() + i * hd;
-                    for (uint32_t j = std::max(c0, lo[i]); j <= std::min(c1, last[i]); j++) {
-                        const float w = f16_to_f32(f32_to_f16(sc[j] * inv_sum[i]));
-                        const float* vr = rows.data() + (size_t)(j - c0) * hd;
-                        for (uint32_t d = 0; d < hd; d++) ac[d] += w * vr[d];
-                    }
+                    const uint32_t j0 = std::max(c0, lo[i]), j1 = std::min(c1, last[i]);
+                    if (j0 > j1) continue;
+                    for (uint32_t j = j0; j <= j1; j++)
+                        dots[j - c0] = f16_to_f32(f32_to_f16(sc[j] * inv_sum[i]));  // weights, F16-rounded
+                    weighted_rows(dots.data(), rows.data(), j0 - c0, j1 - c0 + 1, hd, acc.data() + i * hd);
                 }
             }
             for (uint32_t i = 0; i < nt; i++) {
