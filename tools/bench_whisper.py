@@ -89,8 +89,12 @@ def transformers_pipeline(path: str, device: str, dtype: str, model):
         gc.lang_to_id = {f"<|{c}|>": i for c, i in tok.languages.items()}
         gc.task_to_id = {"transcribe": tok.transcribe, "translate": tok.translate}
     ref.config.decoder_start_token_id, ref.config.pad_token_id, ref.config.eos_token_id = tok.sot, tok.eot, tok.eot
-    hft = tf.WhisperTokenizerFast(tokenizer_file=os.path.join(path, "tokenizer.json")) if os.path.isdir(path) \
-        else tf.PreTrainedTokenizerFast(tokenizer_object=tok._tok)
+    tok_file = os.path.join(path, "tokenizer.json")
+    if not os.path.isdir(path):  # a GGUF carries tokenizer.json in its metadata
+        tok_file = os.path.join(tempfile.mkdtemp(), "tokenizer.json")
+        with open(tok_file, "w", encoding="utf-8") as f:
+            f.write(model.metadata["tokenizer.huggingface.json"])
+    hft = tf.WhisperTokenizerFast(tokenizer_file=tok_file)
     pipe = tf.pipeline("automatic-speech-recognition", model=ref, tokenizer=hft,
                        feature_extractor=tf.WhisperFeatureExtractor(feature_size=ref.config.num_mel_bins),
                        device=device, torch_dtype=getattr(torch, dtype))
