@@ -50,7 +50,7 @@ def summarize(info: Dict[str, Any]) -> Dict[str, Any]:
     return {
         "file": ({"format": "gguf", "gguf_version": info["version"], "size_bytes": info["file_size"],
                   "alignment": info["alignment"]} if "version" in info else
-                 {"format": "safetensors", "size_bytes": info["size_bytes"]}),
+                 {"format": info.get("format", "safetensors"), "size_bytes": info["size_bytes"]}),
         "model": {"name": md.get("general.name"), "architecture": arch,
                   "context_length": md.get(p + "context_length"), "embedding_length": md.get(p + "embedding_length"),
                   "block_count": md.get(p + "block_count"), "feed_forward_length": md.get(p + "feed_forward_length"),
@@ -75,8 +75,9 @@ def print_text(s: Dict[str, Any], show_tensors: bool, out=sys.stdout) -> None:
     if f["format"] == "gguf":
         w(f"GGUF v{f['gguf_version']}, {_human(f['size_bytes'])}, alignment {f['alignment']}\n\n")
     else:
-        w(f"Hugging Face / MLX directory (safetensors), {_human(f['size_bytes'])}; names and metadata as akunu "
-          f"maps them to GGUF's\n\n")
+        kind = "CTranslate2 directory (model.bin)" if f["format"] == "ctranslate2" else \
+            "Hugging Face / MLX directory (safetensors)"
+        w(f"{kind}, {_human(f['size_bytes'])}; names and metadata as akunu maps them to GGUF's\n\n")
     w("model\n")
     for k, v in m.items():
         w(f"  {k:<20} {v}\n")
@@ -98,7 +99,8 @@ def print_text(s: Dict[str, Any], show_tensors: bool, out=sys.stdout) -> None:
 
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="akunu-inspect", description=__doc__)
-    ap.add_argument("model", help="GGUF file, Hugging Face / MLX directory, or a named model such as gemma3-270m")
+    ap.add_argument("model", help="GGUF file, Hugging Face / MLX / CTranslate2 directory, or a named model such as "
+                    "gemma3-270m")
     ap.add_argument("--json", action="store_true", help="machine-readable output")
     ap.add_argument("--no-tensors", action="store_true", help="leave out the tensor table")
     ap.add_argument("--verbose", action="store_true", help="show tracebacks")
