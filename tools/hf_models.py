@@ -246,7 +246,7 @@ def whisper_reference(path: str):
     import torch
     import transformers as tf
 
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+    sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))  # after an installed akunu
     from akunu import _core
     from convert_hf_to_gguf import _tensor_array
 
