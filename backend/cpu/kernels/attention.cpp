@@ -47,38 +47,113 @@ void kv_write(const CpuArgs& a) {
 constexpr uint32_t kTokenBlock = 16;
 constexpr uint32_t kKeyChunk = 256;
 
+#if defined(__AVX2__) && defined(__FMA__)
+// dot_f32's reduction of its 8 lane sums, on a register.
+inline float reduce_like_dot_f32(__m256 v) {
+    alignas(32) float s[8];
+    _mm256_store_ps(s, v);
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
+// R queries x C keys (from key j) of 8-lane FMA accumulators in registers;
+// keys past n repeat the last one and are not stored.
+template <int R, int C>
+inline void dot_tile(const float* const* qs, const float* rows, uint32_t j, uint32_t n, uint32_t hd, float* const* out) {
+    const float* ks[C];
+    for (int c = 0; c < C; c++) ks[c] = rows + (size_t)std::min<uint32_t>(j + c, n - 1) * hd;
+    __m256 a[R][C];
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++) a[r][c] = _mm256_setzero_ps();
+    for (uint32_t d = 0; d < hd; d += 8) {
+        __m256 kv[C];
+        for (int c = 0; c < C; c++) kv[c] = _mm256_loadu_ps(ks[c] + d);
+        for (int r = 0; r < R; r++) {
+            const __m256 qv = _mm256_loadu_ps(qs[r] + d);
+            for (int c = 0; c < C; c++) a[r][c] = _mm256_fmadd_ps(qv, kv[c], a[r][c]);
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C && j + c < n; c++) out[r][j + c] = reduce_like_dot_f32(a[r][c]);
+}
+
+// exp(x) for 8 floats: 2^n * p(r), r = x - n ln2 (Cody-Waite split), p a degree-6
+// polynomial; within 2 ulp of expf on the softmax's range (x <= 0), 0 below -87.
+inline __m256 exp8(__m256 x) {
+    x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+#endif
+
+// v[j] = exp(v[j] - mx) for j in [lo, hi]; returns their sum (accumulated in
+// double). Same lanes and order for a token whatever block it is in.
+double exp_and_sum(float* v, uint32_t lo, uint32_t hi, float mx) {
+#if defined(__AVX2__) && defined(__FMA__)
+    const __m256 m = _mm256_set1_ps(mx);
+    __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
+    uint32_t j = lo;
+    for (; j + 8 <= hi + 1; j += 8) {
+        const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(v + j), m));
+        _mm256_storeu_ps(v + j, e);
+        s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+        s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+    }
+    alignas(32) double t[8];
+    _mm256_store_pd(t, s0);
+    _mm256_store_pd(t + 4, s1);
+    double sum = ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]));
+    if (j <= hi) {  // the tail through the same vector exp
+        alignas(32) float tail[8] = {};
+        const uint32_t n = hi + 1 - j;
+        for (uint32_t k = 0; k < n; k++) tail[k] = v[j + k];
+        _mm256_store_ps(tail, exp8(_mm256_sub_ps(_mm256_load_ps(tail), m)));
+        for (uint32_t k = 0; k < n; k++) {
+            v[j + k] = tail[k];
+            sum += tail[k];
+        }
+    }
+    return sum;
+#else
+    double sum = 0;
+    for (uint32_t j = lo; j <= hi; j++) {
+        v[j] = std::exp(v[j] - mx);
+        sum += v[j];
+    }
+    return sum;
+#endif
+}
+
 // dots[i][j] = q_i . row_j for nq queries and n key rows (converted to float),
-// each equal to dot_f32(q_i, row_j): with AVX2, 4 queries x 2 keys of 8-lane
-// FMA accumulators in registers, reduced in dot_f32's order.
+// each equal to dot_f32(q_i, row_j): with AVX2, register tiles of 4 queries x
+// 2 keys (1 x 4 for the last queries, decode's single one included).
 void block_dots(const float* q, uint32_t nq, const float* rows, uint32_t n, uint32_t hd, float* dots) {
 #if defined(__AVX2__) && defined(__FMA__)
     if (hd % 8 == 0) {
-        auto reduce = [](__m256 v) {
-            alignas(32) float s[8];
-            _mm256_store_ps(s, v);
-            return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
-        };
-        for (uint32_t i = 0; i < nq; i += 4) {
+        uint32_t i = 0;
+        for (; i + 4 <= nq; i += 4) {
             const float* qs[4];
-            for (uint32_t r = 0; r < 4; r++) qs[r] = q + (size_t)std::min(i + r, nq - 1) * hd;  // pad with the last
-            for (uint32_t j = 0; j < n; j += 2) {
-                const float* k0 = rows + (size_t)j * hd;
-                const float* k1 = rows + (size_t)std::min(j + 1, n - 1) * hd;
-                __m256 a[4][2];
-                for (int r = 0; r < 4; r++) a[r][0] = a[r][1] = _mm256_setzero_ps();
-                for (uint32_t d = 0; d < hd; d += 8) {
-                    const __m256 v0 = _mm256_loadu_ps(k0 + d), v1 = _mm256_loadu_ps(k1 + d);
-                    for (int r = 0; r < 4; r++) {
-                        const __m256 qv = _mm256_loadu_ps(qs[r] + d);
-                        a[r][0] = _mm256_fmadd_ps(qv, v0, a[r][0]);
-                        a[r][1] = _mm256_fmadd_ps(qv, v1, a[r][1]);
-                    }
-                }
-                for (uint32_t r = 0; r < 4 && i + r < nq; r++) {
-                    dots[(size_t)(i + r) * kKeyChunk + j] = reduce(a[r][0]);
-                    if (j + 1 < n) dots[(size_t)(i + r) * kKeyChunk + j + 1] = reduce(a[r][1]);
-                }
+            float* out[4];
+            for (int r = 0; r < 4; r++) {
+                qs[r] = q + (size_t)(i + r) * hd;
+                out[r] = dots + (size_t)(i + r) * kKeyChunk;
             }
+            for (uint32_t j = 0; j < n; j += 2) dot_tile<4, 2>(qs, rows, j, n, hd, out);
+        }
+        for (; i < nq; i++) {
+            const float* qs[1] = {q + (size_t)i * hd};
+            float* out[1] = {dots + (size_t)i * kKeyChunk};
+            for (uint32_t j = 0; j < n; j += 4) dot_tile<1, 4>(qs, rows, j, n, hd, out);
         }
         return;
     }
@@ -172,12 +247,7 @@ void attention(const CpuArgs& a) {
             }
             for (uint32_t i = 0; i < nt; i++) {  // softmax
                 float* sc = scores.data() + i * span - kmin;
-                double sum = 0;
-                for (uint32_t j = lo[i]; j <= last[i]; j++) {
-                    sc[j] = std::exp(sc[j] - mx[i]);
-                    sum += sc[j];
-                }
-                inv_sum[i] = (float)(1.0 / sum);
+                inv_sum[i] = (float)(1.0 / exp_and_sum(sc, lo[i], last[i], mx[i]));
             }
             std::fill(acc.begin(), acc.begin() + (size_t)nt * hd, 0.0f);
             for (uint32_t c0 = kmin; c0 <= kmax; c0 += kKeyChunk) {  // weighted V
