@@ -360,6 +360,9 @@ def test_transcribe_cli(tiny_en, speech, tmp_path):
     assert out.returncode == 1 and "does not exist" in out.stderr and "Traceback" not in out.stderr
     out = subprocess.run(cli + [path, "-l", "de"], capture_output=True, text=True, env=env)
     assert out.returncode == 1 and "English-only" in out.stderr
+    chat = [sys.executable, "-m", "akunu.cli.complete", tiny_en.path, "-p", "hello"]
+    out = subprocess.run(chat, capture_output=True, text=True, env=env)
+    assert out.returncode == 1 and "akunu-transcribe" in out.stderr and "Traceback" not in out.stderr
 
 
 def test_temperature_fallback_rules():

@@ -97,5 +97,6 @@ def test_bad_audio_requests(client, speech, tmp_path):
     assert "limit" in error(post(client, "/v1/audio/transcriptions", str(big)), 413)
     r = client.post("/v1/chat/completions", json={"model": "tiny.en", "messages": [{"role": "user", "content": "hi"}]})
     assert "speech-to-text" in error(r, 400)
+    assert "speech-to-text" in error(client.post("/tokenize", json={"model": "tiny.en", "content": "hi"}), 400)
     models = client.get("/v1/models").json()["data"]
     assert {m["id"]: m["meta"]["architecture"] for m in models} == {"tiny.en": "whisper", "llm": "llama"}

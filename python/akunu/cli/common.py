@@ -113,10 +113,13 @@ def load_model(args: argparse.Namespace, quiet: bool = False):
     if os.path.isfile(path):
         _warm_with_progress(path, quiet)
     try:
-        return load(path, device=args.device, n_ctx=args.ctx, n_threads=args.threads,
-                    chat_template=getattr(args, "chat_template", None))
+        model = load(path, device=args.device, n_ctx=args.ctx, n_threads=args.threads,
+                     chat_template=getattr(args, "chat_template", None))
     except MemoryError:
         raise CliError("out of memory while loading the model; try a smaller --ctx") from None
+    if getattr(model, "is_whisper", False) and not getattr(args, "speech_ok", False):
+        raise CliError(f"'{args.model}' is a Whisper speech-to-text model: use akunu-transcribe (or akunu-serve)")
+    return model
 
 
 def run(prog: str, main: Callable[[], int], argv_verbose: Optional[List[str]] = None) -> int:

@@ -68,7 +68,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             raise CliError("--max-tokens must be >= 1 and --max-body-bytes >= 1024")
         models = {}
         for name, path in model_ids(args.models).items():
-            args.model = path
+            args.model, args.speech_ok = path, True
             models[name] = load_model(args)
         if args.host not in ("127.0.0.1", "localhost", "::1") and not args.api_key:
             sys.stderr.write("akunu-serve: warning: listening beyond this machine without --api-key\n")

@@ -41,7 +41,7 @@ def main(argv: Optional[List[str]] = None, prog: str = "akunu-transcribe") -> in
 
         if args.beam_size < 1:
             raise CliError(f"--beam-size must be >= 1, got {args.beam_size}")
-        args.ctx = None
+        args.ctx, args.speech_ok = None, True
         model = load_model(args, quiet=True)
         if not getattr(model, "is_whisper", False):
             raise CliError(f"'{args.model}' is not a Whisper model")

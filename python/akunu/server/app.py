@@ -313,7 +313,7 @@ def create_app(models: Dict[str, Any], api_key: Optional[str] = None,
     @app.post("/tokenize")
     async def tokenize(request: Request):
         body = await read_json(request)
-        slot = slot_for(rf.model_field(body))
+        slot = text_model(slot_for(rf.model_field(body)))
         text = body.get("content", body.get("prompt"))
         if not isinstance(text, str):
             raise ApiError(400, "'content': expected a string", param="content")
@@ -325,7 +325,7 @@ def create_app(models: Dict[str, Any], api_key: Optional[str] = None,
     @app.post("/detokenize")
     async def detokenize(request: Request):
         body = await read_json(request)
-        slot = slot_for(rf.model_field(body))
+        slot = text_model(slot_for(rf.model_field(body)))
         toks = body.get("tokens")
         if not isinstance(toks, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in toks):
             raise ApiError(400, "'tokens': expected a list of token ids", param="tokens")
