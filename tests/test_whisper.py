@@ -409,3 +409,24 @@ def test_128_mel_whisper_matches_transformers(tmp_path, whisper_base_dir):
     enc = model.encode(mel)
     assert np.linalg.norm(enc - enc_ref) / np.linalg.norm(enc_ref) < 1e-3
     assert model.transcribe(CLIPS["chirp"], language="en", temperature=0.0).duration == 4.0
+
+
+def test_sampled_decoding_and_load_arguments(tiny_en, speech, whisper_tiny_en_dir):
+    """temperature > 0 with best_of: reproducible from the seed, and sensible on clear speech;
+    bad load / CLI arguments are clear errors."""
+    import subprocess
+    import sys
+
+    path, text = speech["weather"]
+    a = tiny_en.transcribe(path, temperature=0.4, best_of=3, seed=5)
+    b = tiny_en.transcribe(path, temperature=0.4, best_of=3, seed=5)
+    assert a.text == b.text and a.segments[0].temperature == 0.4
+    assert word_error_rate(text, a.text) < 0.5
+    for bad in (0, 17, "5"):
+        with pytest.raises(akunu.AkunuError, match="n_beams"):
+            akunu.load(whisper_tiny_en_dir, n_beams=bad)
+    with pytest.raises(akunu.AkunuError, match="temperature"):
+        tiny_en.transcribe(path, temperature=-1.0)
+    out = subprocess.run([sys.executable, "-m", "akunu.cli.transcribe", path, "-m", whisper_tiny_en_dir,
+                          "--beam-size", "0"], capture_output=True, text=True)
+    assert out.returncode == 1 and "--beam-size" in out.stderr and "Traceback" not in out.stderr

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import secrets
 import threading
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
@@ -370,6 +372,21 @@ class Model:
         self.close()
 
 
+def _is_whisper(path: str) -> bool:
+    """Cheaply, before loading: a directory says so in its files (a CTranslate2 model.bin is only
+    read for Whisper; a Hugging Face config.json names its model_type); a GGUF in its header."""
+    if os.path.isdir(path):
+        config = os.path.join(path, "config.json")
+        if os.path.isfile(os.path.join(path, "model.bin")) and os.path.isfile(config):
+            return True
+        try:
+            with open(config, encoding="utf-8") as f:
+                return json.load(f).get("model_type") == "whisper"
+        except (OSError, ValueError, AttributeError):
+            return False  # the loader reports what is wrong with the directory
+    return _core.model_architecture(path) == "whisper"
+
+
 def load(path: str, device: str = "cpu", n_ctx: Optional[int] = None, n_threads: int = 0,
          chat_template: Optional[str] = None, n_beams: int = 5):
     """Load a model: a GGUF file, a Hugging Face / MLX directory (config.json + safetensors +
@@ -383,7 +400,7 @@ def load(path: str, device: str = "cpu", n_ctx: Optional[int] = None, n_threads:
     "gemma" or jinja2 source, replacing the file's own.
     """
     path = resolve_model_path(path)
-    if device in _DEVICES and _core.model_architecture(path) == "whisper":
+    if device in _DEVICES and _is_whisper(path):
         from .whisper import WhisperModel
 
         return WhisperModel(path, device=device, n_threads=n_threads, n_beams=n_beams)

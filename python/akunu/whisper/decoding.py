@@ -152,17 +152,14 @@ class WindowDecoder:
         elif opts.temperature == 0:
             tokens, sum_lp = self._sample(0, first, len(prompt), max_new, filters, 0.0, None)
         else:
+            # best of N samples, one after another in slot 0: a sample writes only the
+            # positions after the prompt, so the prompt's cache serves every one
             rng = np.random.default_rng(opts.seed)
             best = None
-            for c in range(max(1, opts.best_of)):
-                slot = c % self.core.n_slots
-                if slot != 0:
-                    self.core.copy_slot(0, slot, len(prompt))
-                cand = self._sample(slot, first, len(prompt), max_new, filters, opts.temperature, rng)
+            for _ in range(max(1, opts.best_of)):
+                cand = self._sample(0, first, len(prompt), max_new, filters, opts.temperature, rng)
                 if best is None or cand[1] / (len(cand[0]) + 1) > best[1] / (len(best[0]) + 1):
                     best = cand
-                if slot == 0 and opts.best_of > 1:  # slot 0 was overwritten: refill the prompt
-                    at_sot, first = self._prefill(prompt)
             tokens, sum_lp = best
         text = self.tok.decode(tokens)
         return WindowResult(tokens=tokens, text=text, avg_logprob=sum_lp / (len(tokens) + 1),

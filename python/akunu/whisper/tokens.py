@@ -66,21 +66,20 @@ class WhisperTokenizer:
         path = os.path.join(directory, "tokenizer.json")
         if not os.path.exists(path):
             raise UnsupportedModelError(f"the Whisper model directory '{directory}' has no tokenizer.json")
-        try:
-            return cls(Tokenizer.from_file(path), vocab_size)
-        except UnsupportedModelError:
-            raise
-        except Exception as e:
-            raise UnsupportedModelError(f"cannot load {path}: {e}") from None
+        return cls._build(lambda: Tokenizer.from_file(path), vocab_size, path)
 
     @classmethod
     def from_json(cls, text: str, vocab_size: int) -> "WhisperTokenizer":
+        return cls._build(lambda: Tokenizer.from_str(text), vocab_size, "the tokenizer stored in the model")
+
+    @classmethod
+    def _build(cls, load, vocab_size: int, what: str) -> "WhisperTokenizer":
         try:
-            return cls(Tokenizer.from_str(text), vocab_size)
+            return cls(load(), vocab_size)
         except UnsupportedModelError:
             raise
-        except Exception as e:
-            raise UnsupportedModelError(f"cannot load the tokenizer stored in the model: {e}") from None
+        except Exception as e:  # malformed tokenizer.json
+            raise UnsupportedModelError(f"cannot load {what}: {e}") from None
 
     def encode(self, text: str) -> List[int]:
         return self._tok.encode(text, add_special_tokens=False).ids
