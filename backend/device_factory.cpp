@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "cpu/cpu_device.h"
+#include "metal/emulation/emulated_metal_device.h"
 #if defined(AKUNU_HAVE_CUDA)
 #include "cuda/cuda_device.h"
 #endif
@@ -23,6 +24,7 @@ std::unique_ptr<Device> create_device(const std::string& name, int n_threads) {
         throw Error("device 'cuda' is not available in this build of akunu (built without the CUDA toolkit)");
 #endif
     }
+    if (name == "metal-emu") return std::make_unique<EmulatedMetalDevice>();
     if (name == "metal") throw Error("device 'metal' is not available in this build of akunu");
     throw Error("unknown device '" + name + "' (expected 'cpu', 'cuda', 'metal' or 'auto')");
 }

@@ -28,7 +28,9 @@ _END_OF_GENERATION = {
     "<end_of_turn>", "<|eot_id|>", "<|im_end|>", "<|endoftext|>", "<|end|>", "<|eom_id|>",
     "</s>", "<eos>", "<|end_of_text|>",
 }
-_DEVICES = ("cpu", "auto", "cuda", "metal")
+# "metal-emu": the Metal kernels run on the CPU through the emulation library
+# (tests only; backend/metal/emulation, needs AKUNU_MSL_EMU_LIB).
+_DEVICES = ("cpu", "auto", "cuda", "metal", "metal-emu")
 
 
 class GenerationStream:

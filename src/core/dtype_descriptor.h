@@ -1,8 +1,12 @@
 // Weight formats as data (book, "The DTypeDescriptor"): block geometry for size
 // checks and the kernel names each backend registers for the format. Adding a
 // format is one row here plus its kernels.
+// The GGML codes and MLX helpers also compile in the Metal kernels (AKUNU_MSL);
+// the descriptor table is host-only.
 #pragma once
+#if !defined(AKUNU_MSL)
 #include <cstdint>
+#endif
 
 #ifdef __CUDACC__
 #define AKUNU_HD_CONSTEXPR __host__ __device__ constexpr
@@ -32,6 +36,7 @@ AKUNU_HD_CONSTEXPR bool is_mlx_dtype(uint32_t d) { return d >= kMlxBase && d < k
 AKUNU_HD_CONSTEXPR int mlx_bits(uint32_t d) { return (int)((d - kMlxBase) / 10); }
 AKUNU_HD_CONSTEXPR int mlx_group(uint32_t d) { return 32 << ((d - kMlxBase) % 10); }
 
+#if !defined(AKUNU_MSL)
 struct DTypeDescriptor {
     uint32_t dtype;
     const char* name;
@@ -48,5 +53,6 @@ struct DTypeDescriptor {
 const DTypeDescriptor* dtype_lookup(uint32_t dtype);
 // Name for messages, also for unknown codes ("type 99").
 const char* dtype_name(uint32_t dtype);
+#endif
 
 }  // namespace akunu

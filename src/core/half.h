@@ -106,4 +106,11 @@ AKUNU_HD inline float bf16_to_f32(uint16_t b) {
     return f;
 }
 
+// The float with these IEEE bits.
+AKUNU_HD inline float f32_from_bits(uint32_t bits) {
+    float f;
+    __builtin_memcpy(&f, &bits, 4);
+    return f;
+}
+
 }  // namespace akunu

@@ -2,8 +2,11 @@
 // (the book's ShaderTypes.h). Plain 4-byte fields only, so the layout is the
 // same in C++, CUDA and Metal. Fields named n_tokens / pos0 / row0 are patched
 // per replay.
+// Also included by the Metal kernels (AKUNU_MSL), where <cstdint> is built in.
 #pragma once
+#if !defined(AKUNU_MSL)
 #include <cstdint>
+#endif
 
 namespace akunu {
 
@@ -89,7 +92,7 @@ struct AddRowsParams {
     uint32_t segmented;
 };
 
-// col[t, c * kernel + j] = x[t * stride + j - pad, c] (0 outside [0, in_len)):
+// col[t, c * kernel_size + j] = x[t * stride + j - pad, c] (0 outside [0, in_len)):
 // the columns of a 1-D convolution over x [in_len, channels], so that the
 // convolution is one matmul with its weight read as [out, channels * kernel]
 // (PyTorch's [out, in, k], row-major). Whisper's audio front end.
@@ -97,7 +100,7 @@ struct Im2ColParams {
     uint32_t channels;
     uint32_t n_out;
     uint32_t in_len;
-    uint32_t kernel;
+    uint32_t kernel_size;
     uint32_t stride;
     uint32_t pad;
 };

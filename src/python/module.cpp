@@ -4,7 +4,9 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include "../backend/cpu/cpu_device.h"
+#include "cpu/cpu_device.h"
+#include "metal/emulation/emulated_metal_device.h"
+#include "metal/metal_launch.h"
 #include "core/dtype_descriptor.h"
 #include "core/error.h"
 #include "core/quant_blocks.h"
@@ -146,15 +148,28 @@ PYBIND11_MODULE(_core, m) {
     // Test hook: run one CPU kernel by name on numpy buffers (C-contiguous,
     // writable) with packed parameter bytes. The tests check every kernel
     // against numpy through this; it is not part of the public API.
-    m.def("_run_cpu_kernel", [](const std::string& name, py::list buffers, py::bytes params, int n_threads) {
-        static std::unique_ptr<CpuDevice> dev;
-        if (!dev || dev->n_threads() != n_threads) dev = std::make_unique<CpuDevice>(n_threads);
+    // device: "cpu" or "metal-emu" (the Metal kernels on the CPU, same launch geometry as MetalDevice).
+    m.def("_run_cpu_kernel", [](const std::string& name, py::list buffers, py::bytes params, int n_threads,
+                                const std::string& device) {
+        static std::unique_ptr<CpuDevice> cpu;
+        static std::unique_ptr<EmulatedMetalDevice> metal;
+        CpuDevice* dev;
+        if (device == "metal-emu") {
+            if (!metal) metal = std::make_unique<EmulatedMetalDevice>();
+            dev = metal.get();
+        } else if (device == "cpu") {
+            if (!cpu || cpu->n_threads() != n_threads) cpu = std::make_unique<CpuDevice>(n_threads);
+            dev = cpu.get();
+        } else {
+            throw Error("_run_cpu_kernel: device must be 'cpu' or 'metal-emu'");
+        }
         std::string pb = params;
         if (pb.size() > 64) throw Error("params larger than 64 bytes");
         if (buffers.size() > 8) throw Error("more than 8 buffers");
         Pipeline pso = dev->get_pipeline(name);
         dev->set_pipeline(pso);
         std::vector<py::buffer_info> infos;
+        for (size_t i = 0; i < 8; i++) dev->set_buffer(Buffer{}, 0, (int)i);
         for (size_t i = 0; i < buffers.size(); i++) {
             py::array a = py::reinterpret_borrow<py::array>(buffers[i]);
             if (!(a.flags() & py::array::c_style)) throw Error("buffer " + std::to_string(i) + " is not C-contiguous");
@@ -165,7 +180,37 @@ PYBIND11_MODULE(_core, m) {
         dev->set_bytes(pb.data(), (int)pb.size(), (int)buffers.size());
         py::gil_scoped_release r;
         dev->dispatch(Dim3(), Dim3());
-    }, py::arg("name"), py::arg("buffers"), py::arg("params"), py::arg("n_threads") = 2);
+    }, py::arg("name"), py::arg("buffers"), py::arg("params"), py::arg("n_threads") = 2, py::arg("device") = "cpu");
+
+    // Metal backend introspection (plain C++ parts, testable anywhere).
+    m.def("_metal_kernel_names", &metal_kernel_names, "akunu kernels the Metal backend implements.");
+    m.def("_metal_function_names", &metal_function_names, "MSL functions the Metal launch specs may use.");
+    m.def("_metal_emu_function_counts", &EmulatedMetalDevice::function_counts,
+          "MSL functions run by device 'metal-emu' in this process, with counts.");
+    m.def("_metal_launch", [](const std::string& name, py::bytes params, int cores, int family) {
+        const MetalKernelSpec* spec = metal_kernel_spec(name);
+        if (!spec) throw Error("Metal backend has no kernel named '" + name + "'");
+        std::string pb = params;
+        pb.resize(DispatchCmd::MAX_PARAM_BYTES);
+        MetalLaunch l = spec->launch(spec->name, (const uint8_t*)pb.data(), ChipConfig::from_gpu(cores, family));
+        py::dict d;
+        d["function"] = l.function;
+        d["grid"] = py::make_tuple(l.grid.x, l.grid.y, l.grid.z);
+        d["threads"] = l.threads;
+        d["tg_memory"] = l.tg_memory;
+        return d;
+    });
+    m.def("_metal_chip_config", [](int cores, int family) {
+        ChipConfig c = ChipConfig::from_gpu(cores, family);
+        py::dict d;
+        d["slc_bytes"] = c.slc_bytes;
+        d["should_fuse_weights"] = c.should_fuse_weights;
+        d["q4_small_k_threshold"] = c.q4_small_k_threshold;
+        d["gemv_wide_standard"] = c.gemv_wide_standard;
+        d["chain_decode_chunk"] = c.chain_decode_chunk;
+        d["norm_tg_size"] = c.norm_tg_size;
+        return d;
+    });
 
     py::class_<Model>(m, "Model")
         .def(py::init([](const std::string& path, const std::string& device, int n_ctx, int n_threads) {

@@ -62,15 +62,15 @@ void im2col_1d(const CpuArgs& a) {
     Im2ColParams p = a.p<Im2ColParams>();
     const float* x = a.b<float>(0);
     float* col = a.b<float>(1);
-    const size_t width = (size_t)p.channels * p.kernel;
+    const size_t width = (size_t)p.channels * p.kernel_size;
     a.pool->parallel_for((int)p.n_out, [&](int t0, int t1) {
         for (uint32_t t = (uint32_t)t0; t < (uint32_t)t1; t++) {
             float* row = col + (size_t)t * width;
-            for (uint32_t j = 0; j < p.kernel; j++) {
+            for (uint32_t j = 0; j < p.kernel_size; j++) {
                 const int64_t src = (int64_t)t * p.stride + j - p.pad;
                 const bool inside = src >= 0 && src < (int64_t)p.in_len;
                 const float* xr = x + (inside ? (size_t)src * p.channels : 0);
-                for (uint32_t c = 0; c < p.channels; c++) row[(size_t)c * p.kernel + j] = inside ? xr[c] : 0.0f;
+                for (uint32_t c = 0; c < p.channels; c++) row[(size_t)c * p.kernel_size + j] = inside ? xr[c] : 0.0f;
             }
         }
     });

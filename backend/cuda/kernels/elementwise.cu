@@ -172,18 +172,18 @@ void launch_kv_write(const CudaArgs& a) {
 
 // One thread per column element (the CPU twin's im2col_1d).
 __global__ void im2col_1d_kernel(Im2ColParams p, const float* x, float* col) {
-    const size_t width = (size_t)p.channels * p.kernel;
+    const size_t width = (size_t)p.channels * p.kernel_size;
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= width * p.n_out) return;
     const size_t t = i / width, r = i % width;
-    const uint32_t c = (uint32_t)(r / p.kernel), j = (uint32_t)(r % p.kernel);
+    const uint32_t c = (uint32_t)(r / p.kernel_size), j = (uint32_t)(r % p.kernel_size);
     const int64_t src = (int64_t)t * p.stride + j - p.pad;
     col[i] = (src >= 0 && src < (int64_t)p.in_len) ? x[(size_t)src * p.channels + c] : 0.0f;
 }
 
 void launch_im2col_1d(const CudaArgs& a) {
     Im2ColParams p = a.p<Im2ColParams>();
-    const size_t n = (size_t)p.channels * p.kernel * p.n_out;
+    const size_t n = (size_t)p.channels * p.kernel_size * p.n_out;
     im2col_1d_kernel<<<blocks_for(n, 256), 256, 0, a.stream>>>(p, a.b<float>(0), a.b<float>(1));
 }
 

@@ -1,0 +1,79 @@
+#include "emulated_metal_device.h"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "core/dispatch_table.h"
+#include "core/error.h"
+
+namespace akunu {
+namespace {
+
+std::mutex counts_mutex;
+std::map<std::string, uint64_t>& counts() {
+    static std::map<std::string, uint64_t> c;
+    return c;
+}
+
+}  // namespace
+
+EmulatedMetalDevice::EmulatedMetalDevice() : CpuDevice(1) {
+    const char* path = std::getenv("AKUNU_MSL_EMU_LIB");
+    if (!path || !*path)
+        throw Error("device 'metal-emu' needs AKUNU_MSL_EMU_LIB: the path of libakunu_msl_emu.so "
+                    "(build it with tools/build_msl_emulation.sh)");
+    // Loaded once per process and never closed: kernels register themselves at load.
+    void* lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) throw Error(std::string("device 'metal-emu': cannot load ") + path + ": " + dlerror());
+    run_fn_ = reinterpret_cast<RunFn>(dlsym(lib, "akunu_msl_emu_run"));
+    if (!run_fn_) throw Error(std::string("device 'metal-emu': ") + path + " has no akunu_msl_emu_run");
+}
+
+Pipeline EmulatedMetalDevice::get_pipeline(const std::string& name) {
+    const MetalKernelSpec* spec = metal_kernel_spec(name);
+    if (!spec) throw Error("Metal backend has no kernel named '" + name + "'");
+    return Pipeline{const_cast<MetalKernelSpec*>(spec)};
+}
+
+void EmulatedMetalDevice::set_buffer(Buffer buf, size_t offset, int index) {
+    bufs_[index] = buf.contents ? static_cast<uint8_t*>(buf.contents) + offset : nullptr;
+}
+
+void EmulatedMetalDevice::set_bytes(const void* data, int size, int) { std::memcpy(params_, data, (size_t)size); }
+
+void EmulatedMetalDevice::dispatch(Dim3, Dim3) { run(*spec_, bufs_, params_); }
+
+void EmulatedMetalDevice::run(const MetalKernelSpec& spec, uint8_t* const* buffers, const uint8_t* params) {
+    const MetalLaunch l = spec.launch(spec.name, params, chip_);
+    if (l.grid.x == 0 || l.grid.y == 0 || l.grid.z == 0) return;
+    const unsigned grid[3] = {l.grid.x, l.grid.y, l.grid.z};
+    char err[512] = {};
+    if (run_fn_(l.function.c_str(), buffers, DispatchCmd::MAX_BUFFERS, params, grid, l.threads, l.tg_memory, err,
+                sizeof err) != 0)
+        throw Error(std::string("metal-emu: ") + err);
+    std::lock_guard<std::mutex> lock(counts_mutex);
+    counts()[l.function]++;
+}
+
+void EmulatedMetalDevice::encode_dispatch_table(const DispatchTable& table, const ReplayState& st) {
+    uint8_t params[DispatchCmd::MAX_PARAM_BYTES];
+    for (const DispatchCmd& cmd : table.commands) {
+        uint8_t* bufs[DispatchCmd::MAX_BUFFERS] = {};
+        for (int i = 0; i < cmd.buffer_count; i++) {
+            const size_t off = cmd.offsets[i] + (i == cmd.patch_token_buffer ? 4u * st.token_index : 0u);
+            bufs[i] = cmd.buffers[i].contents ? static_cast<uint8_t*>(cmd.buffers[i].contents) + off : nullptr;
+        }
+        patch_params(cmd, st, params);
+        run(*static_cast<const MetalKernelSpec*>(cmd.pso.handle), bufs, params);
+    }
+}
+
+std::map<std::string, uint64_t> EmulatedMetalDevice::function_counts() {
+    std::lock_guard<std::mutex> lock(counts_mutex);
+    return counts();
+}
+
+}  // namespace akunu

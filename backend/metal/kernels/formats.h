@@ -1,0 +1,60 @@
+// Weight formats for the Metal kernels: block geometry and the decoder of one
+// block (core/quant_blocks.h), as a type the GEMV / GEMM / embedding kernel
+// templates take. MAX_BE bounds the decoded block held in thread memory;
+// be() / bb() take the dtype because MLX groups vary at run time.
+#pragma once
+#include "akunu_msl.h"
+
+#define AK_FIXED_FORMAT(NAME, BE, BB, DECODE)                                               \
+    struct NAME {                                                                          \
+        enum { MAX_BE = BE };                                                              \
+        static uint be(uint) { return BE; }                                                \
+        static uint bb(uint) { return BB; }                                                \
+        static void decode(device const uint8_t* b, thread float* y, uint) { DECODE(b, y); } \
+    };
+
+AK_FIXED_FORMAT(FmtF32, 1, 4, blocks::dequant_f32)
+AK_FIXED_FORMAT(FmtF16, 1, 2, blocks::dequant_f16)
+AK_FIXED_FORMAT(FmtBF16, 1, 2, blocks::dequant_bf16)
+AK_FIXED_FORMAT(FmtQ8_0, 32, 34, blocks::dequant_q8_0)
+AK_FIXED_FORMAT(FmtQ4_0, 32, 18, blocks::dequant_q4_0)
+AK_FIXED_FORMAT(FmtQ5_0, 32, 22, blocks::dequant_q5_0)
+AK_FIXED_FORMAT(FmtQ4_1, 32, 20, blocks::dequant_q4_1)
+AK_FIXED_FORMAT(FmtQ5_1, 32, 24, blocks::dequant_q5_1)
+AK_FIXED_FORMAT(FmtIQ4_NL, 32, 18, blocks::dequant_iq4_nl)
+AK_FIXED_FORMAT(FmtQ2_K, 256, 84, blocks::dequant_q2_k)
+AK_FIXED_FORMAT(FmtQ3_K, 256, 110, blocks::dequant_q3_k)
+AK_FIXED_FORMAT(FmtQ4_K, 256, 144, blocks::dequant_q4_k)
+AK_FIXED_FORMAT(FmtQ5_K, 256, 176, blocks::dequant_q5_k)
+AK_FIXED_FORMAT(FmtQ6_K, 256, 210, blocks::dequant_q6_k)
+AK_FIXED_FORMAT(FmtIQ4_XS, 256, 136, blocks::dequant_iq4_xs)
+#undef AK_FIXED_FORMAT
+
+// MLX affine groups: 32, 64 or 128 values of 2..8 bits after an f32 scale and bias.
+struct FmtMLX {
+    enum { MAX_BE = 128 };
+    static uint be(uint dtype) { return (uint)mlx_group(dtype); }
+    static uint bb(uint dtype) { return 8 + (uint)(mlx_group(dtype) * mlx_bits(dtype) / 8); }
+    static void decode(device const uint8_t* b, thread float* y, uint dtype) {
+        blocks::dequant_mlx(b, y, mlx_bits(dtype), mlx_group(dtype));
+    }
+};
+
+// Exports one kernel template for every format, as NAME_<suffix>.
+#define AK_EXPORT_ALL_FORMATS(NAME, KERNEL)                  \
+    AK_EXPORT(#NAME "_f32", KERNEL<FmtF32>)                 \
+    AK_EXPORT(#NAME "_f16", KERNEL<FmtF16>)                 \
+    AK_EXPORT(#NAME "_bf16", KERNEL<FmtBF16>)               \
+    AK_EXPORT(#NAME "_q8_0", KERNEL<FmtQ8_0>)               \
+    AK_EXPORT(#NAME "_q4_0", KERNEL<FmtQ4_0>)               \
+    AK_EXPORT(#NAME "_q5_0", KERNEL<FmtQ5_0>)               \
+    AK_EXPORT(#NAME "_q4_1", KERNEL<FmtQ4_1>)               \
+    AK_EXPORT(#NAME "_q5_1", KERNEL<FmtQ5_1>)               \
+    AK_EXPORT(#NAME "_iq4_nl", KERNEL<FmtIQ4_NL>)           \
+    AK_EXPORT(#NAME "_q2_k", KERNEL<FmtQ2_K>)               \
+    AK_EXPORT(#NAME "_q3_k", KERNEL<FmtQ3_K>)               \
+    AK_EXPORT(#NAME "_q4_k", KERNEL<FmtQ4_K>)               \
+    AK_EXPORT(#NAME "_q5_k", KERNEL<FmtQ5_K>)               \
+    AK_EXPORT(#NAME "_q6_k", KERNEL<FmtQ6_K>)               \
+    AK_EXPORT(#NAME "_iq4_xs", KERNEL<FmtIQ4_XS>)           \
+    AK_EXPORT(#NAME "_mlx", KERNEL<FmtMLX>)

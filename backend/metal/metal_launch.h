@@ -1,0 +1,39 @@
+// How each akunu kernel runs on Metal: which MSL function, how many
+// threadgroups of how many threads, and how much threadgroup memory, computed
+// from the command's parameter bytes at dispatch time. Shared by MetalDevice
+// (macOS) and the emulated device (Linux tests), so both launch the .metal
+// kernels identically. Plain C++: no Metal headers.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "chip_config.h"
+#include "core/device.h"
+
+namespace akunu {
+
+struct MetalLaunch {
+    std::string function;  // MSL function (host_name)
+    Dim3 grid;             // threadgroups
+    uint32_t threads = 0;  // threads per threadgroup (1-D)
+    uint32_t tg_memory = 0;  // bytes at [[threadgroup(0)]]
+};
+
+// Parameters are bound at this buffer index (kernels/akunu_msl.h: AK_PARAMS).
+constexpr int kMetalParamsIndex = 8;
+
+struct MetalKernelSpec {
+    const char* name;    // akunu kernel name (the CPU registry's)
+    int n_buffers;       // buffer arguments of the MSL function(s)
+    MetalLaunch (*launch)(const char* name, const uint8_t* params, const ChipConfig& chip);
+};
+
+// The spec of an akunu kernel, or nullptr when Metal has none.
+const MetalKernelSpec* metal_kernel_spec(const std::string& name);
+// Every akunu kernel Metal implements.
+std::vector<std::string> metal_kernel_names();
+// Every MSL function the specs may launch (for building pipelines up front).
+std::vector<std::string> metal_function_names();
+
+}  // namespace akunu
