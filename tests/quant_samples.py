@@ -49,3 +49,21 @@ def random_matrix(qtype, rows, cols, rng):
     raw = raw.reshape(rows, nb * bb)
     ref = dequantize(raw, qtype).astype(np.float64).reshape(rows, cols)
     return raw, ref
+
+
+def mlx_matrix(bits, group, rows, cols, rng):
+    """A random matrix MLX-quantized and repacked as akunu's MLX blocks (f32 scale,
+    f32 bias, the group's bit stream): (blocks uint8 [rows, cols/group, 8 + bytes],
+    dtype code, float64 dequantized reference)."""
+    from hf_models import mlx_dequantize, mlx_quantize
+
+    w = rng.standard_normal((rows, cols)).astype(np.float32)
+    packed, s, b = mlx_quantize(w, bits, group)
+    ref = mlx_dequantize(packed, s, b, bits, group).astype(np.float64)
+    gb = group * bits // 8
+    raw = packed.view(np.uint8).reshape(rows, -1)
+    blocks = np.zeros((rows, cols // group, 8 + gb), np.uint8)
+    blocks[:, :, 0:4] = s.astype(np.float32).view(np.uint8).reshape(rows, cols // group, 4)
+    blocks[:, :, 4:8] = b.astype(np.float32).view(np.uint8).reshape(rows, cols // group, 4)
+    blocks[:, :, 8:] = raw.reshape(rows, cols // group, gb)
+    return blocks, 1000 + bits * 10 + {32: 0, 64: 1, 128: 2}[group], ref

@@ -11,6 +11,7 @@ import pytest
 
 import akunu
 import random_gguf
+from backend_compare import compare_with_cpu, hf_dir, rel_l2
 from sampling_reference import chi_square_ok, probabilities
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -38,29 +39,8 @@ def float_models(tmp_path_factory):
     return out
 
 
-def rel_l2(a, b):
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
-
-
 def compare(path, tol):
-    gpu = cuda_or_skip(path, n_ctx=256)
-    cpu = akunu.load(path, n_ctx=256)
-    rng = np.random.default_rng(abs(hash(path)) % 2**32)
-    ids = rng.integers(0, cpu.config["vocab_size"], 80).tolist()  # more than one 64-token prefill chunk
-    lc, lg = cpu.logits(ids), gpu.logits(ids)
-    err = rel_l2(lg, lc)
-    assert err < tol, f"{os.path.basename(path)}: relative L2 {err:.2e} >= {tol}"
-    # greedy: equal, or the CPU's own logits show a near-tie where they part
-    prompt = ids[:12]
-    tc = cpu.generate(prompt, max_tokens=24).tokens
-    tg = gpu.generate(prompt, max_tokens=24).tokens
-    if tc != tg:
-        k = next(i for i in range(min(len(tc), len(tg))) if tc[i] != tg[i])
-        row = cpu.logits(prompt + tc[:k])[-1]
-        gap = abs(float(row[tc[k]]) - float(row[tg[k]]))
-        assert gap < 5 * tol * (row.max() - row.min()), f"greedy differs at {k} with logit gap {gap}"
-    return err
+    return compare_with_cpu(cuda_or_skip(path, n_ctx=256), path, tol)
 
 
 def test_float_models_match_cpu(float_models):
@@ -132,35 +112,6 @@ def test_speculative_and_grammar_on_cuda(float_models):
 
 
 # -- Hugging Face / MLX directories and BERT embeddings (issue: SafeTensors, MLX, BERT) ----------
-
-HF_CACHE = os.path.join(ROOT, "tests", ".cache", "hf")
-
-
-def hf_dir(name):
-    """Random-weight directories made by tools/hf_models.py (transformers, CPU). The GPU machine has
-    no transformers: there they come pre-made in tests/.cache/hf (tools/cuda_check.sh's carry)."""
-    path = os.path.join(HF_CACHE, name)
-    if os.path.exists(os.path.join(path, "config.json")):
-        return path
-    try:
-        import hf_models
-    except ImportError as e:
-        pytest.skip(f"cannot make {name}: {e}")
-    try:
-        if name.startswith("bert"):
-            hf_models.make_bert(path, seed=5)
-        else:
-            arch, _, quant = name.partition("-")
-            src = path if not quant else os.path.join(HF_CACHE, arch)
-            if not os.path.exists(os.path.join(src, "config.json")):
-                hf_models.make_decoder(arch, src, seed=9)
-            if quant:  # e.g. "qwen3-mlx4g64"
-                bits, group = quant[3:].split("g")
-                hf_models.mlx_quantize_dir(src, path, int(bits), int(group))
-    except ImportError as e:
-        pytest.skip(f"cannot make {name}: {e}")
-    return path
-
 
 def test_bert_embeddings_match_cpu():
     path = hf_dir("bert")

@@ -6,7 +6,7 @@ from gguf import GGMLQuantizationType as T
 
 import kernel_params as kp
 from akunu import _core
-from quant_samples import FORMATS, random_matrix
+from quant_samples import FORMATS, mlx_matrix, random_matrix
 
 QUANT = [T.Q8_0, T.Q4_0, T.Q5_0, T.Q4_K, T.Q6_K, T.Q4_1, T.Q5_1, T.Q2_K, T.Q3_K, T.Q5_K, T.IQ4_NL, T.IQ4_XS]
 ALL = [T.F32, T.F16, T.BF16] + QUANT
@@ -302,20 +302,9 @@ def test_layernorm_gelu_erf_add_rows():
 def test_mlx_matmul_and_embedding(bits, group):
     """MLX-quantized GEMV / GEMM (also past 64 tokens, in slices) and embedding
     lookup against numpy on the dequantized weights."""
-    from hf_models import mlx_dequantize, mlx_quantize
-
     rng = np.random.default_rng(bits * 7 + group)
     N, K = 96, 512
-    w = rng.standard_normal((N, K)).astype(np.float32)
-    packed, s, b = mlx_quantize(w, bits, group)
-    wd = mlx_dequantize(packed, s, b, bits, group).astype(np.float64)
-    gb = group * bits // 8
-    raw = packed.view(np.uint8).reshape(N, -1)
-    blocks = np.zeros((N, K // group, 8 + gb), np.uint8)
-    blocks[:, :, 0:4] = s.astype(np.float32).view(np.uint8).reshape(N, K // group, 4)
-    blocks[:, :, 4:8] = b.astype(np.float32).view(np.uint8).reshape(N, K // group, 4)
-    blocks[:, :, 8:] = raw.reshape(N, K // group, gb)
-    code = 1000 + bits * 10 + {32: 0, 64: 1, 128: 2}[group]
+    blocks, code, wd = mlx_matrix(bits, group, N, K, rng)
     bias = rng.standard_normal(N).astype(np.float32)
     for m, kernel in ((1, "gemv_mlx"), (5, "gemm_mlx"), (150, "gemm_mlx")):
         x = rng.standard_normal((m, K)).astype(np.float32)

@@ -51,12 +51,21 @@ size_t CpuDevice::available_memory() const {
     return kb ? kb * 1024 : total_memory();
 }
 
+static const CpuKernelEntry* const kKernelTables[] = {kMatmulKernels,    kEmbeddingKernels,   kNormRopeKernels,
+                                                      kAttentionKernels, kElementwiseKernels, kSamplingKernels};
+
 Pipeline CpuDevice::get_pipeline(const std::string& name) {
-    for (const CpuKernelEntry* table : {kMatmulKernels, kEmbeddingKernels, kNormRopeKernels, kAttentionKernels,
-                                        kElementwiseKernels, kSamplingKernels})
+    for (const CpuKernelEntry* table : kKernelTables)
         for (const CpuKernelEntry* e = table; e->name; e++)
             if (name == e->name) return Pipeline{(void*)e};
     throw Error("CPU backend has no kernel named '" + name + "'");
+}
+
+std::vector<std::string> cpu_kernel_names() {
+    std::vector<std::string> out;
+    for (const CpuKernelEntry* table : kKernelTables)
+        for (const CpuKernelEntry* e = table; e->name; e++) out.push_back(e->name);
+    return out;
 }
 
 Buffer CpuDevice::allocate(size_t bytes) {

@@ -183,6 +183,7 @@ PYBIND11_MODULE(_core, m) {
     }, py::arg("name"), py::arg("buffers"), py::arg("params"), py::arg("n_threads") = 2, py::arg("device") = "cpu");
 
     // Metal backend introspection (plain C++ parts, testable anywhere).
+    m.def("_cpu_kernel_names", &cpu_kernel_names, "Every kernel of the CPU backend (the reference set).");
     m.def("_metal_kernel_names", &metal_kernel_names, "akunu kernels the Metal backend implements.");
     m.def("_metal_function_names", &metal_function_names, "MSL functions the Metal launch specs may use.");
     m.def("_metal_emu_function_counts", &EmulatedMetalDevice::function_counts,

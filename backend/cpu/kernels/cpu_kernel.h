@@ -3,6 +3,8 @@
 #pragma once
 #include <cstdint>
 #include <cstring>
+#include <string>
+#include <vector>
 
 namespace akunu {
 
@@ -30,8 +32,8 @@ struct CpuKernelEntry {
     CpuKernel fn;
 };
 
-// All CPU kernels, for the device's pipeline lookup.
-const CpuKernelEntry* cpu_kernel_registry(int* count);
+// Names of all CPU kernels (the set every backend implements).
+std::vector<std::string> cpu_kernel_names();
 
 // Sum of a[i] * b[i] with 8 independent accumulators so the compiler
 // vectorizes it without -ffast-math.
