@@ -6,12 +6,18 @@
 #if defined(AKUNU_HAVE_CUDA)
 #include "cuda/cuda_device.h"
 #endif
+#if defined(AKUNU_HAVE_METAL)
+#include "metal/metal_device.h"
+#endif
 
 namespace akunu {
 
 std::unique_ptr<Device> create_device(const std::string& name, int n_threads) {
     if (name == "cpu") return std::make_unique<CpuDevice>(n_threads);
     if (name == "auto") {
+#if defined(AKUNU_HAVE_METAL)
+        if (MetalDevice::available()) return std::make_unique<MetalDevice>();
+#endif
 #if defined(AKUNU_HAVE_CUDA)
         if (CudaDevice::available()) return std::make_unique<CudaDevice>();
 #endif
@@ -25,7 +31,13 @@ std::unique_ptr<Device> create_device(const std::string& name, int n_threads) {
 #endif
     }
     if (name == "metal-emu") return std::make_unique<EmulatedMetalDevice>();
-    if (name == "metal") throw Error("device 'metal' is not available in this build of akunu");
+    if (name == "metal") {
+#if defined(AKUNU_HAVE_METAL)
+        return std::make_unique<MetalDevice>();  // a clear error when there is no Metal GPU
+#else
+        throw Error("device 'metal' is not available in this build of akunu (Metal needs macOS on Apple Silicon)");
+#endif
+    }
     throw Error("unknown device '" + name + "' (expected 'cpu', 'cuda', 'metal' or 'auto')");
 }
 

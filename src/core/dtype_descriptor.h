@@ -28,7 +28,7 @@ enum GGMLType : uint32_t {
 // each group is repacked into one block: f32 scale, f32 bias, then the group's
 // group*bits/8 bytes of the bit stream. These codes are the project's own and
 // never valid in a GGUF file.
-constexpr uint32_t kMlxBase = 1000;
+enum : uint32_t { kMlxBase = 1000 };  // an enumerator: also a constant in MSL
 AKUNU_HD_CONSTEXPR uint32_t mlx_dtype(int bits, int group) {
     return kMlxBase + (uint32_t)bits * 10 + (group == 32 ? 0u : group == 64 ? 1u : 2u);
 }

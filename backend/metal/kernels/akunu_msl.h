@@ -22,13 +22,16 @@ using namespace metal;
         uint tiisg [[thread_index_in_simdgroup]], uint sgitg [[simdgroup_index_in_threadgroup]], \
         uint nsg [[simdgroups_per_threadgroup]]
 #define AK_THREADGROUP_MEMORY [[threadgroup(0)]]
-// A template instance under the name the device looks up.
+// A template instance under the name the device looks up; a plain kernel is
+// found by its own name (AK_EXPORT_KERNEL only registers it for the emulation).
 #define AK_EXPORT(name, ...) template [[host_name(name)]] kernel decltype(__VA_ARGS__) __VA_ARGS__;
+#define AK_EXPORT_KERNEL(fn)
 #else
 #include "../emulation/msl_emulation.h"
 #define AK_THREAD_ARGS AK_EMU_THREAD_ARGS
 #define AK_THREADGROUP_MEMORY
 #define AK_EXPORT(name, ...) AK_EMU_EXPORT(name, __VA_ARGS__)
+#define AK_EXPORT_KERNEL(fn) AK_EMU_EXPORT(#fn, fn)
 #endif
 
 // Parameters always travel at this buffer index (after at most 8 buffers).

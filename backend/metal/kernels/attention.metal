@@ -15,11 +15,10 @@ kernel void kv_write(device const float* k [[buffer(0)]], device const float* v 
     kc[dst] = half(k[(ulong)t * p.k_stride + i]);
     vc[dst] = half(v[(ulong)t * p.v_stride + i]);
 }
-AK_EXPORT("kv_write", kv_write)
+AK_EXPORT_KERNEL(kv_write)
 
 // Keys per chunk of the weighted-V pass: one per thread.
-constant uint kAttnThreads = 128;
-constant uint kAttnMaxHeadDim = 256;
+enum { kAttnThreads = 128, kAttnMaxHeadDim = 256 };
 
 inline float qk_dot(threadgroup const float* q, device const half* krow, uint hd) {
     float s = 0.0f;
@@ -83,4 +82,4 @@ kernel void attention(device const float* q [[buffer(0)]], device const half* kc
     device float* o = out + (ulong)t * p.out_stride + (ulong)h * hd;
     for (uint i = 0, d = tiitg; d < hd; i++, d += ntg) o[d] = acc[i];
 }
-AK_EXPORT("attention", attention)
+AK_EXPORT_KERNEL(attention)

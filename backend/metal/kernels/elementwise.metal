@@ -62,14 +62,14 @@ kernel void add_inplace(device float* x [[buffer(0)]], device const float* y [[b
     const ulong i = (ulong)tgpig.x * ntg + tiitg;
     if (i < (ulong)p.n * p.n_tokens) x[i] += y[i];
 }
-AK_EXPORT("add_inplace", add_inplace)
+AK_EXPORT_KERNEL(add_inplace)
 
 // x = gelu(x), erf form
 kernel void gelu_erf(device float* x [[buffer(0)]], constant AddParams& p [[buffer(AK_PARAMS)]], AK_THREAD_ARGS) {
     const ulong i = (ulong)tgpig.x * ntg + tiitg;
     if (i < (ulong)p.n * p.n_tokens) x[i] = 0.5f * x[i] * (1.0f + erf_f32(x[i] * 0.70710678118654752f));
 }
-AK_EXPORT("gelu_erf", gelu_erf)
+AK_EXPORT_KERNEL(gelu_erf)
 
 // x[t, :] += table[pos0 + t (- start of its sequence), :]; grid (ceil(dim / threads), n_tokens)
 kernel void add_rows(device float* x [[buffer(0)]], device const float* table [[buffer(1)]],
@@ -80,7 +80,7 @@ kernel void add_rows(device float* x [[buffer(0)]], device const float* table [[
     const uint row = p.segmented ? p.pos0 + t - (uint)seg[2 * t] : p.pos0 + t;
     x[(ulong)t * p.dim + i] += table[(ulong)row * p.dim + i];
 }
-AK_EXPORT("add_rows", add_rows)
+AK_EXPORT_KERNEL(add_rows)
 
 // col[t, c * kernel + j] = x[t * stride + j - pad, c] (0 outside); grid (ceil(channels * kernel / threads), n_out)
 kernel void im2col_1d(device const float* x [[buffer(0)]], device float* col [[buffer(1)]],
@@ -93,4 +93,4 @@ kernel void im2col_1d(device const float* x [[buffer(0)]], device float* col [[b
     const bool inside = src >= 0 && src < (long)p.in_len;
     col[(ulong)t * width + e] = inside ? x[(ulong)src * p.channels + c] : 0.0f;
 }
-AK_EXPORT("im2col_1d", im2col_1d)
+AK_EXPORT_KERNEL(im2col_1d)

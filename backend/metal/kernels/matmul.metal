@@ -11,7 +11,7 @@
 // the products need no transposed loads) next to the 32 x 32 slice of x.
 #include "formats.h"
 
-constant uint kGemvMaxTokens = 8;           // above this the device runs gemm
+enum { kGemvMaxTokens = 8 };  // above this the device runs gemm
 
 template <typename F>
 kernel void gemv(device const uint8_t* W [[buffer(0)]], device const float* x [[buffer(1)]],
@@ -20,7 +20,7 @@ kernel void gemv(device const uint8_t* W [[buffer(0)]], device const float* x [[
     const uint n = tgpig.x * nsg + sgitg;
     if (n >= p.N) return;
     const uint be = F::be(p.dtype), bb = F::bb(p.dtype), nb = p.K / be;
-    const uint m = min(p.n_tokens, kGemvMaxTokens);
+    const uint m = min(p.n_tokens, (uint)kGemvMaxTokens);
     device const uint8_t* row = W + (ulong)n * nb * bb;
     device const float* xs = x + (ulong)p.row0 * p.x_stride;
     float acc[kGemvMaxTokens];
@@ -42,7 +42,7 @@ kernel void gemv(device const uint8_t* W [[buffer(0)]], device const float* x [[
 }
 AK_EXPORT_ALL_FORMATS(gemv, gemv)
 
-constant uint kTile = 32;  // rows of W, tokens and K per step
+enum { kTile = 32 };  // rows of W, tokens and K per step
 
 // Threadgroup memory: Wt[k][n] and X[t][k] slices, then Y[t][n] for the store.
 template <typename F>

@@ -16,7 +16,7 @@ kernel void rmsnorm(device const float* x [[buffer(0)]], device const float* w [
     const float scale = 1.0f / sqrt(ss / (float)p.dim + p.eps);
     for (uint i = tiitg; i < p.dim; i += ntg) yr[i] = xr[i] * scale * (w[i] + p.weight_offset);
 }
-AK_EXPORT("rmsnorm", rmsnorm)
+AK_EXPORT_KERNEL(rmsnorm)
 
 // y = (x - mean) / sqrt(var + eps) * w + b (in place allowed: every read
 // happens before the reductions' barriers, every write after them)
@@ -36,7 +36,7 @@ kernel void layernorm(device const float* x [[buffer(0)]], device const float* w
     const float scale = 1.0f / sqrt(var + p.eps);
     for (uint i = tiitg; i < p.dim; i += ntg) yr[i] = (xr[i] - mean) * scale * w[i] + b[i];
 }
-AK_EXPORT("layernorm", layernorm)
+AK_EXPORT_KERNEL(layernorm)
 
 // Rotates pairs of each head in place: (2i, 2i+1), or (i, i + d/2) for NeoX.
 // theta_i = pos * scale * base^(-2i/d) / factor_i; grid (n_tokens), threads over (head, i).
@@ -56,4 +56,4 @@ kernel void rope(device float* x [[buffer(0)]], device const float* factors [[bu
         v[i1] = x0 * s + x1 * c;
     }
 }
-AK_EXPORT("rope", rope)
+AK_EXPORT_KERNEL(rope)

@@ -53,7 +53,7 @@ kernel void argmax(device const float* logits [[buffer(0)]], device int* out [[b
     out[r] = (int)tg_argmax(logits + (ulong)(p.row + r) * p.vocab, p.vocab, shared,
                             (threadgroup uint*)(shared + ntg), tiitg, ntg);
 }
-AK_EXPORT("argmax", argmax)
+AK_EXPORT_KERNEL(argmax)
 
 inline ulong splitmix64(ulong x) {
     x += 0x9E3779B97F4A7C15ul;
@@ -262,4 +262,4 @@ kernel void sample(device const float* logits [[buffer(0)]], device int* out [[b
         history[p.pos0 + 1] = (int)tok;
     }
 }
-AK_EXPORT("sample", sample)
+AK_EXPORT_KERNEL(sample)
