@@ -10,4 +10,8 @@ gen=()
 command -v ninja > /dev/null && gen=(-G Ninja)
 cmake -S "$root/backend/metal/emulation" -B "$build" "${gen[@]}" -DCMAKE_CXX_COMPILER=clang++ > /dev/null
 cmake --build "$build" -j "$(nproc)" > /dev/null
-echo "$build/libakunu_msl_emu.so"
+for lib in "$build"/libakunu_msl_emu.so "$build"/libakunu_msl_emu.dylib; do
+    [ -f "$lib" ] && { echo "$lib"; exit 0; }
+done
+echo "the build made no libakunu_msl_emu library" >&2
+exit 1

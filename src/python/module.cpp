@@ -1,5 +1,7 @@
 // akunu._core: a thin pybind11 layer. Converts types, releases the GIL around
 // compute, and maps core exceptions onto akunu.AkunuError subclasses.
+#include <map>
+
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -7,6 +9,7 @@
 #include "cpu/cpu_device.h"
 #include "metal/emulation/emulated_metal_device.h"
 #include "metal/metal_launch.h"
+#include "core/device_factory.h"
 #include "core/dtype_descriptor.h"
 #include "core/error.h"
 #include "core/quant_blocks.h"
@@ -148,38 +151,54 @@ PYBIND11_MODULE(_core, m) {
     // Test hook: run one CPU kernel by name on numpy buffers (C-contiguous,
     // writable) with packed parameter bytes. The tests check every kernel
     // against numpy through this; it is not part of the public API.
-    // device: "cpu" or "metal-emu" (the Metal kernels on the CPU, same launch geometry as MetalDevice).
+    // Test hook: run one kernel by name on numpy buffers (C-contiguous,
+    // writable) with packed parameter bytes, on any device: host-memory devices
+    // ("cpu", "metal-emu") use the arrays in place, GPU devices get copies in
+    // and every buffer copied back. The tests check every kernel against numpy
+    // and the CPU backend through this; it is not part of the public API.
     m.def("_run_cpu_kernel", [](const std::string& name, py::list buffers, py::bytes params, int n_threads,
                                 const std::string& device) {
         static std::unique_ptr<CpuDevice> cpu;
-        static std::unique_ptr<EmulatedMetalDevice> metal;
-        CpuDevice* dev;
-        if (device == "metal-emu") {
-            if (!metal) metal = std::make_unique<EmulatedMetalDevice>();
-            dev = metal.get();
-        } else if (device == "cpu") {
+        static std::map<std::string, std::unique_ptr<Device>> others;
+        Device* dev;
+        if (device == "cpu") {
             if (!cpu || cpu->n_threads() != n_threads) cpu = std::make_unique<CpuDevice>(n_threads);
             dev = cpu.get();
         } else {
-            throw Error("_run_cpu_kernel: device must be 'cpu' or 'metal-emu'");
+            std::unique_ptr<Device>& d = others[device];
+            if (!d) d = create_device(device, n_threads);
+            dev = d.get();
         }
+        const bool host = dynamic_cast<CpuDevice*>(dev) != nullptr;
         std::string pb = params;
         if (pb.size() > 64) throw Error("params larger than 64 bytes");
         if (buffers.size() > 8) throw Error("more than 8 buffers");
         Pipeline pso = dev->get_pipeline(name);
-        dev->set_pipeline(pso);
         std::vector<py::buffer_info> infos;
-        for (size_t i = 0; i < 8; i++) dev->set_buffer(Buffer{}, 0, (int)i);
+        std::vector<Buffer> bufs;
         for (size_t i = 0; i < buffers.size(); i++) {
             py::array a = py::reinterpret_borrow<py::array>(buffers[i]);
             if (!(a.flags() & py::array::c_style)) throw Error("buffer " + std::to_string(i) + " is not C-contiguous");
             infos.push_back(a.request(true));
-            Buffer b{nullptr, (size_t)infos.back().size * infos.back().itemsize, infos.back().ptr};
-            dev->set_buffer(b, 0, (int)i);
+            const size_t bytes = (size_t)infos.back().size * infos.back().itemsize;
+            if (host) {
+                bufs.push_back(Buffer{nullptr, bytes, infos.back().ptr});
+            } else {
+                bufs.push_back(dev->allocate(bytes));
+                dev->write_buffer(bufs.back(), infos.back().ptr, bytes);
+            }
         }
-        dev->set_bytes(pb.data(), (int)pb.size(), (int)buffers.size());
         py::gil_scoped_release r;
+        dev->begin_encoding();
+        dev->set_pipeline(pso);
+        for (int i = 0; i < 8; i++) dev->set_buffer(i < (int)bufs.size() ? bufs[i] : Buffer{}, 0, i);
+        dev->set_bytes(pb.data(), (int)pb.size(), (int)buffers.size());
         dev->dispatch(Dim3(), Dim3());
+        if (!host)
+            for (size_t i = 0; i < bufs.size(); i++) {
+                dev->read_buffer(infos[i].ptr, bufs[i], bufs[i].size);
+                dev->free_buffer(bufs[i]);
+            }
     }, py::arg("name"), py::arg("buffers"), py::arg("params"), py::arg("n_threads") = 2, py::arg("device") = "cpu");
 
     // Metal backend introspection (plain C++ parts, testable anywhere).

@@ -1,4 +1,9 @@
 // Fibers, barriers and the threadgroup scheduler behind fiber_runner.h.
+// x86-64 switches stacks with a few instructions of its own; other CPUs use
+// ucontext (slower: it saves the signal mask).
+#if !defined(__x86_64__) && defined(__APPLE__)
+#define _XOPEN_SOURCE 700  // macOS exposes the (deprecated) ucontext API only with it
+#endif
 #include "fiber_runner.h"
 
 #include <sys/mman.h>
