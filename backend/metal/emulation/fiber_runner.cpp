@@ -67,6 +67,7 @@ struct Barrier {
     uint arrived = 0;
     uint live = 0;
     uint64_t generation = 0;
+    const void* site = nullptr;  // where the first arrival called from
 };
 
 struct SimdGroup {
@@ -90,6 +91,7 @@ struct Fiber {
 };
 
 struct Threadgroup {
+    const char* error = nullptr;  // set by a fiber that cannot go on; the scheduler throws it
     KernelThunk kernel = nullptr;
     Invocation inv;
     Barrier barrier;
@@ -148,8 +150,17 @@ void release(Barrier& b) {
     b.generation++;
 }
 
-void wait(Barrier& b) {
+// Threads of one barrier episode must all call it from the same place: one
+// that arrives from elsewhere (divergent control flow) stops the threadgroup.
+void wait(Barrier& b, const void* site) {
     const uint64_t gen = b.generation;
+    if (b.arrived == 0) {
+        b.site = site;
+    } else if (b.site != site) {
+        current_fiber().tg->error = "metal emulation: divergent barrier (threads of a threadgroup or SIMD group "
+                                    "wait at different barriers)";
+        for (;;) yield_to_scheduler();
+    }
     if (++b.arrived == b.live) {
         release(b);
         return;
@@ -247,13 +258,14 @@ void run_threadgroup(Worker& w, KernelThunk kernel, const Invocation& inv, uint3
             Fiber& f = w.fibers[i];
             if (f.done) continue;
             resume(w, f);
+            if (tg.error) throw std::runtime_error(tg.error);
             if (f.done) finished++;
         }
         remaining -= finished;
         uint64_t after = tg.barrier.generation;
         for (uint s = 0; s < nsg; s++) after += tg.simd[s].barrier.generation;
-        // Every live thread waits and no barrier opened in a full round: the
-        // threads wait at different barriers (divergent control flow).
+        // Every live thread waits and no barrier opened in a full round (a
+        // backstop: divergence is normally caught where it happens).
         idle_rounds = (finished == 0 && after == before) ? idle_rounds + 1 : 0;
         if (idle_rounds > 2)
             throw std::runtime_error("metal emulation: barrier deadlock (threads of a threadgroup wait at "
@@ -360,8 +372,12 @@ void run_grid(KernelThunk kernel, const Invocation& inv, uint3 grid, uint thread
     });
 }
 
-void threadgroup_barrier_wait() { wait(current_fiber().tg->barrier); }
-void simd_barrier_wait() { wait(current_simd().barrier); }
+// The caller's return address names the barrier's place in the kernel (the
+// MSL wrappers are inline, so each barrier in the source has its own).
+__attribute__((noinline)) void threadgroup_barrier_wait() {
+    wait(current_fiber().tg->barrier, __builtin_return_address(0));
+}
+__attribute__((noinline)) void simd_barrier_wait() { wait(current_simd().barrier, __builtin_return_address(0)); }
 const ThreadPosition& current_position() { return current_fiber().pos; }
 uint8_t* simd_slot(uint lane) { return current_simd().slots[lane]; }
 bool simd_lane_active(uint lane) {

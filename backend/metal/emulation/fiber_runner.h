@@ -5,6 +5,9 @@
 // races. Threadgroups run in parallel on a small pool of OS threads, each with
 // its own fibers and its own threadgroup memory.
 //
+// Like the GPU, threads that returned do not hold up a barrier. Threads that
+// reach different barriers (divergent control flow, undefined on the GPU)
+// stop the dispatch with an error.
 // What the emulation does not model: the GPU's scheduling (threads here run in
 // a fixed order, one at a time, between barriers, so a missing barrier can go
 // unnoticed when the order happens to suit it), memory-ordering effects
