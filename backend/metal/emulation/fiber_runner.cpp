@@ -67,7 +67,8 @@ struct Barrier {
     uint arrived = 0;
     uint live = 0;
     uint64_t generation = 0;
-    const void* site = nullptr;  // where the first arrival called from
+    const char* site_file = nullptr;  // where the first arrival called from
+    int site_line = 0;
 };
 
 struct SimdGroup {
@@ -152,11 +153,12 @@ void release(Barrier& b) {
 
 // Threads of one barrier episode must all call it from the same place: one
 // that arrives from elsewhere (divergent control flow) stops the threadgroup.
-void wait(Barrier& b, const void* site) {
+void wait(Barrier& b, const char* file, int line) {
     const uint64_t gen = b.generation;
     if (b.arrived == 0) {
-        b.site = site;
-    } else if (b.site != site) {
+        b.site_file = file;
+        b.site_line = line;
+    } else if (b.site_line != line || std::strcmp(b.site_file, file) != 0) {
         current_fiber().tg->error = "metal emulation: divergent barrier (threads of a threadgroup or SIMD group "
                                     "wait at different barriers)";
         for (;;) yield_to_scheduler();
@@ -372,12 +374,8 @@ void run_grid(KernelThunk kernel, const Invocation& inv, uint3 grid, uint thread
     });
 }
 
-// The caller's return address names the barrier's place in the kernel (the
-// MSL wrappers are inline, so each barrier in the source has its own).
-__attribute__((noinline)) void threadgroup_barrier_wait() {
-    wait(current_fiber().tg->barrier, __builtin_return_address(0));
-}
-__attribute__((noinline)) void simd_barrier_wait() { wait(current_simd().barrier, __builtin_return_address(0)); }
+void threadgroup_barrier_wait(const char* file, int line) { wait(current_fiber().tg->barrier, file, line); }
+void simd_barrier_wait(const char* file, int line) { wait(current_simd().barrier, file, line); }
 const ThreadPosition& current_position() { return current_fiber().pos; }
 uint8_t* simd_slot(uint lane) { return current_simd().slots[lane]; }
 bool simd_lane_active(uint lane) {

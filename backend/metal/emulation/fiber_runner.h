@@ -57,8 +57,10 @@ void run_grid(KernelThunk kernel, const Invocation& inv, uint3 grid, uint thread
 
 // Collective primitives for the current fiber (the emulation header's
 // threadgroup_barrier, simd_* and friends are built on these).
-void threadgroup_barrier_wait();
-void simd_barrier_wait();
+// file / line: the barrier's place in the source (the MSL wrappers pass their
+// caller's), so threads waiting at different barriers are caught.
+void threadgroup_barrier_wait(const char* file, int line);
+void simd_barrier_wait(const char* file, int line);
 const ThreadPosition& current_position();
 // The 64-byte exchange slot of `lane` in the current SIMD group, and whether
 // that lane is still running (a lane that returned takes no part).

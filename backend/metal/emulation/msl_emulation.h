@@ -94,8 +94,15 @@ using std::tanh;
 // ---- synchronisation --------------------------------------------------------
 enum class mem_flags { mem_none = 0, mem_device = 1, mem_threadgroup = 2, mem_texture = 4 };
 inline mem_flags operator|(mem_flags a, mem_flags b) { return (mem_flags)((int)a | (int)b); }
-inline void threadgroup_barrier(mem_flags) { akunu_msl_emu::threadgroup_barrier_wait(); }
-inline void simdgroup_barrier(mem_flags) { akunu_msl_emu::simd_barrier_wait(); }
+// __builtin_FILE/LINE as default arguments name the caller's line: the
+// runner checks that all threads of a barrier episode came from one place.
+inline void threadgroup_barrier(mem_flags, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+    akunu_msl_emu::threadgroup_barrier_wait(file, line);
+}
+inline void simdgroup_barrier(mem_flags, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+    akunu_msl_emu::simd_barrier_wait(file, line);
+}
+#define AK_EMU_SIMD_SYNC() akunu_msl_emu::simd_barrier_wait(__FILE__, __LINE__)
 
 // ---- SIMD-group functions -----------------------------------------------------
 namespace detail {
@@ -103,7 +110,7 @@ template <typename T>
 inline void publish(T v) {
     static_assert(sizeof(T) <= 64, "SIMD exchange of more than 64 bytes");
     std::memcpy(akunu_msl_emu::simd_slot(akunu_msl_emu::current_position().tiisg), &v, sizeof(T));
-    akunu_msl_emu::simd_barrier_wait();
+    AK_EMU_SIMD_SYNC();
 }
 template <typename T>
 inline T read(unsigned lane) {
@@ -122,14 +129,14 @@ inline T reduce(T x, Op op) {
         r = first ? read<T>(l) : op(r, read<T>(l));
         first = false;
     }
-    akunu_msl_emu::simd_barrier_wait();
+    AK_EMU_SIMD_SYNC();
     return r;
 }
 template <typename T>
 inline T fetch(T x, unsigned src) {
     publish(x);
     T r = (src < akunu_msl_emu::simd_width() && akunu_msl_emu::simd_lane_active(src)) ? read<T>(src) : x;
-    akunu_msl_emu::simd_barrier_wait();
+    AK_EMU_SIMD_SYNC();
     return r;
 }
 }  // namespace detail
@@ -163,7 +170,7 @@ inline T simd_prefix_exclusive_sum(T x) {
     T s = 0;
     for (unsigned l = 0; l < akunu_msl_emu::current_position().tiisg; l++)
         if (akunu_msl_emu::simd_lane_active(l)) s += detail::read<T>(l);
-    akunu_msl_emu::simd_barrier_wait();
+    AK_EMU_SIMD_SYNC();
     return s;
 }
 
@@ -185,7 +192,7 @@ inline simdgroup_matrix<T, R, C> make_filled_simdgroup_matrix(T v) { return simd
 template <typename T, typename S>
 inline void simdgroup_load(simdgroup_matrix<T, 8, 8>& m, const S* src, unsigned long elements_per_row = 8,
                            ulong2 origin = ulong2(0), bool transpose = false) {
-    akunu_msl_emu::simd_barrier_wait();  // collective: every lane takes part
+    AK_EMU_SIMD_SYNC();  // collective: every lane takes part
     const S* base = src + origin.y * elements_per_row + origin.x;
     for (int r = 0; r < 8; r++)
         for (int c = 0; c < 8; c++)
@@ -195,14 +202,14 @@ inline void simdgroup_load(simdgroup_matrix<T, 8, 8>& m, const S* src, unsigned 
 template <typename T, typename S>
 inline void simdgroup_store(const simdgroup_matrix<T, 8, 8>& m, S* dst, unsigned long elements_per_row = 8,
                             ulong2 origin = ulong2(0), bool transpose = false) {
-    akunu_msl_emu::simd_barrier_wait();
+    AK_EMU_SIMD_SYNC();
     S* base = dst + origin.y * elements_per_row + origin.x;
     if (akunu_msl_emu::current_position().tiisg == 0)  // one lane writes the shared result
         for (int r = 0; r < 8; r++)
             for (int c = 0; c < 8; c++)
                 (transpose ? base[(unsigned long)c * elements_per_row + r]
                            : base[(unsigned long)r * elements_per_row + c]) = (S)m.e[r * 8 + c];
-    akunu_msl_emu::simd_barrier_wait();
+    AK_EMU_SIMD_SYNC();
 }
 // d = a * b + c
 template <typename T>
