@@ -16,7 +16,7 @@ STAGE="$BUILD/stage"
 rm -rf "$STAGE" && mkdir -p "$STAGE" && cp -r python/akunu "$STAGE/akunu" && rm -f "$STAGE"/akunu/_core*.so
 cp "$BUILD"/_core*.so "$STAGE/akunu/"
 export PYTHONPATH="$STAGE:tools:${PYTHONPATH:-}"
-PYTHONUNBUFFERED=1 $PY -m pytest -q -rs -s tests/test_cuda.py 2>&1 | tee "$OUT/test_cuda.log"
+PYTHONUNBUFFERED=1 $PY -m pytest -q -rs -s tests/test_cuda.py tests/test_device_kernels.py 2>&1 | tee "$OUT/test_cuda.log"
 status=${PIPESTATUS[0]}
 if command -v compute-sanitizer > /dev/null; then
     compute-sanitizer --tool memcheck --error-exitcode 3 $PY - <<'PY' 2>&1 | tail -20 | tee "$OUT/memcheck.log"
