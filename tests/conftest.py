@@ -6,6 +6,12 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 CACHE = os.path.join(ROOT, "tests", ".cache")
+# Kernel tests draw fresh inputs every run from this seed (set it to repeat a run).
+os.environ.setdefault("AKUNU_TEST_SEED", str(int.from_bytes(os.urandom(4), "little")))
+
+
+def pytest_report_header(config):
+    return f"AKUNU_TEST_SEED={os.environ['AKUNU_TEST_SEED']} (random inputs of the kernel tests)"
 
 
 @pytest.fixture(scope="session")

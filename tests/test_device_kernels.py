@@ -3,22 +3,26 @@ meaning of every op) on random inputs, mostly at real shapes: Metal through
 the MSL emulation on the CPU (or the real GPU on a Mac with
 AKUNU_METAL_DEVICE=metal) and CUDA where a GPU is visible. Outputs are
 poisoned (NaN, or -1) before each run so unwritten elements show; inputs are
-fresh random numbers per test, never zeros.
+fresh random numbers every run (AKUNU_TEST_SEED repeats a run; the seed is in
+each failure's message), never zeros.
 
 Error metric and tolerances (relative L2 against the CPU unless said
-otherwise): element-wise ops, norms, RoPE: 1e-6 or equal; embeddings, KV
+otherwise): element-wise ops and norms: 1e-6 or equal; RoPE 2e-5 (angles of
+~1000 rad: an ulp of the angle from another powf / sincos shows); embeddings, KV
 writes, im2col, argmax, learned positions: equal (same decoders, same F16
 rounding); matmul: every element against float64 numpy on the dequantized
 weights within a float32 accumulation bound (the CPU's quantized matmul
 rounds activations to 8 bits, the GPUs' do not; against the CPU 1e-5 float
-formats, 2e-2 quantized); attention 1e-4 (float sums in another order; a
-softmax weight rounded to F16 can land one F16 step away); sampler: equal
+formats, 2e-2 quantized); attention 5e-4 (both round softmax weights to F16;
+float sums in another order move some by one F16 step, 2^-11, and the
+output with them); sampler: equal
 processed logits and token at temperature 0, chi-square of 1500 draws
 against the exact distribution otherwise."""
 
 import os
 import shutil
 import subprocess
+import zlib
 
 import numpy as np
 import pytest
@@ -31,6 +35,15 @@ from quant_samples import mlx_matrix, random_matrix
 from sampling_reference import chi_square_ok, probabilities
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# A new seed every run (conftest.py sets AKUNU_TEST_SEED and prints it in the
+# report header; set it to repeat a run); each test mixes in its own key.
+SEED = int(os.environ.get("AKUNU_TEST_SEED", "0"))
+
+
+def rng_for(key):
+    return np.random.default_rng([SEED, zlib.crc32(str(key).encode())])
+
+
 FORMATS = [T.F32, T.F16, T.BF16, T.Q8_0, T.Q4_0, T.Q5_0, T.Q4_1, T.Q5_1, T.IQ4_NL, T.Q2_K, T.Q3_K, T.Q4_K,
            T.Q5_K, T.Q6_K, T.IQ4_XS]
 
@@ -92,7 +105,7 @@ def float32_bound(x, w):
 def test_matmul_every_format(device, qtype):
     """gemv (1 and 5 tokens) and the simdgroup_matrix gemm (40 tokens: partial
     tiles), N = 96 rows (a partial gemm tile), with bias and a row0 offset."""
-    rng = np.random.default_rng(int(qtype) + 100)
+    rng = rng_for(int(qtype) + 100)
     N, K = 96, 1024
     raw, w = random_matrix(qtype, N, K, rng)
     bias = rng.standard_normal(N).astype(np.float32)
@@ -117,7 +130,7 @@ def _matmul(device, name, raw, x, bias, m, N, params):
 
 @pytest.mark.parametrize("bits,group", [(4, 64), (8, 32), (3, 128), (6, 64), (2, 32), (5, 128)])
 def test_mlx_matmul_and_embedding(device, bits, group):
-    rng = np.random.default_rng(bits * 7 + group)
+    rng = rng_for(bits * 7 + group)
     N, K = 96, 512
     blocks, code, w = mlx_matrix(bits, group, N, K, rng)
     bias = rng.standard_normal(N).astype(np.float32)
@@ -136,7 +149,7 @@ def test_mlx_matmul_and_embedding(device, bits, group):
 def test_matmul_real_shapes(device, shape):
     """Qwen3-0.6B's projection shapes (dim 1024, ffn 3072)."""
     N, K, qtype, m = shape
-    rng = np.random.default_rng(N + K + m)
+    rng = rng_for(N + K + m)
     raw, w = random_matrix(qtype, N, K, rng)
     x = rng.standard_normal((m, K)).astype(np.float32)
     y = np.full((m, N), np.nan, np.float32)
@@ -147,7 +160,7 @@ def test_matmul_real_shapes(device, shape):
 
 @pytest.mark.parametrize("qtype", FORMATS, ids=lambda t: t.name)
 def test_embedding_every_format(device, qtype):
-    rng = np.random.default_rng(int(qtype) + 7)
+    rng = rng_for(int(qtype) + 7)
     raw, w = random_matrix(qtype, 50, 512, rng)
     ids = rng.integers(0, 50, 9).astype(np.int32)
     (ec,), (em,) = run_both(device, f"embedding_{qtype.name.lower()}", [raw, ids], [np.zeros((9, 512), np.float32)],
@@ -161,7 +174,7 @@ def test_embedding_every_format(device, qtype):
 @pytest.mark.parametrize("dim,rows,row0", [(1024, 1, 0), (896, 1, 3), (128, 16, 0), (2560, 1, 0)])
 def test_rmsnorm(device, dim, rows, row0):
     """Model rows (row0: last-row mode of the head) and per-head QK norm (16 rows of 128)."""
-    rng = np.random.default_rng(dim + rows)
+    rng = rng_for(dim + rows)
     n = 5
     x = rng.standard_normal((n + row0, rows * dim)).astype(np.float32) * 3
     w = rng.standard_normal(dim).astype(np.float32)
@@ -171,7 +184,7 @@ def test_rmsnorm(device, dim, rows, row0):
 
 
 def test_layernorm(device):
-    rng = np.random.default_rng(3)
+    rng = rng_for(3)
     x = (rng.standard_normal((7, 384)) * 2 + 1).astype(np.float32)
     w, b = rng.standard_normal(384).astype(np.float32), rng.standard_normal(384).astype(np.float32)
     results = []
@@ -184,7 +197,7 @@ def test_layernorm(device):
 
 @pytest.mark.parametrize("neox,factors", [(0, 0), (1, 0), (1, 1)])
 def test_rope(device, neox, factors):
-    rng = np.random.default_rng(neox * 2 + factors)
+    rng = rng_for(neox * 2 + factors)
     heads, hd, n = 12, 128, 9
     x = rng.standard_normal((n, heads * hd)).astype(np.float32)
     f = rng.uniform(1, 8, hd // 2).astype(np.float32)
@@ -194,19 +207,19 @@ def test_rope(device, neox, factors):
         _core._run_cpu_kernel("rope", [y, f], kp.rope(heads, hd, n, 1000, heads * hd, neox, factors, 1e6, 1.0),
                               device=dev)
         out.append(y)
-    assert rel_l2(out[1], out[0]) < 1e-6
+    assert rel_l2(out[1], out[0]) < 2e-5
 
 
 @pytest.mark.parametrize("name", ["silu_gate", "gelu_gate"])
 def test_gated_activations(device, name):
-    rng = np.random.default_rng(len(name))
+    rng = rng_for(len(name))
     g, u = (rng.standard_normal((6, 3072)).astype(np.float32) * 4 for _ in range(2))
     (oc,), (om,) = run_both(device, name, [g, u], [np.zeros((6, 3072), np.float32)], kp.gated(3072, 6))
     assert rel_l2(om, oc) < 1e-6
 
 
 def test_add_gelu_erf_add_rows_im2col(device):
-    rng = np.random.default_rng(11)
+    rng = rng_for(11)
     x, y = rng.standard_normal((2, 5, 384)).astype(np.float32) * 3
     out = [x.copy(), x.copy()]
     for o, dev in zip(out, ("cpu", device)):
@@ -236,7 +249,7 @@ def test_add_gelu_erf_add_rows_im2col(device):
 # -- KV cache and attention ------------------------------------------------------------------------
 
 def test_kv_write(device):
-    rng = np.random.default_rng(5)
+    rng = rng_for(5)
     k, v = rng.standard_normal((2, 7, 512)).astype(np.float32)
     res = []
     for dev in ("cpu", device):
@@ -262,7 +275,7 @@ ATTENTION_CASES = {
 @pytest.mark.parametrize("case", ATTENTION_CASES, ids=list(ATTENTION_CASES))
 def test_attention(device, case):
     c = {"window": 0, "causal": 1, "segmented": 0, "n_keys": 0, **ATTENTION_CASES[case]}
-    rng = np.random.default_rng(len(case))
+    rng = rng_for(len(case))
     max_ctx = max(c["pos0"] + c["n"], c["n_keys"]) + 8
     kv_dim = c["kv_heads"] * c["hd"]
     q = rng.standard_normal((c["n"], c["heads"] * c["hd"])).astype(np.float32)
@@ -277,13 +290,13 @@ def test_attention(device, case):
         out = np.full((c["n"], c["heads"] * c["hd"]), np.nan, np.float32)
         _core._run_cpu_kernel("attention", [q, kc, vc, out, seg], params, device=dev)
         res.append(out)
-    assert rel_l2(res[1], res[0]) < 1e-4
+    assert rel_l2(res[1], res[0]) < 5e-4
 
 
 # -- argmax and the sampler ------------------------------------------------------------------------
 
 def test_argmax_rows_and_ties(device):
-    rng = np.random.default_rng(2)
+    rng = rng_for(2)
     logits = rng.standard_normal((4, 151936)).astype(np.float32)
     logits[1, [70000, 90000, 5]] = 9.0  # tie: the first index wins
     (oc,), (om,) = run_both(device, "argmax", [logits], [np.zeros(3, np.int32)], kp.argmax(151936, 1, 3))
@@ -315,7 +328,7 @@ def run_sampler(dev, logits, history, bias, mask_words, params):
 def test_sampler_greedy_processing_matches_cpu(device):
     """Temperature 0: bias, penalties and mask give the CPU's processed logits
     and token, and the token lands in the history."""
-    rng = np.random.default_rng(8)
+    rng = rng_for(8)
     vocab = 4096
     mask = rng.random(vocab) < 0.7
     logits, history, bias, mask_words = sampler_buffers(vocab, rng, n_bias=5, mask=mask)
@@ -334,7 +347,7 @@ def test_sampler_greedy_processing_matches_cpu(device):
 def test_sampler_distribution(device, temperature, top_k, top_p, min_p):
     """Chi-square of 1500 draws (one per position: the counter-based RNG) against
     the exact distribution; filtered-out tokens never drawn."""
-    rng = np.random.default_rng(int(temperature * 10) + top_k)
+    rng = rng_for(int(temperature * 10) + top_k)
     vocab = 96
     logits, history, bias, mask_words = sampler_buffers(vocab, rng)
     logits[[3, 40]] = logits.max()  # ties at the top: the id order decides what top_k keeps
