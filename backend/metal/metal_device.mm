@@ -9,6 +9,7 @@
 
 #include <cstring>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "core/dispatch_table.h"
@@ -27,8 +28,15 @@ struct MetalDevice::Impl {
     id<MTLCommandBuffer> in_flight = nil;      // committed, not yet waited for
     id<MTLBuffer> dummy = nil;                 // bound to argument slots a command leaves empty
     std::map<std::string, id<MTLComputePipelineState>> pipelines;  // MSL function (+ constants) -> state
+    // What a Pipeline handle points to: the spec and the states of its MSL
+    // functions, built when the dispatch table is (nothing is looked up per token).
+    struct Entry {
+        const MetalKernelSpec* spec = nullptr;
+        id<MTLComputePipelineState> pso[2] = {nil, nil};
+    };
+    std::map<const MetalKernelSpec*, std::unique_ptr<Entry>> entries;
     // set_* state of the generic encoding path
-    const MetalKernelSpec* spec = nullptr;
+    const Entry* entry = nullptr;
     uint8_t params[DispatchCmd::MAX_PARAM_BYTES] = {};
     id<MTLBuffer> bound[DispatchCmd::MAX_BUFFERS] = {};
     NSUInteger bound_offsets[DispatchCmd::MAX_BUFFERS] = {};
@@ -120,8 +128,8 @@ size_t MetalDevice::available_memory() const {
     return used < total ? total - used : 0;
 }
 
-// Pipelines are built on first use, one per MSL function (and function-constant
-// values, none in akunu's kernels today: they specialize with templates).
+// One pipeline state per MSL function (and function-constant values, none in
+// akunu's kernels today: they specialize with templates), built at load.
 static id<MTLComputePipelineState> pipeline_for(MetalDevice::Impl& m, const std::string& function) {
     auto it = m.pipelines.find(function);
     if (it != m.pipelines.end()) return it->second;
@@ -140,7 +148,15 @@ static id<MTLComputePipelineState> pipeline_for(MetalDevice::Impl& m, const std:
 Pipeline MetalDevice::get_pipeline(const std::string& name) {
     const MetalKernelSpec* spec = metal_kernel_spec(name);
     if (!spec) throw Error("Metal backend has no kernel named '" + name + "'");
-    return Pipeline{const_cast<MetalKernelSpec*>(spec)};
+    std::unique_ptr<Impl::Entry>& e = impl_->entries[spec];
+    if (!e) {
+        auto fresh = std::make_unique<Impl::Entry>();
+        fresh->spec = spec;
+        for (int i = 0; i < 2; i++)
+            if (spec->functions[i]) fresh->pso[i] = pipeline_for(*impl_, spec->functions[i]);
+        e = std::move(fresh);
+    }
+    return Pipeline{e.get()};
 }
 
 Buffer MetalDevice::allocate(size_t bytes) {
@@ -198,7 +214,7 @@ void MetalDevice::begin_encoding() {
     impl_->enc = [impl_->cmd computeCommandEncoderWithDispatchType:MTLDispatchTypeSerial];
 }
 
-void MetalDevice::set_pipeline(Pipeline pso) { impl_->spec = static_cast<const MetalKernelSpec*>(pso.handle); }
+void MetalDevice::set_pipeline(Pipeline pso) { impl_->entry = static_cast<const Impl::Entry*>(pso.handle); }
 
 void MetalDevice::set_buffer(Buffer buf, size_t offset, int index) {
     impl_->bound[index] = buf.handle ? mtl(buf) : nil;
@@ -209,12 +225,12 @@ void MetalDevice::set_bytes(const void* data, int size, int) { std::memcpy(impl_
 
 // One command onto the open encoder: its pipeline, buffers (empty slots get the
 // dummy), the parameter block at AK_PARAMS, threadgroup memory, dispatch.
-static void encode_command(MetalDevice::Impl& m, const ChipConfig& chip, const MetalKernelSpec& spec,
+static void encode_command(MetalDevice::Impl& m, const ChipConfig& chip, const MetalDevice::Impl::Entry& e,
                            id<MTLBuffer> const* buffers, const NSUInteger* offsets, const uint8_t* params) {
-    const MetalLaunch l = spec.launch(spec.name, params, chip);
+    const MetalLaunch l = e.spec->launch(params, chip);
     if (l.grid.x == 0 || l.grid.y == 0 || l.grid.z == 0) return;
-    [m.enc setComputePipelineState:pipeline_for(m, l.function)];
-    for (int i = 0; i < spec.n_buffers; i++)
+    [m.enc setComputePipelineState:e.pso[l.variant]];
+    for (int i = 0; i < e.spec->n_buffers; i++)
         [m.enc setBuffer:(buffers[i] ? buffers[i] : m.dummy) offset:(buffers[i] ? offsets[i] : 0) atIndex:i];
     [m.enc setBytes:params length:DispatchCmd::MAX_PARAM_BYTES atIndex:kMetalParamsIndex];
     if (l.tg_memory) [m.enc setThreadgroupMemoryLength:(l.tg_memory + 15) / 16 * 16 atIndex:0];
@@ -224,7 +240,7 @@ static void encode_command(MetalDevice::Impl& m, const ChipConfig& chip, const M
 
 void MetalDevice::dispatch(Dim3, Dim3) {
     begin_encoding();
-    encode_command(*impl_, chip_, *impl_->spec, impl_->bound, impl_->bound_offsets, impl_->params);
+    encode_command(*impl_, chip_, *impl_->entry, impl_->bound, impl_->bound_offsets, impl_->params);
 }
 
 void MetalDevice::end_encoding_async() {
@@ -256,14 +272,14 @@ void MetalDevice::encode_dispatch_table(const DispatchTable& table, const Replay
     id<MTLBuffer> bufs[DispatchCmd::MAX_BUFFERS];
     NSUInteger offs[DispatchCmd::MAX_BUFFERS];
     for (const DispatchCmd& cmd : table.commands) {
-        const MetalKernelSpec& spec = *static_cast<const MetalKernelSpec*>(cmd.pso.handle);
+        const Impl::Entry& entry = *static_cast<const Impl::Entry*>(cmd.pso.handle);
         for (int i = 0; i < DispatchCmd::MAX_BUFFERS; i++) {
             const bool set = i < cmd.buffer_count && cmd.buffers[i].handle;
             bufs[i] = set ? mtl(cmd.buffers[i]) : nil;
             offs[i] = set ? cmd.offsets[i] + (i == cmd.patch_token_buffer ? 4u * st.token_index : 0u) : 0;
         }
         patch_params(cmd, st, params);
-        encode_command(*impl_, chip_, spec, bufs, offs, params);
+        encode_command(*impl_, chip_, entry, bufs, offs, params);
     }
 }
 

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
 
+#include "core/error.h"
 #include "core/kernel_params.h"
 
 namespace akunu {
@@ -26,70 +28,70 @@ constexpr uint32_t kGemmTile = 32;
 constexpr uint32_t kAttnThreads = 128, kAttnMaxHeadDim = 256;
 constexpr uint32_t kSamplerThreads = 256;
 
-// "gemv_q4_0" / "gemm_q4_0" -> "q4_0"
-std::string format_suffix(const char* name) { return std::string(name).substr(5); }
-
-MetalLaunch matmul(const char* name, const uint8_t* b, const ChipConfig&) {
+// variant 0: gemv_<format>, 1: gemm_<format>
+MetalLaunch matmul(const uint8_t* b, const ChipConfig&) {
     auto p = read<MatmulParams>(b);
     if (p.n_tokens <= kGemvMaxTokens)
-        return {"gemv_" + format_suffix(name), Dim3(ceil_div(p.N, kGemvRowsPerThreadgroup)), 32 * kGemvRowsPerThreadgroup, 0};
-    return {"gemm_" + format_suffix(name), Dim3(ceil_div(p.N, kGemmTile), ceil_div(p.n_tokens, kGemmTile)), 128,
-            3 * kGemmTile * kGemmTile * 4};
+        return {0, Dim3(ceil_div(p.N, kGemvRowsPerThreadgroup)), 32 * kGemvRowsPerThreadgroup, 0};
+    return {1, Dim3(ceil_div(p.N, kGemmTile), ceil_div(p.n_tokens, kGemmTile)), 128, 3 * kGemmTile * kGemmTile * 4};
 }
 
-MetalLaunch embedding(const char* name, const uint8_t* b, const ChipConfig&) {
+MetalLaunch embedding(const uint8_t* b, const ChipConfig&) {
     auto p = read<EmbeddingParams>(b);
-    return {name, Dim3(p.n_tokens), 128, 0};
+    return {0, Dim3(p.n_tokens), 128, 0};
 }
 
-MetalLaunch norm(const char* name, const uint8_t* b, const ChipConfig& chip) {
+MetalLaunch norm(const uint8_t* b, const ChipConfig& chip) {
     auto p = read<NormParams>(b);
-    return {name, Dim3(p.n_tokens * p.rows_per_token), std::min<uint32_t>(ceil32(p.dim), chip.norm_tg_size), 32 * 4};
+    return {0, Dim3(p.n_tokens * p.rows_per_token), std::min<uint32_t>(ceil32(p.dim), chip.norm_tg_size), 32 * 4};
 }
 
-MetalLaunch rope(const char* name, const uint8_t* b, const ChipConfig&) {
+MetalLaunch rope(const uint8_t* b, const ChipConfig&) {
     auto p = read<RopeParams>(b);
-    return {name, Dim3(p.n_tokens), std::min<uint32_t>(ceil32(p.n_heads * p.head_dim / 2), kElementThreads), 0};
+    return {0, Dim3(p.n_tokens), std::min<uint32_t>(ceil32(p.n_heads * p.head_dim / 2), kElementThreads), 0};
 }
 
-MetalLaunch kv_write(const char* name, const uint8_t* b, const ChipConfig&) {
+MetalLaunch kv_write(const uint8_t* b, const ChipConfig&) {
     auto p = read<KVWriteParams>(b);
-    return {name, Dim3(ceil_div(p.kv_dim, kElementThreads), p.n_tokens), kElementThreads, 0};
+    return {0, Dim3(ceil_div(p.kv_dim, kElementThreads), p.n_tokens), kElementThreads, 0};
 }
 
-MetalLaunch attention(const char* name, const uint8_t* b, const ChipConfig&) {
+MetalLaunch attention(const uint8_t* b, const ChipConfig&) {
     auto p = read<AttentionParams>(b);
-    return {name, Dim3(p.n_heads, p.n_tokens), kAttnThreads, (kAttnMaxHeadDim + kAttnThreads + 32) * 4};
+    if (p.head_dim > kAttnMaxHeadDim)  // the kernel keeps q in threadgroup memory
+        throw Error("Metal attention supports head_dim up to " + std::to_string(kAttnMaxHeadDim) + ", the model has " +
+                    std::to_string(p.head_dim));
+    return {0, Dim3(p.n_heads, p.n_tokens), kAttnThreads, (kAttnMaxHeadDim + kAttnThreads + 32) * 4};
 }
 
-MetalLaunch gated(const char* name, const uint8_t* b, const ChipConfig&) {
+MetalLaunch gated(const uint8_t* b, const ChipConfig&) {
     auto p = read<GatedActParams>(b);
-    return {name, Dim3(ceil_div(p.n, kElementThreads), p.n_tokens), kElementThreads, 0};
+    return {0, Dim3(ceil_div(p.n, kElementThreads), p.n_tokens), kElementThreads, 0};
 }
 
-MetalLaunch flat(const char* name, const uint8_t* b, const ChipConfig&) {
+MetalLaunch flat(const uint8_t* b, const ChipConfig&) {
     auto p = read<AddParams>(b);
     const uint64_t n = (uint64_t)p.n * p.n_tokens;
-    return {name, Dim3((uint32_t)((n + kElementThreads - 1) / kElementThreads)), kElementThreads, 0};
+    return {0, Dim3((uint32_t)((n + kElementThreads - 1) / kElementThreads)), kElementThreads, 0};
 }
 
-MetalLaunch add_rows(const char* name, const uint8_t* b, const ChipConfig&) {
+MetalLaunch add_rows(const uint8_t* b, const ChipConfig&) {
     auto p = read<AddRowsParams>(b);
-    return {name, Dim3(ceil_div(p.dim, kElementThreads), p.n_tokens), kElementThreads, 0};
+    return {0, Dim3(ceil_div(p.dim, kElementThreads), p.n_tokens), kElementThreads, 0};
 }
 
-MetalLaunch im2col(const char* name, const uint8_t* b, const ChipConfig&) {
+MetalLaunch im2col(const uint8_t* b, const ChipConfig&) {
     auto p = read<Im2ColParams>(b);
-    return {name, Dim3(ceil_div(p.channels * p.kernel_size, kElementThreads), p.n_out), kElementThreads, 0};
+    return {0, Dim3(ceil_div(p.channels * p.kernel_size, kElementThreads), p.n_out), kElementThreads, 0};
 }
 
-MetalLaunch argmax(const char* name, const uint8_t* b, const ChipConfig&) {
+MetalLaunch argmax(const uint8_t* b, const ChipConfig&) {
     auto p = read<ArgmaxParams>(b);
-    return {name, Dim3(p.n_rows), kSamplerThreads, 2 * kSamplerThreads * 4};
+    return {0, Dim3(p.n_rows), kSamplerThreads, 2 * kSamplerThreads * 4};
 }
 
-MetalLaunch sample(const char* name, const uint8_t*, const ChipConfig&) {
-    return {name, Dim3(1), kSamplerThreads, (32 + 2 * kSamplerThreads) * 4};
+MetalLaunch sample(const uint8_t*, const ChipConfig&) {
+    return {0, Dim3(1), kSamplerThreads, (32 + 2 * kSamplerThreads) * 4};
 }
 
 const char* const kFormats[] = {"f32",  "f16",  "bf16", "q8_0", "q4_0", "q5_0",   "q4_1",   "q5_1",
@@ -98,19 +100,30 @@ const char* const kFormats[] = {"f32",  "f16",  "bf16", "q8_0", "q4_0", "q5_0", 
 const std::vector<MetalKernelSpec>& specs() {
     static const std::vector<MetalKernelSpec> all = [] {
         std::vector<MetalKernelSpec> v = {
-            {"rmsnorm", 3, norm},        {"layernorm", 4, norm},      {"rope", 2, rope},
-            {"kv_write", 4, kv_write},   {"attention", 5, attention}, {"silu_gate", 3, gated},
-            {"gelu_gate", 3, gated},     {"add_inplace", 2, flat},    {"gelu_erf", 1, flat},
-            {"add_rows", 3, add_rows},   {"im2col_1d", 2, im2col},    {"argmax", 2, argmax},
-            {"sample", 6, sample},
+            {"rmsnorm", 3, {"rmsnorm"}, norm},
+            {"layernorm", 4, {"layernorm"}, norm},
+            {"rope", 2, {"rope"}, rope},
+            {"kv_write", 4, {"kv_write"}, kv_write},
+            {"attention", 5, {"attention"}, attention},
+            {"silu_gate", 3, {"silu_gate"}, gated},
+            {"gelu_gate", 3, {"gelu_gate"}, gated},
+            {"add_inplace", 2, {"add_inplace"}, flat},
+            {"gelu_erf", 1, {"gelu_erf"}, flat},
+            {"add_rows", 3, {"add_rows"}, add_rows},
+            {"im2col_1d", 2, {"im2col_1d"}, im2col},
+            {"argmax", 2, {"argmax"}, argmax},
+            {"sample", 6, {"sample"}, sample},
         };
-        static std::vector<std::string> names;  // stable storage for the per-format names
-        names.reserve(3 * sizeof(kFormats) / sizeof(kFormats[0]));
-        for (const char* f : kFormats)
-            for (const char* kind : {"gemv_", "gemm_", "embedding_"}) names.push_back(std::string(kind) + f);
-        for (const std::string& n : names)
-            v.push_back({n.c_str(), n.rfind("embedding_", 0) == 0 ? 3 : 4,
-                         n.rfind("embedding_", 0) == 0 ? embedding : matmul});
+        // Per-format names live as long as the table (a deque never moves its strings).
+        static std::deque<std::string> names;
+        for (const char* f : kFormats) {
+            const char* gemv = names.emplace_back(std::string("gemv_") + f).c_str();
+            const char* gemm = names.emplace_back(std::string("gemm_") + f).c_str();
+            const char* emb = names.emplace_back(std::string("embedding_") + f).c_str();
+            v.push_back({gemv, 4, {gemv, gemm}, matmul});  // both akunu names choose by token count
+            v.push_back({gemm, 4, {gemv, gemm}, matmul});
+            v.push_back({emb, 3, {emb}, embedding});
+        }
         return v;
     }();
     return all;
@@ -132,12 +145,9 @@ std::vector<std::string> metal_kernel_names() {
 
 std::vector<std::string> metal_function_names() {
     std::vector<std::string> out;
-    for (const MetalKernelSpec& s : specs()) {
-        const std::string n = s.name;
-        if (n.rfind("gemm_", 0) == 0) continue;  // gemv_X's spec launches gemv_X or gemm_X
-        out.push_back(n);
-        if (n.rfind("gemv_", 0) == 0) out.push_back("gemm_" + n.substr(5));
-    }
+    for (const MetalKernelSpec& s : specs())
+        for (const char* f : s.functions)
+            if (f && std::find(out.begin(), out.end(), f) == out.end()) out.push_back(f);
     return out;
 }
 

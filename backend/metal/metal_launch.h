@@ -14,7 +14,7 @@
 namespace akunu {
 
 struct MetalLaunch {
-    std::string function;  // MSL function (host_name)
+    int variant = 0;       // which of the spec's MSL functions
     Dim3 grid;             // threadgroups
     uint32_t threads = 0;  // threads per threadgroup (1-D)
     uint32_t tg_memory = 0;  // bytes at [[threadgroup(0)]]
@@ -23,10 +23,14 @@ struct MetalLaunch {
 // Parameters are bound at this buffer index (kernels/akunu_msl.h: AK_PARAMS).
 constexpr int kMetalParamsIndex = 8;
 
+// Everything is decided from static data and the parameter bytes: launching
+// allocates nothing (the decode hot path), and the device can build every
+// pipeline a spec may use when the dispatch table is built.
 struct MetalKernelSpec {
-    const char* name;    // akunu kernel name (the CPU registry's)
-    int n_buffers;       // buffer arguments of the MSL function(s)
-    MetalLaunch (*launch)(const char* name, const uint8_t* params, const ChipConfig& chip);
+    const char* name;          // akunu kernel name (the CPU registry's)
+    int n_buffers;             // buffer arguments of the MSL function(s)
+    const char* functions[2];  // MSL functions (host_name); [1] is nullptr when there is one
+    MetalLaunch (*launch)(const uint8_t* params, const ChipConfig& chip);
 };
 
 // The spec of an akunu kernel, or nullptr when Metal has none.

@@ -212,9 +212,9 @@ PYBIND11_MODULE(_core, m) {
         if (!spec) throw Error("Metal backend has no kernel named '" + name + "'");
         std::string pb = params;
         pb.resize(DispatchCmd::MAX_PARAM_BYTES);
-        MetalLaunch l = spec->launch(spec->name, (const uint8_t*)pb.data(), ChipConfig::from_gpu(cores, family));
+        MetalLaunch l = spec->launch((const uint8_t*)pb.data(), ChipConfig::from_gpu(cores, family));
         py::dict d;
-        d["function"] = l.function;
+        d["function"] = spec->functions[l.variant];
         d["grid"] = py::make_tuple(l.grid.x, l.grid.y, l.grid.z);
         d["threads"] = l.threads;
         d["tg_memory"] = l.tg_memory;

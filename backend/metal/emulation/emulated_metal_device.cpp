@@ -47,15 +47,16 @@ void EmulatedMetalDevice::set_bytes(const void* data, int size, int) { std::memc
 void EmulatedMetalDevice::dispatch(Dim3, Dim3) { run(*spec_, bufs_, params_); }
 
 void EmulatedMetalDevice::run(const MetalKernelSpec& spec, uint8_t* const* buffers, const uint8_t* params) {
-    const MetalLaunch l = spec.launch(spec.name, params, chip_);
+    const MetalLaunch l = spec.launch(params, chip_);
     if (l.grid.x == 0 || l.grid.y == 0 || l.grid.z == 0) return;
+    const char* function = spec.functions[l.variant];
     const unsigned grid[3] = {l.grid.x, l.grid.y, l.grid.z};
     char err[512] = {};
-    if (run_fn_(l.function.c_str(), buffers, DispatchCmd::MAX_BUFFERS, params, grid, l.threads, l.tg_memory, err,
+    if (run_fn_(function, buffers, DispatchCmd::MAX_BUFFERS, params, grid, l.threads, l.tg_memory, err,
                 sizeof err) != 0)
         throw Error(std::string("metal-emu: ") + err);
     std::lock_guard<std::mutex> lock(counts_mutex);
-    counts()[l.function]++;
+    counts()[function]++;
 }
 
 void EmulatedMetalDevice::encode_dispatch_table(const DispatchTable& table, const ReplayState& st) {

@@ -1,0 +1,64 @@
+"""The plain-C++ half of the Metal backend, testable anywhere: ChipConfig
+against the book's tuning table, and the launch geometry (which MSL function,
+how many threadgroups, threadgroup memory within the GPU's 32 KiB)."""
+
+import pytest
+
+import kernel_params as kp
+from akunu import AkunuError, _core
+
+
+@pytest.mark.parametrize("cores,family,slc_mb,fuse,q4k,wide,chunk", [
+    (8, 7, 8, False, 2048, False, 64),      # M1
+    (16, 7, 24, True, 1024, True, 96),      # M1 Pro
+    (32, 7, 48, True, 1024, True, 128),     # M1 Max
+    (64, 7, 96, True, 1024, True, 128),     # M1 Ultra
+    (10, 8, 8, False, 2048, False, 64),     # M2 / M3
+    (10, 9, 16, True, 2048, False, 128),    # M4
+    (20, 9, 32, True, 512, True, 128),      # M4 Pro
+    (40, 9, 48, True, 512, True, 128),      # M4 Max
+])
+def test_chip_config_follows_the_book(cores, family, slc_mb, fuse, q4k, wide, chunk):
+    c = _core._metal_chip_config(cores, family)
+    assert c["slc_bytes"] == slc_mb << 20
+    assert c["should_fuse_weights"] == fuse
+    assert c["q4_small_k_threshold"] == q4k
+    assert c["gemv_wide_standard"] == wide
+    assert c["chain_decode_chunk"] == chunk
+    assert c["norm_tg_size"] == 1024
+
+
+def test_matmul_picks_gemv_or_gemm_by_tokens():
+    for name in ("gemv_q4_k", "gemm_q4_k"):
+        small = _core._metal_launch(name, kp.matmul(4096, 4096, 8, 12, 4096, 4096), 10, 9)
+        big = _core._metal_launch(name, kp.matmul(4096, 4096, 9, 12, 4096, 4096), 10, 9)
+        assert small["function"] == "gemv_q4_k" and small["grid"] == (1024, 1, 1) and small["threads"] == 128
+        assert big["function"] == "gemm_q4_k" and big["grid"] == (128, 1, 1) and big["tg_memory"] == 12288
+
+
+def test_geometry_within_gpu_limits():
+    cases = [
+        ("rmsnorm", kp.norm(8192, 3, 1, 8192, 1e-6)),
+        ("rmsnorm", kp.norm(64, 3, 32, 2048, 1e-6)),
+        ("attention", kp.attention(64, 8, 256, 512, 0, 0, 16384, 16384, 0.06, 4096)),
+        ("argmax", kp.argmax(262144, 0, 4)),
+        ("sample", kp.sample(262144, 0.8)),
+        ("im2col_1d", kp.im2col(384, 1500, 3000, stride=2)),
+    ]
+    for name, params in cases:
+        launch = _core._metal_launch(name, params, 8, 7)
+        assert 32 <= launch["threads"] <= 1024 and launch["threads"] % 32 == 0, (name, launch)
+        assert launch["tg_memory"] <= 32768, (name, launch)
+        assert min(launch["grid"]) >= 1, (name, launch)
+    assert _core._metal_launch("rmsnorm", kp.norm(64, 3, 32, 2048, 1e-6), 8, 7)["threads"] == 64
+
+
+def test_attention_head_dim_limit_is_a_clear_error():
+    with pytest.raises(AkunuError, match="head_dim up to 256"):
+        _core._metal_launch("attention", kp.attention(8, 8, 512, 1, 0, 0, 4096, 4096, 0.04, 64), 8, 7)
+
+
+def test_every_akunu_kernel_has_a_metal_spec():
+    assert set(_core._cpu_kernel_names()) == set(_core._metal_kernel_names())
+    with pytest.raises(AkunuError, match="no kernel named"):
+        _core._metal_launch("gemv_q9_9", b"", 8, 7)
