@@ -7,6 +7,7 @@
 #include <mach/mach.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>

@@ -146,11 +146,11 @@ AKUNU_HD inline void dequant_q2_k(const AKUNU_GLOBAL uint8_t* b, AKUNU_PRIVATE f
     const float d = h(b + 80), dmin = h(b + 82);
     for (int g = 0; g < 2; g++)
         for (int s = 0; s < 4; s++)
-            for (int half = 0; half < 2; half++) {
-                const int sb = 8 * g + 2 * s + half;  // sub-block of 16
+            for (int hb = 0; hb < 2; hb++) {
+                const int sb = 8 * g + 2 * s + hb;  // sub-block of 16
                 const float dl = d * (float)(sc[sb] & 0xF), ml = dmin * (float)(sc[sb] >> 4);
-                AKUNU_PRIVATE float* o = y + 128 * g + 32 * s + 16 * half;
-                const AKUNU_GLOBAL uint8_t* qq = q + 32 * g + 16 * half;
+                AKUNU_PRIVATE float* o = y + 128 * g + 32 * s + 16 * hb;
+                const AKUNU_GLOBAL uint8_t* qq = q + 32 * g + 16 * hb;
                 for (int l = 0; l < 16; l++) o[l] = dl * (float)((qq[l] >> (2 * s)) & 3) - ml;
             }
 }
@@ -172,11 +172,11 @@ AKUNU_HD inline void dequant_q3_k(const AKUNU_GLOBAL uint8_t* b, AKUNU_PRIVATE f
     for (int g = 0; g < 2; g++)
         for (int s = 0; s < 4; s++) {
             const int j = 4 * g + s;  // which 32-run: also the hmask bit
-            for (int half = 0; half < 2; half++) {
-                const float dl = d * (float)scales[2 * j + half];
-                AKUNU_PRIVATE float* o = y + 32 * j + 16 * half;
-                const AKUNU_GLOBAL uint8_t* qq = q + 32 * g + 16 * half;
-                const AKUNU_GLOBAL uint8_t* hh = hm + 16 * half;
+            for (int hb = 0; hb < 2; hb++) {
+                const float dl = d * (float)scales[2 * j + hb];
+                AKUNU_PRIVATE float* o = y + 32 * j + 16 * hb;
+                const AKUNU_GLOBAL uint8_t* qq = q + 32 * g + 16 * hb;
+                const AKUNU_GLOBAL uint8_t* hh = hm + 16 * hb;
                 for (int l = 0; l < 16; l++) {
                     int lo = (qq[l] >> (2 * s)) & 3;
                     int hbit = (hh[l] >> j) & 1;

@@ -300,3 +300,7 @@ bool register_kernel(const char* name, KernelThunk thunk);
         ::akunu_msl_emu::register_kernel(name, &::akunu_msl_emu::Binder<&__VA_ARGS__>::call);
 
 using namespace metal;
+
+// `half` is a keyword in MSL but a plain name in C++: as a macro, a kernel
+// that names a variable `half` fails here as it fails with Apple's compiler.
+#define half ::metal::half
