@@ -47,6 +47,13 @@ public:
     // Commits what is encoded without waiting; sync() waits for it.
     void end_encoding_async();
     void sync();
+    // Event variant: commits what is encoded with a shared-event signal and
+    // returns its value; wait_event(v) blocks until the GPU has passed it
+    // (the host can overlap work with a submission).
+    uint64_t end_encoding_event();
+    void wait_event(uint64_t value);
+
+    int chain_length() const override { return chip_.chain_decode_chunk; }
 
     void encode_dispatch_table(const DispatchTable& table, const ReplayState& state) override;
     std::vector<double> time_commands(const DispatchTable& table, const ReplayState& state) override;

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "core/dispatch_table.h"
 #include "core/error.h"
@@ -28,6 +29,8 @@ struct MetalDevice::Impl {
     id<MTLComputeCommandEncoder> enc = nil;    // its encoder
     id<MTLCommandBuffer> in_flight = nil;      // committed, not yet waited for
     id<MTLBuffer> dummy = nil;                 // bound to argument slots a command leaves empty
+    id<MTLSharedEvent> event = nil;            // end_encoding_event / wait_event
+    uint64_t event_value = 0;
     std::map<std::string, id<MTLComputePipelineState>> pipelines;  // MSL function (+ constants) -> state
     // What a Pipeline handle points to: the spec and the states of its MSL
     // functions, built when the dispatch table is (nothing is looked up per token).
@@ -109,6 +112,7 @@ MetalDevice::MetalDevice() : impl_(new Impl) {
             throw Error("device 'metal': cannot load " + path + ": " +
                         (err ? std::string(err.localizedDescription.UTF8String) : std::string("unknown error")));
         impl_->dummy = [impl_->device newBufferWithLength:256 options:MTLResourceStorageModeShared];
+        impl_->event = [impl_->device newSharedEvent];
         impl_->name = impl_->device.name.UTF8String;
         chip_ = ChipConfig::from_gpu(gpu_core_count(), gpu_family(impl_->device));
         chip_.max_threads_per_tg = (int)impl_->device.maxThreadsPerThreadgroup.width;
@@ -263,6 +267,22 @@ void MetalDevice::sync() {
 }
 
 void MetalDevice::end_encoding_sync() { sync(); }
+
+uint64_t MetalDevice::end_encoding_event() {
+    begin_encoding();
+    [impl_->enc endEncoding];
+    const uint64_t value = ++impl_->event_value;
+    [impl_->cmd encodeSignalEvent:impl_->event value:value];
+    [impl_->cmd commit];
+    impl_->in_flight = impl_->cmd;
+    impl_->cmd = nil;
+    impl_->enc = nil;
+    return value;
+}
+
+void MetalDevice::wait_event(uint64_t value) {
+    while (impl_->event.signaledValue < value) std::this_thread::yield();
+}
 
 // Appends the table to the open command buffer; nothing waits here (chain
 // decode: the next read_buffer commits N tokens' worth of commands at once).

@@ -67,6 +67,10 @@ public:
     virtual void dispatch(Dim3 grid, Dim3 threadgroup) = 0;
     virtual void end_encoding_sync() = 0;
 
+    // Decode steps per chain submission (book Part V). GPU backends size it to
+    // amortize their submission cost (Metal: ChipConfig::chain_decode_chunk).
+    virtual int chain_length() const { return 16; }
+
     // Fast replay of a table; the default goes command by command through the
     // virtual encoding calls above.
     virtual void encode_dispatch_table(const DispatchTable& table, const ReplayState& state);

@@ -11,7 +11,6 @@ namespace akunu {
 
 namespace {
 constexpr int kMaxPrefillTokens = 64;  // GEMM kernels handle up to 64 tokens per pass
-constexpr int kChainLength = 16;       // decode steps per chain submission
 
 // One model, one caller at a time: a second thread gets a clear error instead
 // of corrupting the KV cache.
@@ -51,7 +50,9 @@ Model::Model(const std::string& path, const LoadOptions& opt) {
     if (n_ctx > (1 << 20)) throw Error("n_ctx " + std::to_string(n_ctx) + " is too large");
     check_memory(n_ctx);
     kv_.allocate(*device_, cfg_.n_layers, n_ctx, cfg_.kv_dim());
-    scratch_.allocate(*device_, cfg_, kMaxPrefillTokens, kChainLength, kMaxPrefillTokens);
+    chain_length_ = std::max(1, device_->chain_length());
+    chain_out_.resize((size_t)chain_length_ + 1);  // once: decode reads chain results into it
+    scratch_.allocate(*device_, cfg_, kMaxPrefillTokens, chain_length_, kMaxPrefillTokens);
     prefill_table_ = build_dispatch_table(*device_, cfg_, arch_, w_, kv_, scratch_, TableKind::Prefill);
     decode_table_ = build_dispatch_table(*device_, cfg_, arch_, w_, kv_, scratch_, TableKind::Decode);
     sampler_.allocate(*device_, cfg_.vocab_size, n_ctx);
@@ -199,10 +200,10 @@ std::vector<int32_t> Model::decode_chain(const DispatchTable& table, int32_t fir
                                          const std::vector<int32_t>& stop) {
     check_tokens({first});
     std::vector<int32_t> out;
-    int32_t ids[kChainLength + 1];
+    int32_t* ids = chain_out_.data();
     int32_t feed = first;
     // With a grammar mask the next mask depends on this token: one step per call.
-    const int max_chunk = mask_on_ ? 1 : kChainLength;
+    const int max_chunk = mask_on_ ? 1 : chain_length_;
     while ((int)out.size() < count) {
         int chunk = std::min(max_chunk, count - (int)out.size());
         chunk = std::min(chunk, kv_.n_ctx - n_past_);

@@ -102,6 +102,8 @@ private:
     ModelWeights w_;
     KVCache kv_;
     ScratchBuffers scratch_;
+    int chain_length_ = 16;           // decode steps per submission (the device's choice)
+    std::vector<int32_t> chain_out_;  // chain results, read back per submission
     SamplerBuffers sampler_;
     DispatchTable prefill_table_, decode_table_;
     DispatchTable encoder_table_;  // encoder models only
