@@ -15,7 +15,8 @@ weights within a float32 accumulation bound (the CPU's quantized matmul
 rounds activations to 8 bits, the GPUs' do not; against the CPU 1e-5 float
 formats, 2e-2 quantized); attention 5e-4 (both round softmax weights to F16;
 float sums in another order move some by one F16 step, 2^-11, and the
-output with them); sampler: equal
+output with them; CUDA's split decode does not round the weights, which stays
+inside that bound); sampler: equal
 processed logits and token at temperature 0, chi-square of 1500 draws
 against the exact distribution otherwise."""
 
@@ -263,6 +264,11 @@ def test_kv_write(device):
 
 ATTENTION_CASES = {
     "decode-gqa": dict(heads=16, kv_heads=8, hd=128, n=1, pos0=300),
+    # CUDA decodes one token in splits of the key range: one split, many, the most
+    "decode-one-split": dict(heads=4, kv_heads=2, hd=64, n=1, pos0=5),
+    "decode-long": dict(heads=8, kv_heads=2, hd=128, n=1, pos0=2500),
+    "decode-window": dict(heads=4, kv_heads=1, hd=256, n=1, pos0=900, window=512),
+    "decode-hd32": dict(heads=2, kv_heads=2, hd=32, n=1, pos0=77),
     "prefill-causal": dict(heads=8, kv_heads=2, hd=64, n=40, pos0=0),
     "chunk-after-cache": dict(heads=8, kv_heads=8, hd=64, n=20, pos0=150),
     "sliding-window": dict(heads=4, kv_heads=1, hd=256, n=24, pos0=40, window=16),

@@ -14,6 +14,21 @@ namespace {
 void check(cudaError_t e, const char* what) {
     if (e != cudaSuccess) throw Error(std::string("CUDA error in ") + what + ": " + cudaGetErrorString(e));
 }
+
+// Split-attention partials for up to 128 heads x 32 splits x 256 dims.
+constexpr size_t kWorkspaceBytes = 8u << 20;
+constexpr size_t kMaxStepGraphs = 4;
+
+__global__ void set_replay_state(uint32_t* state, uint32_t pos0) {
+    state[0] = pos0;
+    state[1] = 0;
+}
+
+// The last node of a step graph: the next replay runs one position and one token slot on.
+__global__ void advance_replay_state(uint32_t* state) {
+    state[0] += 1;
+    state[1] += 1;
+}
 }  // namespace
 
 bool CudaDevice::available(std::string* why) {
@@ -35,13 +50,19 @@ CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {
     check(cudaGetDeviceProperties(&prop, ordinal_), "cudaGetDeviceProperties");
     name_ = prop.name;
     check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    check(cudaMalloc(&replay_state_, 2 * sizeof(uint32_t)), "cudaMalloc (replay state)");
+    workspace_bytes_ = kWorkspaceBytes;
+    check(cudaMalloc(&workspace_, workspace_bytes_), "cudaMalloc (workspace)");
+    check(cudaMemset(workspace_, 0, workspace_bytes_), "cudaMemset (workspace)");
 }
 
 CudaDevice::~CudaDevice() {
-    if (stream_) {
-        cudaStreamSynchronize(stream_);
-        cudaStreamDestroy(stream_);
-    }
+    if (stream_) cudaStreamSynchronize(stream_);
+    for (StepGraph& g : graphs_)
+        if (g.exec) cudaGraphExecDestroy(g.exec);
+    cudaFree(replay_state_);
+    cudaFree(workspace_);
+    if (stream_) cudaStreamDestroy(stream_);
 }
 
 size_t CudaDevice::total_memory() const {
@@ -124,16 +145,83 @@ void CudaDevice::dispatch(Dim3, Dim3) {
 
 // Launches every command of the table on the stream; nothing waits here.
 void CudaDevice::encode_dispatch_table(const DispatchTable& table, const ReplayState& st) {
+    launch_commands(table, st, false);
+}
+
+void CudaDevice::launch_commands(const DispatchTable& table, const ReplayState& st, bool in_graph) {
     CudaArgs a;
     a.stream = stream_;
+    a.workspace = workspace_;
+    a.workspace_bytes = workspace_bytes_;
     for (const DispatchCmd& cmd : table.commands) {
         for (int i = 0; i < cmd.buffer_count; i++) {
             size_t off = cmd.offsets[i] + (i == cmd.patch_token_buffer ? 4u * st.token_index : 0u);
             a.buf[i] = cmd.buffers[i].handle ? (uint8_t*)cmd.buffers[i].handle + off : nullptr;
         }
         patch_params(cmd, st, a.params);
+        a.replay_pos = in_graph && cmd.patch_pos0 >= 0 ? replay_state_ : nullptr;
+        a.replay_token = in_graph && cmd.patch_token_buffer >= 0 ? replay_state_ + 1 : nullptr;
         ((const CudaKernelEntry*)cmd.pso.handle)->launch(a);
     }
+}
+
+// Whether every command that patches the position or token slot has a
+// launcher that reads them from the replay state instead.
+static bool capturable(const DispatchTable& table) {
+    for (const DispatchCmd& cmd : table.commands) {
+        const bool patched = cmd.patch_pos0 >= 0 || cmd.patch_token_buffer >= 0;
+        if (cmd.patch_token_buffer > 1) return false;  // launchers offset buffer 1 only
+        if (patched && !((const CudaKernelEntry*)cmd.pso.handle)->reads_replay) return false;
+    }
+    return true;
+}
+
+cudaGraphExec_t CudaDevice::step_graph(const DispatchTable& table) {
+    for (size_t i = 0; i < graphs_.size(); i++)
+        if (graphs_[i].table_id == table.id) return graphs_[i].exec;
+    StepGraph g{table.id, nullptr};
+    if (capturable(table)) {
+        check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+        bool launched = true;
+        try {
+            launch_commands(table, ReplayState{}, true);
+            advance_replay_state<<<1, 1, 0, stream_>>>(replay_state_);
+        } catch (const Error&) {
+            launched = false;  // a launcher refused the graph: replay this table step by step
+        }
+        cudaGraph_t graph = nullptr;
+        const cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
+        cudaGetLastError();
+        if (launched && ended == cudaSuccess && graph) {
+            const cudaError_t made = cudaGraphInstantiate(&g.exec, graph, 0);
+            if (made != cudaSuccess) {
+                g.exec = nullptr;
+                cudaGetLastError();
+            }
+        }
+        if (graph) cudaGraphDestroy(graph);
+    }
+    if (graphs_.size() == kMaxStepGraphs) {
+        if (graphs_.front().exec) {
+            sync();  // it may still be running
+            cudaGraphExecDestroy(graphs_.front().exec);
+        }
+        graphs_.erase(graphs_.begin());
+    }
+    graphs_.push_back(g);
+    return g.exec;
+}
+
+// One graph launch per step: the host only enqueues; positions and token
+// slots advance on the device (the graph's last node).
+void CudaDevice::encode_chain(const DispatchTable& table, uint32_t pos0, int steps) {
+    cudaGraphExec_t exec = step_graph(table);
+    if (!exec) {
+        Device::encode_chain(table, pos0, steps);
+        return;
+    }
+    set_replay_state<<<1, 1, 0, stream_>>>(replay_state_, pos0);
+    for (int i = 0; i < steps; i++) check(cudaGraphLaunch(exec, stream_), "cudaGraphLaunch");
 }
 
 // Each command between two synchronizations, timed by CUDA events.

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <string>
+#include <vector>
 
 #include "core/device.h"
 #include "kernels/cuda_kernel.h"
@@ -42,10 +43,26 @@ public:
     void end_encoding_sync() override { sync(); }
 
     void encode_dispatch_table(const DispatchTable& table, const ReplayState& state) override;
+    void encode_chain(const DispatchTable& table, uint32_t pos0, int steps) override;
     std::vector<double> time_commands(const DispatchTable& table, const ReplayState& state) override;
 
 private:
     void sync();
+    // Enqueues every command; with `in_graph` the position-dependent commands
+    // read the replay state from device memory instead of `st`.
+    void launch_commands(const DispatchTable& table, const ReplayState& st, bool in_graph);
+    // The decode step of `table` as an instantiated graph (captured on first
+    // use), or nullptr when a command of it cannot run in a graph.
+    cudaGraphExec_t step_graph(const DispatchTable& table);
+
+    struct StepGraph {
+        uint64_t table_id = 0;
+        cudaGraphExec_t exec = nullptr;  // nullptr: the table is not capturable
+    };
+    std::vector<StepGraph> graphs_;  // most recent last; a few tables at most
+    uint32_t* replay_state_ = nullptr;  // device: {pos0, token slot}
+    uint8_t* workspace_ = nullptr;
+    size_t workspace_bytes_ = 0;
     int ordinal_ = 0;
     std::string name_;
     cudaStream_t stream_ = nullptr;

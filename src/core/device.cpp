@@ -2,10 +2,25 @@
 
 #include "core/dispatch_table.h"
 
+#include <atomic>
 #include <chrono>
 #include <vector>
 
 namespace akunu {
+
+uint64_t DispatchTable::next_id() {
+    static std::atomic<uint64_t> counter{1};
+    return counter++;
+}
+
+void Device::encode_chain(const DispatchTable& table, uint32_t pos0, int steps) {
+    ReplayState st;
+    for (int i = 0; i < steps; i++) {
+        st.pos0 = pos0 + (uint32_t)i;
+        st.token_index = (uint32_t)i;
+        encode_dispatch_table(table, st);
+    }
+}
 
 // Generic replay through the virtual encoding interface; backends override
 // this with a tighter loop.

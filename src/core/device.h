@@ -75,6 +75,13 @@ public:
     // virtual encoding calls above.
     virtual void encode_dispatch_table(const DispatchTable& table, const ReplayState& state);
 
+    // A decode chain (book Part V): `steps` replays of a one-token table at
+    // positions pos0, pos0 + 1, ... and token slots 0, 1, ... (each step's last
+    // command writes slot i + 1, which the next step reads). Enqueued only:
+    // the next read waits for it. The default replays step by step; CUDA
+    // replays one captured graph per step.
+    virtual void encode_chain(const DispatchTable& table, uint32_t pos0, int steps);
+
     // Profiling (cold path): runs the table one command at a time, each to
     // completion, and returns the seconds each took. GPU backends may
     // override this with device timestamps.

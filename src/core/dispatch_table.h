@@ -39,6 +39,13 @@ struct DispatchCmd {
 struct DispatchTable {
     std::vector<DispatchCmd> commands;
     std::vector<std::string> labels;  // cold: one per command, for profiling
+    // Identity of this content: backends that keep a compiled form of a table
+    // (the CUDA graph of a decode step) key it by this. Whoever edits commands
+    // after building calls renew_id(), so a stale compiled form is never replayed.
+    uint64_t id = next_id();
+
+    void renew_id() { id = next_id(); }
+    static uint64_t next_id();
 };
 
 // Writes the patched parameter bytes of `cmd` for `state` into `out`.

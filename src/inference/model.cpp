@@ -62,6 +62,7 @@ Model::Model(const std::string& path, const LoadOptions& opt) {
     decode_sampled_table_ = decode_table_;
     decode_sampled_table_.commands.back() =
         build_sample_table(*device_, cfg_, scratch_, sampler_, sp, true).commands.back();
+    decode_sampled_table_.renew_id();
     decode_sampled_table_.labels.back() = "sample";
 }
 
@@ -210,12 +211,7 @@ std::vector<int32_t> Model::decode_chain(const DispatchTable& table, int32_t fir
         if (chunk <= 0) throw Error("context full: n_ctx = " + std::to_string(kv_.n_ctx) + " tokens");
         device_->write_buffer(scratch_.chain_ids, &feed, 4);
         record_history(&feed, 1, n_past_);
-        ReplayState st;
-        for (int i = 0; i < chunk; i++) {
-            st.pos0 = (uint32_t)(n_past_ + i);
-            st.token_index = (uint32_t)i;
-            device_->encode_dispatch_table(table, st);
-        }
+        device_->encode_chain(table, (uint32_t)n_past_, chunk);
         device_->read_buffer(ids, scratch_.chain_ids, (size_t)(chunk + 1) * 4);
         record_history(ids, (size_t)chunk, n_past_);
         for (int i = 1; i <= chunk; i++) {
@@ -275,8 +271,10 @@ void Model::set_mask(const std::vector<uint32_t>& words) {
 // patched at replay), so changing them rebuilds nothing.
 void Model::apply_sample_params() {
     SampleParams p = sampling_.to_params(cfg_.vocab_size, mask_on_);
-    for (DispatchTable* t : {&sample_first_table_, &decode_sampled_table_})
+    for (DispatchTable* t : {&sample_first_table_, &decode_sampled_table_}) {
         std::memcpy(t->commands.back().param_bytes, &p, sizeof(p));
+        t->renew_id();
+    }
 }
 
 std::vector<float> Model::processed_logits() {

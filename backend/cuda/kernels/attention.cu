@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/half.h"
+#include "attention_decode.h"
 #include "core/kernel_params.h"
 #include "cuda_kernel.h"
 
@@ -112,6 +113,9 @@ __global__ void attention_kernel(AttentionParams p, const float* q, const uint16
 void launch_attention(const CudaArgs& a) {
     AttentionParams p = a.p<AttentionParams>();
     if (p.head_dim > 256) throw Error("CUDA attention: head_dim " + std::to_string(p.head_dim) + " > 256");
+    if (launch_attention_decode(a, p)) return;
+    // The general kernel's shared memory grows with the position: not capturable.
+    if (a.replay_pos) throw Error("CUDA attention: this pass cannot run inside a decode graph");
     static bool configured = false;
     if (!configured) {
         cudaFuncSetAttribute(attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kMaxShared);
@@ -130,7 +134,7 @@ void launch_attention(const CudaArgs& a) {
 }  // namespace
 
 extern const CudaKernelEntry kCudaAttentionKernels[] = {
-    {"attention", launch_attention},
+    {"attention", launch_attention, true},
     {nullptr, nullptr},
 };
 

@@ -67,7 +67,7 @@ void launch_layernorm(const CudaArgs& a) {
                                                                          a.b<float>(3));
 }
 
-__global__ void rope_kernel(RopeParams p, float* x, const float* factors) {
+__global__ void rope_kernel(RopeParams p, float* x, const float* factors, const uint32_t* replay_pos) {
     const uint32_t half = p.head_dim / 2;
     const size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     const size_t total = (size_t)p.n_tokens * p.n_heads * half;
@@ -75,7 +75,7 @@ __global__ void rope_kernel(RopeParams p, float* x, const float* factors) {
     const uint32_t i = (uint32_t)(idx % half);
     const uint32_t h = (uint32_t)((idx / half) % p.n_heads);
     const uint32_t t = (uint32_t)(idx / ((size_t)half * p.n_heads));
-    const float pos = (float)(p.pos0 + t);
+    const float pos = (float)(replay_position(replay_pos, p.pos0) + t);
     float theta = p.freq_scale * pos * powf(p.freq_base, -2.0f * (float)i / (float)p.head_dim);
     if (factors) theta /= factors[i];
     float s, c;
@@ -91,7 +91,7 @@ void launch_rope(const CudaArgs& a) {
     RopeParams p = a.p<RopeParams>();
     const size_t n = (size_t)p.n_tokens * p.n_heads * (p.head_dim / 2);
     rope_kernel<<<blocks_for(n, 256), 256, 0, a.stream>>>(p, a.b<float>(0),
-                                                          p.has_freq_factors ? a.b<float>(1) : nullptr);
+                                                          p.has_freq_factors ? a.b<float>(1) : nullptr, a.replay_pos);
 }
 
 __device__ float silu(float x) { return x / (1.0f + expf(-x)); }
@@ -154,11 +154,12 @@ void launch_add_rows(const CudaArgs& a) {
 }
 
 // K/V rounded to the F16 cache with the CPU's rounding (round to nearest even).
-__global__ void kv_write_kernel(KVWriteParams p, const float* k, const float* v, uint16_t* kc, uint16_t* vc) {
+__global__ void kv_write_kernel(KVWriteParams p, const float* k, const float* v, uint16_t* kc, uint16_t* vc,
+                                const uint32_t* replay_pos) {
     const size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= (size_t)p.kv_dim * p.n_tokens) return;
     const size_t t = idx / p.kv_dim, i = idx % p.kv_dim;
-    const size_t dst = (size_t)(p.pos0 + t) * p.kv_dim + i;
+    const size_t dst = (size_t)(replay_position(replay_pos, p.pos0) + t) * p.kv_dim + i;
     kc[dst] = f32_to_f16(k[t * p.k_stride + i]);
     vc[dst] = f32_to_f16(v[t * p.v_stride + i]);
 }
@@ -167,7 +168,7 @@ void launch_kv_write(const CudaArgs& a) {
     KVWriteParams p = a.p<KVWriteParams>();
     const size_t n = (size_t)p.kv_dim * p.n_tokens;
     kv_write_kernel<<<blocks_for(n, 256), 256, 0, a.stream>>>(p, a.b<float>(0), a.b<float>(1), a.b<uint16_t>(2),
-                                                              a.b<uint16_t>(3));
+                                                              a.b<uint16_t>(3), a.replay_pos);
 }
 
 // One thread per column element (the CPU twin's im2col_1d).
@@ -191,7 +192,7 @@ void launch_im2col_1d(const CudaArgs& a) {
 
 extern const CudaKernelEntry kCudaElementwiseKernels[] = {
     {"rmsnorm", launch_rmsnorm},
-    {"rope", launch_rope},
+    {"rope", launch_rope, true},
     {"silu_gate", launch_gated<false>},
     {"gelu_gate", launch_gated<true>},
     {"add_inplace", launch_add},
@@ -199,7 +200,7 @@ extern const CudaKernelEntry kCudaElementwiseKernels[] = {
     {"gelu_erf", launch_gelu_erf},
     {"add_rows", launch_add_rows},
     {"im2col_1d", launch_im2col_1d},
-    {"kv_write", launch_kv_write},
+    {"kv_write", launch_kv_write, true},
     {nullptr, nullptr},
 };
 

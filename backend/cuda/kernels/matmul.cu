@@ -294,10 +294,10 @@ void launch_matmul(const CudaArgs& a) {
 
 // out[t, :] = decode(table row ids[t]) * scale; one thread block per token.
 __global__ void embedding_kernel(EmbeddingParams p, Geometry g, const uint8_t* table, const int32_t* ids,
-                                 float* out) {
+                                 float* out, const uint32_t* replay_token) {
     const int t = blockIdx.x;
     const int nb = (int)p.dim / g.be;
-    const uint8_t* row = table + (size_t)ids[t] * nb * g.bb;
+    const uint8_t* row = table + (size_t)replay_slot(ids, replay_token)[t] * nb * g.bb;
     float tmp[kMaxBlockElems];
     for (int b = threadIdx.x; b < nb; b += blockDim.x) {
         decode_block(p.dtype, row + (size_t)b * g.bb, tmp);
@@ -308,14 +308,14 @@ __global__ void embedding_kernel(EmbeddingParams p, Geometry g, const uint8_t* t
 void launch_embedding(const CudaArgs& a) {
     EmbeddingParams p = a.p<EmbeddingParams>();
     embedding_kernel<<<p.n_tokens, 128, 0, a.stream>>>(p, geometry(p.dtype), a.b<uint8_t>(0), a.b<int32_t>(1),
-                                                       a.b<float>(2));
+                                                       a.b<float>(2), a.replay_token);
 }
 
 }  // namespace
 
 extern const CudaKernelEntry kCudaMatmulKernels[] = {
 #define AKUNU_FORMAT(fmt) \
-    {"gemv_" #fmt, launch_matmul}, {"gemm_" #fmt, launch_matmul}, {"embedding_" #fmt, launch_embedding},
+    {"gemv_" #fmt, launch_matmul}, {"gemm_" #fmt, launch_matmul}, {"embedding_" #fmt, launch_embedding, true},
     AKUNU_FORMAT(f32) AKUNU_FORMAT(f16) AKUNU_FORMAT(bf16) AKUNU_FORMAT(q8_0) AKUNU_FORMAT(q4_0)
     AKUNU_FORMAT(q4_1) AKUNU_FORMAT(q5_0) AKUNU_FORMAT(q5_1) AKUNU_FORMAT(q2_k) AKUNU_FORMAT(q3_k)
     AKUNU_FORMAT(q4_k) AKUNU_FORMAT(q5_k) AKUNU_FORMAT(q6_k) AKUNU_FORMAT(iq4_nl) AKUNU_FORMAT(iq4_xs)

@@ -38,19 +38,19 @@ __device__ void block_argmax(float& v, int& i) {
     __syncthreads();
 }
 
-__global__ void argmax_kernel(ArgmaxParams p, const float* logits, int32_t* out) {
+__global__ void argmax_kernel(ArgmaxParams p, const float* logits, int32_t* out, const uint32_t* replay_token) {
     const float* l = logits + (size_t)(p.row + blockIdx.x) * p.vocab;
     float v = -INFINITY;
     int bi = INT_MAX;
     for (uint32_t i = threadIdx.x; i < p.vocab; i += blockDim.x)
         if (better(l[i], (int)i, v, bi)) { v = l[i]; bi = (int)i; }
     block_argmax(v, bi);
-    if (threadIdx.x == 0) out[blockIdx.x] = bi;
+    if (threadIdx.x == 0) replay_slot(out, replay_token)[blockIdx.x] = bi;
 }
 
 void launch_argmax(const CudaArgs& a) {
     ArgmaxParams p = a.p<ArgmaxParams>();
-    argmax_kernel<<<p.n_rows, kThreads, 0, a.stream>>>(p, a.b<float>(0), a.b<int32_t>(1));
+    argmax_kernel<<<p.n_rows, kThreads, 0, a.stream>>>(p, a.b<float>(0), a.b<int32_t>(1), a.replay_token);
 }
 
 __device__ uint64_t splitmix64(uint64_t x) {
@@ -120,6 +120,11 @@ struct SampleArgs {
     float* w;   // weights exp((z - zmax) / T); int32 penalty counts before that
     SamplerState* st;
     uint32_t grid;
+    const uint32_t* replay_pos;    // see CudaArgs
+    const uint32_t* replay_token;
+
+    __device__ uint32_t pos0() const { return replay_position(replay_pos, p.pos0); }
+    __device__ int32_t* out_slot() const { return replay_slot(out, replay_token); }
 
     __device__ bool finite(uint32_t i) const { return z[i] > -INFINITY; }
     __device__ bool in_cut(uint32_t i) const {
@@ -170,8 +175,9 @@ __global__ void sample_adjust(SampleArgs a) {
     const bool pen = p.penalty_window > 0 && (p.repeat_penalty != 1.0f || p.presence_penalty != 0.0f ||
                                               p.frequency_penalty != 0.0f);
     if (pen) {
-        uint32_t n = min(p.penalty_window, p.pos0 + 1);
-        const int32_t* h = a.history + (p.pos0 + 1 - n);
+        const uint32_t pos0 = a.pos0();
+        uint32_t n = min(p.penalty_window, pos0 + 1);
+        const int32_t* h = a.history + (pos0 + 1 - n);
         for (uint32_t i = 0; i < n; i++) if ((uint32_t)h[i] < p.vocab) ints[h[i]] = 0;
         for (uint32_t i = 0; i < n; i++) if ((uint32_t)h[i] < p.vocab) ints[h[i]]++;
         for (uint32_t i = 0; i < n; i++) {
@@ -212,8 +218,8 @@ __global__ void sample_argmax_final(SampleArgs a) {
     st->zmax = v;
     st->sampling = a.p.temperature > 0.0f && v > -INFINITY;
     if (!st->sampling) {
-        a.out[0] = bi;
-        a.history[a.p.pos0 + 1] = bi;
+        a.out_slot()[0] = bi;
+        a.history[a.pos0() + 1] = bi;
     }
 }
 
@@ -345,7 +351,7 @@ __global__ void sample_find(SampleArgs a, Mode mode, bool by_mass) {
         double total = 0;
         for (uint32_t b = 0; b < a.grid; b++) total += st->partial[b];
         const uint64_t seed = ((uint64_t)a.p.seed_hi << 32) | a.p.seed_lo;
-        const double need = strict ? uniform_at(seed, a.p.pos0) * total : st->target - st->above;
+        const double need = strict ? uniform_at(seed, a.pos0()) * total : st->target - st->above;
         double run = 0;
         int c = -1;
         for (uint32_t b = 0; b < a.grid; b++) {
@@ -394,8 +400,8 @@ __global__ void sample_find(SampleArgs a, Mode mode, bool by_mass) {
         st->cut_id = found;
         st->selecting = 0;
     } else {
-        a.out[0] = (int32_t)found;
-        a.history[a.p.pos0 + 1] = (int32_t)found;
+        a.out_slot()[0] = (int32_t)found;
+        a.history[a.pos0() + 1] = (int32_t)found;
     }
 }
 
@@ -404,6 +410,8 @@ void launch_sample(const CudaArgs& c) {
     a.p = c.p<SampleParams>();
     a.logits = c.b<float>(0);
     a.out = c.b<int32_t>(1);
+    a.replay_pos = c.replay_pos;
+    a.replay_token = c.replay_token;
     a.history = c.b<int32_t>(2);
     a.bias = c.b<int32_t>(3);
     a.mask = c.b<uint32_t>(4);
@@ -444,8 +452,8 @@ void launch_sample(const CudaArgs& c) {
 }  // namespace
 
 extern const CudaKernelEntry kCudaSamplingKernels[] = {
-    {"argmax", launch_argmax},
-    {"sample", launch_sample},
+    {"argmax", launch_argmax, true},
+    {"sample", launch_sample, true},
     {nullptr, nullptr},
 };
 

@@ -1,0 +1,12 @@
+// Split (flash-decoding) attention for one query token; see attention_decode.cu.
+#pragma once
+#include "core/kernel_params.h"
+#include "cuda_kernel.h"
+
+namespace akunu {
+
+// Launches the split kernel and returns true when `p` is a one-token causal
+// pass it handles (head_dim 32, 64, 128 or 256); false leaves it to the general kernel.
+bool launch_attention_decode(const CudaArgs& a, const AttentionParams& p);
+
+}  // namespace akunu
