@@ -146,7 +146,8 @@ def test_mlx_matmul_and_embedding(device, bits, group):
 
 
 @pytest.mark.parametrize("shape", [(3072, 1024, T.Q4_K, 1), (1024, 1024, T.F16, 64), (1024, 3072, T.Q8_0, 1),
-                                   (2048, 1024, T.Q4_0, 16)], ids=lambda s: f"{s[0]}x{s[1]}-{s[2].name}-m{s[3]}")
+                                   (2048, 1024, T.Q4_0, 16), (8192, 1024, T.Q6_K, 1), (1024, 3072, T.Q4_0, 3),
+                                   (4096, 2048, T.Q4_K, 8)], ids=lambda s: f"{s[0]}x{s[1]}-{s[2].name}-m{s[3]}")
 def test_matmul_real_shapes(device, shape):
     """Qwen3-0.6B's projection shapes (dim 1024, ffn 3072)."""
     N, K, qtype, m = shape

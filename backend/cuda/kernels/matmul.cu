@@ -9,6 +9,7 @@
 #include "core/kernel_params.h"
 #include "core/quant_blocks.h"
 #include "cuda_kernel.h"
+#include "gemv.h"
 
 namespace akunu {
 namespace {
@@ -160,6 +161,7 @@ MatmulKernel q32_kernel(uint32_t dtype) {
 
 // One pass of at most kMaxTokens tokens.
 void launch_matmul_slice(const CudaArgs& a, const MatmulParams& p, const float* x, float* y) {
+    if (launch_gemv(a, p, x, y)) return;
     const float* bias = p.has_bias ? a.b<float>(3) : nullptr;
     const unsigned warps = 8;
     const bool half = (p.dtype == GGML_F16 || p.dtype == GGML_BF16) && p.K % 8 == 0 &&
