@@ -54,3 +54,18 @@ def sample(vocab, temperature=0.0, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty
            frequency=0.0, window=64, n_bias=0, seed=0, pos0=0, use_mask=0):
     return struct.pack("If I 5f 6I", vocab, temperature, top_k, top_p, min_p, repeat_penalty, presence, frequency,
                        window, n_bias, seed & 0xFFFFFFFF, seed >> 32, pos0, use_mask)
+
+
+def multi_gemv(K, n_tokens, mode, Ns, dtypes, norm=0, eps=1e-6, weight_offset=0.0):
+    Ns = list(Ns) + [0] * (3 - len(Ns))
+    dts = list(dtypes) + [0] * (3 - len(dtypes))
+    return struct.pack("10I I 2f", K, n_tokens, len(dtypes), mode, *Ns, *dts, norm, eps, weight_offset)
+
+
+MULTI_SEPARATE, MULTI_SILU, MULTI_GELU, MULTI_ACCUMULATE = 0, 1, 2, 3
+
+
+def qk_norm_rope_kv(n_heads, n_kv_heads, head_dim, n_tokens, pos0, has_qk_norm, eps, weight_offset, neox,
+                    has_factors, base, scale, max_ctx):
+    return struct.pack("6I2f2I2fI", n_heads, n_kv_heads, head_dim, n_tokens, pos0, has_qk_norm, eps, weight_offset,
+                       neox, has_factors, base, scale, max_ctx)

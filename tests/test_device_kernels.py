@@ -248,6 +248,85 @@ def test_add_gelu_erf_add_rows_im2col(device):
     np.testing.assert_array_equal(cm, cc)
 
 
+# -- fused decode kernels (GPUs with fused_decode: CUDA) -------------------------------------------
+
+def need_fused(device):
+    if device.startswith("metal"):
+        pytest.skip("the Metal backend replays decode without the fused kernels")
+
+
+MULTI_CASES = {
+    # name: mode, formats of the matrices, rows of each, K, tokens, input norm
+    "qkv-q4_k_m": (kp.MULTI_SEPARATE, [T.Q4_K, T.Q4_K, T.Q6_K], [2048, 512, 512], 1024, 1, 1),
+    "qkv-f16": (kp.MULTI_SEPARATE, [T.F16] * 3, [1024, 256, 256], 2048, 1, 1),
+    "qkv-general-q5_k": (kp.MULTI_SEPARATE, [T.Q5_K, T.Q8_0, T.Q2_K], [256, 128, 128], 512, 2, 1),
+    "gate-up-silu-q4_0": (kp.MULTI_SILU, [T.Q4_0, T.Q4_0], [3072, 3072], 1024, 1, 1),
+    "gate-up-gelu-bf16": (kp.MULTI_GELU, [T.BF16, T.BF16], [640, 640], 256, 3, 1),
+    "down-residual-q8_0": (kp.MULTI_ACCUMULATE, [T.Q8_0], [1024], 3072, 1, 0),
+    "o-residual-f32": (kp.MULTI_ACCUMULATE, [T.F32], [512], 1024, 2, 0),
+}
+
+
+@pytest.mark.parametrize("case", MULTI_CASES, ids=list(MULTI_CASES))
+def test_gemv_multi(device, case):
+    """Fused projections against the CPU's definition (the unfused rmsnorm,
+    gemv, gated activation, residual add): relative L2 1e-5 for float formats,
+    2e-2 quantized (the CPU rounds activations to 8 bits there)."""
+    need_fused(device)
+    mode, formats, Ns, K, m, norm = MULTI_CASES[case]
+    rng = rng_for(len(case) * 31 + K)
+    raws = [random_matrix(q, N, K, rng)[0] for q, N in zip(formats, Ns)]
+    x = rng.standard_normal((m, K)).astype(np.float32)
+    nw = (rng.standard_normal(K) * 0.5 + 1).astype(np.float32)
+    params = kp.multi_gemv(K, m, mode, Ns, [int(q) for q in formats], norm=norm, eps=1e-6)
+    outs = []
+    for dev in ("cpu", device):
+        n_out = 3 if mode == kp.MULTI_SEPARATE else 1
+        if mode == kp.MULTI_ACCUMULATE:
+            ys = [rng_for(7).standard_normal((m, Ns[0])).astype(np.float32)]  # the residual stream
+        else:
+            ys = [np.full((m, Ns[i] if i < len(Ns) else 1), np.nan, np.float32) for i in range(n_out)]
+        ws = [np.ascontiguousarray(r) for r in raws] + [np.ascontiguousarray(raws[0])] * (3 - len(raws))
+        ys_all = ys + [ys[0]] * (3 - len(ys))
+        _core._run_cpu_kernel("gemv_multi", [x.copy(), nw, *ws, *ys_all], params, device=dev)
+        outs.append(ys[: len(formats)] if mode == kp.MULTI_SEPARATE else ys)
+    tol = 1e-5 if all(q in (T.F32, T.F16, T.BF16) for q in formats) else 2e-2
+    for yc, yg in zip(*outs):
+        assert not np.isnan(yg).any(), "unwritten outputs"
+        assert rel_l2(yg, yc) < tol
+
+
+@pytest.mark.parametrize("norm,neox,factors,hd,n", [(1, 1, 0, 128, 1), (0, 0, 1, 64, 2), (1, 1, 0, 256, 1)])
+def test_qk_norm_rope_kv(device, norm, neox, factors, hd, n):
+    """QK norm + RoPE + KV write in one kernel against the CPU's three kernels:
+    q and k relative L2 2e-5 (RoPE's angle bound), the caches equal but for
+    one F16 step where the rotated value moved by an ulp."""
+    need_fused(device)
+    rng = rng_for(hd + n + 3 * norm)
+    heads, kv_heads, pos0, max_ctx = 8, 2, 1337, 1400
+    q = rng.standard_normal((n, heads * hd)).astype(np.float32)
+    k = rng.standard_normal((n, kv_heads * hd)).astype(np.float32)
+    v = rng.standard_normal((n, kv_heads * hd)).astype(np.float32)
+    qw = (rng.standard_normal(hd) * 0.3 + 1).astype(np.float32)
+    kw = (rng.standard_normal(hd) * 0.3 + 1).astype(np.float32)
+    fac = rng.uniform(1, 8, hd // 2).astype(np.float32)
+    params = kp.qk_norm_rope_kv(heads, kv_heads, hd, n, pos0, norm, 1e-6, 0.0, neox, factors, 1e6, 1.0, max_ctx)
+    res = []
+    for dev in ("cpu", device):
+        kc = np.full((max_ctx, kv_heads * hd), 0x7E00, np.uint16)
+        vc = kc.copy()
+        qq, kk = q.copy(), k.copy()
+        _core._run_cpu_kernel("qk_norm_rope_kv", [qq, kk, v, qw, kw, fac, kc, vc], params, device=dev)
+        res.append((qq, kk, kc, vc))
+    (qc, kc_, kcc, vcc), (qg, kg, kcg, vcg) = res
+    assert rel_l2(qg, qc) < 2e-5 and rel_l2(kg, kc_) < 2e-5
+    rows = slice(pos0, pos0 + n)
+    np.testing.assert_array_equal(vcg, vcc)
+    assert (kcg[:pos0] == 0x7E00).all() and (kcg[pos0 + n:] == 0x7E00).all()
+    diff = np.abs(kcg[rows].view(np.float16).astype(np.float32) - kcc[rows].view(np.float16).astype(np.float32))
+    assert (diff <= np.abs(kcc[rows].view(np.float16).astype(np.float32)) * 2 ** -10 + 1e-7).all()
+
+
 # -- KV cache and attention ------------------------------------------------------------------------
 
 def test_kv_write(device):
@@ -327,7 +406,9 @@ def run_sampler(dev, logits, history, bias, mask_words, params):
     vocab = logits.size
     out = np.full(1, -1, np.int32)
     hist = history.copy()
-    work = np.full(2 * vocab, np.nan, np.float32)
+    # processed logits, weights, then the GPU samplers' partials and state
+    # (SamplerBuffersScratchBytes = 16384 in src/cache/sampler_buffers.h)
+    work = np.full(2 * vocab + 16384 // 4, np.nan, np.float32)
     _core._run_cpu_kernel("sample", [logits, out, hist, bias, mask_words, work], params, device=dev)
     return int(out[0]), hist, work[:vocab]
 

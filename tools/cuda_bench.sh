@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # GPU machine: benchmark akunu (CUDA) against llama.cpp (CUDA) side by side.
+#   tools/cuda_bench.sh llama OUT   # only start the llama.cpp build in the background
 #   tools/cuda_bench.sh start OUT   # llama.cpp build in the background, akunu build, F16 models, akunu-profile
 #   tools/cuda_bench.sh finish OUT  # wait for llama.cpp, quantize, both benchmarks -> OUT/bench.md
 # Expects the trimmed llama.cpp sources (from the llama-cpp-python sdist) at .llama/llama.cpp.tgz.
@@ -16,14 +17,20 @@ stage() {
     rm -f build-cuda/stage/akunu/_core*.so && cp build-cuda/_core*.so build-cuda/stage/akunu/
 }
 export PYTHONPATH="$PWD/build-cuda/stage:$PWD/tools:${PYTHONPATH:-}"
-if [ "$PHASE" = start ]; then
-    if [ ! -x "$LLB/llama-bench" ]; then
+start_llama() {
+    if [ ! -x "$LLB/llama-bench" ] && [ ! -f /tmp/llama_started ]; then
+        touch /tmp/llama_started
         rm -rf $LL && mkdir -p /tmp && tar xzf .llama/llama.cpp.tgz -C /tmp
         setsid bash -c "cd $LL && cmake -B build -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DLLAMA_CURL=OFF \
             -DLLAMA_BUILD_TESTS=OFF -DCMAKE_BUILD_TYPE=Release > /tmp/llama_build.log 2>&1 && \
             cmake --build build -j 12 --target llama-bench llama-quantize >> /tmp/llama_build.log 2>&1; \
             touch /tmp/llama_done" > /dev/null 2>&1 < /dev/null &
     fi
+}
+if [ "$PHASE" = llama ]; then
+    start_llama
+elif [ "$PHASE" = start ]; then
+    start_llama
     stage
     $PY tools/bench_cuda.py make-models $MODELS
     $PY -m akunu.cli.profile $MODELS/qwen3-0.6b-F16.gguf --device cuda -r 5 | tee "$OUT/profile_qwen3_f16.txt"

@@ -19,6 +19,7 @@ extern const CpuKernelEntry kNormRopeKernels[];
 extern const CpuKernelEntry kAttentionKernels[];
 extern const CpuKernelEntry kElementwiseKernels[];
 extern const CpuKernelEntry kSamplingKernels[];
+extern const CpuKernelEntry kFusedKernels[];
 
 static int default_threads() {
     if (const char* env = std::getenv("AKUNU_NUM_THREADS")) {
@@ -52,12 +53,18 @@ size_t CpuDevice::available_memory() const {
 }
 
 static const CpuKernelEntry* const kKernelTables[] = {kMatmulKernels,    kEmbeddingKernels,   kNormRopeKernels,
-                                                      kAttentionKernels, kElementwiseKernels, kSamplingKernels};
+                                                      kAttentionKernels, kElementwiseKernels, kSamplingKernels,
+                                                      kFusedKernels};
 
-Pipeline CpuDevice::get_pipeline(const std::string& name) {
+const CpuKernelEntry* find_cpu_kernel(const std::string& name) {
     for (const CpuKernelEntry* table : kKernelTables)
         for (const CpuKernelEntry* e = table; e->name; e++)
-            if (name == e->name) return Pipeline{(void*)e};
+            if (name == e->name) return e;
+    return nullptr;
+}
+
+Pipeline CpuDevice::get_pipeline(const std::string& name) {
+    if (const CpuKernelEntry* e = find_cpu_kernel(name)) return Pipeline{(void*)e};
     throw Error("CPU backend has no kernel named '" + name + "'");
 }
 

@@ -9,6 +9,8 @@ extern const CudaKernelEntry kCudaMatmulKernels[];
 extern const CudaKernelEntry kCudaElementwiseKernels[];
 extern const CudaKernelEntry kCudaAttentionKernels[];
 extern const CudaKernelEntry kCudaSamplingKernels[];
+extern const CudaKernelEntry kCudaFusedKernels[];
+extern const CudaKernelEntry kCudaPrologueKernels[];
 
 namespace {
 void check(cudaError_t e, const char* what) {
@@ -79,7 +81,8 @@ size_t CudaDevice::available_memory() const {
 
 Pipeline CudaDevice::get_pipeline(const std::string& name) {
     for (const CudaKernelEntry* table :
-         {kCudaMatmulKernels, kCudaElementwiseKernels, kCudaAttentionKernels, kCudaSamplingKernels})
+         {kCudaMatmulKernels, kCudaElementwiseKernels, kCudaAttentionKernels, kCudaSamplingKernels,
+          kCudaFusedKernels, kCudaPrologueKernels})
         for (const CudaKernelEntry* e = table; e->name; e++)
             if (name == e->name) return Pipeline{(void*)e};
     throw Error("CUDA backend has no kernel named '" + name + "'");

@@ -71,6 +71,11 @@ public:
     // amortize their submission cost (Metal: ChipConfig::chain_decode_chunk).
     virtual int chain_length() const { return 16; }
 
+    // Whether decode tables should use the fused kernels (gemv_multi,
+    // qk_norm_rope_kv): GPUs whose per-launch latency dominates small decode
+    // steps. The CPU implements them too, as their definition, for the tests.
+    virtual bool fused_decode() const { return false; }
+
     // Fast replay of a table; the default goes command by command through the
     // virtual encoding calls above.
     virtual void encode_dispatch_table(const DispatchTable& table, const ReplayState& state);

@@ -114,6 +114,49 @@ struct GatedActParams {
     uint32_t out_stride;
 };
 
+// gemv_multi: fused decode projections over one input (n_tokens <= 8, rows
+// contiguous: x [n_tokens, K], y_i [n_tokens, N_i]). Buffers: 0 x, 1 RMSNorm
+// weights (norm = 1: x is normalized first, exactly as the rmsnorm kernel with
+// dim K), 2..4 W0..W2 (dtype_i), 5..7 y0..y2. Modes:
+//   Separate:   y_i = W_i x for i < n_mats (Q, K and V in one launch)
+//   SiluGate / GeluGate: y0 = act(W0 x) * (W1 x) (gate and up; N0 == N1)
+//   Accumulate: y0 += W0 x (a projection and its residual add)
+// Meaning: the unfused sequence rmsnorm, gemv_<fmt>, silu_gate/gelu_gate, add_inplace.
+enum MultiGemvMode : uint32_t { kGemvSeparate = 0, kGemvSiluGate = 1, kGemvGeluGate = 2, kGemvAccumulate = 3 };
+struct MultiGemvParams {
+    uint32_t K;
+    uint32_t n_tokens;
+    uint32_t n_mats;
+    uint32_t mode;
+    uint32_t N[3];
+    uint32_t dtype[3];
+    uint32_t norm;
+    float eps;
+    float weight_offset;
+};
+
+// qk_norm_rope_kv: the decode attention prologue in one launch. Per token t:
+// q [n_heads * head_dim] and k [n_kv_heads * head_dim] get per-head RMSNorm
+// (has_qk_norm, weights buffers 3 / 4) and RoPE at pos0 + t (freq factors
+// buffer 5 when has_freq_factors), in place; then k and v (buffer 2) go to
+// the F16 caches (buffers 6 / 7) at row pos0 + t. Buffers 0 q, 1 k.
+// Meaning: rmsnorm (q, k), rope (q, k), kv_write.
+struct QKRopeKVParams {
+    uint32_t n_heads;
+    uint32_t n_kv_heads;
+    uint32_t head_dim;
+    uint32_t n_tokens;
+    uint32_t pos0;
+    uint32_t has_qk_norm;
+    float eps;
+    float weight_offset;
+    uint32_t neox;
+    uint32_t has_freq_factors;
+    float freq_base;
+    float freq_scale;
+    uint32_t max_ctx;
+};
+
 // add_inplace: x += y; gelu_erf: x = gelu(x) (erf form), both over n * n_tokens floats
 struct AddParams {
     uint32_t n;

@@ -51,6 +51,32 @@ struct Builder {
         Cmd(t, dev, "add_inplace", label).buf(x).buf(y).params(p).patch_n(offsetof(AddParams, n_tokens)).emit();
     }
 
+    // gemv_multi over x (see MultiGemvParams); `norm` (or nullptr) normalizes x first.
+    void multi(const char* label, MultiGemvMode mode, Buffer x, const Weight* norm,
+               std::initializer_list<std::pair<const Weight*, Buffer>> mats) {
+        MultiGemvParams p{};
+        p.K = (uint32_t)mats.begin()->first->shape[1];
+        p.n_tokens = 1;
+        p.n_mats = (uint32_t)mats.size();
+        p.mode = mode;
+        p.norm = norm ? 1u : 0u;
+        p.eps = c.norm_eps;
+        p.weight_offset = c.norm_weight_offset;
+        Buffer w[3] = {}, y[3] = {};
+        int i = 0;
+        for (const auto& m : mats) {
+            p.N[i] = (uint32_t)m.first->shape[0];
+            p.dtype[i] = m.first->dtype;
+            w[i] = m.first->buf;
+            y[i] = m.second;
+            i++;
+        }
+        Cmd cmd(t, dev, "gemv_multi", label);
+        cmd.buf(x).buf(norm ? norm->buf : x).buf(w[0]).buf(w[1].handle ? w[1] : w[0]).buf(w[2].handle ? w[2] : w[0]);
+        cmd.buf(y[0]).buf(y[1].handle ? y[1] : y[0]).buf(y[2].handle ? y[2] : y[0]);
+        cmd.params(p).patch_n(offsetof(MultiGemvParams, n_tokens)).emit();
+    }
+
     void rope(const char* label, Buffer x, uint32_t n_heads, uint32_t stride, float base, float scale,
               const ModelWeights& w) {
         RopeParams p{n_heads, (uint32_t)c.head_dim, 1, 0, stride, arch.rope_neox ? 1u : 0u,
@@ -60,6 +86,59 @@ struct Builder {
         cmd.params(p).patch_n(offsetof(RopeParams, n_tokens)).patch_pos(offsetof(RopeParams, pos0)).emit();
     }
 };
+
+// One decoder layer of a decode step with the fused kernels: 6 launches for a
+// plain pre-norm layer instead of 18. Same meaning as the unfused sequence
+// below (the fused kernels are defined as those sequences).
+void fused_layer(Builder& b, const ModelConfig& c, const ArchDescriptor& arch, const ModelWeights& w,
+                 const LayerWeights& L, const KVCache& kv, int l, float base, float scale, bool local) {
+    const ScratchBuffers& s = b.s;
+    Device& device = b.dev;
+    DispatchTable& t = b.t;
+    const uint32_t dim = (uint32_t)c.dim, qd = (uint32_t)c.q_dim(), kvd = (uint32_t)c.kv_dim();
+    if (arch.has_qkv_bias) {
+        b.rmsnorm("attn_norm", s.h, L.attn_norm, s.xn, dim, 1, dim);
+        b.matmul("q_proj", L.wq, s.xn, dim, s.q, qd, &L.bq);
+        b.matmul("k_proj", L.wk, s.xn, dim, s.k, kvd, &L.bk);
+        b.matmul("v_proj", L.wv, s.xn, dim, s.v, kvd, &L.bv);
+    } else {
+        b.multi("qkv_proj", kGemvSeparate, s.h, &L.attn_norm, {{&L.wq, s.q}, {&L.wk, s.k}, {&L.wv, s.v}});
+    }
+    {
+        QKRopeKVParams p{(uint32_t)c.n_heads, (uint32_t)c.n_kv_heads, (uint32_t)c.head_dim, 1, 0,
+                         arch.has_qk_norm ? 1u : 0u, c.norm_eps, c.norm_weight_offset, arch.rope_neox ? 1u : 0u,
+                         w.has_rope_freqs ? 1u : 0u, base, scale, (uint32_t)kv.n_ctx};
+        Cmd cmd(t, device, "qk_norm_rope_kv", "qk_norm_rope_kv");
+        cmd.buf(s.q).buf(s.k).buf(s.v);
+        cmd.buf(arch.has_qk_norm ? L.q_norm.buf : s.q).buf(arch.has_qk_norm ? L.k_norm.buf : s.k);
+        cmd.buf(w.has_rope_freqs ? w.rope_freqs.buf : s.q).buf(kv.k[(size_t)l]).buf(kv.v[(size_t)l]);
+        cmd.params(p).patch_n(offsetof(QKRopeKVParams, n_tokens)).patch_pos(offsetof(QKRopeKVParams, pos0)).emit();
+    }
+    {
+        AttentionParams p{(uint32_t)c.n_heads, (uint32_t)c.n_kv_heads, (uint32_t)c.head_dim, 1, 0,
+                          local ? (uint32_t)c.sliding_window : 0u, qd, qd, c.attn_scale, (uint32_t)kv.n_ctx, 1, 0, 0};
+        Cmd(t, device, "attention", "attention")
+            .buf(s.q).buf(kv.k[(size_t)l]).buf(kv.v[(size_t)l]).buf(s.attn)
+            .params(p).patch_n(offsetof(AttentionParams, n_tokens)).patch_pos(offsetof(AttentionParams, pos0))
+            .emit();
+    }
+    if (arch.has_post_attn_norm) {
+        b.matmul("o_proj", L.wo, s.attn, qd, s.proj, dim);
+        b.rmsnorm("post_attn_norm", s.proj, L.post_attn_norm, s.proj, dim, 1, dim);
+        b.add("attn_residual", s.h, s.proj);
+    } else {
+        b.multi("o_proj_residual", kGemvAccumulate, s.attn, nullptr, {{&L.wo, s.h}});
+    }
+    const MultiGemvMode act = arch.activation == Activation::GeluGate ? kGemvGeluGate : kGemvSiluGate;
+    b.multi("gate_up_act", act, s.h, &L.ffn_norm, {{&L.w_gate, s.act}, {&L.w_up, s.act}});
+    if (arch.has_post_ffn_norm) {
+        b.matmul("down_proj", L.w_down, s.act, (uint32_t)c.ffn_dim, s.proj, dim);
+        b.rmsnorm("post_ffn_norm", s.proj, L.post_ffn_norm, s.proj, dim, 1, dim);
+        b.add("ffn_residual", s.h, s.proj);
+    } else {
+        b.multi("down_proj_residual", kGemvAccumulate, s.act, nullptr, {{&L.w_down, s.h}});
+    }
+}
 
 }  // namespace
 
@@ -71,6 +150,12 @@ DispatchTable build_dispatch_table(Device& device, const ModelConfig& c, const A
     const uint32_t dim = (uint32_t)c.dim, qd = (uint32_t)c.q_dim(), kvd = (uint32_t)c.kv_dim();
     const uint32_t ff = (uint32_t)c.ffn_dim;
     const bool decode = kind == TableKind::Decode;
+    // GPUs replay decode steps with fused kernels (fewer launches); weights
+    // in MLX's packing, which the fused GEMV does not read, keep the plain ops.
+    bool fused = decode && device.fused_decode();
+    for (const LayerWeights& L : w.layers)
+        for (const Weight* x : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down})
+            if (is_mlx_dtype(x->dtype)) fused = false;
 
     {  // token embedding (scaled by sqrt(dim) for Gemma)
         EmbeddingParams p{dim, 1, w.tok_embd.dtype,
@@ -88,6 +173,10 @@ DispatchTable build_dispatch_table(Device& device, const ModelConfig& c, const A
         const float base = local ? c.rope_base_swa : c.rope_base;
         const float scale = local ? 1.0f : c.rope_freq_scale;
 
+        if (fused) {
+            fused_layer(b, c, arch, w, L, kv, l, base, scale, local);
+            continue;
+        }
         b.rmsnorm("attn_norm", s.h, L.attn_norm, s.xn, dim, 1, dim);
         b.matmul("q_proj", L.wq, s.xn, dim, s.q, qd, arch.has_qkv_bias ? &L.bq : nullptr);
         b.matmul("k_proj", L.wk, s.xn, dim, s.k, kvd, arch.has_qkv_bias ? &L.bk : nullptr);

@@ -32,8 +32,11 @@ struct CpuKernelEntry {
     CpuKernel fn;
 };
 
-// Names of all CPU kernels (the set every backend implements).
+// Names of all CPU kernels (the set every backend implements, but for the
+// fused decode kernels, which only backends with fused_decode() need).
 std::vector<std::string> cpu_kernel_names();
+// The kernel of that name, or nullptr (fused kernels are defined by composing others).
+const CpuKernelEntry* find_cpu_kernel(const std::string& name);
 
 // Sum of a[i] * b[i] with 8 independent accumulators so the compiler
 // vectorizes it without -ffast-math.

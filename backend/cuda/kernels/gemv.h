@@ -8,7 +8,7 @@ namespace akunu {
 constexpr int kGemvMaxTokens = 8;
 
 // Enqueues y = W x (+ bias) for at most kGemvMaxTokens tokens and returns
-// true when the format (Q4_0, Q8_0, Q4_K, Q6_K) and alignment suit these
+// true when the format (Q4_0, Q8_0, Q4_K, Q6_K, F16, BF16, F32) and alignment suit these
 // kernels; false leaves the pass to the general ones.
 bool launch_gemv(const CudaArgs& a, const MatmulParams& p, const float* x, float* y);
 

@@ -9,37 +9,13 @@
 #include "core/kernel_params.h"
 #include "core/quant_blocks.h"
 #include "cuda_kernel.h"
+#include "decode_block.cuh"
 #include "gemv.h"
 
 namespace akunu {
 namespace {
 
-constexpr int kMaxBlockElems = 256;
 constexpr int kMaxTokens = 64;
-
-// Decodes one block (block_elems values) of GGML type `dtype` into y.
-__device__ void decode_block(uint32_t dtype, const uint8_t* b, float* y) {
-    switch (dtype) {
-        case GGML_F32: blocks::dequant_f32(b, y); break;
-        case GGML_F16: blocks::dequant_f16(b, y); break;
-        case GGML_BF16: blocks::dequant_bf16(b, y); break;
-        case GGML_Q8_0: blocks::dequant_q8_0(b, y); break;
-        case GGML_Q4_0: blocks::dequant_q4_0(b, y); break;
-        case GGML_Q4_1: blocks::dequant_q4_1(b, y); break;
-        case GGML_Q5_0: blocks::dequant_q5_0(b, y); break;
-        case GGML_Q5_1: blocks::dequant_q5_1(b, y); break;
-        case GGML_Q2_K: blocks::dequant_q2_k(b, y); break;
-        case GGML_Q3_K: blocks::dequant_q3_k(b, y); break;
-        case GGML_Q4_K: blocks::dequant_q4_k(b, y); break;
-        case GGML_Q5_K: blocks::dequant_q5_k(b, y); break;
-        case GGML_Q6_K: blocks::dequant_q6_k(b, y); break;
-        case GGML_IQ4_NL: blocks::dequant_iq4_nl(b, y); break;
-        case GGML_IQ4_XS: blocks::dequant_iq4_xs(b, y); break;
-        default:
-            if (is_mlx_dtype(dtype)) blocks::dequant_mlx(b, y, mlx_bits(dtype), mlx_group(dtype));
-            break;
-    }
-}
 
 struct Geometry {
     int be, bb;

@@ -1,0 +1,201 @@
+// Weight formats as decode-GEMV lane work (shared by gemv.cu and gemv_multi.cu):
+// per format, the block geometry, how many lanes share a block, and `dot`,
+// which adds a lane's share of one block times the activations to its
+// per-token accumulators. Meaning: core/quant_blocks.h (the CPU twin's decoders).
+//
+// Integers become floats without the I2F unit: OR-ing a small integer into
+// the mantissa of 2^23 and subtracting 2^23 (plus the format's offset) is
+// exact and runs on the FP32 pipes.
+#pragma once
+#include <cstdint>
+
+#include "core/half.h"
+#include "core/quant_blocks.h"
+
+namespace akunu {
+namespace gemv_formats {
+
+__device__ __forceinline__ uint32_t ld_u16(const uint8_t* p) { return *reinterpret_cast<const uint16_t*>(p); }
+__device__ __forceinline__ uint32_t ld_u32_from_u16(const uint8_t* p) { return ld_u16(p) | (ld_u16(p + 2) << 16); }
+__device__ __forceinline__ float4 ld_x4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+
+// v - offset as a float, for 0 <= v < 2^22.
+__device__ __forceinline__ float small_int(uint32_t v, float offset) {
+    return __int_as_float(0x4B000000u | v) - (8388608.0f + offset);
+}
+
+__device__ __forceinline__ float dot4(float a, float b, float c, float d, float4 x) {
+    return a * x.x + b * x.y + c * x.z + d * x.w;
+}
+
+// Each format: block geometry, lanes per block, and `dot`, which adds the
+// lane's share of block `blk` times x (the block's first element) for each
+// of the m tokens to acc.
+struct Q4_0 {
+    static constexpr int kElems = 32, kBytes = 18, kLanes = 4;  // a lane: 4 bytes, 8 weights
+    template <int M>
+    __device__ static void dot(const uint8_t* blk, int sub, const float* x, uint32_t xs, int m, float* acc) {
+        const float d = f16_to_f32((uint16_t)ld_u16(blk));
+        const uint32_t q = ld_u32_from_u16(blk + 2 + 4 * sub);
+        float lo[4], hi[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            lo[i] = small_int((q >> (8 * i)) & 0xF, 8.0f);
+            hi[i] = small_int((q >> (8 * i + 4)) & 0xF, 8.0f);
+        }
+#pragma unroll
+        for (int t = 0; t < M; t++) {
+            if (t >= m) break;
+            const float* xt = x + (size_t)t * xs;
+            const float4 a = ld_x4(xt + 4 * sub), b = ld_x4(xt + 16 + 4 * sub);
+            acc[t] += d * (dot4(lo[0], lo[1], lo[2], lo[3], a) + dot4(hi[0], hi[1], hi[2], hi[3], b));
+        }
+    }
+};
+
+struct Q8_0 {
+    static constexpr int kElems = 32, kBytes = 34, kLanes = 4;  // a lane: 8 weights
+    template <int M>
+    __device__ static void dot(const uint8_t* blk, int sub, const float* x, uint32_t xs, int m, float* acc) {
+        const float d = f16_to_f32((uint16_t)ld_u16(blk));
+        const uint32_t q0 = ld_u32_from_u16(blk + 2 + 8 * sub), q1 = ld_u32_from_u16(blk + 6 + 8 * sub);
+        float w[8];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {  // int8 -> biased by 128 -> exact float
+            w[i] = small_int(((q0 >> (8 * i)) & 0xFF) ^ 0x80, 128.0f);
+            w[4 + i] = small_int(((q1 >> (8 * i)) & 0xFF) ^ 0x80, 128.0f);
+        }
+#pragma unroll
+        for (int t = 0; t < M; t++) {
+            if (t >= m) break;
+            const float* xt = x + (size_t)t * xs + 8 * sub;
+            acc[t] += d * (dot4(w[0], w[1], w[2], w[3], ld_x4(xt)) + dot4(w[4], w[5], w[6], w[7], ld_x4(xt + 4)));
+        }
+    }
+};
+
+// Q4_K: d, dmin, 12 bytes of 6-bit scales/mins, 128 bytes of nibbles; four
+// 64-element groups, each 32 low nibbles (scale 2g) then 32 high (2g + 1).
+struct Q4_K {
+    static constexpr int kElems = 256, kBytes = 144, kLanes = 16;  // a lane: 8 bytes, 16 weights
+    template <int M>
+    __device__ static void dot(const uint8_t* blk, int sub, const float* x, uint32_t xs, int m, float* acc) {
+        const uint32_t dd = *reinterpret_cast<const uint32_t*>(blk);
+        const float d = f16_to_f32((uint16_t)(dd & 0xFFFF)), dmin = f16_to_f32((uint16_t)(dd >> 16));
+        const int g = sub / 4, o = 8 * (sub % 4);
+        uint8_t sc_lo, m_lo, sc_hi, m_hi;
+        blocks::q4k_scale_min(2 * g, blk + 4, &sc_lo, &m_lo);
+        blocks::q4k_scale_min(2 * g + 1, blk + 4, &sc_hi, &m_hi);
+        const uint2 q = *reinterpret_cast<const uint2*>(blk + 16 + 32 * g + o);
+        float lo[8], hi[8];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            lo[i] = small_int((q.x >> (8 * i)) & 0xF, 0.0f);
+            hi[i] = small_int((q.x >> (8 * i + 4)) & 0xF, 0.0f);
+            lo[4 + i] = small_int((q.y >> (8 * i)) & 0xF, 0.0f);
+            hi[4 + i] = small_int((q.y >> (8 * i + 4)) & 0xF, 0.0f);
+        }
+        const float d_lo = d * sc_lo, m_lo_f = dmin * m_lo, d_hi = d * sc_hi, m_hi_f = dmin * m_hi;
+#pragma unroll
+        for (int t = 0; t < M; t++) {
+            if (t >= m) break;
+            const float* xl = x + (size_t)t * xs + 64 * g + o;
+            const float4 a0 = ld_x4(xl), a1 = ld_x4(xl + 4), b0 = ld_x4(xl + 32), b1 = ld_x4(xl + 36);
+            const float qa = dot4(lo[0], lo[1], lo[2], lo[3], a0) + dot4(lo[4], lo[5], lo[6], lo[7], a1);
+            const float qb = dot4(hi[0], hi[1], hi[2], hi[3], b0) + dot4(hi[4], hi[5], hi[6], hi[7], b1);
+            const float sa = a0.x + a0.y + a0.z + a0.w + a1.x + a1.y + a1.z + a1.w;
+            const float sb = b0.x + b0.y + b0.z + b0.w + b1.x + b1.y + b1.z + b1.w;
+            acc[t] += d_lo * qa - m_lo_f * sa + d_hi * qb - m_hi_f * sb;
+        }
+    }
+};
+
+// Q6_K: ql[128] low nibbles, qh[64] two high bits, int8 scales[16], f16 d.
+// Half n (128 elements) at l: ql[64n + l] and ql[64n + 32 + l] give elements
+// 128n + {0, 64} + l and 128n + {32, 96} + l through low / high nibbles.
+struct Q6_K {
+    static constexpr int kElems = 256, kBytes = 210, kLanes = 16;  // a lane: 4 positions l, 16 weights
+    template <int M>
+    __device__ static void dot(const uint8_t* blk, int sub, const float* x, uint32_t xs, int m, float* acc) {
+        const int n = sub / 8, l0 = 4 * (sub % 8);
+        const uint32_t qa = ld_u32_from_u16(blk + 64 * n + l0);       // elements 128n + l, + 64 (high)
+        const uint32_t qb = ld_u32_from_u16(blk + 64 * n + 32 + l0);  // elements 128n + 32 + l, + 96
+        const uint32_t qh = ld_u32_from_u16(blk + 128 + 32 * n + l0);
+        const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192 + 8 * n + l0 / 16);
+        const float d = f16_to_f32((uint16_t)ld_u16(blk + 208));
+        const float s0 = d * sc[0], s1 = d * sc[2], s2 = d * sc[4], s3 = d * sc[6];
+        float w0[4], w1[4], w2[4], w3[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const uint32_t h = qh >> (8 * i);
+            w0[i] = small_int(((qa >> (8 * i)) & 0xF) | ((h & 3) << 4), 32.0f);
+            w1[i] = small_int(((qb >> (8 * i)) & 0xF) | (((h >> 2) & 3) << 4), 32.0f);
+            w2[i] = small_int(((qa >> (8 * i + 4)) & 0xF) | (((h >> 4) & 3) << 4), 32.0f);
+            w3[i] = small_int(((qb >> (8 * i + 4)) & 0xF) | (((h >> 6) & 3) << 4), 32.0f);
+        }
+#pragma unroll
+        for (int t = 0; t < M; t++) {
+            if (t >= m) break;
+            const float* xl = x + (size_t)t * xs + 128 * n + l0;
+            acc[t] += s0 * dot4(w0[0], w0[1], w0[2], w0[3], ld_x4(xl)) +
+                      s1 * dot4(w1[0], w1[1], w1[2], w1[3], ld_x4(xl + 32)) +
+                      s2 * dot4(w2[0], w2[1], w2[2], w2[3], ld_x4(xl + 64)) +
+                      s3 * dot4(w3[0], w3[1], w3[2], w3[3], ld_x4(xl + 96));
+        }
+    }
+};
+
+// Half-precision and float rows: a lane's "block" is 16 bytes.
+template <bool Bf16>
+struct Half {
+    static constexpr int kElems = 8, kBytes = 16, kLanes = 1;
+    template <int M>
+    __device__ static void dot(const uint8_t* blk, int, const float* x, uint32_t xs, int m, float* acc) {
+        const uint4 w = *reinterpret_cast<const uint4*>(blk);
+        const uint16_t* h = reinterpret_cast<const uint16_t*>(&w);
+        float v[8];
+#pragma unroll
+        for (int i = 0; i < 8; i++) v[i] = Bf16 ? bf16_to_f32(h[i]) : f16_to_f32(h[i]);
+#pragma unroll
+        for (int t = 0; t < M; t++) {
+            if (t >= m) break;
+            const float* xt = x + (size_t)t * xs;
+            acc[t] += dot4(v[0], v[1], v[2], v[3], ld_x4(xt)) + dot4(v[4], v[5], v[6], v[7], ld_x4(xt + 4));
+        }
+    }
+};
+
+struct F32 {
+    static constexpr int kElems = 4, kBytes = 16, kLanes = 1;
+    template <int M>
+    __device__ static void dot(const uint8_t* blk, int, const float* x, uint32_t xs, int m, float* acc) {
+        const float4 w = *reinterpret_cast<const float4*>(blk);
+#pragma unroll
+        for (int t = 0; t < M; t++) {
+            if (t >= m) break;
+            acc[t] += dot4(w.x, w.y, w.z, w.w, ld_x4(x + (size_t)t * xs));
+        }
+    }
+};
+
+// One row's dot products with x for the m tokens, the warp's lanes splitting
+// the row (acc is per lane: the caller reduces over the warp).
+template <class F, int M>
+__device__ __forceinline__ void row_dot(const uint8_t* row, int K, const float* x, uint32_t xs, int m, float* acc) {
+    constexpr int kBlocksPerStep = 32 / F::kLanes;
+    const int lane = threadIdx.x % 32;
+    const int nb = K / F::kElems, sub = lane % F::kLanes;
+#pragma unroll 4
+    for (int b = lane / F::kLanes; b < nb; b += kBlocksPerStep)
+        F::template dot<M>(row + (size_t)b * F::kBytes, sub, x + (size_t)b * F::kElems, xs, m, acc);
+}
+
+// The sum of v over the warp, in every lane.
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+}  // namespace gemv_formats
+}  // namespace akunu

@@ -1,0 +1,196 @@
+// Fused decode projections (gemv_multi, see MultiGemvParams): Q, K and V in
+// one launch, gate and up with the activation, a projection with its residual
+// add, each optionally behind the input RMSNorm. A warp per output row as in
+// gemv.cu; a block first normalizes x into shared memory (every block
+// recomputes the norm: a few KiB from L2 instead of a launch of its own).
+#include <algorithm>
+
+#include "core/error.h"
+#include "core/kernel_params.h"
+#include "cuda_kernel.h"
+#include "decode_block.cuh"
+#include "gemv_formats.cuh"
+
+namespace akunu {
+namespace {
+
+using namespace gemv_formats;
+constexpr int kWarps = 8;
+constexpr int kMaxTokens = 8;
+constexpr size_t kMaxShared = 200 * 1024;
+
+struct Geometry {
+    int elems[3], bytes[3];  // per matrix: block elements and bytes
+};
+
+// Formats without a lane layout: a lane decodes whole blocks (slow, general).
+template <int M>
+__device__ void generic_row_dot(uint32_t dtype, int be, int bb, const uint8_t* row, int K, const float* x, int m,
+                                float* acc) {
+    const int nb = K / be;
+    float tmp[kMaxBlockElems];
+    for (int b = threadIdx.x % 32; b < nb; b += 32) {
+        decode_block(dtype, row + (size_t)b * bb, tmp);
+#pragma unroll
+        for (int t = 0; t < M; t++) {
+            if (t >= m) break;
+            const float* xb = x + (size_t)t * K + (size_t)b * be;
+            float s = 0.0f;
+            for (int j = 0; j < be; j++) s += tmp[j] * xb[j];
+            acc[t] += s;
+        }
+    }
+}
+
+template <int M>
+__device__ void any_row_dot(uint32_t dtype, int be, int bb, const uint8_t* W, int row, int K, const float* x, int m,
+                            float* acc) {
+    const uint8_t* r = W + (size_t)row * (K / be) * bb;
+    switch (dtype) {
+        case GGML_Q4_0: row_dot<Q4_0, M>(r, K, x, K, m, acc); break;
+        case GGML_Q8_0: row_dot<Q8_0, M>(r, K, x, K, m, acc); break;
+        case GGML_Q4_K: row_dot<Q4_K, M>(r, K, x, K, m, acc); break;
+        case GGML_Q6_K: row_dot<Q6_K, M>(r, K, x, K, m, acc); break;
+        case GGML_F16: row_dot<Half<false>, M>(r, K, x, K, m, acc); break;
+        case GGML_BF16: row_dot<Half<true>, M>(r, K, x, K, m, acc); break;
+        case GGML_F32: row_dot<F32, M>(r, K, x, K, m, acc); break;
+        default: generic_row_dot<M>(dtype, be, bb, r, K, x, m, acc); break;
+    }
+}
+
+__device__ float silu(float x) { return x / (1.0f + expf(-x)); }
+__device__ float gelu(float x) {
+    const float k = 0.7978845608028654f;
+    return 0.5f * x * (1.0f + tanhf(k * x * (1.0f + 0.044715f * x * x)));
+}
+
+// Sum over the block in double (the rmsnorm kernel's precision).
+__device__ double block_sum(double v, double* partial) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = v;
+    __syncthreads();
+    double s = 0;
+    for (unsigned i = 0; i < blockDim.x / 32; i++) s += partial[i];
+    __syncthreads();
+    return s;
+}
+
+template <int M>
+__global__ void __launch_bounds__(kWarps * 32)
+    gemv_multi_kernel(MultiGemvParams p, Geometry g, const float* __restrict__ x, const float* __restrict__ norm_w,
+                      const uint8_t* W0, const uint8_t* W1, const uint8_t* W2, float* y0, float* y1, float* y2) {
+    extern __shared__ float xs[];
+    const int K = (int)p.K, m = (int)p.n_tokens;
+    const float* xin = x;
+    if (p.norm) {  // as the rmsnorm kernel: double sum of squares, then x * scale * (w + offset)
+        __shared__ double partial[32];
+        for (int t = 0; t < m; t++) {
+            const float* xr = x + (size_t)t * K;
+            double ss = 0;
+            for (int i = threadIdx.x; i < K; i += blockDim.x) ss += (double)xr[i] * xr[i];
+            ss = block_sum(ss, partial);
+            const float scale = 1.0f / sqrtf((float)(ss / K) + p.eps);
+            for (int i = threadIdx.x; i < K; i += blockDim.x)
+                xs[(size_t)t * K + i] = xr[i] * scale * (norm_w[i] + p.weight_offset);
+        }
+        __syncthreads();
+        xin = xs;
+    }
+    int row = blockIdx.x * kWarps + threadIdx.x / 32;
+    const bool lane0 = threadIdx.x % 32 == 0;
+    float acc[M], acc2[M];
+#pragma unroll
+    for (int t = 0; t < M; t++) acc[t] = acc2[t] = 0.0f;
+    if (p.mode == kGemvSeparate) {
+        int i = 0;
+        if (row >= (int)p.N[0]) { row -= p.N[0]; i = 1; }
+        if (i == 1 && row >= (int)p.N[1]) { row -= p.N[1]; i = 2; }
+        if (i >= (int)p.n_mats || row >= (int)p.N[i]) return;
+        const uint8_t* W = i == 0 ? W0 : i == 1 ? W1 : W2;
+        float* y = i == 0 ? y0 : i == 1 ? y1 : y2;
+        any_row_dot<M>(p.dtype[i], g.elems[i], g.bytes[i], W, row, K, xin, m, acc);
+#pragma unroll
+        for (int t = 0; t < M; t++) {
+            if (t >= m) break;
+            const float v = warp_sum(acc[t]);
+            if (lane0) y[(size_t)t * p.N[i] + row] = v;
+        }
+        return;
+    }
+    if (row >= (int)p.N[0]) return;
+    any_row_dot<M>(p.dtype[0], g.elems[0], g.bytes[0], W0, row, K, xin, m, acc);
+    if (p.mode != kGemvAccumulate) any_row_dot<M>(p.dtype[1], g.elems[1], g.bytes[1], W1, row, K, xin, m, acc2);
+#pragma unroll
+    for (int t = 0; t < M; t++) {
+        if (t >= m) break;
+        const float v = warp_sum(acc[t]);
+        float* out = y0 + (size_t)t * p.N[0] + row;
+        if (p.mode == kGemvAccumulate) {
+            if (lane0) *out += v;
+        } else {
+            const float u = warp_sum(acc2[t]);
+            if (lane0) *out = (p.mode == kGemvGeluGate ? gelu(v) : silu(v)) * u;
+        }
+    }
+}
+
+// The lane layouts' alignment needs (else the general path for that matrix).
+bool lane_layout_fits(uint32_t dtype, uint32_t K, const void* W) {
+    const uintptr_t w = reinterpret_cast<uintptr_t>(W);
+    switch (dtype) {
+        case GGML_Q4_0: case GGML_Q8_0: return K % 32 == 0 && w % 2 == 0;
+        case GGML_Q4_K: return K % 256 == 0 && w % 16 == 0;
+        case GGML_Q6_K: return K % 256 == 0 && w % 2 == 0;
+        case GGML_F16: case GGML_BF16: return K % 8 == 0 && w % 16 == 0;
+        case GGML_F32: return K % 4 == 0 && w % 16 == 0;
+        default: return true;  // the general path has no alignment needs
+    }
+}
+
+void launch_gemv_multi(const CudaArgs& a) {
+    const MultiGemvParams p = a.p<MultiGemvParams>();
+    if (p.n_mats < 1 || p.n_mats > 3 || p.mode > kGemvAccumulate || (p.mode != kGemvSeparate && p.n_mats < 2 &&
+                                                                      p.mode != kGemvAccumulate))
+        throw Error("gemv_multi: bad matrix count or mode");
+    if (p.n_tokens == 0 || p.n_tokens > (uint32_t)kMaxTokens)
+        throw Error("gemv_multi: " + std::to_string(p.n_tokens) + " tokens (at most 8)");
+    const uint32_t used = p.mode == kGemvSeparate ? p.n_mats : p.mode == kGemvAccumulate ? 1 : 2;
+    Geometry g{};
+    for (uint32_t i = 0; i < used; i++) {
+        const DTypeDescriptor* dt = dtype_lookup(p.dtype[i]);
+        if (!dt || !dt->supported || is_mlx_dtype(p.dtype[i]) || p.K % dt->block_elems)
+            throw Error(std::string("gemv_multi: weight type ") + dtype_name(p.dtype[i]) + " is not supported here");
+        if (!lane_layout_fits(p.dtype[i], p.K, a.buf[2 + i]))
+            throw Error("gemv_multi: weights not aligned for their format");
+        g.elems[i] = (int)dt->block_elems;
+        g.bytes[i] = (int)dt->block_bytes;
+    }
+    if ((reinterpret_cast<uintptr_t>(a.buf[0]) & 15) != 0 || p.K % 4 != 0)
+        throw Error("gemv_multi: x must be 16-byte aligned with K a multiple of 4");
+    const size_t shared = p.norm ? (size_t)p.n_tokens * p.K * sizeof(float) : 0;
+    if (shared > kMaxShared) throw Error("gemv_multi: K " + std::to_string(p.K) + " too large to normalize in shared memory");
+    uint32_t rows = p.N[0];
+    if (p.mode == kGemvSeparate)
+        for (uint32_t i = 1; i < p.n_mats; i++) rows += p.N[i];
+    const unsigned blocks = (rows + kWarps - 1) / kWarps;
+    static bool configured = false;
+    if (!configured) {
+        cudaFuncSetAttribute(gemv_multi_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kMaxShared);
+        cudaFuncSetAttribute(gemv_multi_kernel<kMaxTokens>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)kMaxShared);
+        configured = true;
+    }
+    auto* k = p.n_tokens == 1 ? gemv_multi_kernel<1> : gemv_multi_kernel<kMaxTokens>;
+    k<<<blocks, kWarps * 32, shared, a.stream>>>(p, g, a.b<float>(0), a.b<float>(1), a.b<uint8_t>(2),
+                                                 a.b<uint8_t>(3), a.b<uint8_t>(4), a.b<float>(5), a.b<float>(6),
+                                                 a.b<float>(7));
+}
+
+}  // namespace
+
+extern const CudaKernelEntry kCudaFusedKernels[] = {
+    {"gemv_multi", launch_gemv_multi},
+    {nullptr, nullptr},
+};
+
+}  // namespace akunu

@@ -1,0 +1,81 @@
+// The decode attention prologue in one launch (qk_norm_rope_kv, see
+// QKRopeKVParams): per head, RMSNorm (QK norm), RoPE, and the K/V rows into
+// the F16 cache. One block per (token, head) over the q, k and v heads; the
+// arithmetic is the rmsnorm, rope and kv_write kernels' (elementwise.cu).
+#include "core/error.h"
+#include "core/half.h"
+#include "core/kernel_params.h"
+#include "cuda_kernel.h"
+
+namespace akunu {
+namespace {
+
+constexpr int kThreads = 128;
+
+__global__ void __launch_bounds__(kThreads)
+    qk_rope_kv_kernel(QKRopeKVParams p, float* q, float* k, const float* v, const float* q_norm,
+                      const float* k_norm, const float* factors, uint16_t* kc, uint16_t* vc,
+                      const uint32_t* replay_pos) {
+    const uint32_t t = blockIdx.x, head = blockIdx.y, hd = p.head_dim;
+    const uint32_t qd = p.n_heads * hd, kvd = p.n_kv_heads * hd;
+    const uint32_t pos = replay_position(replay_pos, p.pos0) + t;
+    if (head >= p.n_heads + p.n_kv_heads) {  // a V head: straight to the cache
+        const uint32_t j = head - p.n_heads - p.n_kv_heads;
+        for (uint32_t d = threadIdx.x; d < hd; d += blockDim.x)
+            vc[(size_t)pos * kvd + j * hd + d] = f32_to_f16(v[(size_t)t * kvd + j * hd + d]);
+        return;
+    }
+    const bool is_q = head < p.n_heads;
+    const uint32_t j = is_q ? head : head - p.n_heads;
+    float* row = is_q ? q + (size_t)t * qd + j * hd : k + (size_t)t * kvd + j * hd;
+    __shared__ float r[256];
+    for (uint32_t d = threadIdx.x; d < hd; d += blockDim.x) r[d] = row[d];
+    if (p.has_qk_norm) {
+        __shared__ double partial[kThreads / 32];
+        double ss = 0;
+        for (uint32_t d = threadIdx.x; d < hd; d += blockDim.x) ss += (double)r[d] * r[d];
+        for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+        if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = ss;
+        __syncthreads();
+        ss = 0;
+        for (int i = 0; i < kThreads / 32; i++) ss += partial[i];
+        const float scale = 1.0f / sqrtf((float)(ss / hd) + p.eps);
+        const float* w = is_q ? q_norm : k_norm;
+        for (uint32_t d = threadIdx.x; d < hd; d += blockDim.x) r[d] = r[d] * scale * (w[d] + p.weight_offset);
+    }
+    __syncthreads();
+    const uint32_t half = hd / 2;
+    for (uint32_t i = threadIdx.x; i < half; i += blockDim.x) {
+        float theta = p.freq_scale * (float)pos * powf(p.freq_base, -2.0f * (float)i / (float)hd);
+        if (factors) theta /= factors[i];
+        float s, c;
+        sincosf(theta, &s, &c);
+        const uint32_t i0 = p.neox ? i : 2 * i, i1 = p.neox ? i + half : 2 * i + 1;
+        const float x0 = r[i0], x1 = r[i1];
+        const float o0 = x0 * c - x1 * s, o1 = x0 * s + x1 * c;
+        row[i0] = o0;
+        row[i1] = o1;
+        if (!is_q) {
+            kc[(size_t)pos * kvd + j * hd + i0] = f32_to_f16(o0);
+            kc[(size_t)pos * kvd + j * hd + i1] = f32_to_f16(o1);
+        }
+    }
+}
+
+void launch_qk_rope_kv(const CudaArgs& a) {
+    const QKRopeKVParams p = a.p<QKRopeKVParams>();
+    if (p.head_dim > 256 || p.head_dim % 2) throw Error("qk_norm_rope_kv: head_dim " + std::to_string(p.head_dim));
+    const dim3 grid(p.n_tokens, p.n_heads + 2 * p.n_kv_heads);
+    qk_rope_kv_kernel<<<grid, kThreads, 0, a.stream>>>(
+        p, a.b<float>(0), a.b<float>(1), a.b<float>(2), a.b<float>(3), a.b<float>(4),
+        p.has_freq_factors ? a.b<float>(5) : nullptr, a.b<uint16_t>(6), a.b<uint16_t>(7), a.replay_pos);
+}
+
+}  // namespace
+
+extern const CudaKernelEntry kCudaPrologueKernels[] = {
+    {"qk_norm_rope_kv", launch_qk_rope_kv, true},
+    {nullptr, nullptr},
+};
+
+}  // namespace akunu
