@@ -16,16 +16,21 @@ STAGE="$BUILD/stage"
 rm -rf "$STAGE" && mkdir -p "$STAGE" && cp -r python/akunu "$STAGE/akunu" && rm -f "$STAGE"/akunu/_core*.so
 cp "$BUILD"/_core*.so "$STAGE/akunu/"
 export PYTHONPATH="$STAGE:tools:${PYTHONPATH:-}"
-PYTHONUNBUFFERED=1 $PY -m pytest -q -rs -s tests/test_cuda.py tests/test_device_kernels.py 2>&1 | tee "$OUT/test_cuda.log"
+# Per-op tests first, in their own process: a kernel fault poisons the CUDA
+# context of the process, which would hide every later result.
+PYTHONUNBUFFERED=1 $PY -m pytest -q -rs tests/test_device_kernels.py 2>&1 | tee "$OUT/test_kernels.log"
 status=${PIPESTATUS[0]}
+PYTHONUNBUFFERED=1 $PY -m pytest -q -rs -s tests/test_cuda.py 2>&1 | tee "$OUT/test_cuda.log"
+[ "${PIPESTATUS[0]}" = 0 ] || status=1
 if command -v compute-sanitizer > /dev/null; then
-    compute-sanitizer --tool memcheck --error-exitcode 3 $PY - <<'PY' 2>&1 | tail -20 | tee "$OUT/memcheck.log"
+    compute-sanitizer --tool memcheck --error-exitcode 3 $PY - <<'PY' > "$OUT/memcheck.log" 2>&1
 import akunu, random_gguf
 random_gguf.write_model("/tmp/memcheck.gguf", "gemma3", "F16", seed=3)
 m = akunu.load("/tmp/memcheck.gguf", device="cuda", n_ctx=128)
 print(m.generate("hello world", max_tokens=16).tokens)
 print(m.generate("hello world", max_tokens=16, temperature=0.8, top_k=20, seed=1).tokens)
 PY
+    [ "${PIPESTATUS[0]}" = 0 ] || status=3
     if [ -f tests/.cache/whisper-cuda/tiny.en-q5_0.gguf ]; then
         compute-sanitizer --tool memcheck --error-exitcode 3 $PY - <<'PY' 2>&1 | tail -8 | tee "$OUT/memcheck_whisper.log"
 import akunu, numpy as np

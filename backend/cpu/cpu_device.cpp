@@ -33,6 +33,8 @@ static int default_threads() {
 CpuDevice::CpuDevice(int n_threads) : pool_(new ThreadPool(n_threads > 0 ? n_threads : default_threads())) {
     const char* prof = std::getenv("AKUNU_PROFILE");
     profile_ = prof && *prof && std::strcmp(prof, "0") != 0;
+    const char* fused = std::getenv("AKUNU_CPU_FUSED_DECODE");
+    fused_decode_ = fused && *fused && std::strcmp(fused, "0") != 0;
 }
 
 size_t CpuDevice::total_memory() const {

@@ -12,6 +12,8 @@
 namespace akunu {
 
 class CpuDevice : public Device {
+    bool fused_decode_ = false;
+
 public:
     explicit CpuDevice(int n_threads = 0);
     ~CpuDevice() override;
@@ -22,6 +24,9 @@ public:
     size_t available_memory() const override;
 
     Pipeline get_pipeline(const std::string& name) override;
+    // The fused decode tables on the CPU, for tests of the table builder
+    // (AKUNU_CPU_FUSED_DECODE=1); the CPU's own tables stay unfused.
+    bool fused_decode() const override { return fused_decode_; }
 
     Buffer allocate(size_t bytes) override;
     Buffer allocate(const void* data, size_t bytes) override;

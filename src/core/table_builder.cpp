@@ -55,7 +55,7 @@ struct Builder {
     void multi(const char* label, MultiGemvMode mode, Buffer x, const Weight* norm,
                std::initializer_list<std::pair<const Weight*, Buffer>> mats) {
         MultiGemvParams p{};
-        p.K = (uint32_t)mats.begin()->first->shape[1];
+        p.K = (uint32_t)mats.begin()->first->shape[0];  // GGUF order: shape[0] is the row length
         p.n_tokens = 1;
         p.n_mats = (uint32_t)mats.size();
         p.mode = mode;
@@ -65,15 +65,18 @@ struct Builder {
         Buffer w[3] = {}, y[3] = {};
         int i = 0;
         for (const auto& m : mats) {
-            p.N[i] = (uint32_t)m.first->shape[0];
+            p.N[i] = (uint32_t)m.first->shape[1];
             p.dtype[i] = m.first->dtype;
             w[i] = m.first->buf;
             y[i] = m.second;
             i++;
         }
         Cmd cmd(t, dev, "gemv_multi", label);
-        cmd.buf(x).buf(norm ? norm->buf : x).buf(w[0]).buf(w[1].handle ? w[1] : w[0]).buf(w[2].handle ? w[2] : w[0]);
-        cmd.buf(y[0]).buf(y[1].handle ? y[1] : y[0]).buf(y[2].handle ? y[2] : y[0]);
+        for (; i < 3; i++) {  // unused slots repeat the first matrix (bound, never read)
+            w[i] = w[0];
+            y[i] = y[0];
+        }
+        cmd.buf(x).buf(norm ? norm->buf : x).buf(w[0]).buf(w[1]).buf(w[2]).buf(y[0]).buf(y[1]).buf(y[2]);
         cmd.params(p).patch_n(offsetof(MultiGemvParams, n_tokens)).emit();
     }
 
