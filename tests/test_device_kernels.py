@@ -287,7 +287,8 @@ def test_gemv_multi(device, case):
         else:
             ys = [np.full((m, Ns[i] if i < len(Ns) else 1), np.nan, np.float32) for i in range(n_out)]
         ws = [np.ascontiguousarray(r) for r in raws] + [np.ascontiguousarray(raws[0])] * (3 - len(raws))
-        ys_all = ys + [ys[0]] * (3 - len(ys))
+        # unused output slots get arrays of their own: a GPU run copies every buffer back
+        ys_all = ys + [np.zeros(1, np.float32) for _ in range(3 - len(ys))]
         _core._run_cpu_kernel("gemv_multi", [x.copy(), nw, *ws, *ys_all], params, device=dev)
         outs.append(ys[: len(formats)] if mode == kp.MULTI_SEPARATE else ys)
     tol = 1e-5 if all(q in (T.F32, T.F16, T.BF16) for q in formats) else 2e-2
