@@ -80,13 +80,16 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
     for (int d = 0; d < D; d++) acc[d] = 0.0f;
     for (uint32_t jb = j0 + warp * kUnroll; jb < j1; jb += kWarps * kUnroll) {
-        float s[kUnroll];
+        // K and V rows of kUnroll keys requested together: one memory round trip per step.
+        float s[kUnroll], vv[kUnroll][D];
 #pragma unroll
         for (int u = 0; u < kUnroll; u++) {
             s[u] = 0.0f;
             if (jb + u < j1) {
+                const size_t at = (size_t)(lo + jb + u) * kv_dim + koff + lane * D;
                 float kv[D];
-                load_halves<D>(kc + (size_t)(lo + jb + u) * kv_dim + koff + lane * D, kv);
+                load_halves<D>(kc + at, kv);
+                load_halves<D>(vc + at, vv[u]);
 #pragma unroll
                 for (int d = 0; d < D; d++) s[u] += qv[d] * kv[d];
             }
@@ -109,11 +112,9 @@ __global__ void __launch_bounds__(kWarps * 32)
         for (int u = 0; u < kUnroll; u++) {
             if (jb + u >= j1) continue;
             const float e = expf(s[u] - mnew);
-            float vv[D];
-            load_halves<D>(vc + (size_t)(lo + jb + u) * kv_dim + koff + lane * D, vv);
             l += e;
 #pragma unroll
-            for (int d = 0; d < D; d++) acc[d] += e * vv[d];
+            for (int d = 0; d < D; d++) acc[d] += e * vv[u][d];
         }
         m = mnew;
     }

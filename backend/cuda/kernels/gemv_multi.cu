@@ -58,6 +58,14 @@ __device__ void any_row_dot(uint32_t dtype, int be, int bb, const uint8_t* W, in
     }
 }
 
+// Asks L2 for one weight row, a 128-byte line per lane at a time.
+__device__ void prefetch_row(const uint8_t* W, int be, int bb, int row, int K) {
+    const size_t bytes = (size_t)(K / be) * bb;
+    const uint8_t* r = W + (size_t)row * bytes;
+    for (size_t off = (size_t)(threadIdx.x % 32) * 128; off < bytes; off += 32 * 128)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(r + off));
+}
+
 __device__ float silu(float x) { return x / (1.0f + expf(-x)); }
 __device__ float gelu(float x) {
     const float k = 0.7978845608028654f;
@@ -81,8 +89,23 @@ __global__ void __launch_bounds__(kWarps * 32)
                       const uint8_t* W0, const uint8_t* W1, const uint8_t* W2, float* y0, float* y1, float* y2) {
     extern __shared__ float xs[];
     const int K = (int)p.K, m = (int)p.n_tokens;
+    // This warp's matrix and row (Separate: the rows of W0, W1, W2 in turn).
+    int row = blockIdx.x * kWarps + threadIdx.x / 32, mat = 0;
+    if (p.mode == kGemvSeparate) {
+        if (row >= (int)p.N[0]) { row -= p.N[0]; mat = 1; }
+        if (mat == 1 && row >= (int)p.N[1]) { row -= p.N[1]; mat = 2; }
+    }
+    const bool active = mat < (int)(p.mode == kGemvSeparate ? p.n_mats : 1) && row < (int)p.N[mat];
+    const uint8_t* W = mat == 0 ? W0 : mat == 1 ? W1 : W2;
     const float* xin = x;
-    if (p.norm) {  // as the rmsnorm kernel: double sum of squares, then x * scale * (w + offset)
+    if (p.norm) {
+        // The weight rows start for L2 while the block normalizes x (two
+        // memory round trips overlapped instead of one after the other).
+        if (active) {
+            prefetch_row(W, g.elems[mat], g.bytes[mat], row, K);
+            if (p.mode == kGemvSiluGate || p.mode == kGemvGeluGate) prefetch_row(W1, g.elems[1], g.bytes[1], row, K);
+        }
+        // as the rmsnorm kernel: double sum of squares, then x * scale * (w + offset)
         __shared__ double partial[32];
         for (int t = 0; t < m; t++) {
             const float* xr = x + (size_t)t * K;
@@ -96,17 +119,13 @@ __global__ void __launch_bounds__(kWarps * 32)
         __syncthreads();
         xin = xs;
     }
-    int row = blockIdx.x * kWarps + threadIdx.x / 32;
+    if (!active) return;
     const bool lane0 = threadIdx.x % 32 == 0;
     float acc[M], acc2[M];
 #pragma unroll
     for (int t = 0; t < M; t++) acc[t] = acc2[t] = 0.0f;
     if (p.mode == kGemvSeparate) {
-        int i = 0;
-        if (row >= (int)p.N[0]) { row -= p.N[0]; i = 1; }
-        if (i == 1 && row >= (int)p.N[1]) { row -= p.N[1]; i = 2; }
-        if (i >= (int)p.n_mats || row >= (int)p.N[i]) return;
-        const uint8_t* W = i == 0 ? W0 : i == 1 ? W1 : W2;
+        const int i = mat;
         float* y = i == 0 ? y0 : i == 1 ? y1 : y2;
         any_row_dot<M>(p.dtype[i], g.elems[i], g.bytes[i], W, row, K, xin, m, acc);
 #pragma unroll
@@ -117,7 +136,6 @@ __global__ void __launch_bounds__(kWarps * 32)
         }
         return;
     }
-    if (row >= (int)p.N[0]) return;
     any_row_dot<M>(p.dtype[0], g.elems[0], g.bytes[0], W0, row, K, xin, m, acc);
     if (p.mode != kGemvAccumulate) any_row_dot<M>(p.dtype[1], g.elems[1], g.bytes[1], W1, row, K, xin, m, acc2);
 #pragma unroll

@@ -1,0 +1,51 @@
+"""GPU time of each kernel of one CUDA decode step, from Nsight Compute
+(kernel durations alone, no launch gaps): where a decode step's time goes.
+
+  python tools/ncu_decode.py MODEL.gguf [POSITION]   # runs ncu on itself
+"""
+import csv
+import io
+import os
+import subprocess
+import sys
+from collections import defaultdict
+
+# The decode step's kernels (prefill runs other ones, or rmsnorm, left out here).
+DECODE_KERNELS = "regex:gemv_multi|gemv_kernel|attention_decode|qk_rope_kv|embedding|argmax|add_kernel|rope_kernel"
+
+
+def step(path: str, position: int) -> None:
+    import akunu
+    m = akunu.load(path, device="cuda", n_ctx=max(256, position + 8))
+    core = m._core()
+    core.prefill([1] * position)
+    core.decode_logits(2)
+
+
+def main() -> None:
+    path, pos = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 128
+    if os.environ.get("AKUNU_NCU_CHILD"):
+        step(path, pos)
+        return
+    out = subprocess.run(["ncu", "--metrics", "gpu__time_duration.sum", "--csv", "-k", DECODE_KERNELS,
+                          sys.executable, __file__, path, str(pos)], capture_output=True, text=True,
+                         env={**os.environ, "AKUNU_NCU_CHILD": "1"})
+    rows = [r for r in csv.DictReader(io.StringIO(out.stdout[out.stdout.find('"ID"'):]))
+            if r.get("Metric Name") == "gpu__time_duration.sum"]
+    if not rows:
+        sys.exit(out.stdout[-2000:] + out.stderr[-2000:])
+    per = defaultdict(lambda: [0, 0.0])
+    for r in rows:
+        name = r["Kernel Name"].split("(")[0].split("<")[0].replace("void ", "")
+        scale = 1e-3 if r["Metric Unit"] == "nsecond" else 1.0 if r["Metric Unit"] == "usecond" else 1e3
+        per[name][0] += 1
+        per[name][1] += float(r["Metric Value"].replace(",", "")) * scale
+    total = sum(v[1] for v in per.values())
+    print(f"{os.path.basename(path)}: one decode step at position {pos}, kernel time alone (ncu)")
+    for name, (n, us) in sorted(per.items(), key=lambda kv: -kv[1][1]):
+        print(f"{name:32s} {n:5d} {us:9.1f} us {us / n:7.2f} us each {100 * us / total:5.1f}%")
+    print(f"{'total':32s} {sum(v[0] for v in per.values()):5d} {total:9.1f} us")
+
+
+if __name__ == "__main__":
+    main()
