@@ -5,6 +5,7 @@ random-weight models at real shapes, quantized by llama.cpp's llama-quantize.
   python tools/bench_cuda.py make-models DIR           # F16 files at the shapes
   python tools/bench_cuda.py quantize DIR LLAMA_BIN    # Q4_0, Q8_0, Q4_K_M next to them
   python tools/bench_cuda.py bench DIR [LLAMA_BIN] > results.md
+  python tools/bench_cuda.py bandwidth DIR            # weight bytes per token, device copy bandwidth
 """
 
 from __future__ import annotations
@@ -96,6 +97,33 @@ def bench(d: str, bin_dir, names, reps: int = 3) -> None:
                   f"{cell(a, 'tg128')} | {cell(ll, 'tg128')} | {ratio('tg128')} |", flush=True)
 
 
+def weight_bytes_per_token(path: str) -> int:
+    """Bytes of weights one decode step reads: every tensor but the token
+    embedding (one row of it), which is also the output head when no
+    output.weight exists."""
+    import gguf
+    r = gguf.GGUFReader(path)
+    sizes = {t.name: int(t.n_bytes) for t in r.tensors}
+    emb = sizes.pop("token_embd.weight", 0)
+    return sum(sizes.values()) + (emb if "output.weight" not in sizes else 0)
+
+
+def copy_bandwidth() -> float:
+    """Device-to-device copy bandwidth in GB/s (bytes read + written), best of 10 copies of 1 GiB."""
+    import torch
+    a = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    b = torch.empty_like(a)
+    best = float("inf")
+    for _ in range(10):
+        t0, t1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        t0.record()
+        b.copy_(a)
+        t1.record()
+        torch.cuda.synchronize()
+        best = min(best, t0.elapsed_time(t1) / 1e3)
+    return 2 * a.numel() / best / 1e9
+
+
 if __name__ == "__main__":
     cmd, d = sys.argv[1], sys.argv[2]
     names = os.environ.get("SHAPES", "qwen3-0.6b,llama-3.2-1b").split(",")
@@ -103,5 +131,12 @@ if __name__ == "__main__":
         make_models(d, names)
     elif cmd == "quantize":
         quantize(d, sys.argv[3], names)
+    elif cmd == "bandwidth":
+        print(f"device copy bandwidth: {copy_bandwidth():.0f} GB/s (read + write)")
+        for name in names:
+            for q in ["F16"] + QUANTS:
+                path = os.path.join(d, f"{name}-{q}.gguf")
+                if os.path.exists(path):
+                    print(f"{name} {q}: {weight_bytes_per_token(path) / 1e9:.3f} GB of weights per token")
     elif cmd == "bench":
         bench(d, sys.argv[3] if len(sys.argv) > 3 else None, names)
