@@ -27,7 +27,9 @@ def main() -> None:
     if os.environ.get("AKUNU_NCU_CHILD"):
         step(path, pos)
         return
-    out = subprocess.run(["ncu", "--metrics", "gpu__time_duration.sum", "--csv", "-k", DECODE_KERNELS,
+    # warm caches and boost clocks, as in a real decode step (ncu's defaults flush and lock)
+    out = subprocess.run(["ncu", "--cache-control", "none", "--clock-control", "none",
+                          "--metrics", "gpu__time_duration.sum", "--csv", "-k", DECODE_KERNELS,
                           sys.executable, __file__, path, str(pos)], capture_output=True, text=True,
                          env={**os.environ, "AKUNU_NCU_CHILD": "1"})
     rows = [r for r in csv.DictReader(io.StringIO(out.stdout[out.stdout.find('"ID"'):]))
@@ -37,7 +39,7 @@ def main() -> None:
     per = defaultdict(lambda: [0, 0.0])
     for r in rows:
         name = r["Kernel Name"].split("(")[0].split("<")[0].replace("void ", "")
-        scale = 1e-3 if r["Metric Unit"] == "nsecond" else 1.0 if r["Metric Unit"] == "usecond" else 1e3
+        scale = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}[r["Metric Unit"]]
         per[name][0] += 1
         per[name][1] += float(r["Metric Value"].replace(",", "")) * scale
     total = sum(v[1] for v in per.values())
