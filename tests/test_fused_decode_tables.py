@@ -44,3 +44,15 @@ def test_fused_tables_give_the_unfused_tokens(models):
     for path in models:
         for kw in ({}, {"temperature": 0.9, "top_k": 20, "seed": 3}):
             assert generate(path, True, **kw) == generate(path, False, **kw), (os.path.basename(path), kw)
+
+
+def test_gemv_multi_bad_parameters_are_clear_errors():
+    import kernel_params as kp
+    from akunu import _core
+    x = np.ones((1, 64), np.float32)
+    w = np.ones((8, 64), np.float32).view(np.uint8)
+    bufs = [x, np.ones(64, np.float32), w, w, w] + [np.zeros((1, 8), np.float32) for _ in range(3)]
+    with pytest.raises(akunu.AkunuError, match="bad matrix count or mode"):
+        _core._run_cpu_kernel("gemv_multi", bufs, kp.multi_gemv(64, 1, 9, [8], [0]), device="cpu")
+    with pytest.raises(akunu.AkunuError, match="unsupported weight type"):
+        _core._run_cpu_kernel("gemv_multi", bufs, kp.multi_gemv(64, 1, 0, [8], [77]), device="cpu")

@@ -51,6 +51,17 @@ struct Builder {
         Cmd(t, dev, "add_inplace", label).buf(x).buf(y).params(p).patch_n(offsetof(AddParams, n_tokens)).emit();
     }
 
+    // Causal attention of layer l over its KV cache (sliding window on local layers).
+    void attention(const KVCache& kv, int l, bool local) {
+        const uint32_t qd = (uint32_t)c.q_dim();
+        AttentionParams p{(uint32_t)c.n_heads, (uint32_t)c.n_kv_heads, (uint32_t)c.head_dim, 1, 0,
+                          local ? (uint32_t)c.sliding_window : 0u, qd, qd, c.attn_scale, (uint32_t)kv.n_ctx, 1, 0, 0};
+        Cmd(t, dev, "attention", "attention")
+            .buf(s.q).buf(kv.k[(size_t)l]).buf(kv.v[(size_t)l]).buf(s.attn)
+            .params(p).patch_n(offsetof(AttentionParams, n_tokens)).patch_pos(offsetof(AttentionParams, pos0))
+            .emit();
+    }
+
     // gemv_multi over x (see MultiGemvParams); `norm` (or nullptr) normalizes x first.
     void multi(const char* label, MultiGemvMode mode, Buffer x, const Weight* norm,
                std::initializer_list<std::pair<const Weight*, Buffer>> mats) {
@@ -117,14 +128,7 @@ void fused_layer(Builder& b, const ModelConfig& c, const ArchDescriptor& arch, c
         cmd.buf(w.has_rope_freqs ? w.rope_freqs.buf : s.q).buf(kv.k[(size_t)l]).buf(kv.v[(size_t)l]);
         cmd.params(p).patch_n(offsetof(QKRopeKVParams, n_tokens)).patch_pos(offsetof(QKRopeKVParams, pos0)).emit();
     }
-    {
-        AttentionParams p{(uint32_t)c.n_heads, (uint32_t)c.n_kv_heads, (uint32_t)c.head_dim, 1, 0,
-                          local ? (uint32_t)c.sliding_window : 0u, qd, qd, c.attn_scale, (uint32_t)kv.n_ctx, 1, 0, 0};
-        Cmd(t, device, "attention", "attention")
-            .buf(s.q).buf(kv.k[(size_t)l]).buf(kv.v[(size_t)l]).buf(s.attn)
-            .params(p).patch_n(offsetof(AttentionParams, n_tokens)).patch_pos(offsetof(AttentionParams, pos0))
-            .emit();
-    }
+    b.attention(kv, l, local);
     if (arch.has_post_attn_norm) {
         b.matmul("o_proj", L.wo, s.attn, qd, s.proj, dim);
         b.rmsnorm("post_attn_norm", s.proj, L.post_attn_norm, s.proj, dim, 1, dim);
@@ -197,14 +201,7 @@ DispatchTable build_dispatch_table(Device& device, const ModelConfig& c, const A
                 .params(p).patch_n(offsetof(KVWriteParams, n_tokens)).patch_pos(offsetof(KVWriteParams, pos0))
                 .emit();
         }
-        {
-            AttentionParams p{(uint32_t)c.n_heads, (uint32_t)c.n_kv_heads, (uint32_t)c.head_dim, 1, 0,
-                              local ? (uint32_t)c.sliding_window : 0u, qd, qd, c.attn_scale, (uint32_t)kv.n_ctx, 1, 0, 0};
-            Cmd(t, device, "attention", "attention")
-                .buf(s.q).buf(kv.k[(size_t)l]).buf(kv.v[(size_t)l]).buf(s.attn)
-                .params(p).patch_n(offsetof(AttentionParams, n_tokens)).patch_pos(offsetof(AttentionParams, pos0))
-                .emit();
-        }
+        b.attention(kv, l, local);
         b.matmul("o_proj", L.wo, s.attn, qd, s.proj, dim);
         if (arch.has_post_attn_norm) b.rmsnorm("post_attn_norm", s.proj, L.post_attn_norm, s.proj, dim, 1, dim);
         b.add("attn_residual", s.h, s.proj);

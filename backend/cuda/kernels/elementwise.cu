@@ -6,21 +6,10 @@
 #include "core/half.h"
 #include "core/kernel_params.h"
 #include "cuda_kernel.h"
+#include "device_math.cuh"
 
 namespace akunu {
 namespace {
-
-// Sum over the block, returned to every thread (the warps' sums added in a
-// fixed order); `partial` is 32 doubles of shared memory, free again on return.
-__device__ double block_sum(double v, double* partial) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = v;
-    __syncthreads();
-    double s = 0;
-    for (unsigned i = 0; i < blockDim.x / 32; i++) s += partial[i];
-    __syncthreads();
-    return s;
-}
 
 // One block per row; the sum of squares in double, as the CPU twin.
 __global__ void rmsnorm_kernel(NormParams p, const float* x, const float* w, float* y) {
@@ -76,15 +65,10 @@ __global__ void rope_kernel(RopeParams p, float* x, const float* factors, const 
     const uint32_t h = (uint32_t)((idx / half) % p.n_heads);
     const uint32_t t = (uint32_t)(idx / ((size_t)half * p.n_heads));
     const float pos = (float)(replay_position(replay_pos, p.pos0) + t);
-    float theta = p.freq_scale * pos * powf(p.freq_base, -2.0f * (float)i / (float)p.head_dim);
-    if (factors) theta /= factors[i];
-    float s, c;
-    sincosf(theta, &s, &c);
     float* v = x + (size_t)t * p.row_stride + (size_t)h * p.head_dim;
-    const uint32_t i0 = p.neox ? i : 2 * i, i1 = p.neox ? i + half : 2 * i + 1;
-    const float x0 = v[i0], x1 = v[i1];
-    v[i0] = x0 * c - x1 * s;
-    v[i1] = x0 * s + x1 * c;
+    uint32_t i0, i1;
+    float o0, o1;
+    rope_pair(i, p.head_dim, p.neox != 0, pos, p.freq_scale, p.freq_base, factors, v, v, i0, i1, o0, o1);
 }
 
 void launch_rope(const CudaArgs& a) {
@@ -92,12 +76,6 @@ void launch_rope(const CudaArgs& a) {
     const size_t n = (size_t)p.n_tokens * p.n_heads * (p.head_dim / 2);
     rope_kernel<<<blocks_for(n, 256), 256, 0, a.stream>>>(p, a.b<float>(0),
                                                           p.has_freq_factors ? a.b<float>(1) : nullptr, a.replay_pos);
-}
-
-__device__ float silu(float x) { return x / (1.0f + expf(-x)); }
-__device__ float gelu(float x) {
-    const float k = 0.7978845608028654f;
-    return 0.5f * x * (1.0f + tanhf(k * x * (1.0f + 0.044715f * x * x)));
 }
 
 template <bool Gelu>

@@ -9,6 +9,7 @@
 #include "core/kernel_params.h"
 #include "cuda_kernel.h"
 #include "decode_block.cuh"
+#include "device_math.cuh"
 #include "gemv_formats.cuh"
 
 namespace akunu {
@@ -64,23 +65,6 @@ __device__ void prefetch_row(const uint8_t* W, int be, int bb, int row, int K) {
     const uint8_t* r = W + (size_t)row * bytes;
     for (size_t off = (size_t)(threadIdx.x % 32) * 128; off < bytes; off += 32 * 128)
         asm volatile("prefetch.global.L2 [%0];" ::"l"(r + off));
-}
-
-__device__ float silu(float x) { return x / (1.0f + expf(-x)); }
-__device__ float gelu(float x) {
-    const float k = 0.7978845608028654f;
-    return 0.5f * x * (1.0f + tanhf(k * x * (1.0f + 0.044715f * x * x)));
-}
-
-// Sum over the block in double (the rmsnorm kernel's precision).
-__device__ double block_sum(double v, double* partial) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = v;
-    __syncthreads();
-    double s = 0;
-    for (unsigned i = 0; i < blockDim.x / 32; i++) s += partial[i];
-    __syncthreads();
-    return s;
 }
 
 template <int M>

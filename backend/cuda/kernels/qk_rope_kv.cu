@@ -6,6 +6,7 @@
 #include "core/half.h"
 #include "core/kernel_params.h"
 #include "cuda_kernel.h"
+#include "device_math.cuh"
 
 namespace akunu {
 namespace {
@@ -30,15 +31,12 @@ __global__ void __launch_bounds__(kThreads)
     float* row = is_q ? q + (size_t)t * qd + j * hd : k + (size_t)t * kvd + j * hd;
     __shared__ float r[256];
     for (uint32_t d = threadIdx.x; d < hd; d += blockDim.x) r[d] = row[d];
-    if (p.has_qk_norm) {
-        __shared__ double partial[kThreads / 32];
+    __syncthreads();
+    if (p.has_qk_norm) {  // the rmsnorm kernel's arithmetic, per head
+        __shared__ double partial[32];
         double ss = 0;
         for (uint32_t d = threadIdx.x; d < hd; d += blockDim.x) ss += (double)r[d] * r[d];
-        for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-        if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = ss;
-        __syncthreads();
-        ss = 0;
-        for (int i = 0; i < kThreads / 32; i++) ss += partial[i];
+        ss = block_sum(ss, partial);
         const float scale = 1.0f / sqrtf((float)(ss / hd) + p.eps);
         const float* w = is_q ? q_norm : k_norm;
         for (uint32_t d = threadIdx.x; d < hd; d += blockDim.x) r[d] = r[d] * scale * (w[d] + p.weight_offset);
@@ -46,15 +44,9 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
     const uint32_t half = hd / 2;
     for (uint32_t i = threadIdx.x; i < half; i += blockDim.x) {
-        float theta = p.freq_scale * (float)pos * powf(p.freq_base, -2.0f * (float)i / (float)hd);
-        if (factors) theta /= factors[i];
-        float s, c;
-        sincosf(theta, &s, &c);
-        const uint32_t i0 = p.neox ? i : 2 * i, i1 = p.neox ? i + half : 2 * i + 1;
-        const float x0 = r[i0], x1 = r[i1];
-        const float o0 = x0 * c - x1 * s, o1 = x0 * s + x1 * c;
-        row[i0] = o0;
-        row[i1] = o1;
+        uint32_t i0, i1;
+        float o0, o1;
+        rope_pair(i, hd, p.neox != 0, (float)pos, p.freq_scale, p.freq_base, factors, r, row, i0, i1, o0, o1);
         if (!is_q) {
             kc[(size_t)pos * kvd + j * hd + i0] = f32_to_f16(o0);
             kc[(size_t)pos * kvd + j * hd + i1] = f32_to_f16(o1);

@@ -12,6 +12,7 @@
 
 #include "core/kernel_params.h"
 #include "cuda_kernel.h"
+#include "device_math.cuh"
 
 namespace akunu {
 namespace {
@@ -142,16 +143,6 @@ struct SampleArgs {
     // contiguous chunk of block b (ordered prefix sums need contiguity)
     __device__ uint32_t chunk() const { return ((p.vocab + grid - 1) / grid + 31) / 32 * 32; }
 };
-
-__device__ double block_sum(double v, double* red) {
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = v;
-    __syncthreads();
-    double r = 0;
-    for (unsigned k = 0; k < blockDim.x / 32; k++) r += red[k];  // fixed order: deterministic
-    __syncthreads();
-    return r;
-}
 
 // processed logits: copy, grammar mask
 __global__ void sample_copy(SampleArgs a) {

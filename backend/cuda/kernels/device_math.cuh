@@ -1,0 +1,47 @@
+// Device helpers several CUDA kernels share, so fused kernels compute exactly
+// what the kernels they replace compute (same formulas, same reduction order).
+#pragma once
+#include <cstdint>
+
+namespace akunu {
+
+// Sum over the block, returned to every thread: each warp's sum, then the
+// warps' sums added in a fixed order (deterministic). `partial` is 32 doubles
+// of shared memory, free again on return.
+__device__ inline double block_sum(double v, double* partial) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = v;
+    __syncthreads();
+    double s = 0;
+    for (unsigned i = 0; i < blockDim.x / 32; i++) s += partial[i];
+    __syncthreads();
+    return s;
+}
+
+__device__ inline float silu(float x) { return x / (1.0f + expf(-x)); }
+__device__ inline float gelu(float x) {  // tanh form
+    const float k = 0.7978845608028654f;
+    return 0.5f * x * (1.0f + tanhf(k * x * (1.0f + 0.044715f * x * x)));
+}
+
+// RoPE: rotates pair i of a head (i, i + d/2 for NeoX, 2i, 2i + 1 otherwise)
+// at position pos; theta_i = pos * scale * base^(-2i/d) / factor_i. Reads
+// from `in`, writes the rotated pair to `out` and returns it in o0 / o1.
+__device__ inline void rope_pair(uint32_t i, uint32_t head_dim, bool neox, float pos, float freq_scale,
+                                 float freq_base, const float* factors, const float* in, float* out, uint32_t& i0,
+                                 uint32_t& i1, float& o0, float& o1) {
+    const uint32_t half = head_dim / 2;
+    float theta = freq_scale * pos * powf(freq_base, -2.0f * (float)i / (float)head_dim);
+    if (factors) theta /= factors[i];
+    float s, c;
+    sincosf(theta, &s, &c);
+    i0 = neox ? i : 2 * i;
+    i1 = neox ? i + half : 2 * i + 1;
+    const float x0 = in[i0], x1 = in[i1];
+    o0 = x0 * c - x1 * s;
+    o1 = x0 * s + x1 * c;
+    out[i0] = o0;
+    out[i1] = o1;
+}
+
+}  // namespace akunu
