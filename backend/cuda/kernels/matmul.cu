@@ -10,6 +10,7 @@
 #include "core/quant_blocks.h"
 #include "cuda_kernel.h"
 #include "decode_block.cuh"
+#include "gemm_tc.h"
 #include "gemv.h"
 
 namespace akunu {
@@ -259,6 +260,8 @@ void launch_matmul(const CudaArgs& a) {
     const bool half = (p.dtype == GGML_F16 || p.dtype == GGML_BF16) && p.K % 8 == 0 &&
                       (reinterpret_cast<uintptr_t>(a.buf[0]) & 15) == 0;
     const bool q32 = (reinterpret_cast<uintptr_t>(x) & 15) == 0 && p.x_stride % 4 == 0 && q32_kernel(p.dtype);
+    // The common GGUF formats take the tensor cores (gemm_tc.cu).
+    if (p.n_tokens >= (uint32_t)kTiledMinTokens && launch_gemm_tc(a, p, x, y)) return;
     if (p.n_tokens >= (uint32_t)kTiledMinTokens && !half && !q32) {
         launch_gemm_tiled(a, p, x, y);
         return;

@@ -1,0 +1,370 @@
+// Tensor-core GEMM for many-token passes (prefill): y[t, n] = sum_k W[n, k] x[t, k] (+ bias[n]).
+//
+// A block computes 64 tokens x BN weight rows (BN = 128, or 64 when the grid
+// would not fill the GPU twice). Per 32-wide k step it stages in shared
+// memory the activations, rounded to F16 (saturated at +-65504), and the
+// weights, decoded from their format to F16; its warps then run 16x16x16
+// WMMA products (F16 operands, F32 accumulation), 32 x 32 outputs per warp.
+// Double-buffered: the next step's global loads are in flight, raw, in
+// registers while the tensor cores work on the current step, so each format
+// is split into `load` (global memory -> raw registers) and `store` (raw ->
+// 16 decoded F16 weights in shared memory). A thread owns one 16-element unit
+// of one weight row per step (BN rows x 2 units = 2 BN threads).
+//
+// Precision: both operands are F16 (11 significant bits), sums are F32 — as
+// llama.cpp's cuBLAS path for F16 weights; tests/test_device_kernels.py states
+// the bound. The formats' meaning is core/quant_blocks.h (the CPU twin).
+#include <cuda_fp16.h>
+#include <mma.h>
+
+#include "core/dtype_descriptor.h"
+#include "gemm_tc.h"
+#include "gemv_formats.cuh"
+
+namespace akunu {
+namespace {
+
+using namespace nvcuda;
+using gemv_formats::ld_u16;
+using gemv_formats::ld_u32_from_u16;
+
+constexpr int kBM = 64;         // tokens per block
+constexpr int kBK = 32;         // k per step
+constexpr int kLds = kBK + 8;   // halves per shared row: 80 bytes, so fragment loads are conflict-free
+constexpr int kWarpTile = 32;   // a warp's outputs: 32 tokens x 32 rows
+constexpr int kCld = kWarpTile + 4;  // floats per row of a warp's output staging
+
+__device__ __forceinline__ uint32_t pack_half2(float a, float b) {
+    union {
+        __half2 h;
+        uint32_t u;
+    } v;
+    v.h = __floats2half2_rn(a, b);
+    return v.u;
+}
+
+// Eight floats as eight F16 values in one 16-byte shared-memory store.
+__device__ __forceinline__ void store8(__half* dst, const float* v) {
+    *reinterpret_cast<uint4*>(dst) = make_uint4(pack_half2(v[0], v[1]), pack_half2(v[2], v[3]),
+                                                pack_half2(v[4], v[5]), pack_half2(v[6], v[7]));
+}
+
+__device__ __forceinline__ float f16_bits(uint32_t h) { return __half2float(__ushort_as_half((unsigned short)h)); }
+
+// --- formats: load one 16-element unit (u = 0 or 1) of the 32-wide k step at k0, then decode it ---
+
+struct TcF16 {
+    static constexpr int kElems = 1, kBytes = 2;
+    struct Raw {
+        uint4 a, b;
+    };
+    __device__ static Raw load(const uint8_t* row, int k0, int u) {
+        const uint4* p = reinterpret_cast<const uint4*>(row + (size_t)(k0 + 16 * u) * 2);
+        return {p[0], p[1]};
+    }
+    __device__ static void store(const Raw& r, __half* dst, int, int u) {
+        reinterpret_cast<uint4*>(dst + 16 * u)[0] = r.a;
+        reinterpret_cast<uint4*>(dst + 16 * u)[1] = r.b;
+    }
+};
+
+struct TcBF16 : TcF16 {
+    __device__ static void store(const Raw& r, __half* dst, int, int u) {
+        const uint32_t w[8] = {r.a.x, r.a.y, r.a.z, r.a.w, r.b.x, r.b.y, r.b.z, r.b.w};
+        float v[16];
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            v[2 * i] = __uint_as_float(w[i] << 16);
+            v[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
+        }
+        store8(dst + 16 * u, v);
+        store8(dst + 16 * u + 8, v + 8);
+    }
+};
+
+struct TcF32 {
+    static constexpr int kElems = 1, kBytes = 4;
+    struct Raw {
+        float4 v[4];
+    };
+    __device__ static Raw load(const uint8_t* row, int k0, int u) {
+        const float4* p = reinterpret_cast<const float4*>(row + (size_t)(k0 + 16 * u) * 4);
+        return {{p[0], p[1], p[2], p[3]}};
+    }
+    __device__ static void store(const Raw& r, __half* dst, int, int u) {
+        const float* v = reinterpret_cast<const float*>(r.v);
+        store8(dst + 16 * u, v);
+        store8(dst + 16 * u + 8, v + 8);
+    }
+};
+
+// Q8_0: f16 d, int8 q[32]; a unit is q[16u .. 16u + 16).
+struct TcQ8_0 {
+    static constexpr int kElems = 32, kBytes = 34;
+    struct Raw {
+        uint32_t d, q[4];
+    };
+    __device__ static Raw load(const uint8_t* row, int k0, int u) {
+        const uint8_t* blk = row + (size_t)(k0 / 32) * kBytes;
+        Raw r;
+        r.d = ld_u16(blk);
+#pragma unroll
+        for (int i = 0; i < 4; i++) r.q[i] = ld_u32_from_u16(blk + 2 + 16 * u + 4 * i);
+        return r;
+    }
+    __device__ static void store(const Raw& r, __half* dst, int, int u) {
+        const float d = f16_bits(r.d);
+        float v[16];
+#pragma unroll
+        for (int i = 0; i < 16; i++) v[i] = d * (float)(int8_t)((r.q[i / 4] >> (8 * (i % 4))) & 0xFF);
+        store8(dst + 16 * u, v);
+        store8(dst + 16 * u + 8, v + 8);
+    }
+};
+
+// Q4_0: f16 d, nibbles q[16] (low: elements 0..15, high: 16..31); a unit is
+// bytes q[8u .. 8u + 8): elements 8u.. (low) and 16 + 8u.. (high).
+struct TcQ4_0 {
+    static constexpr int kElems = 32, kBytes = 18;
+    struct Raw {
+        uint32_t d, q[2];
+    };
+    __device__ static Raw load(const uint8_t* row, int k0, int u) {
+        const uint8_t* blk = row + (size_t)(k0 / 32) * kBytes;
+        return {ld_u16(blk), {ld_u32_from_u16(blk + 2 + 8 * u), ld_u32_from_u16(blk + 6 + 8 * u)}};
+    }
+    __device__ static void store(const Raw& r, __half* dst, int, int u) {
+        const float d = f16_bits(r.d);
+        float lo[8], hi[8];
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const uint32_t b = r.q[i / 4] >> (8 * (i % 4));
+            lo[i] = d * (float)((int)(b & 0xF) - 8);
+            hi[i] = d * (float)((int)((b >> 4) & 0xF) - 8);
+        }
+        store8(dst + 8 * u, lo);
+        store8(dst + 16 + 8 * u, hi);
+    }
+};
+
+// Byte i of the 12 scale bytes held as three words.
+__device__ __forceinline__ uint32_t scale_byte(uint32_t s0, uint32_t s1, uint32_t s2, int i) {
+    const uint32_t w = i < 4 ? s0 : (i < 8 ? s1 : s2);
+    return (w >> (8 * (i & 3))) & 0xFF;
+}
+
+// Q4_K: 256-element super-block; k step j = 0..7 is 32 elements with 6-bit
+// scale/min j, nibbles (low for even j, high for odd) of bytes q[32 (j / 2) ..].
+struct TcQ4_K {
+    static constexpr int kElems = 256, kBytes = 144;
+    struct Raw {
+        uint32_t dd, s0, s1, s2;
+        uint4 q;
+    };
+    __device__ static Raw load(const uint8_t* row, int k0, int u) {
+        const uint8_t* blk = row + (size_t)(k0 / 256) * kBytes;
+        const int j = (k0 % 256) / 32;
+        const uint4 head = *reinterpret_cast<const uint4*>(blk);  // d, dmin, 12 scale bytes
+        return {head.x, head.y, head.z, head.w, *reinterpret_cast<const uint4*>(blk + 16 + 32 * (j / 2) + 16 * u)};
+    }
+    __device__ static void store(const Raw& r, __half* dst, int k0, int u) {
+        const int j = (k0 % 256) / 32;
+        uint32_t sc, m;
+        if (j < 4) {
+            sc = scale_byte(r.s0, r.s1, r.s2, j) & 63;
+            m = scale_byte(r.s0, r.s1, r.s2, j + 4) & 63;
+        } else {
+            sc = (scale_byte(r.s0, r.s1, r.s2, j + 4) & 0xF) | ((scale_byte(r.s0, r.s1, r.s2, j - 4) >> 6) << 4);
+            m = (scale_byte(r.s0, r.s1, r.s2, j + 4) >> 4) | ((scale_byte(r.s0, r.s1, r.s2, j) >> 6) << 4);
+        }
+        const float dl = f16_bits(r.dd & 0xFFFF) * (float)sc, ml = f16_bits(r.dd >> 16) * (float)m;
+        const uint32_t q[4] = {r.q.x, r.q.y, r.q.z, r.q.w};
+        const int shift = 4 * (j % 2);
+        float v[16];
+#pragma unroll
+        for (int i = 0; i < 16; i++) v[i] = dl * (float)((q[i / 4] >> (8 * (i % 4) + shift)) & 0xF) - ml;
+        store8(dst + 16 * u, v);
+        store8(dst + 16 * u + 8, v + 8);
+    }
+};
+
+// Q6_K: ql[128], qh[64], int8 scales[16], f16 d. k step j: half n = j / 4,
+// quarter r = j % 4 takes ql[64n + 32 (r % 2) + l] (high nibbles for r >= 2)
+// and bits 2r of qh[32n + l], l = 0..31, scale 8n + 2r + l / 16.
+struct TcQ6_K {
+    static constexpr int kElems = 256, kBytes = 210;
+    struct Raw {
+        uint32_t ql[4], qh[4], d;
+        int sc;
+    };
+    __device__ static Raw load(const uint8_t* row, int k0, int u) {
+        const uint8_t* blk = row + (size_t)(k0 / 256) * kBytes;
+        const int j = (k0 % 256) / 32, n = j / 4, r = j % 4;
+        Raw w;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            w.ql[i] = ld_u32_from_u16(blk + 64 * n + 32 * (r % 2) + 16 * u + 4 * i);
+            w.qh[i] = ld_u32_from_u16(blk + 128 + 32 * n + 16 * u + 4 * i);
+        }
+        w.d = ld_u16(blk + 208);
+        w.sc = reinterpret_cast<const int8_t*>(blk)[192 + 8 * n + 2 * r + u];
+        return w;
+    }
+    __device__ static void store(const Raw& w, __half* dst, int k0, int u) {
+        const int r = ((k0 % 256) / 32) % 4;
+        const float s = f16_bits(w.d) * (float)w.sc;
+        const int lshift = 4 * (r / 2), hshift = 2 * r;
+        float v[16];
+#pragma unroll
+        for (int i = 0; i < 16; i++) {
+            const int b = 8 * (i % 4);
+            const int q = (int)(((w.ql[i / 4] >> (b + lshift)) & 0xF) | (((w.qh[i / 4] >> (b + hshift)) & 3) << 4));
+            v[i] = s * (float)(q - 32);
+        }
+        store8(dst + 16 * u, v);
+        store8(dst + 16 * u + 8, v + 8);
+    }
+};
+
+__device__ __forceinline__ float saturate_f16(float v) { return fminf(fmaxf(v, -65504.0f), 65504.0f); }
+
+template <class F, int BN>
+__global__ void __launch_bounds__(2 * BN)
+    gemm_tc_kernel(MatmulParams p, const uint8_t* __restrict__ W, const float* __restrict__ x,
+                   float* __restrict__ y, const float* __restrict__ bias) {
+    constexpr int kThreads = 2 * BN, kWarpsN = BN / kWarpTile;
+    constexpr int kXVec = kBM * kBK / 4 / kThreads;  // activation float4s per thread per step
+    constexpr int kTileBytes = 2 * (kBM + BN) * kLds * 2;
+    constexpr int kOutBytes = (kThreads / 32) * kWarpTile * kCld * 4;
+    __shared__ __align__(128) uint8_t smem[kTileBytes > kOutBytes ? kTileBytes : kOutBytes];
+    __half* xs = reinterpret_cast<__half*>(smem);  // [2][kBM][kLds]
+    __half* ws = xs + 2 * kBM * kLds;              // [2][BN][kLds]
+
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int wm = warp / kWarpsN, wn = warp % kWarpsN;
+    const int n0 = blockIdx.x * BN, t0 = blockIdx.y * kBM;
+    const int M = (int)p.n_tokens, N = (int)p.N, K = (int)p.K;
+    // This thread's weight unit; rows past N and tokens past M read the last
+    // one (computed, never written).
+    const int wr = tid / 2, wu = tid % 2;
+    const uint8_t* wrow = W + (size_t)min(n0 + wr, N - 1) * (K / F::kElems) * F::kBytes;
+    const int quad = tid % 8;
+    const float* xp[kXVec];
+#pragma unroll
+    for (int i = 0; i < kXVec; i++)
+        xp[i] = x + (size_t)min(t0 + tid / 8 + i * (kThreads / 8), M - 1) * p.x_stride + 4 * quad;
+
+    typename F::Raw wraw = F::load(wrow, 0, wu);
+    float4 xr[kXVec];
+#pragma unroll
+    for (int i = 0; i < kXVec; i++) xr[i] = *reinterpret_cast<const float4*>(xp[i]);
+
+    auto stage = [&](int buf, int k0) {
+        F::store(wraw, ws + (buf * BN + wr) * kLds, k0, wu);
+#pragma unroll
+        for (int i = 0; i < kXVec; i++) {
+            const float4 v = xr[i];
+            *reinterpret_cast<uint2*>(xs + (buf * kBM + tid / 8 + i * (kThreads / 8)) * kLds + 4 * quad) =
+                make_uint2(pack_half2(saturate_f16(v.x), saturate_f16(v.y)),
+                           pack_half2(saturate_f16(v.z), saturate_f16(v.w)));
+        }
+    };
+    stage(0, 0);
+    __syncthreads();
+
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < 2; j++) wmma::fill_fragment(acc[i][j], 0.0f);
+
+    const int nk = K / kBK;
+    for (int kt = 0; kt < nk; kt++) {
+        const int cur = kt & 1;
+        const bool more = kt + 1 < nk;
+        if (more) {  // next step's loads in flight during this step's products
+            wraw = F::load(wrow, (kt + 1) * kBK, wu);
+#pragma unroll
+            for (int i = 0; i < kXVec; i++) xr[i] = *reinterpret_cast<const float4*>(xp[i] + (kt + 1) * kBK);
+        }
+        const __half* xa = xs + (cur * kBM + wm * kWarpTile) * kLds;
+        const __half* wb = ws + (cur * BN + wn * kWarpTile) * kLds;
+#pragma unroll
+        for (int kk = 0; kk < kBK; kk += 16) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a[2];
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> b[2];
+#pragma unroll
+            for (int i = 0; i < 2; i++) wmma::load_matrix_sync(a[i], xa + 16 * i * kLds + kk, kLds);
+#pragma unroll
+            for (int j = 0; j < 2; j++) wmma::load_matrix_sync(b[j], wb + 16 * j * kLds + kk, kLds);
+#pragma unroll
+            for (int i = 0; i < 2; i++)
+#pragma unroll
+                for (int j = 0; j < 2; j++) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
+        }
+        if (more) stage(cur ^ 1, (kt + 1) * kBK);
+        __syncthreads();
+    }
+
+    // Outputs through shared memory (the tiles are no longer read): a lane
+    // writes one row n for the warp's 32 tokens, coalesced along n.
+    float* cw = reinterpret_cast<float*>(smem) + warp * kWarpTile * kCld;
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < 2; j++)
+            wmma::store_matrix_sync(cw + 16 * i * kCld + 16 * j, acc[i][j], kCld, wmma::mem_row_major);
+    __syncwarp();
+    const int n = n0 + wn * kWarpTile + lane;
+    if (n >= N) return;
+    const float b = bias ? bias[n] : 0.0f;
+    for (int tt = 0; tt < kWarpTile; tt++) {
+        const int t = t0 + wm * kWarpTile + tt;
+        if (t >= M) break;
+        y[(size_t)t * p.y_stride + n] = cw[tt * kCld + lane] + b;
+    }
+}
+
+int sm_count() {
+    static int count = 0;
+    if (count == 0) {
+        int dev = 0;
+        cudaGetDevice(&dev);
+        if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || count <= 0)
+            count = 132;
+    }
+    return count;
+}
+
+template <class F>
+void launch(const CudaArgs& a, const MatmulParams& p, const float* x, float* y, const float* bias) {
+    const unsigned token_tiles = blocks_for(p.n_tokens, kBM);
+    // 128-row tiles when they fill every SM at least twice, else 64-row ones
+    if ((size_t)blocks_for(p.N, 128) * token_tiles >= 2u * (size_t)sm_count())
+        gemm_tc_kernel<F, 128><<<dim3(blocks_for(p.N, 128), token_tiles), 256, 0, a.stream>>>(p, a.b<uint8_t>(0), x,
+                                                                                            y, bias);
+    else
+        gemm_tc_kernel<F, 64><<<dim3(blocks_for(p.N, 64), token_tiles), 128, 0, a.stream>>>(p, a.b<uint8_t>(0), x,
+                                                                                           y, bias);
+}
+
+}  // namespace
+
+bool launch_gemm_tc(const CudaArgs& a, const MatmulParams& p, const float* x, float* y) {
+    if (p.n_tokens == 0 || p.N == 0 || p.K == 0 || p.K % kBK != 0) return false;
+    if ((reinterpret_cast<uintptr_t>(x) & 15) != 0 || p.x_stride % 4 != 0) return false;  // float4 loads
+    const float* bias = p.has_bias ? a.b<float>(3) : nullptr;
+    const uintptr_t w = reinterpret_cast<uintptr_t>(a.buf[0]);
+    switch (p.dtype) {
+        case GGML_F16: if (w % 16) return false; launch<TcF16>(a, p, x, y, bias); return true;
+        case GGML_BF16: if (w % 16) return false; launch<TcBF16>(a, p, x, y, bias); return true;
+        case GGML_F32: if (w % 16) return false; launch<TcF32>(a, p, x, y, bias); return true;
+        case GGML_Q8_0: if (w % 2) return false; launch<TcQ8_0>(a, p, x, y, bias); return true;
+        case GGML_Q4_0: if (w % 2) return false; launch<TcQ4_0>(a, p, x, y, bias); return true;
+        case GGML_Q4_K: if (p.K % 256 || w % 16) return false; launch<TcQ4_K>(a, p, x, y, bias); return true;
+        case GGML_Q6_K: if (p.K % 256 || w % 2) return false; launch<TcQ6_K>(a, p, x, y, bias); return true;
+        default: return false;
+    }
+}
+
+}  // namespace akunu
