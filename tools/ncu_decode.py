@@ -1,7 +1,8 @@
-"""GPU time of each kernel of one CUDA decode step, from Nsight Compute
-(kernel durations alone, no launch gaps): where a decode step's time goes.
+"""GPU time of each kernel of one CUDA decode step (or of one prefill pass),
+from Nsight Compute (kernel durations alone, no launch gaps): where the time goes.
 
-  python tools/ncu_decode.py MODEL.gguf [POSITION]   # runs ncu on itself
+  python tools/ncu_decode.py MODEL.gguf [POSITION]            # decode step at POSITION (runs ncu on itself)
+  python tools/ncu_decode.py MODEL.gguf TOKENS --prefill      # one prefill pass of TOKENS tokens
 """
 import csv
 import io
@@ -14,23 +15,27 @@ from collections import defaultdict
 DECODE_KERNELS = "regex:gemv_multi|gemv_kernel|attention_decode|qk_rope_kv|embedding|argmax|add_kernel|rope_kernel"
 
 
-def step(path: str, position: int) -> None:
+def step(path: str, position: int, prefill: bool) -> None:
     import akunu
     m = akunu.load(path, device="cuda", n_ctx=max(256, position + 8))
     core = m._core()
     core.prefill([1] * position)
-    core.decode_logits(2)
+    if not prefill:
+        core.decode_logits(2)
 
 
 def main() -> None:
-    path, pos = sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 128
+    args = [a for a in sys.argv[1:] if a != "--prefill"]
+    prefill = "--prefill" in sys.argv
+    path, pos = args[0], int(args[1]) if len(args) > 1 else 128
     if os.environ.get("AKUNU_NCU_CHILD"):
-        step(path, pos)
+        step(path, pos, prefill)
         return
     # warm caches and boost clocks, as in a real decode step (ncu's defaults flush and lock)
+    select = ["-k", DECODE_KERNELS] if not prefill else []
     out = subprocess.run(["ncu", "--cache-control", "none", "--clock-control", "none",
-                          "--metrics", "gpu__time_duration.sum", "--csv", "-k", DECODE_KERNELS,
-                          sys.executable, __file__, path, str(pos)], capture_output=True, text=True,
+                          "--metrics", "gpu__time_duration.sum", "--csv", *select,
+                          sys.executable, __file__, *sys.argv[1:]], capture_output=True, text=True,
                          env={**os.environ, "AKUNU_NCU_CHILD": "1"})
     rows = [r for r in csv.DictReader(io.StringIO(out.stdout[out.stdout.find('"ID"'):]))
             if r.get("Metric Name") == "gpu__time_duration.sum"]
@@ -43,7 +48,8 @@ def main() -> None:
         per[name][0] += 1
         per[name][1] += float(r["Metric Value"].replace(",", "")) * scale
     total = sum(v[1] for v in per.values())
-    print(f"{os.path.basename(path)}: one decode step at position {pos}, kernel time alone (ncu)")
+    what = f"one {pos}-token prefill" if prefill else f"one decode step at position {pos}"
+    print(f"{os.path.basename(path)}: {what}, kernel time alone (ncu)")
     for name, (n, us) in sorted(per.items(), key=lambda kv: -kv[1][1]):
         print(f"{name:32s} {n:5d} {us:9.1f} us {us / n:7.2f} us each {100 * us / total:5.1f}%")
     print(f"{'total':32s} {sum(v[0] for v in per.values()):5d} {total:9.1f} us")
