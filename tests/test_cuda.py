@@ -126,7 +126,9 @@ def test_bert_embeddings_match_cpu():
 
 @pytest.mark.parametrize("name", ["llama", "gemma3", "qwen3-mlx4g64", "llama-mlx8g32", "llama-mlx3g64"])
 def test_hf_directories_match_cpu(name):
-    err = compare(hf_dir(name), 2e-3)
+    # Converted HF checkpoints: 5e-3 (prefill GEMMs on the tensor cores take F16
+    # operands; random-weight GGUF models above stay under 2e-3)
+    err = compare(hf_dir(name), 5e-3)
     print(f"{name}: relative L2 of logits, CUDA vs CPU {err:.1e}")
 
 

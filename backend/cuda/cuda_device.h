@@ -43,6 +43,7 @@ public:
     void end_encoding_sync() override { sync(); }
 
     bool fused_decode() const override { return true; }
+    int prefill_chunk() const override { return 512; }
     void encode_dispatch_table(const DispatchTable& table, const ReplayState& state) override;
     void encode_chain(const DispatchTable& table, uint32_t pos0, int steps) override;
     std::vector<double> time_commands(const DispatchTable& table, const ReplayState& state) override;

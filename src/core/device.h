@@ -76,6 +76,11 @@ public:
     // steps. The CPU implements them too, as their definition, for the tests.
     virtual bool fused_decode() const { return false; }
 
+    // Tokens per prefill pass (the scratch buffers are sized for it). A GPU
+    // whose GEMM runs on tensor cores wants long passes: each pass re-reads
+    // every weight, and short ones leave most of its SMs idle.
+    virtual int prefill_chunk() const { return 64; }
+
     // Fast replay of a table; the default goes command by command through the
     // virtual encoding calls above.
     virtual void encode_dispatch_table(const DispatchTable& table, const ReplayState& state);

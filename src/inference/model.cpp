@@ -10,8 +10,6 @@
 namespace akunu {
 
 namespace {
-constexpr int kMaxPrefillTokens = 64;  // GEMM kernels handle up to 64 tokens per pass
-
 // One model, one caller at a time: a second thread gets a clear error instead
 // of corrupting the KV cache.
 class BusyGuard {
@@ -39,6 +37,7 @@ Model::Model(const std::string& path, const LoadOptions& opt) {
     if (std::string(file_->format()) != "gguf") arch_.rope_neox = true;
     cfg_ = config_from_file(*file_, arch_);
     device_ = create_device(opt.device, opt.n_threads);
+    prefill_chunk_ = std::max(1, device_->prefill_chunk());
     weights_ = std::make_unique<WeightProvider>(file_, *device_);
     w_ = resolve_weights(*weights_, cfg_, arch_);
     if (arch_.encoder) {
@@ -52,7 +51,7 @@ Model::Model(const std::string& path, const LoadOptions& opt) {
     kv_.allocate(*device_, cfg_.n_layers, n_ctx, cfg_.kv_dim());
     chain_length_ = std::max(1, device_->chain_length());
     chain_out_.resize((size_t)chain_length_ + 1);  // once: decode reads chain results into it
-    scratch_.allocate(*device_, cfg_, kMaxPrefillTokens, chain_length_, kMaxPrefillTokens);
+    scratch_.allocate(*device_, cfg_, prefill_chunk_, chain_length_, prefill_chunk_);
     prefill_table_ = build_dispatch_table(*device_, cfg_, arch_, w_, kv_, scratch_, TableKind::Prefill);
     decode_table_ = build_dispatch_table(*device_, cfg_, arch_, w_, kv_, scratch_, TableKind::Decode);
     sampler_.allocate(*device_, cfg_.vocab_size, n_ctx);
@@ -84,7 +83,7 @@ void Model::check_memory(int n_ctx) const {
                     device_->backend_name() + " device has " + gib((double)total) +
                     " of memory; use a smaller or more quantized model");
     const double kv = 2.0 * cfg_.n_layers * (double)n_ctx * cfg_.kv_dim() * 2;
-    const double scratch = 4.0 * kMaxPrefillTokens *
+    const double scratch = 4.0 * prefill_chunk_ *
                            (3.0 * cfg_.dim + 2.0 * cfg_.q_dim() + 2.0 * cfg_.kv_dim() + 3.0 * cfg_.ffn_dim +
                             cfg_.vocab_size);
     const size_t avail = device_->available_memory();
@@ -133,8 +132,8 @@ void Model::record_history(const int32_t* ids, size_t n, int pos) {
 void Model::run_prefill_chunks(const std::vector<int32_t>& tokens, PrefillOutput mode, std::vector<float>* logits,
                                std::vector<int32_t>* ids) {
     const size_t vocab = (size_t)cfg_.vocab_size;
-    for (size_t start = 0; start < tokens.size(); start += kMaxPrefillTokens) {
-        size_t n = std::min(tokens.size() - start, (size_t)kMaxPrefillTokens);
+    for (size_t start = 0; start < tokens.size(); start += (size_t)prefill_chunk_) {
+        size_t n = std::min(tokens.size() - start, (size_t)prefill_chunk_);
         device_->write_buffer(scratch_.prompt_ids, tokens.data() + start, n * 4);
         record_history(tokens.data() + start, n, n_past_);
         ReplayState st;

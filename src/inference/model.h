@@ -103,6 +103,7 @@ private:
     KVCache kv_;
     ScratchBuffers scratch_;
     int chain_length_ = 16;           // decode steps per submission (the device's choice)
+    int prefill_chunk_ = 64;          // tokens per prefill pass (the device's choice)
     std::vector<int32_t> chain_out_;  // chain results, read back per submission
     SamplerBuffers sampler_;
     DispatchTable prefill_table_, decode_table_;

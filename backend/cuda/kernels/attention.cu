@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/half.h"
 #include "attention_decode.h"
+#include "attention_prefill.h"
 #include "core/kernel_params.h"
 #include "cuda_kernel.h"
 
@@ -114,6 +115,7 @@ void launch_attention(const CudaArgs& a) {
     AttentionParams p = a.p<AttentionParams>();
     if (p.head_dim > 256) throw Error("CUDA attention: head_dim " + std::to_string(p.head_dim) + " > 256");
     if (launch_attention_decode(a, p)) return;
+    if (launch_attention_prefill(a, p)) return;
     // The general kernel's shared memory grows with the position: not capturable.
     if (a.replay_pos) throw Error("CUDA attention: this pass cannot run inside a decode graph");
     static bool configured = false;

@@ -20,6 +20,7 @@
 #include "core/dtype_descriptor.h"
 #include "gemm_tc.h"
 #include "gemv_formats.cuh"
+#include "mma.cuh"
 
 namespace akunu {
 namespace {
@@ -33,15 +34,6 @@ constexpr int kBK = 32;         // k per step
 constexpr int kLds = kBK + 8;   // halves per shared row: 80 bytes, so fragment loads are conflict-free
 constexpr int kWarpTile = 32;   // a warp's outputs: 32 tokens x 32 rows
 constexpr int kCld = kWarpTile + 4;  // floats per row of a warp's output staging
-
-__device__ __forceinline__ uint32_t pack_half2(float a, float b) {
-    union {
-        __half2 h;
-        uint32_t u;
-    } v;
-    v.h = __floats2half2_rn(a, b);
-    return v.u;
-}
 
 // Eight floats as eight F16 values in one 16-byte shared-memory store.
 __device__ __forceinline__ void store8(__half* dst, const float* v) {
