@@ -17,6 +17,8 @@
 #include <cuda_fp16.h>
 #include <mma.h>
 
+#include <cstdlib>
+
 #include "core/dtype_descriptor.h"
 #include "gemm_tc.h"
 #include "gemv_formats.cuh"
@@ -28,10 +30,10 @@ namespace {
 using namespace nvcuda;
 using gemv_formats::ld_u16;
 using gemv_formats::ld_u32_from_u16;
+using gemv_formats::small_int;  // exact integer -> float on the FP32 pipes
 
 constexpr int kBM = 64;         // tokens per block
-constexpr int kBK = 32;         // k per step
-constexpr int kLds = kBK + 8;   // halves per shared row: 80 bytes, so fragment loads are conflict-free
+constexpr int kMinBK = 32;     // k per step: 32 or 64 (a multiple of every format's unit pair)
 constexpr int kWarpTile = 32;   // a warp's outputs: 32 tokens x 32 rows
 constexpr int kCld = kWarpTile + 4;  // floats per row of a warp's output staging
 
@@ -108,7 +110,7 @@ struct TcQ8_0 {
         const float d = f16_bits(r.d);
         float v[16];
 #pragma unroll
-        for (int i = 0; i < 16; i++) v[i] = d * (float)(int8_t)((r.q[i / 4] >> (8 * (i % 4))) & 0xFF);
+        for (int i = 0; i < 16; i++) v[i] = d * small_int(((r.q[i / 4] >> (8 * (i % 4))) & 0xFF) ^ 0x80, 128.0f);
         store8(dst + 16 * u, v);
         store8(dst + 16 * u + 8, v + 8);
     }
@@ -131,8 +133,8 @@ struct TcQ4_0 {
 #pragma unroll
         for (int i = 0; i < 8; i++) {
             const uint32_t b = r.q[i / 4] >> (8 * (i % 4));
-            lo[i] = d * (float)((int)(b & 0xF) - 8);
-            hi[i] = d * (float)((int)((b >> 4) & 0xF) - 8);
+            lo[i] = d * small_int(b & 0xF, 8.0f);
+            hi[i] = d * small_int((b >> 4) & 0xF, 8.0f);
         }
         store8(dst + 8 * u, lo);
         store8(dst + 16 + 8 * u, hi);
@@ -174,7 +176,7 @@ struct TcQ4_K {
         const int shift = 4 * (j % 2);
         float v[16];
 #pragma unroll
-        for (int i = 0; i < 16; i++) v[i] = dl * (float)((q[i / 4] >> (8 * (i % 4) + shift)) & 0xF) - ml;
+        for (int i = 0; i < 16; i++) v[i] = dl * small_int((q[i / 4] >> (8 * (i % 4) + shift)) & 0xF, 0.0f) - ml;
         store8(dst + 16 * u, v);
         store8(dst + 16 * u + 8, v + 8);
     }
@@ -210,8 +212,8 @@ struct TcQ6_K {
 #pragma unroll
         for (int i = 0; i < 16; i++) {
             const int b = 8 * (i % 4);
-            const int q = (int)(((w.ql[i / 4] >> (b + lshift)) & 0xF) | (((w.qh[i / 4] >> (b + hshift)) & 3) << 4));
-            v[i] = s * (float)(q - 32);
+            const uint32_t q = ((w.ql[i / 4] >> (b + lshift)) & 0xF) | (((w.qh[i / 4] >> (b + hshift)) & 3) << 4);
+            v[i] = s * small_int(q, 32.0f);
         }
         store8(dst + 16 * u, v);
         store8(dst + 16 * u + 8, v + 8);
@@ -220,15 +222,16 @@ struct TcQ6_K {
 
 __device__ __forceinline__ float saturate_f16(float v) { return fminf(fmaxf(v, -65504.0f), 65504.0f); }
 
-template <class F, int BN>
+template <class F, int BN, int BK>
 __global__ void __launch_bounds__(2 * BN)
     gemm_tc_kernel(MatmulParams p, const uint8_t* __restrict__ W, const float* __restrict__ x,
                    float* __restrict__ y, const float* __restrict__ bias) {
     constexpr int kThreads = 2 * BN, kWarpsN = BN / kWarpTile;
-    constexpr int kXVec = kBM * kBK / 4 / kThreads;  // activation float4s per thread per step
-    constexpr int kTileBytes = 2 * (kBM + BN) * kLds * 2;
-    constexpr int kOutBytes = (kThreads / 32) * kWarpTile * kCld * 4;
-    __shared__ __align__(128) uint8_t smem[kTileBytes > kOutBytes ? kTileBytes : kOutBytes];
+    constexpr int kLds = BK + 8;                     // halves per shared row: fragment loads conflict-free
+    constexpr int kUnits = BK / 32;                  // weight unit pairs of a row per step
+    constexpr int kQuads = BK / 4;                   // activation float4s per token row per step
+    constexpr int kXVec = kBM * kQuads / kThreads;   // activation float4s per thread per step
+    extern __shared__ __align__(128) uint8_t smem[];  // tile_shared_bytes<BN, BK>()
     __half* xs = reinterpret_cast<__half*>(smem);  // [2][kBM][kLds]
     __half* ws = xs + 2 * kBM * kLds;              // [2][BN][kLds]
 
@@ -236,31 +239,36 @@ __global__ void __launch_bounds__(2 * BN)
     const int wm = warp / kWarpsN, wn = warp % kWarpsN;
     const int n0 = blockIdx.x * BN, t0 = blockIdx.y * kBM;
     const int M = (int)p.n_tokens, N = (int)p.N, K = (int)p.K;
-    // This thread's weight unit; rows past N and tokens past M read the last
-    // one (computed, never written).
+    // This thread's weight units (16 elements each: u of every 32); rows past
+    // N and tokens past M read the last one (computed, never written).
     const int wr = tid / 2, wu = tid % 2;
     const uint8_t* wrow = W + (size_t)min(n0 + wr, N - 1) * (K / F::kElems) * F::kBytes;
-    const int quad = tid % 8;
+    const int quad = tid % kQuads;
     const float* xp[kXVec];
 #pragma unroll
     for (int i = 0; i < kXVec; i++)
-        xp[i] = x + (size_t)min(t0 + tid / 8 + i * (kThreads / 8), M - 1) * p.x_stride + 4 * quad;
+        xp[i] = x + (size_t)min(t0 + tid / kQuads + i * (kThreads / kQuads), M - 1) * p.x_stride + 4 * quad;
 
-    typename F::Raw wraw = F::load(wrow, 0, wu);
+    typename F::Raw wraw[kUnits];
     float4 xr[kXVec];
+    auto fetch = [&](int k0) {  // global -> registers
 #pragma unroll
-    for (int i = 0; i < kXVec; i++) xr[i] = *reinterpret_cast<const float4*>(xp[i]);
-
-    auto stage = [&](int buf, int k0) {
-        F::store(wraw, ws + (buf * BN + wr) * kLds, k0, wu);
+        for (int u = 0; u < kUnits; u++) wraw[u] = F::load(wrow, k0 + 32 * u, wu);
+#pragma unroll
+        for (int i = 0; i < kXVec; i++) xr[i] = *reinterpret_cast<const float4*>(xp[i] + k0);
+    };
+    auto stage = [&](int buf, int k0) {  // registers -> F16 shared tiles
+#pragma unroll
+        for (int u = 0; u < kUnits; u++) F::store(wraw[u], ws + (buf * BN + wr) * kLds + 32 * u, k0 + 32 * u, wu);
 #pragma unroll
         for (int i = 0; i < kXVec; i++) {
             const float4 v = xr[i];
-            *reinterpret_cast<uint2*>(xs + (buf * kBM + tid / 8 + i * (kThreads / 8)) * kLds + 4 * quad) =
+            *reinterpret_cast<uint2*>(xs + (buf * kBM + tid / kQuads + i * (kThreads / kQuads)) * kLds + 4 * quad) =
                 make_uint2(pack_half2(saturate_f16(v.x), saturate_f16(v.y)),
                            pack_half2(saturate_f16(v.z), saturate_f16(v.w)));
         }
     };
+    fetch(0);
     stage(0, 0);
     __syncthreads();
 
@@ -270,19 +278,15 @@ __global__ void __launch_bounds__(2 * BN)
 #pragma unroll
         for (int j = 0; j < 2; j++) wmma::fill_fragment(acc[i][j], 0.0f);
 
-    const int nk = K / kBK;
+    const int nk = K / BK;
     for (int kt = 0; kt < nk; kt++) {
         const int cur = kt & 1;
         const bool more = kt + 1 < nk;
-        if (more) {  // next step's loads in flight during this step's products
-            wraw = F::load(wrow, (kt + 1) * kBK, wu);
-#pragma unroll
-            for (int i = 0; i < kXVec; i++) xr[i] = *reinterpret_cast<const float4*>(xp[i] + (kt + 1) * kBK);
-        }
+        if (more) fetch((kt + 1) * BK);  // next step's loads in flight during this step's products
         const __half* xa = xs + (cur * kBM + wm * kWarpTile) * kLds;
         const __half* wb = ws + (cur * BN + wn * kWarpTile) * kLds;
 #pragma unroll
-        for (int kk = 0; kk < kBK; kk += 16) {
+        for (int kk = 0; kk < BK; kk += 16) {
             wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a[2];
             wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> b[2];
 #pragma unroll
@@ -294,7 +298,7 @@ __global__ void __launch_bounds__(2 * BN)
 #pragma unroll
                 for (int j = 0; j < 2; j++) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
         }
-        if (more) stage(cur ^ 1, (kt + 1) * kBK);
+        if (more) stage(cur ^ 1, (kt + 1) * BK);
         __syncthreads();
     }
 
@@ -317,6 +321,13 @@ __global__ void __launch_bounds__(2 * BN)
     }
 }
 
+// Dynamic shared memory of a <BN, BK> kernel: two stages of tiles, or the output staging.
+template <int BN, int BK>
+constexpr int tile_shared_bytes() {
+    const int tiles = 2 * (kBM + BN) * (BK + 8) * 2, outputs = (2 * BN / 32) * kWarpTile * kCld * 4;
+    return tiles > outputs ? tiles : outputs;
+}
+
 int sm_count() {
     static int count = 0;
     if (count == 0) {
@@ -328,22 +339,44 @@ int sm_count() {
     return count;
 }
 
+// k per step: 64 by default; AKUNU_CUDA_GEMM_BK=32 picks the 32-wide steps (for comparisons).
+int step_k() {
+    static const int bk = [] {
+        const char* e = std::getenv("AKUNU_CUDA_GEMM_BK");
+        return e && std::atoi(e) == 32 ? 32 : 64;
+    }();
+    return bk;
+}
+
+template <class F, int BN, int BK>
+void launch_tiles(const CudaArgs& a, const MatmulParams& p, const float* x, float* y, const float* bias) {
+    constexpr int shared = tile_shared_bytes<BN, BK>();
+    static const bool configured =
+        cudaFuncSetAttribute(gemm_tc_kernel<F, BN, BK>, cudaFuncAttributeMaxDynamicSharedMemorySize, shared) ==
+        cudaSuccess;
+    (void)configured;
+    const dim3 grid(blocks_for(p.N, BN), blocks_for(p.n_tokens, kBM));
+    gemm_tc_kernel<F, BN, BK><<<grid, 2 * BN, shared, a.stream>>>(p, a.b<uint8_t>(0), x, y, bias);
+}
+
 template <class F>
 void launch(const CudaArgs& a, const MatmulParams& p, const float* x, float* y, const float* bias) {
     const unsigned token_tiles = blocks_for(p.n_tokens, kBM);
     // 128-row tiles when they fill every SM at least twice, else 64-row ones
-    if ((size_t)blocks_for(p.N, 128) * token_tiles >= 2u * (size_t)sm_count())
-        gemm_tc_kernel<F, 128><<<dim3(blocks_for(p.N, 128), token_tiles), 256, 0, a.stream>>>(p, a.b<uint8_t>(0), x,
-                                                                                            y, bias);
-    else
-        gemm_tc_kernel<F, 64><<<dim3(blocks_for(p.N, 64), token_tiles), 128, 0, a.stream>>>(p, a.b<uint8_t>(0), x,
-                                                                                           y, bias);
+    const bool wide = (size_t)blocks_for(p.N, 128) * token_tiles >= 2u * (size_t)sm_count();
+    if (step_k() == 64 && p.K % 64 == 0) {
+        if (wide) launch_tiles<F, 128, 64>(a, p, x, y, bias);
+        else launch_tiles<F, 64, 64>(a, p, x, y, bias);
+    } else {
+        if (wide) launch_tiles<F, 128, 32>(a, p, x, y, bias);
+        else launch_tiles<F, 64, 32>(a, p, x, y, bias);
+    }
 }
 
 }  // namespace
 
 bool launch_gemm_tc(const CudaArgs& a, const MatmulParams& p, const float* x, float* y) {
-    if (p.n_tokens == 0 || p.N == 0 || p.K == 0 || p.K % kBK != 0) return false;
+    if (p.n_tokens == 0 || p.N == 0 || p.K == 0 || p.K % kMinBK != 0) return false;
     if ((reinterpret_cast<uintptr_t>(x) & 15) != 0 || p.x_stride % 4 != 0) return false;  // float4 loads
     const float* bias = p.has_bias ? a.b<float>(3) : nullptr;
     const uintptr_t w = reinterpret_cast<uintptr_t>(a.buf[0]);
