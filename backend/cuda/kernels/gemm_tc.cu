@@ -92,6 +92,49 @@ struct TcF32 {
     }
 };
 
+// Half-pair bit patterns <-> __half2.
+__device__ __forceinline__ __half2 as_half2(uint32_t u) {
+    union {
+        uint32_t u;
+        __half2 h;
+    } v;
+    v.u = u;
+    return v.h;
+}
+__device__ __forceinline__ uint32_t half2_bits(__half2 h) {
+    union {
+        __half2 h;
+        uint32_t u;
+    } v;
+    v.h = h;
+    return v.u;
+}
+
+// n (2 or 4) 32-bit words starting at a 2-byte aligned address: aligned
+// loads, shifted by 16 bits when the address is not 4-byte aligned (the
+// last half-word read alone, so nothing past the bytes asked for is read).
+template <int W>
+__device__ __forceinline__ void load_words(const uint8_t* p, uint32_t* out) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    if ((a & 3) == 0) {
+#pragma unroll
+        for (int i = 0; i < W; i++) out[i] = reinterpret_cast<const uint32_t*>(p)[i];
+    } else {
+        const uint32_t* w = reinterpret_cast<const uint32_t*>(a - 2);
+        uint32_t v[W + 1];
+#pragma unroll
+        for (int i = 0; i < W; i++) v[i] = w[i];
+        v[W] = ld_u16(p + 4 * W - 2);
+#pragma unroll
+        for (int i = 0; i < W; i++) out[i] = __funnelshift_r(v[i], v[i + 1], 16);
+    }
+}
+
+// The 32-block formats decode in half pairs: an integer v < 1024 OR-ed into
+// the mantissa of 1024.0 (0x6400) is 1024 + v exactly; subtracting the
+// offset and multiplying by d (F16) rounds once, to the value the float
+// path would round to (d * q is exact in float).
+
 // Q8_0: f16 d, int8 q[32]; a unit is q[16u .. 16u + 16).
 struct TcQ8_0 {
     static constexpr int kElems = 32, kBytes = 34;
@@ -102,17 +145,21 @@ struct TcQ8_0 {
         const uint8_t* blk = row + (size_t)(k0 / 32) * kBytes;
         Raw r;
         r.d = ld_u16(blk);
-#pragma unroll
-        for (int i = 0; i < 4; i++) r.q[i] = ld_u32_from_u16(blk + 2 + 16 * u + 4 * i);
+        load_words<4>(blk + 2 + 16 * u, r.q);
         return r;
     }
     __device__ static void store(const Raw& r, __half* dst, int, int u) {
-        const float d = f16_bits(r.d);
-        float v[16];
+        const __half2 d = __half2half2(__ushort_as_half((unsigned short)r.d));
+        const __half2 offset = __float2half2_rn(1152.0f);  // 1024 + the 128 of int8 -> biased byte
+        uint32_t h[8];
 #pragma unroll
-        for (int i = 0; i < 16; i++) v[i] = d * small_int(((r.q[i / 4] >> (8 * (i % 4))) & 0xFF) ^ 0x80, 128.0f);
-        store8(dst + 16 * u, v);
-        store8(dst + 16 * u + 8, v + 8);
+        for (int i = 0; i < 4; i++) {
+            const uint32_t b = r.q[i] ^ 0x80808080u;  // bytes q + 128
+            h[2 * i] = half2_bits(__hmul2(__hsub2(as_half2(__byte_perm(b, 0x64646464u, 0x4140)), offset), d));
+            h[2 * i + 1] = half2_bits(__hmul2(__hsub2(as_half2(__byte_perm(b, 0x64646464u, 0x4342)), offset), d));
+        }
+        reinterpret_cast<uint4*>(dst + 16 * u)[0] = make_uint4(h[0], h[1], h[2], h[3]);
+        reinterpret_cast<uint4*>(dst + 16 * u)[1] = make_uint4(h[4], h[5], h[6], h[7]);
     }
 };
 
@@ -125,19 +172,26 @@ struct TcQ4_0 {
     };
     __device__ static Raw load(const uint8_t* row, int k0, int u) {
         const uint8_t* blk = row + (size_t)(k0 / 32) * kBytes;
-        return {ld_u16(blk), {ld_u32_from_u16(blk + 2 + 8 * u), ld_u32_from_u16(blk + 6 + 8 * u)}};
+        Raw r;
+        r.d = ld_u16(blk);
+        load_words<2>(blk + 2 + 8 * u, r.q);
+        return r;
     }
     __device__ static void store(const Raw& r, __half* dst, int, int u) {
-        const float d = f16_bits(r.d);
-        float lo[8], hi[8];
+        const __half2 d = __half2half2(__ushort_as_half((unsigned short)r.d));
+        const __half2 offset = __float2half2_rn(1032.0f);  // 1024 + the 8 of the format
+        uint32_t lo[4], hi[4];
 #pragma unroll
-        for (int i = 0; i < 8; i++) {
-            const uint32_t b = r.q[i / 4] >> (8 * (i % 4));
-            lo[i] = d * small_int(b & 0xF, 8.0f);
-            hi[i] = d * small_int((b >> 4) & 0xF, 8.0f);
-        }
-        store8(dst + 8 * u, lo);
-        store8(dst + 16 + 8 * u, hi);
+        for (int i = 0; i < 2; i++)
+#pragma unroll
+            for (int j = 0; j < 2; j++) {  // bytes 2j, 2j + 1 of word i, one per half
+                const uint32_t t = __byte_perm(r.q[i], 0, j ? 0x4342 : 0x4140);
+                lo[2 * i + j] = half2_bits(__hmul2(__hsub2(as_half2((t & 0x000F000Fu) | 0x64006400u), offset), d));
+                hi[2 * i + j] =
+                    half2_bits(__hmul2(__hsub2(as_half2(((t >> 4) & 0x000F000Fu) | 0x64006400u), offset), d));
+            }
+        *reinterpret_cast<uint4*>(dst + 8 * u) = make_uint4(lo[0], lo[1], lo[2], lo[3]);
+        *reinterpret_cast<uint4*>(dst + 16 + 8 * u) = make_uint4(hi[0], hi[1], hi[2], hi[3]);
     }
 };
 
