@@ -1,25 +1,26 @@
 #!/usr/bin/env bash
-# GPU machine: pp512 of the tensor-core GEMM's step widths side by side
-# (AKUNU_CUDA_GEMM_BK=32 vs the default 64), after the GEMM per-op tests.
-# Expects tools/cuda_bench.sh start to have run (build, F16 models); quantized
-# files are made when the llama.cpp build of tools/cuda_bench.sh is there.
-#   tools/cuda_gemm_ab.sh OUT
+# GPU machine: pp512 of the tensor-core GEMM's tile shapes side by side
+# (defaults vs AKUNU_CUDA_GEMM_BM=128 vs AKUNU_CUDA_GEMM_BK=32), after the
+# GEMM per-op tests under each. Builds akunu and the F16 models it needs.
+#   tools/cuda_gemm_ab.sh OUT [MODEL_NAMES...]   (default: llama-3.2-1b llama-3.1-8b)
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT="$1"; MODELS=/tmp/bench-models; LLB=/tmp/llama.cpp/build/bin
+OUT="$1"; shift; MODELS=/tmp/bench-models
+NAMES="${*:-llama-3.2-1b llama-3.1-8b}"
+cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DAKUNU_CUDA=ON \
+    -Dpybind11_DIR="$(python3 -c 'import pybind11; print(pybind11.get_cmake_dir())')" > /dev/null
+cmake --build build-cuda -j 16 > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+rm -rf build-cuda/stage && mkdir -p build-cuda/stage && cp -r python/akunu build-cuda/stage/akunu
+rm -f build-cuda/stage/akunu/_core*.so && cp build-cuda/_core*.so build-cuda/stage/akunu/
 export PYTHONPATH="$PWD/build-cuda/stage:$PWD/tools:${PYTHONPATH:-}"
-python3 -m pytest -q tests/test_device_kernels.py -k "matmul or gemm" 2>&1 | tail -2
-ab() {
-    for f in "$@"; do
-        for bk in 32 64; do
-            echo "$f BK=$bk $(AKUNU_CUDA_GEMM_BK=$bk python3 -m akunu.cli.bench $MODELS/$f.gguf --device cuda \
-                -p 512 -n 0 -r 3 | grep pp512 | awk -F'|' '{print $8}')"
-        done
+CONFIGS=("" "AKUNU_CUDA_GEMM_BM=128" "AKUNU_CUDA_GEMM_BK=32")
+for c in "${CONFIGS[@]}"; do
+    echo "per-op [${c:-default}]: $(env $c python3 -m pytest -q tests/test_device_kernels.py -k 'matmul or gemm' 2>&1 | tail -1)"
+done
+(cd tools && SHAPES="${NAMES// /,}" python3 bench_cuda.py make-models $MODELS > /dev/null)
+for n in $NAMES; do
+    for c in "${CONFIGS[@]}"; do
+        echo "$n-F16 [${c:-default}] pp512 $(env $c python3 -m akunu.cli.bench $MODELS/$n-F16.gguf --device cuda \
+            -p 512 -n 0 -r 3 | grep pp512 | awk -F'|' '{print $8}')"
     done
-}
-ab qwen3-0.6b-F16 llama-3.2-1b-F16 | tee "$OUT/gemm_ab.txt"
-for i in $(seq 1 60); do [ -f /tmp/llama_done ] && break; sleep 5; done
-if [ -x "$LLB/llama-quantize" ]; then
-    python3 tools/bench_cuda.py quantize $MODELS $LLB > /dev/null
-    ab llama-3.2-1b-Q8_0 llama-3.2-1b-Q4_0 llama-3.2-1b-Q4_K_M | tee -a "$OUT/gemm_ab.txt"
-fi
+done | tee "$OUT/gemm_ab.txt"

@@ -32,9 +32,8 @@ using gemv_formats::ld_u16;
 using gemv_formats::ld_u32_from_u16;
 using gemv_formats::small_int;  // exact integer -> float on the FP32 pipes
 
-constexpr int kBM = 64;         // tokens per block
 constexpr int kMinBK = 32;     // k per step: 32 or 64 (a multiple of every format's unit pair)
-constexpr int kWarpTile = 32;   // a warp's outputs: 32 tokens x 32 rows
+constexpr int kWarpTile = 32;   // a warp's outputs: BM / 2 tokens x 32 rows
 constexpr int kCld = kWarpTile + 4;  // floats per row of a warp's output staging
 
 // Eight floats as eight F16 values in one 16-byte shared-memory store.
@@ -276,22 +275,22 @@ struct TcQ6_K {
 
 __device__ __forceinline__ float saturate_f16(float v) { return fminf(fmaxf(v, -65504.0f), 65504.0f); }
 
-template <class F, int BN, int BK>
+template <class F, int BN, int BK, int BM>
 __global__ void __launch_bounds__(2 * BN)
     gemm_tc_kernel(MatmulParams p, const uint8_t* __restrict__ W, const float* __restrict__ x,
                    float* __restrict__ y, const float* __restrict__ bias) {
-    constexpr int kThreads = 2 * BN, kWarpsN = BN / kWarpTile;
+    constexpr int kThreads = 2 * BN, kWarpsN = BN / kWarpTile, kWarpM = BM / 2, kFragsM = kWarpM / 16;
     constexpr int kLds = BK + 8;                     // halves per shared row: fragment loads conflict-free
     constexpr int kUnits = BK / 32;                  // weight unit pairs of a row per step
     constexpr int kQuads = BK / 4;                   // activation float4s per token row per step
-    constexpr int kXVec = kBM * kQuads / kThreads;   // activation float4s per thread per step
-    extern __shared__ __align__(128) uint8_t smem[];  // tile_shared_bytes<BN, BK>()
-    __half* xs = reinterpret_cast<__half*>(smem);  // [2][kBM][kLds]
-    __half* ws = xs + 2 * kBM * kLds;              // [2][BN][kLds]
+    constexpr int kXVec = BM * kQuads / kThreads;   // activation float4s per thread per step
+    extern __shared__ __align__(128) uint8_t smem[];  // tile_shared_bytes<BN, BK, BM>()
+    __half* xs = reinterpret_cast<__half*>(smem);  // [2][BM][kLds]
+    __half* ws = xs + 2 * BM * kLds;               // [2][BN][kLds]
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int wm = warp / kWarpsN, wn = warp % kWarpsN;
-    const int n0 = blockIdx.x * BN, t0 = blockIdx.y * kBM;
+    const int n0 = blockIdx.x * BN, t0 = blockIdx.y * BM;
     const int M = (int)p.n_tokens, N = (int)p.N, K = (int)p.K;
     // This thread's weight units (16 elements each: u of every 32); rows past
     // N and tokens past M read the last one (computed, never written).
@@ -317,7 +316,7 @@ __global__ void __launch_bounds__(2 * BN)
 #pragma unroll
         for (int i = 0; i < kXVec; i++) {
             const float4 v = xr[i];
-            *reinterpret_cast<uint2*>(xs + (buf * kBM + tid / kQuads + i * (kThreads / kQuads)) * kLds + 4 * quad) =
+            *reinterpret_cast<uint2*>(xs + (buf * BM + tid / kQuads + i * (kThreads / kQuads)) * kLds + 4 * quad) =
                 make_uint2(pack_half2(saturate_f16(v.x), saturate_f16(v.y)),
                            pack_half2(saturate_f16(v.z), saturate_f16(v.w)));
         }
@@ -326,9 +325,9 @@ __global__ void __launch_bounds__(2 * BN)
     stage(0, 0);
     __syncthreads();
 
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[kFragsM][2];
 #pragma unroll
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < kFragsM; i++)
 #pragma unroll
         for (int j = 0; j < 2; j++) wmma::fill_fragment(acc[i][j], 0.0f);
 
@@ -337,18 +336,18 @@ __global__ void __launch_bounds__(2 * BN)
         const int cur = kt & 1;
         const bool more = kt + 1 < nk;
         if (more) fetch((kt + 1) * BK);  // next step's loads in flight during this step's products
-        const __half* xa = xs + (cur * kBM + wm * kWarpTile) * kLds;
+        const __half* xa = xs + (cur * BM + wm * kWarpM) * kLds;
         const __half* wb = ws + (cur * BN + wn * kWarpTile) * kLds;
 #pragma unroll
         for (int kk = 0; kk < BK; kk += 16) {
-            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a[2];
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> a[kFragsM];
             wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> b[2];
 #pragma unroll
-            for (int i = 0; i < 2; i++) wmma::load_matrix_sync(a[i], xa + 16 * i * kLds + kk, kLds);
+            for (int i = 0; i < kFragsM; i++) wmma::load_matrix_sync(a[i], xa + 16 * i * kLds + kk, kLds);
 #pragma unroll
             for (int j = 0; j < 2; j++) wmma::load_matrix_sync(b[j], wb + 16 * j * kLds + kk, kLds);
 #pragma unroll
-            for (int i = 0; i < 2; i++)
+            for (int i = 0; i < kFragsM; i++)
 #pragma unroll
                 for (int j = 0; j < 2; j++) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
         }
@@ -358,9 +357,9 @@ __global__ void __launch_bounds__(2 * BN)
 
     // Outputs through shared memory (the tiles are no longer read): a lane
     // writes one row n for the warp's 32 tokens, coalesced along n.
-    float* cw = reinterpret_cast<float*>(smem) + warp * kWarpTile * kCld;
+    float* cw = reinterpret_cast<float*>(smem) + warp * kWarpM * kCld;
 #pragma unroll
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < kFragsM; i++)
 #pragma unroll
         for (int j = 0; j < 2; j++)
             wmma::store_matrix_sync(cw + 16 * i * kCld + 16 * j, acc[i][j], kCld, wmma::mem_row_major);
@@ -368,17 +367,17 @@ __global__ void __launch_bounds__(2 * BN)
     const int n = n0 + wn * kWarpTile + lane;
     if (n >= N) return;
     const float b = bias ? bias[n] : 0.0f;
-    for (int tt = 0; tt < kWarpTile; tt++) {
-        const int t = t0 + wm * kWarpTile + tt;
+    for (int tt = 0; tt < kWarpM; tt++) {
+        const int t = t0 + wm * kWarpM + tt;
         if (t >= M) break;
         y[(size_t)t * p.y_stride + n] = cw[tt * kCld + lane] + b;
     }
 }
 
-// Dynamic shared memory of a <BN, BK> kernel: two stages of tiles, or the output staging.
-template <int BN, int BK>
+// Dynamic shared memory of a <BN, BK, BM> kernel: two stages of tiles, or the output staging.
+template <int BN, int BK, int BM>
 constexpr int tile_shared_bytes() {
-    const int tiles = 2 * (kBM + BN) * (BK + 8) * 2, outputs = (2 * BN / 32) * kWarpTile * kCld * 4;
+    const int tiles = 2 * (BM + BN) * (BK + 8) * 2, outputs = (2 * BN / 32) * (BM / 2) * kCld * 4;
     return tiles > outputs ? tiles : outputs;
 }
 
@@ -393,38 +392,40 @@ int sm_count() {
     return count;
 }
 
-// k per step: 64 by default; AKUNU_CUDA_GEMM_BK=32 picks the 32-wide steps (for comparisons).
-int step_k() {
-    static const int bk = [] {
-        const char* e = std::getenv("AKUNU_CUDA_GEMM_BK");
-        return e && std::atoi(e) == 32 ? 32 : 64;
-    }();
-    return bk;
+// Environment switches for comparisons: AKUNU_CUDA_GEMM_BK=32 (k per step;
+// default 64), AKUNU_CUDA_GEMM_BM=64 or 128 (tokens per block; default: 128
+// when the grid still fills every SM twice).
+int env_int(const char* name) {
+    const char* e = std::getenv(name);
+    return e ? std::atoi(e) : 0;
 }
 
-template <class F, int BN, int BK>
+template <class F, int BN, int BK, int BM>
 void launch_tiles(const CudaArgs& a, const MatmulParams& p, const float* x, float* y, const float* bias) {
-    constexpr int shared = tile_shared_bytes<BN, BK>();
+    constexpr int shared = tile_shared_bytes<BN, BK, BM>();
     static const bool configured =
-        cudaFuncSetAttribute(gemm_tc_kernel<F, BN, BK>, cudaFuncAttributeMaxDynamicSharedMemorySize, shared) ==
+        cudaFuncSetAttribute(gemm_tc_kernel<F, BN, BK, BM>, cudaFuncAttributeMaxDynamicSharedMemorySize, shared) ==
         cudaSuccess;
     (void)configured;
-    const dim3 grid(blocks_for(p.N, BN), blocks_for(p.n_tokens, kBM));
-    gemm_tc_kernel<F, BN, BK><<<grid, 2 * BN, shared, a.stream>>>(p, a.b<uint8_t>(0), x, y, bias);
+    const dim3 grid(blocks_for(p.N, BN), blocks_for(p.n_tokens, BM));
+    gemm_tc_kernel<F, BN, BK, BM><<<grid, 2 * BN, shared, a.stream>>>(p, a.b<uint8_t>(0), x, y, bias);
 }
 
 template <class F>
 void launch(const CudaArgs& a, const MatmulParams& p, const float* x, float* y, const float* bias) {
-    const unsigned token_tiles = blocks_for(p.n_tokens, kBM);
-    // 128-row tiles when they fill every SM at least twice, else 64-row ones
-    const bool wide = (size_t)blocks_for(p.N, 128) * token_tiles >= 2u * (size_t)sm_count();
-    if (step_k() == 64 && p.K % 64 == 0) {
-        if (wide) launch_tiles<F, 128, 64>(a, p, x, y, bias);
-        else launch_tiles<F, 64, 64>(a, p, x, y, bias);
-    } else {
-        if (wide) launch_tiles<F, 128, 32>(a, p, x, y, bias);
-        else launch_tiles<F, 64, 32>(a, p, x, y, bias);
+    static const int bk_env = env_int("AKUNU_CUDA_GEMM_BK"), bm_env = env_int("AKUNU_CUDA_GEMM_BM");
+    const size_t fill = 2u * (size_t)sm_count();
+    auto blocks = [&](unsigned bn, unsigned bm) { return (size_t)blocks_for(p.N, bn) * blocks_for(p.n_tokens, bm); };
+    if (bk_env == 32 || p.K % 64 != 0) {  // the first version's shape
+        if (blocks(128, 64) >= fill) launch_tiles<F, 128, 32, 64>(a, p, x, y, bias);
+        else launch_tiles<F, 64, 32, 64>(a, p, x, y, bias);
+        return;
     }
+    // 128 x 128 tiles where they fill the GPU (twice the work per staged byte), else narrower ones
+    const bool big = bm_env ? bm_env == 128 : blocks(128, 128) >= fill;
+    if (big) launch_tiles<F, 128, 64, 128>(a, p, x, y, bias);
+    else if (blocks(128, 64) >= fill) launch_tiles<F, 128, 64, 64>(a, p, x, y, bias);
+    else launch_tiles<F, 64, 64, 64>(a, p, x, y, bias);
 }
 
 }  // namespace
