@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU machine: pp512 of the tensor-core GEMM's tile shapes side by side
-# (defaults vs AKUNU_CUDA_GEMM_BM=128 vs AKUNU_CUDA_GEMM_BK=32), after the
+# (defaults vs AKUNU_CUDA_GEMM_BM=128 vs AKUNU_CUDA_GEMM_BM=64; AKUNU_CUDA_GEMM_BK=32 selects the first version's 32-wide steps), after the
 # GEMM per-op tests under each. Builds akunu and the F16 models it needs.
 #   tools/cuda_gemm_ab.sh OUT [MODEL_NAMES...]   (default: llama-3.2-1b llama-3.1-8b)
 set -uo pipefail
@@ -13,7 +13,7 @@ cmake --build build-cuda -j 16 > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build
 rm -rf build-cuda/stage && mkdir -p build-cuda/stage && cp -r python/akunu build-cuda/stage/akunu
 rm -f build-cuda/stage/akunu/_core*.so && cp build-cuda/_core*.so build-cuda/stage/akunu/
 export PYTHONPATH="$PWD/build-cuda/stage:$PWD/tools:${PYTHONPATH:-}"
-CONFIGS=("" "AKUNU_CUDA_GEMM_BM=128" "AKUNU_CUDA_GEMM_BK=32")
+CONFIGS=("" "AKUNU_CUDA_GEMM_BM=128" "AKUNU_CUDA_GEMM_BM=64")
 for c in "${CONFIGS[@]}"; do
     echo "per-op [${c:-default}]: $(env $c python3 -m pytest -q tests/test_device_kernels.py -k 'matmul or gemm' 2>&1 | tail -1)"
 done

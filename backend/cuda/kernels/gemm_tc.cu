@@ -421,8 +421,9 @@ void launch(const CudaArgs& a, const MatmulParams& p, const float* x, float* y, 
         else launch_tiles<F, 64, 32, 64>(a, p, x, y, bias);
         return;
     }
-    // 128 x 128 tiles where they fill the GPU (twice the work per staged byte), else narrower ones
-    const bool big = bm_env ? bm_env == 128 : blocks(128, 128) >= fill;
+    // 128 x 128 tiles (twice the work per staged byte) where one wave of them
+    // nearly fills the GPU (measured: 8B shapes gain, 1B's 2048-row matrices lose), else narrower ones
+    const bool big = bm_env ? bm_env == 128 : blocks(128, 128) * 10 >= (size_t)sm_count() * 9;
     if (big) launch_tiles<F, 128, 64, 128>(a, p, x, y, bias);
     else if (blocks(128, 64) >= fill) launch_tiles<F, 128, 64, 64>(a, p, x, y, bias);
     else launch_tiles<F, 64, 64, 64>(a, p, x, y, bias);
