@@ -68,6 +68,16 @@ def test_complete_streams_and_is_deterministic(small):
     assert b.stdout == c.stdout
 
 
+def test_batch_size_splits_the_prompt_not_the_answer(small):
+    prompt = "the quick brown fox jumps over the lazy dog " * 8
+    a = cli("complete", small, "-p", prompt, "-n", "10")
+    b = cli("complete", small, "-p", prompt, "-n", "10", "-b", "5")
+    assert a.returncode == b.returncode == 0, a.stderr + b.stderr
+    assert a.stdout == b.stdout
+    r = cli("complete", small, "-p", "x", "-b", "0")
+    assert r.returncode == 1 and "--batch-size must be positive" in r.stderr and "Traceback" not in r.stderr
+
+
 def test_inspect_lists_tensors_and_totals(small, gemma_path):
     r = cli("inspect", small)
     assert r.returncode == 0 and "token_embd.weight" in r.stdout and "totals:" in r.stdout

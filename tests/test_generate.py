@@ -41,6 +41,22 @@ def test_greedy_equals_argmax_of_logits(model):
     assert [int(r.argmax()) for r in logits[len(prompt) - 1 :]] == res.tokens
 
 
+@pytest.mark.parametrize("n_batch", [1, 7, 100])
+def test_prefill_pass_size_does_not_change_results(model, n_batch):
+    """n_batch (prompt tokens per prefill pass; CPU default 64) splits a
+    90-token prompt differently: same logits, same greedy tokens."""
+    other = akunu.load(model.path, n_ctx=128, n_batch=n_batch)
+    ids = np.random.default_rng(n_batch).integers(0, 512, 90).tolist()
+    np.testing.assert_allclose(other.logits(ids), model.logits(ids), rtol=1e-5, atol=1e-5)
+    assert other.generate(ids, max_tokens=8).tokens == model.generate(ids, max_tokens=8).tokens
+
+
+@pytest.mark.parametrize("bad", [0, -3, 2.5, True, 1 << 20])
+def test_bad_n_batch_is_a_clear_error(model, bad):
+    with pytest.raises(akunu.AkunuError, match="n_batch"):
+        akunu.load(model.path, n_ctx=128, n_batch=bad)
+
+
 def test_stream_joins_to_text(model):
     pieces = list(model.generate("hello", max_tokens=12, stream=True))
     res = model.generate("hello", max_tokens=12)

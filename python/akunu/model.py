@@ -75,14 +75,16 @@ class Model:
     """
 
     def __init__(self, path: str, device: str = "cpu", n_ctx: Optional[int] = None, n_threads: int = 0,
-                 chat_template: Optional[str] = None):
+                 chat_template: Optional[str] = None, n_batch: Optional[int] = None):
         if device not in _DEVICES:
             raise AkunuError(f"unknown device '{device}' (expected 'cpu', 'cuda', 'metal' or 'auto')")
         if n_ctx is not None and (isinstance(n_ctx, bool) or not isinstance(n_ctx, int) or n_ctx <= 0):
             raise AkunuError(f"n_ctx must be a positive integer, got {n_ctx!r}")
+        if n_batch is not None and (isinstance(n_batch, bool) or not isinstance(n_batch, int) or n_batch <= 0):
+            raise AkunuError(f"n_batch must be a positive integer, got {n_batch!r}")
         path = resolve_model_path(path)
         self.path = path
-        self._m = _core.Model(path, device, int(n_ctx or 0), int(n_threads))
+        self._m = _core.Model(path, device, int(n_ctx or 0), int(n_threads), int(n_batch or 0))
         self.metadata: Dict[str, Any] = self._core().metadata
         self.format: str = self._core().format  # "gguf" or "safetensors" (a Hugging Face / MLX directory)
         try:
@@ -390,7 +392,7 @@ def _is_whisper(path: str) -> bool:
 
 
 def load(path: str, device: str = "cpu", n_ctx: Optional[int] = None, n_threads: int = 0,
-         chat_template: Optional[str] = None, n_beams: int = 5):
+         chat_template: Optional[str] = None, n_beams: int = 5, n_batch: Optional[int] = None):
     """Load a model: a GGUF file, a Hugging Face / MLX directory (config.json + safetensors +
     tokenizer.json), a CTranslate2 Whisper directory (model.bin, as faster-whisper uses), or a
     named model such as ``"gemma3-270m"``, ``"all-minilm-l6-v2"`` or ``"whisper-tiny.en"``.
@@ -399,11 +401,14 @@ def load(path: str, device: str = "cpu", n_ctx: Optional[int] = None, n_threads:
 
     `device`: "cpu", "cuda", "metal" or "auto". `n_ctx`: context size in tokens
     (default: the model's, at most 4096). `chat_template`: "chatml", "llama3",
-    "gemma" or jinja2 source, replacing the file's own.
+    "gemma" or jinja2 source, replacing the file's own. `n_batch`: prompt tokens per
+    prefill pass (default: the device's, 64 on the CPU and 512 on CUDA); larger passes
+    use more memory for activations and logits.
     """
     path = resolve_model_path(path)
     if device in _DEVICES and _is_whisper(path):
         from .whisper import WhisperModel
 
         return WhisperModel(path, device=device, n_threads=n_threads, n_beams=n_beams)
-    return Model(path, device=device, n_ctx=n_ctx, n_threads=n_threads, chat_template=chat_template)
+    return Model(path, device=device, n_ctx=n_ctx, n_threads=n_threads, chat_template=chat_template,
+                 n_batch=n_batch)

@@ -10,6 +10,7 @@
 namespace akunu {
 
 namespace {
+constexpr int kMaxBatch = 1 << 16;  // tokens per prefill pass (its buffers hold this many rows of logits)
 // One model, one caller at a time: a second thread gets a clear error instead
 // of corrupting the KV cache.
 class BusyGuard {
@@ -37,7 +38,10 @@ Model::Model(const std::string& path, const LoadOptions& opt) {
     if (std::string(file_->format()) != "gguf") arch_.rope_neox = true;
     cfg_ = config_from_file(*file_, arch_);
     device_ = create_device(opt.device, opt.n_threads);
-    prefill_chunk_ = std::max(1, device_->prefill_chunk());
+    if (opt.n_batch < 0 || opt.n_batch > kMaxBatch)
+        throw Error("n_batch must be between 1 and " + std::to_string(kMaxBatch) + " (0: the device's default), got " +
+                    std::to_string(opt.n_batch));
+    prefill_chunk_ = opt.n_batch > 0 ? opt.n_batch : std::max(1, device_->prefill_chunk());
     weights_ = std::make_unique<WeightProvider>(file_, *device_);
     w_ = resolve_weights(*weights_, cfg_, arch_);
     if (arch_.encoder) {

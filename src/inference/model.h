@@ -24,6 +24,7 @@ struct LoadOptions {
     std::string device = "cpu";
     int n_ctx = 0;      // 0: min(trained context, 4096)
     int n_threads = 0;  // 0: all cores (or AKUNU_NUM_THREADS)
+    int n_batch = 0;    // tokens per prefill pass; 0: the device's choice (CPU 64, CUDA 512)
 };
 
 class Model {

@@ -233,15 +233,17 @@ PYBIND11_MODULE(_core, m) {
     });
 
     py::class_<Model>(m, "Model")
-        .def(py::init([](const std::string& path, const std::string& device, int n_ctx, int n_threads) {
+        .def(py::init([](const std::string& path, const std::string& device, int n_ctx, int n_threads, int n_batch) {
                  LoadOptions o;
                  o.device = device;
                  o.n_ctx = n_ctx;
                  o.n_threads = n_threads;
+                 o.n_batch = n_batch;
                  py::gil_scoped_release release;
                  return std::make_unique<Model>(path, o);
              }),
-             py::arg("path"), py::arg("device") = "cpu", py::arg("n_ctx") = 0, py::arg("n_threads") = 0)
+             py::arg("path"), py::arg("device") = "cpu", py::arg("n_ctx") = 0, py::arg("n_threads") = 0,
+             py::arg("n_batch") = 0)
         .def_property_readonly("metadata", [](const Model& m) { return file_metadata(m.file()); })
         .def_property_readonly("tensors", [](const Model& m) { return file_tensors(m.file()); })
         .def_property_readonly("format", [](const Model& m) { return std::string(m.file().format()); })

@@ -26,6 +26,8 @@ def add_model_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("-c", "--ctx", type=int, default=None, help="context size in tokens (default: the model's, "
                     "at most 4096)")
     ap.add_argument("-t", "--threads", type=int, default=0, help="CPU threads (default: all cores)")
+    ap.add_argument("-b", "--batch-size", type=int, default=None, help="prompt tokens per prefill pass "
+                    "(default: the device's, 64 on the CPU, 512 on CUDA)")
     ap.add_argument("--verbose", action="store_true", help="show tracebacks and load details")
     ap.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
 
@@ -101,6 +103,8 @@ def load_model(args: argparse.Namespace, quiet: bool = False):
         raise CliError(f"--ctx must be positive, got {args.ctx}")
     if args.threads < 0:
         raise CliError(f"--threads must be >= 0, got {args.threads}")
+    if getattr(args, "batch_size", None) is not None and args.batch_size <= 0:
+        raise CliError(f"--batch-size must be positive, got {args.batch_size}")
     path = resolve_model_path(args.model)
     if os.path.isdir(path) and not os.path.exists(os.path.join(path, "config.json")):
         raise CliError(f"'{path}' is a directory without config.json; give a .gguf file or a Hugging Face / "
@@ -114,7 +118,7 @@ def load_model(args: argparse.Namespace, quiet: bool = False):
         _warm_with_progress(path, quiet)
     try:
         model = load(path, device=args.device, n_ctx=args.ctx, n_threads=args.threads,
-                     chat_template=getattr(args, "chat_template", None))
+                     chat_template=getattr(args, "chat_template", None), n_batch=getattr(args, "batch_size", None))
     except MemoryError:
         raise CliError("out of memory while loading the model; try a smaller --ctx") from None
     if getattr(model, "is_whisper", False) and not getattr(args, "speech_ok", False):
