@@ -7,8 +7,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=build-asan
 PYBIND11_DIR="$(python -c 'import pybind11; print(pybind11.get_cmake_dir())')"
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAKUNU_SANITIZE=ON -DAKUNU_CUDA=OFF \
-    -Dpybind11_DIR="$PYBIND11_DIR" > /dev/null
+configure() {
+    cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DAKUNU_SANITIZE=ON -DAKUNU_CUDA=OFF \
+        -Dpybind11_DIR="$PYBIND11_DIR" > /dev/null
+}
+# Once seen on a loaded machine: CMake's compiler probe failed ("No known
+# features for CXX compiler"); a fresh build directory configured cleanly.
+configure || { echo "configure failed; retrying in a fresh $BUILD" >&2; rm -rf "$BUILD"; configure; }
 cmake --build "$BUILD" --target _core
 # A package tree whose _core is the sanitized build
 STAGE="$BUILD/stage"
