@@ -1,15 +1,16 @@
 // Tensor-core GEMM for many-token passes (prefill): y[t, n] = sum_k W[n, k] x[t, k] (+ bias[n]).
 //
-// A block computes 64 tokens x BN weight rows (BN = 128, or 64 when the grid
-// would not fill the GPU twice). Per 32-wide k step it stages in shared
+// A block computes BM tokens x BN weight rows: 128 x 128 where one wave of
+// such blocks nearly fills the GPU, else 64 x 128 or 64 x 64 (launch()).
+// Per 64-wide k step (32 for K not a multiple of 64) it stages in shared
 // memory the activations, rounded to F16 (saturated at +-65504), and the
-// weights, decoded from their format to F16; its warps then run 16x16x16
-// WMMA products (F16 operands, F32 accumulation), 32 x 32 outputs per warp.
-// Double-buffered: the next step's global loads are in flight, raw, in
-// registers while the tensor cores work on the current step, so each format
-// is split into `load` (global memory -> raw registers) and `store` (raw ->
-// 16 decoded F16 weights in shared memory). A thread owns one 16-element unit
-// of one weight row per step (BN rows x 2 units = 2 BN threads).
+// weights, decoded from their format to F16; its 2 x BN/32 warps then run
+// 16x16x16 WMMA products (F16 operands, F32 accumulation), BM/2 x 32 outputs
+// per warp. Double-buffered: the next step's global loads are in flight, raw,
+// in registers while the tensor cores work on the current step, so each
+// format is split into `load` (global memory -> raw registers) and `store`
+// (raw -> 16 decoded F16 weights in shared memory). A thread owns 16-element
+// units of one weight row (BN rows x 2 per 32 of k = 2 BN threads).
 //
 // Precision: both operands are F16 (11 significant bits), sums are F32 — as
 // llama.cpp's cuBLAS path for F16 weights; tests/test_device_kernels.py states
