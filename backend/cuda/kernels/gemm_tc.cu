@@ -92,24 +92,6 @@ struct TcF32 {
     }
 };
 
-// Half-pair bit patterns <-> __half2.
-__device__ __forceinline__ __half2 as_half2(uint32_t u) {
-    union {
-        uint32_t u;
-        __half2 h;
-    } v;
-    v.u = u;
-    return v.h;
-}
-__device__ __forceinline__ uint32_t half2_bits(__half2 h) {
-    union {
-        __half2 h;
-        uint32_t u;
-    } v;
-    v.h = h;
-    return v.u;
-}
-
 // n (2 or 4) 32-bit words starting at a 2-byte aligned address: aligned
 // loads, shifted by 16 bits when the address is not 4-byte aligned (the
 // last half-word read alone, so nothing past the bytes asked for is read).
@@ -134,20 +116,30 @@ __device__ __forceinline__ void load_words(const uint8_t* p, uint32_t* out) {
 // the mantissa of 1024.0 (0x6400) is 1024 + v exactly; subtracting the
 // offset and multiplying by d (F16) rounds once, to the value the float
 // path would round to (d * q is exact in float).
+__device__ __forceinline__ uint32_t scaled_pair(uint32_t biased, __half2 offset, __half2 d) {
+    return half2_bits(__hmul2(__hsub2(as_half2(biased), offset), d));
+}
+
+// A 32-block with an F16 d first (Q8_0, Q4_0): d and W words of quants
+// from byte `at` of the block holding element k0.
+template <int W>
+struct DQuants {
+    uint32_t d, q[W];
+};
+template <int W, int Bytes>
+__device__ __forceinline__ DQuants<W> load_d_quants(const uint8_t* row, int k0, int at) {
+    const uint8_t* blk = row + (size_t)(k0 / 32) * Bytes;
+    DQuants<W> r;
+    r.d = ld_u16(blk);
+    load_words<W>(blk + at, r.q);
+    return r;
+}
 
 // Q8_0: f16 d, int8 q[32]; a unit is q[16u .. 16u + 16).
 struct TcQ8_0 {
     static constexpr int kElems = 32, kBytes = 34;
-    struct Raw {
-        uint32_t d, q[4];
-    };
-    __device__ static Raw load(const uint8_t* row, int k0, int u) {
-        const uint8_t* blk = row + (size_t)(k0 / 32) * kBytes;
-        Raw r;
-        r.d = ld_u16(blk);
-        load_words<4>(blk + 2 + 16 * u, r.q);
-        return r;
-    }
+    using Raw = DQuants<4>;
+    __device__ static Raw load(const uint8_t* row, int k0, int u) { return load_d_quants<4, kBytes>(row, k0, 2 + 16 * u); }
     __device__ static void store(const Raw& r, __half* dst, int, int u) {
         const __half2 d = __half2half2(__ushort_as_half((unsigned short)r.d));
         const __half2 offset = __float2half2_rn(1152.0f);  // 1024 + the 128 of int8 -> biased byte
@@ -155,8 +147,8 @@ struct TcQ8_0 {
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             const uint32_t b = r.q[i] ^ 0x80808080u;  // bytes q + 128
-            h[2 * i] = half2_bits(__hmul2(__hsub2(as_half2(__byte_perm(b, 0x64646464u, 0x4140)), offset), d));
-            h[2 * i + 1] = half2_bits(__hmul2(__hsub2(as_half2(__byte_perm(b, 0x64646464u, 0x4342)), offset), d));
+            h[2 * i] = scaled_pair(__byte_perm(b, 0x64646464u, 0x4140), offset, d);
+            h[2 * i + 1] = scaled_pair(__byte_perm(b, 0x64646464u, 0x4342), offset, d);
         }
         reinterpret_cast<uint4*>(dst + 16 * u)[0] = make_uint4(h[0], h[1], h[2], h[3]);
         reinterpret_cast<uint4*>(dst + 16 * u)[1] = make_uint4(h[4], h[5], h[6], h[7]);
@@ -167,16 +159,8 @@ struct TcQ8_0 {
 // bytes q[8u .. 8u + 8): elements 8u.. (low) and 16 + 8u.. (high).
 struct TcQ4_0 {
     static constexpr int kElems = 32, kBytes = 18;
-    struct Raw {
-        uint32_t d, q[2];
-    };
-    __device__ static Raw load(const uint8_t* row, int k0, int u) {
-        const uint8_t* blk = row + (size_t)(k0 / 32) * kBytes;
-        Raw r;
-        r.d = ld_u16(blk);
-        load_words<2>(blk + 2 + 8 * u, r.q);
-        return r;
-    }
+    using Raw = DQuants<2>;
+    __device__ static Raw load(const uint8_t* row, int k0, int u) { return load_d_quants<2, kBytes>(row, k0, 2 + 8 * u); }
     __device__ static void store(const Raw& r, __half* dst, int, int u) {
         const __half2 d = __half2half2(__ushort_as_half((unsigned short)r.d));
         const __half2 offset = __float2half2_rn(1032.0f);  // 1024 + the 8 of the format
@@ -186,9 +170,8 @@ struct TcQ4_0 {
 #pragma unroll
             for (int j = 0; j < 2; j++) {  // bytes 2j, 2j + 1 of word i, one per half
                 const uint32_t t = __byte_perm(r.q[i], 0, j ? 0x4342 : 0x4140);
-                lo[2 * i + j] = half2_bits(__hmul2(__hsub2(as_half2((t & 0x000F000Fu) | 0x64006400u), offset), d));
-                hi[2 * i + j] =
-                    half2_bits(__hmul2(__hsub2(as_half2(((t >> 4) & 0x000F000Fu) | 0x64006400u), offset), d));
+                lo[2 * i + j] = scaled_pair((t & 0x000F000Fu) | 0x64006400u, offset, d);
+                hi[2 * i + j] = scaled_pair(((t >> 4) & 0x000F000Fu) | 0x64006400u, offset, d);
             }
         *reinterpret_cast<uint4*>(dst + 8 * u) = make_uint4(lo[0], lo[1], lo[2], lo[3]);
         *reinterpret_cast<uint4*>(dst + 16 + 8 * u) = make_uint4(hi[0], hi[1], hi[2], hi[3]);

@@ -12,15 +12,26 @@
 
 namespace akunu {
 
-// Two floats as an F16 pair (round to nearest), the first in the low half.
-__device__ __forceinline__ uint32_t pack_half2(float a, float b) {
+// F16 pair <-> its 32-bit pattern (the first value in the low half).
+__device__ __forceinline__ uint32_t half2_bits(__half2 h) {
     union {
         __half2 h;
         uint32_t u;
     } v;
-    v.h = __floats2half2_rn(a, b);
+    v.h = h;
     return v.u;
 }
+__device__ __forceinline__ __half2 as_half2(uint32_t u) {
+    union {
+        uint32_t u;
+        __half2 h;
+    } v;
+    v.u = u;
+    return v.h;
+}
+
+// Two floats as an F16 pair (round to nearest), the first in the low half.
+__device__ __forceinline__ uint32_t pack_half2(float a, float b) { return half2_bits(__floats2half2_rn(a, b)); }
 
 // c += A B for one 16x8x16 tile.
 __device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
