@@ -9,13 +9,7 @@ cd "$(dirname "$0")/.."
 PHASE="$1"; OUT="$2"; mkdir -p "$OUT"
 MODELS=/tmp/bench-models; LL=/tmp/llama.cpp; LLB=$LL/build/bin
 PY=python3
-stage() {
-    cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DAKUNU_CUDA=ON \
-        -Dpybind11_DIR="$($PY -c 'import pybind11; print(pybind11.get_cmake_dir())')" > /dev/null
-    cmake --build build-cuda -j 8 > "$OUT/akunu_build.log" 2>&1 || { tail -30 "$OUT/akunu_build.log"; exit 1; }
-    rm -rf build-cuda/stage && mkdir -p build-cuda/stage && cp -r python/akunu build-cuda/stage/akunu
-    rm -f build-cuda/stage/akunu/_core*.so && cp build-cuda/_core*.so build-cuda/stage/akunu/
-}
+stage() { bash tools/cuda_stage.sh "$OUT/akunu_build.log" || exit 1; }
 export PYTHONPATH="$PWD/build-cuda/stage:$PWD/tools:${PYTHONPATH:-}"
 start_llama() {
     if [ ! -x "$LLB/llama-bench" ] && [ ! -f /tmp/llama_started ]; then

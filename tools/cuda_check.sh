@@ -7,15 +7,9 @@ cd "$(dirname "$0")/.."
 OUT="${1:-${OUT:-/tmp/akunu-cuda}}"
 mkdir -p "$OUT"
 PY=python3
-BUILD=build-cuda
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DAKUNU_CUDA=ON \
-    -Dpybind11_DIR="$($PY -c 'import pybind11; print(pybind11.get_cmake_dir())')" > "$OUT/cmake.log" 2>&1 || { cat "$OUT/cmake.log"; exit 1; }
-cmake --build "$BUILD" -j 16 > "$OUT/build.log" 2>&1 || { tail -50 "$OUT/build.log"; exit 1; }
-STAGE="$BUILD/stage"
-rm -rf "$STAGE" && mkdir -p "$STAGE" && cp -r python/akunu "$STAGE/akunu" && rm -f "$STAGE"/akunu/_core*.so
-cp "$BUILD"/_core*.so "$STAGE/akunu/"
-export PYTHONPATH="$STAGE:tools:${PYTHONPATH:-}"
+bash tools/cuda_stage.sh "$OUT/build.log" || exit 1
+export PYTHONPATH="build-cuda/stage:tools:${PYTHONPATH:-}"
 # Per-op tests first, in their own process: a kernel fault poisons the CUDA
 # context of the process, which would hide every later result.
 PYTHONUNBUFFERED=1 $PY -m pytest -q -rs tests/test_device_kernels.py 2>&1 | tee "$OUT/test_kernels.log"

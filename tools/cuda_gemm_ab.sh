@@ -7,11 +7,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="$1"; shift; MODELS=/tmp/bench-models
 NAMES="${*:-llama-3.2-1b llama-3.1-8b}"
-cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DAKUNU_CUDA=ON \
-    -Dpybind11_DIR="$(python3 -c 'import pybind11; print(pybind11.get_cmake_dir())')" > /dev/null
-cmake --build build-cuda -j 16 > "$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
-rm -rf build-cuda/stage && mkdir -p build-cuda/stage && cp -r python/akunu build-cuda/stage/akunu
-rm -f build-cuda/stage/akunu/_core*.so && cp build-cuda/_core*.so build-cuda/stage/akunu/
+bash tools/cuda_stage.sh "$OUT/build.log" || exit 1
 export PYTHONPATH="$PWD/build-cuda/stage:$PWD/tools:${PYTHONPATH:-}"
 CONFIGS=("" "AKUNU_CUDA_GEMM_BM=128" "AKUNU_CUDA_GEMM_BM=64")
 for c in "${CONFIGS[@]}"; do
