@@ -1,7 +1,8 @@
-// GEMV / GEMM and embedding lookup for every weight format. Weights are
-// decoded block by block with the same functions that define the formats on
-// the CPU (core/quant_blocks.h); activations stay in float.
-// First version: one warp per output row, tokens looped inside.
+// GEMV / GEMM dispatch and embedding lookup for every weight format: a few
+// tokens take the decode GEMV (gemv.cu), 16 or more the tensor-core GEMM
+// (gemm_tc.cu) for the common GGUF formats; everything else runs here in
+// float (row kernels, and a shared-memory tiled GEMM), weights decoded block
+// by block with the functions that define the formats on the CPU (core/quant_blocks.h).
 #include <algorithm>
 
 #include "core/dtype_descriptor.h"
@@ -249,14 +250,16 @@ void launch_gemm_tiled(const CudaArgs& a, const MatmulParams& p, const float* x,
                                                        p.has_bias ? a.b<float>(3) : nullptr);
 }
 
-// Fewer than kTiledMinTokens tokens: the row kernels (slices of kMaxTokens kept for safety).
+// 16 tokens or more: the tensor cores where gemm_tc.cu takes the format, else
+// the float tiled GEMM or the row kernels; fewer: the row kernels (slices of
+// kMaxTokens kept for safety).
 void launch_matmul(const CudaArgs& a) {
     MatmulParams p = a.p<MatmulParams>();
     const float* x = a.b<float>(1) + (size_t)p.row0 * p.x_stride;
     float* y = a.b<float>(2);
-    // Formats with a specialized row kernel (F16/BF16 16-byte loads, 32-blocks
-    // decoded in registers) measured faster on F16 Qwen3-0.6B prefill (pp512
-    // 1664 vs 1207 tok/s); the rest (F32, K-quants, MLX) take the tiled GEMM.
+    // Outside the tensor-core formats, those with a specialized row kernel
+    // (16-byte half loads, 32-blocks decoded in registers) measured faster than
+    // the float tiled GEMM (F16 Qwen3-0.6B pp512 1664 vs 1207 tok/s, before gemm_tc).
     const bool half = (p.dtype == GGML_F16 || p.dtype == GGML_BF16) && p.K % 8 == 0 &&
                       (reinterpret_cast<uintptr_t>(a.buf[0]) & 15) == 0;
     const bool q32 = (reinterpret_cast<uintptr_t>(x) & 15) == 0 && p.x_stride % 4 == 0 && q32_kernel(p.dtype);
