@@ -12,7 +12,8 @@ otherwise): element-wise ops and norms: 1e-6 or equal; RoPE 2e-5 (angles of
 writes, im2col, argmax, learned positions: equal (same decoders, same F16
 rounding); matmul: every element against float64 numpy on the dequantized
 weights within a float32 accumulation bound (the CPU's quantized matmul
-rounds activations to 8 bits, the GPUs' do not; against the CPU 1e-5 float
+rounds activations to 8 bits, Metal's do not, CUDA's decode GEMV does for
+Q4_0/Q8_0/Q4_K/Q6_K, which the bound adds; against the CPU 1e-5 float
 formats, 2e-2 quantized); attention 5e-4 (both round softmax weights to F16;
 float sums in another order move some by one F16 step, 2^-11, and the
 output with them; CUDA's split decode does not round the weights, which stays
@@ -110,12 +111,33 @@ def tensor_core(device, qtype, m):
     return device == "cuda" and m >= 16 and qtype in TENSOR_CORE_FORMATS
 
 
+# CUDA's decode GEMV (at most 8 tokens) for these formats rounds x to 8 bits
+# per 32 values (d = amax / 127, q = round(x / d)) and multiplies in integers.
+Q8_ACTIVATION_FORMATS = {T.Q4_0, T.Q8_0, T.Q4_K, T.Q6_K}
+
+
+def q8_activations(device, qtype, m):
+    return device == "cuda" and m <= 8 and qtype in Q8_ACTIVATION_FORMATS
+
+
+def q8_rounding_bound(x, w):
+    """|x - d' q| <= d / 2 + 127 |d - d'| per value, d = amax / 127 of its
+    32-value block and d' its F16 rounding (|d - d'| <= 2^-11 d); summed
+    against |w| over each block."""
+    m, K = x.shape
+    half_step = np.abs(x.astype(np.float64)).reshape(m, K // 32, 32).max(-1) / 127 * (0.5 + 127 * 2.0 ** -11) * (1 + 1e-6)
+    return half_step @ np.abs(w).reshape(w.shape[0], K // 32, 32).sum(-1).T
+
+
 def matmul_bound(device, qtype, x, w):
     """Worst-case error of y = x w^T on `device`: float32 sums, plus F16
-    operand rounding where the tensor cores run."""
+    operand rounding where the tensor cores run, plus the activations'
+    8-bit rounding where CUDA's integer GEMV runs."""
     bound = float32_bound(x, w)
     if tensor_core(device, qtype, x.shape[0]):
         bound = bound + 1.2 * 2.0 ** -10 * (np.abs(x.astype(np.float64)) @ np.abs(w).T)
+    if q8_activations(device, qtype, x.shape[0]):
+        bound = bound + q8_rounding_bound(x, w)
     return bound
 
 
@@ -306,6 +328,7 @@ MULTI_CASES = {
     "gate-up-silu-q4_0": (kp.MULTI_SILU, [T.Q4_0, T.Q4_0], [3072, 3072], 1024, 1, 1),
     "gate-up-gelu-bf16": (kp.MULTI_GELU, [T.BF16, T.BF16], [640, 640], 256, 3, 1),
     "down-residual-q8_0": (kp.MULTI_ACCUMULATE, [T.Q8_0], [1024], 3072, 1, 0),
+    "gate-up-silu-q6_k-q4_k-3tok": (kp.MULTI_SILU, [T.Q6_K, T.Q4_K], [512, 512], 2048, 3, 1),
     "o-residual-f32": (kp.MULTI_ACCUMULATE, [T.F32], [512], 1024, 2, 0),
 }
 

@@ -25,6 +25,9 @@ print(m.generate("hello world", max_tokens=16).tokens)
 # a long prompt: prefill on the tensor cores (GEMM and flash attention)
 print(m.generate("hello world " * 12, max_tokens=16).tokens)  # ~100 tokens
 print(m.generate("hello world", max_tokens=16, temperature=0.8, top_k=20, seed=1).tokens)
+# quantized weights: the 8-bit activations and integer GEMVs of decode
+q = akunu.load("tests/models/llama-q4_k_m.gguf", device="cuda", n_ctx=128)
+print(q.generate("hello world", max_tokens=16).tokens)
 PY
     [ "${PIPESTATUS[0]}" = 0 ] || status=3
     if [ -f tests/.cache/whisper-cuda/tiny.en-q5_0.gguf ]; then

@@ -19,6 +19,7 @@ void check(cudaError_t e, const char* what) {
 
 // Split-attention partials for up to 128 heads x 32 splits x 256 dims.
 constexpr size_t kWorkspaceBytes = 8u << 20;
+constexpr size_t kActScratchBytes = 4u << 20;  // 8-bit activations: 8 tokens of K = 400k
 constexpr size_t kMaxStepGraphs = 4;
 
 __global__ void set_replay_state(uint32_t* state, uint32_t pos0) {
@@ -56,6 +57,7 @@ CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {
     workspace_bytes_ = kWorkspaceBytes;
     check(cudaMalloc(&workspace_, workspace_bytes_), "cudaMalloc (workspace)");
     check(cudaMemset(workspace_, 0, workspace_bytes_), "cudaMemset (workspace)");
+    check(cudaMalloc(&act_scratch_, kActScratchBytes), "cudaMalloc (activation scratch)");
 }
 
 CudaDevice::~CudaDevice() {
@@ -64,6 +66,7 @@ CudaDevice::~CudaDevice() {
         if (g.exec) cudaGraphExecDestroy(g.exec);
     cudaFree(replay_state_);
     cudaFree(workspace_);
+    cudaFree(act_scratch_);
     if (stream_) cudaStreamDestroy(stream_);
 }
 
@@ -139,11 +142,21 @@ void CudaDevice::set_buffer(Buffer buf, size_t offset, int index) {
 void CudaDevice::set_bytes(const void* data, int size, int) { std::memcpy(bound_.params, data, (size_t)size); }
 
 void CudaDevice::dispatch(Dim3, Dim3) {
-    CudaArgs a;
+    CudaArgs a = scratch_args();
     std::memcpy(a.buf, bound_.buf, sizeof(a.buf));
     std::memcpy(a.params, bound_.params, sizeof(a.params));
-    a.stream = stream_;
     bound_.fn->launch(a);
+}
+
+// Arguments with the stream and the device's scratch buffers filled in.
+CudaArgs CudaDevice::scratch_args() const {
+    CudaArgs a;
+    a.stream = stream_;
+    a.workspace = workspace_;
+    a.workspace_bytes = workspace_bytes_;
+    a.act_scratch = act_scratch_;
+    a.act_scratch_bytes = kActScratchBytes;
+    return a;
 }
 
 // Launches every command of the table on the stream; nothing waits here.
@@ -152,10 +165,7 @@ void CudaDevice::encode_dispatch_table(const DispatchTable& table, const ReplayS
 }
 
 void CudaDevice::launch_commands(const DispatchTable& table, const ReplayState& st, bool in_graph) {
-    CudaArgs a;
-    a.stream = stream_;
-    a.workspace = workspace_;
-    a.workspace_bytes = workspace_bytes_;
+    CudaArgs a = scratch_args();
     for (const DispatchCmd& cmd : table.commands) {
         for (int i = 0; i < cmd.buffer_count; i++) {
             size_t off = cmd.offsets[i] + (i == cmd.patch_token_buffer ? 4u * st.token_index : 0u);

@@ -52,6 +52,7 @@ private:
     void sync();
     // Enqueues every command; with `in_graph` the position-dependent commands
     // read the replay state from device memory instead of `st`.
+    CudaArgs scratch_args() const;
     void launch_commands(const DispatchTable& table, const ReplayState& st, bool in_graph);
     // The decode step of `table` as an instantiated graph (captured on first
     // use), or nullptr when a command of it cannot run in a graph.
@@ -65,6 +66,7 @@ private:
     uint32_t* replay_state_ = nullptr;  // device: {pos0, token slot}
     uint8_t* workspace_ = nullptr;
     size_t workspace_bytes_ = 0;
+    uint8_t* act_scratch_ = nullptr;
     int ordinal_ = 0;
     std::string name_;
     cudaStream_t stream_ = nullptr;

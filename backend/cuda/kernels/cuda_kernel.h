@@ -24,6 +24,10 @@ struct CudaArgs {
     // at creation; kernels that count in it leave their counters at zero.
     uint8_t* workspace = nullptr;
     size_t workspace_bytes = 0;
+    // Device scratch for a decode GEMV's 8-bit activations (act_q8.h): written
+    // and read by the kernels of one command, so every command may reuse it.
+    uint8_t* act_scratch = nullptr;
+    size_t act_scratch_bytes = 0;
 
     template <typename T>
     T p() const {

@@ -4,11 +4,14 @@
 // lane decoding its share straight into registers. The formats' meaning is
 // core/quant_blocks.h (the CPU twin dequantizes with it; the per-op tests
 // compare against float64 on those dequantized weights). Format lane work:
-// gemv_formats.cuh.
+// gemv_formats.cuh; the integer formats take x rounded to 8 bits by a kernel
+// of its own first (act_q8.h) and dp4a dots (gemv_q8_formats.cuh).
 #include "gemv.h"
 
 #include "core/dtype_descriptor.h"
+#include "act_q8.h"
 #include "gemv_formats.cuh"
+#include "gemv_q8_formats.cuh"
 
 namespace akunu {
 namespace {
@@ -36,6 +39,41 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     }
 }
 
+// The same with the activations rounded to 8 bits (gemv_q8::F).
+template <class F, int M>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32)
+    gemv_q8_kernel(MatmulParams p, const uint8_t* __restrict__ W, ActQ8 xq, float* __restrict__ y,
+                   const float* __restrict__ bias) {
+    const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
+    if (row >= (int)p.N) return;
+    const int m = (int)p.n_tokens;
+    float acc[M];
+#pragma unroll
+    for (int t = 0; t < M; t++) acc[t] = 0.0f;
+    gemv_q8::row_dot<F, M>(W + (size_t)row * (p.K / F::kElems) * F::kBytes, (int)p.K, xq.q, xq.ds, m, acc);
+#pragma unroll
+    for (int t = 0; t < M; t++) {
+        if (t >= m) break;
+        const float v = warp_sum(acc[t]);
+        if (threadIdx.x % 32 == 0) y[(size_t)t * p.y_stride + row] = v + (bias ? bias[row] : 0.0f);
+    }
+}
+
+// Rounds x to 8 bits and enqueues the integer GEMV; false when the scratch
+// cannot hold the activations (the float kernels run instead).
+template <class F>
+bool launch_q8(const CudaArgs& a, const MatmulParams& p, const float* x, float* y, const float* bias) {
+    ActQ8 xq;
+    if (!quantize_activations(a, x, p.x_stride, p.n_tokens, p.K, ActQ8Norm{}, &xq)) return false;
+    const unsigned blocks = (p.N + kWarpsPerBlock - 1) / kWarpsPerBlock;
+    if (p.n_tokens == 1)
+        gemv_q8_kernel<F, 1><<<blocks, kWarpsPerBlock * 32, 0, a.stream>>>(p, a.b<uint8_t>(0), xq, y, bias);
+    else
+        gemv_q8_kernel<F, kGemvMaxTokens><<<blocks, kWarpsPerBlock * 32, 0, a.stream>>>(p, a.b<uint8_t>(0), xq, y,
+                                                                                        bias);
+    return true;
+}
+
 template <class F>
 void launch(const CudaArgs& a, const MatmulParams& p, const float* x, float* y, const float* bias) {
     const unsigned blocks = (p.N + kWarpsPerBlock - 1) / kWarpsPerBlock;
@@ -54,10 +92,22 @@ bool launch_gemv(const CudaArgs& a, const MatmulParams& p, const float* x, float
     const float* bias = p.has_bias ? a.b<float>(3) : nullptr;
     const uintptr_t w = reinterpret_cast<uintptr_t>(a.buf[0]);
     switch (p.dtype) {
-        case GGML_Q4_0: if (p.K % 32 || w % 2) return false; launch<Q4_0>(a, p, x, y, bias); return true;
-        case GGML_Q8_0: if (p.K % 32 || w % 2) return false; launch<Q8_0>(a, p, x, y, bias); return true;
-        case GGML_Q4_K: if (p.K % 256 || w % 16) return false; launch<Q4_K>(a, p, x, y, bias); return true;
-        case GGML_Q6_K: if (p.K % 256 || w % 2) return false; launch<Q6_K>(a, p, x, y, bias); return true;
+        case GGML_Q4_0:
+            if (p.K % 32 || w % 2) return false;
+            if (!launch_q8<gemv_q8::Q4_0>(a, p, x, y, bias)) launch<Q4_0>(a, p, x, y, bias);
+            return true;
+        case GGML_Q8_0:
+            if (p.K % 32 || w % 2) return false;
+            if (!launch_q8<gemv_q8::Q8_0>(a, p, x, y, bias)) launch<Q8_0>(a, p, x, y, bias);
+            return true;
+        case GGML_Q4_K:
+            if (p.K % 256 || w % 16) return false;
+            if (!launch_q8<gemv_q8::Q4_K>(a, p, x, y, bias)) launch<Q4_K>(a, p, x, y, bias);
+            return true;
+        case GGML_Q6_K:
+            if (p.K % 256 || w % 2) return false;
+            if (!launch_q8<gemv_q8::Q6_K>(a, p, x, y, bias)) launch<Q6_K>(a, p, x, y, bias);
+            return true;
         case GGML_F16: if (p.K % 8 || w % 16) return false; launch<Half<false>>(a, p, x, y, bias); return true;
         case GGML_BF16: if (p.K % 8 || w % 16) return false; launch<Half<true>>(a, p, x, y, bias); return true;
         case GGML_F32: if (p.K % 4 || w % 16) return false; launch<F32>(a, p, x, y, bias); return true;

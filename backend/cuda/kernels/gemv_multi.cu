@@ -3,14 +3,19 @@
 // add, each optionally behind the input RMSNorm. A warp per output row as in
 // gemv.cu; a block first normalizes x into shared memory (every block
 // recomputes the norm: a few KiB from L2 instead of a launch of its own).
+// When every matrix has an integer lane layout (Q4_0, Q8_0, Q4_K, Q6_K), a
+// kernel of its own normalizes and rounds x to 8 bits first (act_q8.h) and
+// the rows take dp4a dots (gemv_q8_formats.cuh).
 #include <algorithm>
 
 #include "core/error.h"
 #include "core/kernel_params.h"
+#include "act_q8.h"
 #include "cuda_kernel.h"
 #include "decode_block.cuh"
 #include "device_math.cuh"
 #include "gemv_formats.cuh"
+#include "gemv_q8_formats.cuh"
 
 namespace akunu {
 namespace {
@@ -67,10 +72,23 @@ __device__ void prefetch_row(const uint8_t* W, int be, int bb, int row, int K) {
         asm volatile("prefetch.global.L2 [%0];" ::"l"(r + off));
 }
 
-template <int M>
+// Row `row` of W (matrix i) times the m tokens' activations: x as floats,
+// or (Q8) its 8-bit rounding xq.
+template <bool Q8, int M>
+__device__ __forceinline__ void matrix_row_dot(const MultiGemvParams& p, const Geometry& g, int i, const uint8_t* W,
+                                               int row, const float* x, ActQ8 xq, float* acc) {
+    const int K = (int)p.K, m = (int)p.n_tokens;
+    if (Q8)
+        gemv_q8::any_row_dot<M>(p.dtype[i], W + (size_t)row * (K / g.elems[i]) * g.bytes[i], K, xq.q, xq.ds, m, acc);
+    else
+        any_row_dot<M>(p.dtype[i], g.elems[i], g.bytes[i], W, row, K, x, m, acc);
+}
+
+template <bool Q8, int M>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_multi_kernel(MultiGemvParams p, Geometry g, const float* __restrict__ x, const float* __restrict__ norm_w,
-                      const uint8_t* W0, const uint8_t* W1, const uint8_t* W2, float* y0, float* y1, float* y2) {
+                      ActQ8 xq, const uint8_t* W0, const uint8_t* W1, const uint8_t* W2, float* y0, float* y1,
+                      float* y2) {
     extern __shared__ float xs[];
     const int K = (int)p.K, m = (int)p.n_tokens;
     // This warp's matrix and row (Separate: the rows of W0, W1, W2 in turn).
@@ -82,7 +100,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     const bool active = mat < (int)(p.mode == kGemvSeparate ? p.n_mats : 1) && row < (int)p.N[mat];
     const uint8_t* W = mat == 0 ? W0 : mat == 1 ? W1 : W2;
     const float* xin = x;
-    if (p.norm) {
+    if (p.norm && !Q8) {
         // The weight rows start for L2 while the block normalizes x (two
         // memory round trips overlapped instead of one after the other).
         if (active) {
@@ -111,7 +129,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     if (p.mode == kGemvSeparate) {
         const int i = mat;
         float* y = i == 0 ? y0 : i == 1 ? y1 : y2;
-        any_row_dot<M>(p.dtype[i], g.elems[i], g.bytes[i], W, row, K, xin, m, acc);
+        matrix_row_dot<Q8, M>(p, g, i, W, row, xin, xq, acc);
 #pragma unroll
         for (int t = 0; t < M; t++) {
             if (t >= m) break;
@@ -120,8 +138,8 @@ __global__ void __launch_bounds__(kWarps * 32)
         }
         return;
     }
-    any_row_dot<M>(p.dtype[0], g.elems[0], g.bytes[0], W0, row, K, xin, m, acc);
-    if (p.mode != kGemvAccumulate) any_row_dot<M>(p.dtype[1], g.elems[1], g.bytes[1], W1, row, K, xin, m, acc2);
+    matrix_row_dot<Q8, M>(p, g, 0, W0, row, xin, xq, acc);
+    if (p.mode != kGemvAccumulate) matrix_row_dot<Q8, M>(p, g, 1, W1, row, xin, xq, acc2);
 #pragma unroll
     for (int t = 0; t < M; t++) {
         if (t >= m) break;
@@ -169,7 +187,13 @@ void launch_gemv_multi(const CudaArgs& a) {
     }
     if ((reinterpret_cast<uintptr_t>(a.buf[0]) & 15) != 0 || p.K % 4 != 0)
         throw Error("gemv_multi: x must be 16-byte aligned with K a multiple of 4");
-    const size_t shared = p.norm ? (size_t)p.n_tokens * p.K * sizeof(float) : 0;
+    bool q8 = true;
+    for (uint32_t i = 0; i < used; i++) q8 = q8 && gemv_q8::has_q8_layout(p.dtype[i]);
+    ActQ8 xq;
+    ActQ8Norm norm;
+    if (p.norm) norm = ActQ8Norm{a.b<float>(1), p.eps, p.weight_offset};
+    q8 = q8 && quantize_activations(a, a.b<float>(0), p.K, p.n_tokens, p.K, norm, &xq);
+    const size_t shared = p.norm && !q8 ? (size_t)p.n_tokens * p.K * sizeof(float) : 0;
     if (shared > kMaxShared) throw Error("gemv_multi: K " + std::to_string(p.K) + " too large to normalize in shared memory");
     uint32_t rows = p.N[0];
     if (p.mode == kGemvSeparate)
@@ -177,13 +201,15 @@ void launch_gemv_multi(const CudaArgs& a) {
     const unsigned blocks = (rows + kWarps - 1) / kWarps;
     static bool configured = false;
     if (!configured) {
-        cudaFuncSetAttribute(gemv_multi_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kMaxShared);
-        cudaFuncSetAttribute(gemv_multi_kernel<kMaxTokens>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        cudaFuncSetAttribute(gemv_multi_kernel<false, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)kMaxShared);
+        cudaFuncSetAttribute(gemv_multi_kernel<false, kMaxTokens>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              (int)kMaxShared);
         configured = true;
     }
-    auto* k = p.n_tokens == 1 ? gemv_multi_kernel<1> : gemv_multi_kernel<kMaxTokens>;
-    k<<<blocks, kWarps * 32, shared, a.stream>>>(p, g, a.b<float>(0), a.b<float>(1), a.b<uint8_t>(2),
+    auto* k = q8 ? (p.n_tokens == 1 ? gemv_multi_kernel<true, 1> : gemv_multi_kernel<true, kMaxTokens>)
+                 : (p.n_tokens == 1 ? gemv_multi_kernel<false, 1> : gemv_multi_kernel<false, kMaxTokens>);
+    k<<<blocks, kWarps * 32, shared, a.stream>>>(p, g, a.b<float>(0), a.b<float>(1), xq, a.b<uint8_t>(2),
                                                  a.b<uint8_t>(3), a.b<uint8_t>(4), a.b<float>(5), a.b<float>(6),
                                                  a.b<float>(7));
 }

@@ -1,0 +1,39 @@
+// Decode activations rounded to 8 bits for the integer (dp4a) GEMVs, as
+// llama.cpp's CUDA backend feeds its quantized mat-vec kernels: per 32 values
+// d = amax / 127 and q = round(x / d), ties to even, d then kept to F16
+// precision (the CPU's Q8_0 rounding exactly); d * sum(q) rides along
+// for the formats whose blocks carry an offset or a min. A float activation
+// costs the decode GEMV four times its bytes from L1 and a conversion per
+// weight; an int8 one is a quarter of that and four weights per instruction.
+#pragma once
+#include <cstdint>
+
+#include "cuda_kernel.h"
+
+namespace akunu {
+
+constexpr int kQ8Block = 32;
+
+// Token t's values: q + t * K (int8, 16-byte aligned) and ds + t * K / 32,
+// one {d, d * sum(q)} per 32 values.
+struct ActQ8 {
+    int8_t* q = nullptr;
+    float2* ds = nullptr;
+};
+
+// The RMSNorm applied before rounding (x * scale * (weight + offset), as the
+// rmsnorm kernel computes it); weight == nullptr: none.
+struct ActQ8Norm {
+    const float* weight = nullptr;
+    float eps = 0.0f;
+    float offset = 0.0f;
+};
+
+// Enqueues the rounding of m tokens of x (row stride x_stride floats, x
+// 16-byte aligned) into the device's activation scratch. False (nothing
+// enqueued) when K is not a multiple of 32, x is misaligned, or the scratch
+// is too small.
+bool quantize_activations(const CudaArgs& a, const float* x, uint32_t x_stride, uint32_t m, uint32_t K,
+                          const ActQ8Norm& norm, ActQ8* out);
+
+}  // namespace akunu

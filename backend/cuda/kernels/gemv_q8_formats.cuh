@@ -1,0 +1,172 @@
+// Weight formats as integer decode-GEMV lane work against 8-bit activations
+// (act_q8.h), shared by gemv.cu and gemv_multi.cu: per format, the block
+// geometry, how many lanes share a block, and `dot`, which adds the lane's
+// share of one block times each token's activations to its accumulators.
+// Four weights and four activations meet in one dp4a; the weight scale, the
+// activation scale d and the block sum d * sum(q) (for offsets and mins)
+// apply once per block share. Meaning: core/quant_blocks.h.
+#pragma once
+#include <cstdint>
+
+#include "core/dtype_descriptor.h"
+#include "core/half.h"
+#include "core/quant_blocks.h"
+#include "gemv_formats.cuh"
+
+namespace akunu {
+namespace gemv_q8 {
+
+using gemv_formats::ld_u16;
+using gemv_formats::ld_u32_from_u16;
+
+constexpr uint32_t kNibbles = 0x0F0F0F0Fu;
+
+__device__ __forceinline__ int dp4a(uint32_t a, int b, int c) { return __dp4a((int)a, b, c); }
+__device__ __forceinline__ int dp4a4(const uint32_t* w, int4 x) {
+    return dp4a(w[0], x.x, dp4a(w[1], x.y, dp4a(w[2], x.z, dp4a(w[3], x.w, 0))));
+}
+__device__ __forceinline__ int4 ld_i4(const int8_t* p) { return *reinterpret_cast<const int4*>(p); }
+
+// Every `dot` gets this block's activations of token 0 (xq: its first value,
+// ds: its first {d, d * sum}) and the token stride K; token t's are K values
+// and K / 32 scales further on.
+
+// Q4_0: d, then 16 bytes: byte j holds elements j (low nibble) and j + 16, offset 8.
+struct Q4_0 {
+    static constexpr int kElems = 32, kBytes = 18, kLanes = 2;  // a lane: bytes 8 sub.., 16 weights
+    template <int M>
+    __device__ static void dot(const uint8_t* blk, int sub, const int8_t* xq, const float2* ds, int K, int m,
+                               float* acc) {
+        const float d = f16_to_f32((uint16_t)ld_u16(blk));
+        const uint32_t q0 = ld_u32_from_u16(blk + 2 + 8 * sub), q1 = ld_u32_from_u16(blk + 6 + 8 * sub);
+        const uint32_t lo0 = q0 & kNibbles, lo1 = q1 & kNibbles, hi0 = (q0 >> 4) & kNibbles, hi1 = (q1 >> 4) & kNibbles;
+#pragma unroll
+        for (int t = 0; t < M; t++) {
+            if (t >= m) break;
+            const int8_t* xt = xq + (size_t)t * K + 8 * sub;
+            const int2 a = *reinterpret_cast<const int2*>(xt), b = *reinterpret_cast<const int2*>(xt + 16);
+            const int s = dp4a(lo0, a.x, dp4a(lo1, a.y, dp4a(hi0, b.x, dp4a(hi1, b.y, 0))));
+            const float2 e = ds[(size_t)t * (K / 32)];
+            acc[t] += d * (e.x * (float)s - 4.0f * e.y);  // the offset 8 over this lane's half: 8 / 2
+        }
+    }
+};
+
+struct Q8_0 {
+    static constexpr int kElems = 32, kBytes = 34, kLanes = 2;  // a lane: 16 weights
+    template <int M>
+    __device__ static void dot(const uint8_t* blk, int sub, const int8_t* xq, const float2* ds, int K, int m,
+                               float* acc) {
+        const float d = f16_to_f32((uint16_t)ld_u16(blk));
+        uint32_t w[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) w[i] = ld_u32_from_u16(blk + 2 + 16 * sub + 4 * i);
+#pragma unroll
+        for (int t = 0; t < M; t++) {
+            if (t >= m) break;
+            const int s = dp4a4(w, ld_i4(xq + (size_t)t * K + 16 * sub));
+            acc[t] += d * ds[(size_t)t * (K / 32)].x * (float)s;
+        }
+    }
+};
+
+// Q4_K: d, dmin, 12 bytes of 6-bit scales/mins, 128 bytes of nibbles; four
+// 64-element groups, each 32 low nibbles (scale 2g) then 32 high (2g + 1).
+struct Q4_K {
+    static constexpr int kElems = 256, kBytes = 144, kLanes = 8;  // a lane: 16 bytes, 32 weights
+    template <int M>
+    __device__ static void dot(const uint8_t* blk, int sub, const int8_t* xq, const float2* ds, int K, int m,
+                               float* acc) {
+        const uint32_t dd = *reinterpret_cast<const uint32_t*>(blk);
+        const float d = f16_to_f32((uint16_t)(dd & 0xFFFF)), dmin = f16_to_f32((uint16_t)(dd >> 16));
+        const int g = sub / 2, o = 16 * (sub % 2);
+        uint8_t sc_lo, m_lo, sc_hi, m_hi;
+        blocks::q4k_scale_min(2 * g, blk + 4, &sc_lo, &m_lo);
+        blocks::q4k_scale_min(2 * g + 1, blk + 4, &sc_hi, &m_hi);
+        const uint4 q = *reinterpret_cast<const uint4*>(blk + 16 + 32 * g + o);
+        const uint32_t lo[4] = {q.x & kNibbles, q.y & kNibbles, q.z & kNibbles, q.w & kNibbles};
+        const uint32_t hi[4] = {(q.x >> 4) & kNibbles, (q.y >> 4) & kNibbles, (q.z >> 4) & kNibbles,
+                                (q.w >> 4) & kNibbles};
+        const float d_lo = d * sc_lo, d_hi = d * sc_hi;
+        const float m_lo_f = 0.5f * dmin * m_lo, m_hi_f = 0.5f * dmin * m_hi;  // the min over this lane's half
+#pragma unroll
+        for (int t = 0; t < M; t++) {
+            if (t >= m) break;
+            const int8_t* xt = xq + (size_t)t * K + 64 * g + o;
+            const int sl = dp4a4(lo, ld_i4(xt)), sh = dp4a4(hi, ld_i4(xt + 32));
+            const float2 el = ds[(size_t)t * (K / 32) + 2 * g], eh = ds[(size_t)t * (K / 32) + 2 * g + 1];
+            acc[t] += d_lo * el.x * (float)sl + d_hi * eh.x * (float)sh - m_lo_f * el.y - m_hi_f * eh.y;
+        }
+    }
+};
+
+// Bytes b - 32 of four 6-bit values (0..63), as signed bytes: no borrow
+// crosses a byte once each has its top bit set.
+__device__ __forceinline__ uint32_t minus32(uint32_t w) { return ((w | 0x80808080u) - 0x20202020u) ^ 0x80808080u; }
+
+// Q6_K: ql[128] low nibbles, qh[64] two high bits, int8 scales[16], f16 d.
+// Half n (128 elements) at l: ql[64n + l] and ql[64n + 32 + l] give elements
+// 128n + {0, 64} + l and 128n + {32, 96} + l through low / high nibbles.
+struct Q6_K {
+    static constexpr int kElems = 256, kBytes = 210, kLanes = 16;  // a lane: 4 positions l, 16 weights
+    template <int M>
+    __device__ static void dot(const uint8_t* blk, int sub, const int8_t* xq, const float2* ds, int K, int m,
+                               float* acc) {
+        const int n = sub / 8, l0 = 4 * (sub % 8);
+        const uint32_t qa = ld_u32_from_u16(blk + 64 * n + l0);       // elements 128n + l, + 64 (high)
+        const uint32_t qb = ld_u32_from_u16(blk + 64 * n + 32 + l0);  // elements 128n + 32 + l, + 96
+        const uint32_t qh = ld_u32_from_u16(blk + 128 + 32 * n + l0);
+        const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192 + 8 * n + l0 / 16);
+        const float d = f16_to_f32((uint16_t)ld_u16(blk + 208));
+        const float s[4] = {d * sc[0], d * sc[2], d * sc[4], d * sc[6]};
+        const uint32_t w[4] = {minus32((qa & kNibbles) | ((qh << 4) & 0x30303030u)),
+                               minus32((qb & kNibbles) | ((qh << 2) & 0x30303030u)),
+                               minus32(((qa >> 4) & kNibbles) | (qh & 0x30303030u)),
+                               minus32(((qb >> 4) & kNibbles) | ((qh >> 2) & 0x30303030u))};
+#pragma unroll
+        for (int t = 0; t < M; t++) {
+            if (t >= m) break;
+            const int8_t* xt = xq + (size_t)t * K + 128 * n + l0;
+            const float2* et = ds + (size_t)t * (K / 32) + 4 * n;
+            float v = 0.0f;
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                v += s[j] * et[j].x * (float)dp4a(w[j], *reinterpret_cast<const int*>(xt + 32 * j), 0);
+            acc[t] += v;
+        }
+    }
+};
+
+// Whether `dtype` has a lane layout here.
+inline bool has_q8_layout(uint32_t dtype) {
+    return dtype == GGML_Q4_0 || dtype == GGML_Q8_0 || dtype == GGML_Q4_K || dtype == GGML_Q6_K;
+}
+
+// One row's dot products with the m tokens' 8-bit activations, the warp's
+// lanes splitting the row (acc is per lane: the caller reduces over the warp).
+template <class F, int M>
+__device__ __forceinline__ void row_dot(const uint8_t* row, int K, const int8_t* xq, const float2* ds, int m,
+                                        float* acc) {
+    constexpr int kBlocksPerStep = 32 / F::kLanes;
+    const int lane = threadIdx.x % 32;
+    const int nb = K / F::kElems, sub = lane % F::kLanes;
+#pragma unroll 4
+    for (int b = lane / F::kLanes; b < nb; b += kBlocksPerStep)
+        F::template dot<M>(row + (size_t)b * F::kBytes, sub, xq + (size_t)b * F::kElems,
+                           ds + (size_t)b * (F::kElems / 32), K, m, acc);
+}
+
+// row_dot for a format chosen at run time (has_q8_layout(dtype) holds).
+template <int M>
+__device__ __forceinline__ void any_row_dot(uint32_t dtype, const uint8_t* row, int K, const int8_t* xq,
+                                            const float2* ds, int m, float* acc) {
+    switch (dtype) {
+        case GGML_Q4_0: row_dot<Q4_0, M>(row, K, xq, ds, m, acc); break;
+        case GGML_Q8_0: row_dot<Q8_0, M>(row, K, xq, ds, m, acc); break;
+        case GGML_Q4_K: row_dot<Q4_K, M>(row, K, xq, ds, m, acc); break;
+        default: row_dot<Q6_K, M>(row, K, xq, ds, m, acc); break;
+    }
+}
+
+}  // namespace gemv_q8
+}  // namespace akunu
