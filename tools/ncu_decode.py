@@ -1,5 +1,6 @@
 """GPU time of each kernel of one CUDA decode step (or of one prefill pass),
-from Nsight Compute (kernel durations alone, no launch gaps): where the time goes.
+from Nsight Compute (kernel durations alone, no launch gaps), and the DRAM
+bytes each kernel group read per second of its time: where the time goes.
 
   python tools/ncu_decode.py MODEL.gguf [POSITION]            # decode step at POSITION (runs ncu on itself)
   python tools/ncu_decode.py MODEL.gguf TOKENS --prefill      # one prefill pass of TOKENS tokens
@@ -12,7 +13,8 @@ import sys
 from collections import defaultdict
 
 # The decode step's kernels (prefill runs other ones, or rmsnorm, left out here).
-DECODE_KERNELS = "regex:gemv_multi|gemv_kernel|attention_decode|qk_rope_kv|embedding|argmax|add_kernel|rope_kernel"
+DECODE_KERNELS = ("regex:gemv_multi|gemv_kernel|gemv_q8_kernel|quantize_q8|attention_decode|qk_rope_kv|embedding|argmax|"
+                  "add_kernel|rope_kernel")
 
 
 def step(path: str, position: int, prefill: bool) -> None:
@@ -34,25 +36,31 @@ def main() -> None:
     # warm caches and boost clocks, as in a real decode step (ncu's defaults flush and lock)
     select = ["-k", DECODE_KERNELS] if not prefill else []
     out = subprocess.run(["ncu", "--cache-control", "none", "--clock-control", "none",
-                          "--metrics", "gpu__time_duration.sum", "--csv", *select,
+                          "--metrics", "gpu__time_duration.sum,dram__bytes_read.sum", "--csv", *select,
                           sys.executable, __file__, *sys.argv[1:]], capture_output=True, text=True,
                          env={**os.environ, "AKUNU_NCU_CHILD": "1"})
-    rows = [r for r in csv.DictReader(io.StringIO(out.stdout[out.stdout.find('"ID"'):]))
-            if r.get("Metric Name") == "gpu__time_duration.sum"]
-    if not rows:
+    rows = list(csv.DictReader(io.StringIO(out.stdout[out.stdout.find('"ID"'):])))
+    if not any(r.get("Metric Name") == "gpu__time_duration.sum" for r in rows):
         sys.exit(out.stdout[-2000:] + out.stderr[-2000:])
-    per = defaultdict(lambda: [0, 0.0])
+    time_scale = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}
+    byte_scale = {"byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "KB": 1e3, "MB": 1e6, "GB": 1e9}
+    per = defaultdict(lambda: [0, 0.0, 0.0])  # kernels, us, DRAM bytes read
     for r in rows:
         name = r["Kernel Name"].split("(")[0].split("<")[0].replace("void ", "")
-        scale = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}[r["Metric Unit"]]
-        per[name][0] += 1
-        per[name][1] += float(r["Metric Value"].replace(",", "")) * scale
+        value = float(r["Metric Value"].replace(",", ""))
+        if r["Metric Name"] == "gpu__time_duration.sum":
+            per[name][0] += 1
+            per[name][1] += value * time_scale[r["Metric Unit"]]
+        elif r["Metric Name"] == "dram__bytes_read.sum":
+            per[name][2] += value * byte_scale.get(r["Metric Unit"], 1.0)
     total = sum(v[1] for v in per.values())
     what = f"one {pos}-token prefill" if prefill else f"one decode step at position {pos}"
     print(f"{os.path.basename(path)}: {what}, kernel time alone (ncu)")
-    for name, (n, us) in sorted(per.items(), key=lambda kv: -kv[1][1]):
-        print(f"{name:32s} {n:5d} {us:9.1f} us {us / n:7.2f} us each {100 * us / total:5.1f}%")
-    print(f"{'total':32s} {sum(v[0] for v in per.values()):5d} {total:9.1f} us")
+    for name, (n, us, b) in sorted(per.items(), key=lambda kv: -kv[1][1]):
+        print(f"{name:32s} {n:5d} {us:9.1f} us {us / n:7.2f} us each {100 * us / total:5.1f}% "
+              f"{b / us / 1e3:7.0f} GB/s DRAM read")
+    print(f"{'total':32s} {sum(v[0] for v in per.values()):5d} {total:9.1f} us "
+          f"{sum(v[2] for v in per.values()) / total / 1e3:7.0f} GB/s DRAM read")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,8 @@
 // kernel of its own normalizes and rounds x to 8 bits first (act_q8.h) and
 // the rows take dp4a dots (gemv_q8_formats.cuh).
 #include <algorithm>
+#include <type_traits>
+#include <vector>
 
 #include "core/error.h"
 #include "core/kernel_params.h"
@@ -72,19 +74,27 @@ __device__ void prefetch_row(const uint8_t* W, int be, int bb, int row, int K) {
         asm volatile("prefetch.global.L2 [%0];" ::"l"(r + off));
 }
 
+// The float path's format when every matrix has the same lane layout (one
+// format compiled in: the runtime switch over every format, general decoder
+// included, costs 128 registers a thread and half the warps an SM can hold).
+struct AnyFormat {};
+
 // Row `row` of W (matrix i) times the m tokens' activations: x as floats,
 // or (Q8) its 8-bit rounding xq.
-template <bool Q8, int M>
+template <bool Q8, int M, class F>
 __device__ __forceinline__ void matrix_row_dot(const MultiGemvParams& p, const Geometry& g, int i, const uint8_t* W,
                                                int row, const float* x, ActQ8 xq, float* acc) {
     const int K = (int)p.K, m = (int)p.n_tokens;
-    if (Q8)
-        gemv_q8::any_row_dot<M>(p.dtype[i], W + (size_t)row * (K / g.elems[i]) * g.bytes[i], K, xq.q, xq.ds, m, acc);
-    else
+    const uint8_t* r = W + (size_t)row * (K / g.elems[i]) * g.bytes[i];
+    if constexpr (Q8)
+        gemv_q8::any_row_dot<M>(p.dtype[i], r, K, xq.q, xq.ds, m, acc);
+    else if constexpr (std::is_same_v<F, AnyFormat>)
         any_row_dot<M>(p.dtype[i], g.elems[i], g.bytes[i], W, row, K, x, m, acc);
+    else
+        row_dot<F, M>(r, K, x, K, m, acc);
 }
 
-template <bool Q8, int M>
+template <bool Q8, int M, class F>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_multi_kernel(MultiGemvParams p, Geometry g, const float* __restrict__ x, const float* __restrict__ norm_w,
                       ActQ8 xq, const uint8_t* W0, const uint8_t* W1, const uint8_t* W2, float* y0, float* y1,
@@ -129,7 +139,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     if (p.mode == kGemvSeparate) {
         const int i = mat;
         float* y = i == 0 ? y0 : i == 1 ? y1 : y2;
-        matrix_row_dot<Q8, M>(p, g, i, W, row, xin, xq, acc);
+        matrix_row_dot<Q8, M, F>(p, g, i, W, row, xin, xq, acc);
 #pragma unroll
         for (int t = 0; t < M; t++) {
             if (t >= m) break;
@@ -138,8 +148,8 @@ __global__ void __launch_bounds__(kWarps * 32)
         }
         return;
     }
-    matrix_row_dot<Q8, M>(p, g, 0, W0, row, xin, xq, acc);
-    if (p.mode != kGemvAccumulate) matrix_row_dot<Q8, M>(p, g, 1, W1, row, xin, xq, acc2);
+    matrix_row_dot<Q8, M, F>(p, g, 0, W0, row, xin, xq, acc);
+    if (p.mode != kGemvAccumulate) matrix_row_dot<Q8, M, F>(p, g, 1, W1, row, xin, xq, acc2);
 #pragma unroll
     for (int t = 0; t < M; t++) {
         if (t >= m) break;
@@ -152,6 +162,37 @@ __global__ void __launch_bounds__(kWarps * 32)
             if (lane0) *out = (p.mode == kGemvGeluGate ? gelu(v) : silu(v)) * u;
         }
     }
+}
+
+using Kernel = void (*)(MultiGemvParams, Geometry, const float*, const float*, ActQ8, const uint8_t*,
+                       const uint8_t*, const uint8_t*, float*, float*, float*);
+
+template <bool Q8, class F>
+Kernel kernel_for(uint32_t n_tokens) {
+    return n_tokens == 1 ? gemv_multi_kernel<Q8, 1, F> : gemv_multi_kernel<Q8, kMaxTokens, F>;
+}
+
+// The float path: one format compiled in where every used matrix has it.
+Kernel float_kernel(const MultiGemvParams& p, uint32_t used) {
+    bool uniform = true;
+    for (uint32_t i = 1; i < used; i++) uniform = uniform && p.dtype[i] == p.dtype[0];
+    if (uniform) {
+        switch (p.dtype[0]) {
+            case GGML_F16: return kernel_for<false, Half<false>>(p.n_tokens);
+            case GGML_BF16: return kernel_for<false, Half<true>>(p.n_tokens);
+            case GGML_F32: return kernel_for<false, F32>(p.n_tokens);
+            default: break;
+        }
+    }
+    return kernel_for<false, AnyFormat>(p.n_tokens);
+}
+
+// Lets kernel k take the shared memory the input norm may need (once per kernel).
+void allow_shared(const void* k) {
+    static std::vector<const void*> done;
+    if (std::find(done.begin(), done.end(), k) != done.end()) return;
+    cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kMaxShared);
+    done.push_back(k);
 }
 
 // The lane layouts' alignment needs (else the general path for that matrix).
@@ -199,16 +240,8 @@ void launch_gemv_multi(const CudaArgs& a) {
     if (p.mode == kGemvSeparate)
         for (uint32_t i = 1; i < p.n_mats; i++) rows += p.N[i];
     const unsigned blocks = (rows + kWarps - 1) / kWarps;
-    static bool configured = false;
-    if (!configured) {
-        cudaFuncSetAttribute(gemv_multi_kernel<false, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)kMaxShared);
-        cudaFuncSetAttribute(gemv_multi_kernel<false, kMaxTokens>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)kMaxShared);
-        configured = true;
-    }
-    auto* k = q8 ? (p.n_tokens == 1 ? gemv_multi_kernel<true, 1> : gemv_multi_kernel<true, kMaxTokens>)
-                 : (p.n_tokens == 1 ? gemv_multi_kernel<false, 1> : gemv_multi_kernel<false, kMaxTokens>);
+    auto* k = q8 ? kernel_for<true, AnyFormat>(p.n_tokens) : float_kernel(p, used);
+    if (shared > 0) allow_shared(reinterpret_cast<const void*>(k));
     k<<<blocks, kWarps * 32, shared, a.stream>>>(p, g, a.b<float>(0), a.b<float>(1), xq, a.b<uint8_t>(2),
                                                  a.b<uint8_t>(3), a.b<uint8_t>(4), a.b<float>(5), a.b<float>(6),
                                                  a.b<float>(7));
