@@ -36,7 +36,7 @@ def main() -> None:
     # warm caches and boost clocks, as in a real decode step (ncu's defaults flush and lock)
     select = ["-k", DECODE_KERNELS] if not prefill else []
     out = subprocess.run(["ncu", "--cache-control", "none", "--clock-control", "none",
-                          "--metrics", "gpu__time_duration.sum,dram__bytes_read.sum", "--csv", *select,
+                          "--metrics", "gpu__time_duration.sum,dram__bytes_read.sum,launch__grid_size", "--csv", *select,
                           sys.executable, __file__, *sys.argv[1:]], capture_output=True, text=True,
                          env={**os.environ, "AKUNU_NCU_CHILD": "1"})
     rows = list(csv.DictReader(io.StringIO(out.stdout[out.stdout.find('"ID"'):])))
@@ -44,9 +44,13 @@ def main() -> None:
         sys.exit(out.stdout[-2000:] + out.stderr[-2000:])
     time_scale = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}
     byte_scale = {"byte": 1.0, "Kbyte": 1e3, "Mbyte": 1e6, "Gbyte": 1e9, "KB": 1e3, "MB": 1e6, "GB": 1e9}
+    grids = {r["ID"]: r["Metric Value"] for r in rows if r["Metric Name"] == "launch__grid_size"}
     per = defaultdict(lambda: [0, 0.0, 0.0])  # kernels, us, DRAM bytes read
     for r in rows:
-        name = r["Kernel Name"].split("(")[0].split("<")[0].replace("void ", "")
+        name = r["Kernel Name"].split("(")[0].split("<")[0].replace("void ", "").replace("(anonymous namespace)::", "")
+        name = name.replace("<unnamed>::", "")
+        if name.startswith("gemv") and grids.get(r["ID"]):  # projections apart by their grids
+            name += f" grid {grids[r['ID']]}"
         value = float(r["Metric Value"].replace(",", ""))
         if r["Metric Name"] == "gpu__time_duration.sum":
             per[name][0] += 1
@@ -57,9 +61,9 @@ def main() -> None:
     what = f"one {pos}-token prefill" if prefill else f"one decode step at position {pos}"
     print(f"{os.path.basename(path)}: {what}, kernel time alone (ncu)")
     for name, (n, us, b) in sorted(per.items(), key=lambda kv: -kv[1][1]):
-        print(f"{name:32s} {n:5d} {us:9.1f} us {us / n:7.2f} us each {100 * us / total:5.1f}% "
+        print(f"{name:40s} {n:5d} {us:9.1f} us {us / n:7.2f} us each {100 * us / total:5.1f}% "
               f"{b / us / 1e3:7.0f} GB/s DRAM read")
-    print(f"{'total':32s} {sum(v[0] for v in per.values()):5d} {total:9.1f} us "
+    print(f"{'total':40s} {sum(v[0] for v in per.values()):5d} {total:9.1f} us "
           f"{sum(v[2] for v in per.values()) / total / 1e3:7.0f} GB/s DRAM read")
 
 

@@ -54,7 +54,28 @@ __global__ void __launch_bounds__(Norm ? kNormThreads : kThreads)
     }
 }
 
+// One block per token: x * scale * (weight + offset), as quantize_q8_kernel<true>.
+__global__ void __launch_bounds__(kNormThreads)
+    normalize_kernel(const float* __restrict__ x, uint32_t K, ActQ8Norm norm, float* __restrict__ out) {
+    const float* xr = x + (size_t)blockIdx.y * K;
+    __shared__ double partial[32];
+    double ss = 0;
+    for (uint32_t i = threadIdx.x; i < K; i += blockDim.x) ss += (double)xr[i] * xr[i];
+    ss = block_sum(ss, partial);
+    const float scale = 1.0f / sqrtf((float)(ss / K) + norm.eps);
+    for (uint32_t i = threadIdx.x; i < K; i += blockDim.x)
+        out[(size_t)blockIdx.y * K + i] = xr[i] * scale * (norm.weight[i] + norm.offset);
+}
+
 }  // namespace
+
+bool normalize_activations(const CudaArgs& a, const float* x, uint32_t m, uint32_t K, const ActQ8Norm& norm,
+                           float** out) {
+    if (!a.act_scratch || (size_t)m * K * sizeof(float) > a.act_scratch_bytes || !norm.weight) return false;
+    *out = reinterpret_cast<float*>(a.act_scratch);
+    normalize_kernel<<<dim3(1, m), kNormThreads, 0, a.stream>>>(x, K, norm, *out);
+    return true;
+}
 
 bool quantize_activations(const CudaArgs& a, const float* x, uint32_t x_stride, uint32_t m, uint32_t K,
                           const ActQ8Norm& norm, ActQ8* out) {

@@ -36,4 +36,9 @@ struct ActQ8Norm {
 bool quantize_activations(const CudaArgs& a, const float* x, uint32_t x_stride, uint32_t m, uint32_t K,
                           const ActQ8Norm& norm, ActQ8* out);
 
+// Enqueues the RMSNorm of m tokens of x (row stride K) into the scratch as
+// floats (the float-activation GEMVs' input); false when it does not fit.
+bool normalize_activations(const CudaArgs& a, const float* x, uint32_t m, uint32_t K, const ActQ8Norm& norm,
+                           float** out);
+
 }  // namespace akunu

@@ -7,6 +7,8 @@
 // kernel of its own normalizes and rounds x to 8 bits first (act_q8.h) and
 // the rows take dp4a dots (gemv_q8_formats.cuh).
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 #include <type_traits>
 #include <vector>
 
@@ -97,8 +99,8 @@ __device__ __forceinline__ void matrix_row_dot(const MultiGemvParams& p, const G
 template <bool Q8, int M, class F>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_multi_kernel(MultiGemvParams p, Geometry g, const float* __restrict__ x, const float* __restrict__ norm_w,
-                      ActQ8 xq, const uint8_t* W0, const uint8_t* W1, const uint8_t* W2, float* y0, float* y1,
-                      float* y2) {
+                      ActQ8 xq, bool prefetch, const uint8_t* W0, const uint8_t* W1, const uint8_t* W2, float* y0,
+                      float* y1, float* y2) {
     extern __shared__ float xs[];
     const int K = (int)p.K, m = (int)p.n_tokens;
     // This warp's matrix and row (Separate: the rows of W0, W1, W2 in turn).
@@ -110,10 +112,10 @@ __global__ void __launch_bounds__(kWarps * 32)
     const bool active = mat < (int)(p.mode == kGemvSeparate ? p.n_mats : 1) && row < (int)p.N[mat];
     const uint8_t* W = mat == 0 ? W0 : mat == 1 ? W1 : W2;
     const float* xin = x;
-    if (p.norm && !Q8) {
+    if (p.norm && !Q8) {  // (the launcher clears p.norm where a kernel of its own normalized x)
         // The weight rows start for L2 while the block normalizes x (two
         // memory round trips overlapped instead of one after the other).
-        if (active) {
+        if (active && prefetch) {
             prefetch_row(W, g.elems[mat], g.bytes[mat], row, K);
             if (p.mode == kGemvSiluGate || p.mode == kGemvGeluGate) prefetch_row(W1, g.elems[1], g.bytes[1], row, K);
         }
@@ -164,8 +166,22 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
 }
 
-using Kernel = void (*)(MultiGemvParams, Geometry, const float*, const float*, ActQ8, const uint8_t*,
+using Kernel = void (*)(MultiGemvParams, Geometry, const float*, const float*, ActQ8, bool, const uint8_t*,
                        const uint8_t*, const uint8_t*, float*, float*, float*);
+
+// Where the float path normalizes x (AKUNU_CUDA_GEMV_NORM, for A/B runs):
+// "kernel" (default) a kernel of its own into the scratch; "block" every
+// block into shared memory; "prefetch" that, with the block's weight rows
+// asked into L2 meanwhile.
+enum class NormAt { Kernel, Block, BlockPrefetch };
+NormAt norm_at() {
+    static const NormAt at = [] {
+        const char* e = std::getenv("AKUNU_CUDA_GEMV_NORM");
+        const std::string v = e ? e : "";
+        return v == "block" ? NormAt::Block : v == "prefetch" ? NormAt::BlockPrefetch : NormAt::Kernel;
+    }();
+    return at;
+}
 
 template <bool Q8, class F>
 Kernel kernel_for(uint32_t n_tokens) {
@@ -174,7 +190,8 @@ Kernel kernel_for(uint32_t n_tokens) {
 
 // The float path: one format compiled in where every used matrix has it.
 Kernel float_kernel(const MultiGemvParams& p, uint32_t used) {
-    bool uniform = true;
+    static const bool any = std::getenv("AKUNU_CUDA_GEMV_ANY") != nullptr;  // A/B: the runtime switch always
+    bool uniform = !any;
     for (uint32_t i = 1; i < used; i++) uniform = uniform && p.dtype[i] == p.dtype[0];
     if (uniform) {
         switch (p.dtype[0]) {
@@ -234,7 +251,16 @@ void launch_gemv_multi(const CudaArgs& a) {
     ActQ8Norm norm;
     if (p.norm) norm = ActQ8Norm{a.b<float>(1), p.eps, p.weight_offset};
     q8 = q8 && quantize_activations(a, a.b<float>(0), p.K, p.n_tokens, p.K, norm, &xq);
-    const size_t shared = p.norm && !q8 ? (size_t)p.n_tokens * p.K * sizeof(float) : 0;
+    const float* x = a.b<float>(0);
+    MultiGemvParams kp = p;
+    if (p.norm && !q8 && norm_at() == NormAt::Kernel) {
+        float* xn = nullptr;
+        if (normalize_activations(a, x, p.n_tokens, p.K, norm, &xn)) {
+            x = xn;
+            kp.norm = 0;
+        }
+    }
+    const size_t shared = kp.norm && !q8 ? (size_t)p.n_tokens * p.K * sizeof(float) : 0;
     if (shared > kMaxShared) throw Error("gemv_multi: K " + std::to_string(p.K) + " too large to normalize in shared memory");
     uint32_t rows = p.N[0];
     if (p.mode == kGemvSeparate)
@@ -242,9 +268,9 @@ void launch_gemv_multi(const CudaArgs& a) {
     const unsigned blocks = (rows + kWarps - 1) / kWarps;
     auto* k = q8 ? kernel_for<true, AnyFormat>(p.n_tokens) : float_kernel(p, used);
     if (shared > 0) allow_shared(reinterpret_cast<const void*>(k));
-    k<<<blocks, kWarps * 32, shared, a.stream>>>(p, g, a.b<float>(0), a.b<float>(1), xq, a.b<uint8_t>(2),
-                                                 a.b<uint8_t>(3), a.b<uint8_t>(4), a.b<float>(5), a.b<float>(6),
-                                                 a.b<float>(7));
+    k<<<blocks, kWarps * 32, shared, a.stream>>>(kp, g, x, a.b<float>(1), xq, norm_at() == NormAt::BlockPrefetch,
+                                                 a.b<uint8_t>(2), a.b<uint8_t>(3), a.b<uint8_t>(4), a.b<float>(5),
+                                                 a.b<float>(6), a.b<float>(7));
 }
 
 }  // namespace
