@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 SHAPES="${1:-qwen3-0.6b,llama-3.1-8b}"
 export PYTHONPATH="$PWD/build-cuda/stage:$PWD/tools:${PYTHONPATH:-}"
 for setting in "AKUNU_CUDA_GEMV_NORM=kernel" "AKUNU_CUDA_GEMV_NORM=block" "AKUNU_CUDA_GEMV_NORM=prefetch" \
-    "AKUNU_CUDA_GEMV_NORM=prefetch AKUNU_CUDA_GEMV_ANY=1"; do
+    "AKUNU_CUDA_GEMV_FIXED=1"; do
     for s in ${SHAPES//,/ }; do
         printf '%-55s %-14s ' "$setting" "$s"
         env $setting python3 -m akunu.cli.bench /tmp/bench-models/$s-F16.gguf --device cuda -p 0 -n 128 -r 3 |

@@ -76,9 +76,13 @@ __device__ void prefetch_row(const uint8_t* W, int be, int bb, int row, int K) {
         asm volatile("prefetch.global.L2 [%0];" ::"l"(r + off));
 }
 
-// The float path's format when every matrix has the same lane layout (one
-// format compiled in: the runtime switch over every format, general decoder
-// included, costs 128 registers a thread and half the warps an SM can hold).
+// The float path's kernels: the runtime switch over every format (AnyFormat,
+// the default) or, with AKUNU_CUDA_GEMV_FIXED set, one format compiled in
+// where every matrix shares it. The switch's general decoder costs 128
+// registers a thread, so an SM holds 2 blocks of 8 warps instead of 8; on the
+// H100 that streamed the F16 weights faster at every benchmark shape (tg128
+// Qwen3-0.6B 713 vs 639 tok/s, Llama-3.2-1B 656 vs 568, Llama-3.1-8B 144 vs
+// 133, BENCHMARKS.md): fewer rows in flight at once, not more.
 struct AnyFormat {};
 
 // Row `row` of W (matrix i) times the m tokens' activations: x as floats,
@@ -188,10 +192,10 @@ Kernel kernel_for(uint32_t n_tokens) {
     return n_tokens == 1 ? gemv_multi_kernel<Q8, 1, F> : gemv_multi_kernel<Q8, kMaxTokens, F>;
 }
 
-// The float path: one format compiled in where every used matrix has it.
+// The float path's kernel (see AnyFormat).
 Kernel float_kernel(const MultiGemvParams& p, uint32_t used) {
-    static const bool any = std::getenv("AKUNU_CUDA_GEMV_ANY") != nullptr;  // A/B: the runtime switch always
-    bool uniform = !any;
+    static const bool fixed = std::getenv("AKUNU_CUDA_GEMV_FIXED") != nullptr;
+    bool uniform = fixed;
     for (uint32_t i = 1; i < used; i++) uniform = uniform && p.dtype[i] == p.dtype[0];
     if (uniform) {
         switch (p.dtype[0]) {
