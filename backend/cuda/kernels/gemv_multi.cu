@@ -264,7 +264,13 @@ void launch_gemv_multi(const CudaArgs& a) {
             kp.norm = 0;
         }
     }
-    const size_t shared = kp.norm && !q8 ? (size_t)p.n_tokens * p.K * sizeof(float) : 0;
+    // AKUNU_CUDA_GEMV_SMEM_KB reserves that much shared memory per block, unused,
+    // capping the resident blocks per SM (A/B runs of occupancy: BENCHMARKS.md).
+    static const size_t reserve = [] {
+        const char* e = std::getenv("AKUNU_CUDA_GEMV_SMEM_KB");
+        return e ? std::min<size_t>(std::strtoul(e, nullptr, 10), 200) * 1024 : 0;
+    }();
+    const size_t shared = std::max(reserve, kp.norm && !q8 ? (size_t)p.n_tokens * p.K * sizeof(float) : 0);
     if (shared > kMaxShared) throw Error("gemv_multi: K " + std::to_string(p.K) + " too large to normalize in shared memory");
     uint32_t rows = p.N[0];
     if (p.mode == kGemvSeparate)
