@@ -18,13 +18,7 @@ __global__ void __launch_bounds__(Norm ? kNormThreads : kThreads)
     const uint32_t t = blockIdx.y;
     const float* xr = x + (size_t)t * x_stride;
     float scale = 1.0f;
-    if (Norm) {  // one block per token: the mean square first (double, as the rmsnorm kernel)
-        __shared__ double partial[32];
-        double ss = 0;
-        for (uint32_t i = threadIdx.x; i < K; i += blockDim.x) ss += (double)xr[i] * xr[i];
-        ss = block_sum(ss, partial);
-        scale = 1.0f / sqrtf((float)(ss / K) + norm.eps);
-    }
+    if (Norm) scale = rms_scale(xr, K, norm.eps);  // one block per token
     // A block's 8 threads are 8 aligned lanes of one warp; they enter and leave the loop together (K % 32 == 0).
     const unsigned group = 0xFFu << (threadIdx.x % 32 & 24u);
     for (uint32_t i = 4 * (blockIdx.x * blockDim.x + threadIdx.x); i < K; i += 4 * gridDim.x * blockDim.x) {
@@ -48,7 +42,8 @@ __global__ void __launch_bounds__(Norm ? kNormThreads : kThreads)
         *reinterpret_cast<uint32_t*>(out.q + at) =
             (uint32_t)(q0 & 0xFF) | (uint32_t)(q1 & 0xFF) << 8 | (uint32_t)(q2 & 0xFF) << 16 | (uint32_t)q3 << 24;
         if (i % kQ8Block == 0) {
-            const float d16 = __half2float(__float2half_rn(d));  // stored as F16, as the CPU's and llama.cpp's Q8 blocks
+            // kept to F16 precision, as the CPU's and llama.cpp's Q8 blocks store it
+            const float d16 = __half2float(__float2half_rn(d));
             out.ds[at / kQ8Block] = make_float2(d16, d16 * (float)sum);
         }
     }
@@ -58,11 +53,7 @@ __global__ void __launch_bounds__(Norm ? kNormThreads : kThreads)
 __global__ void __launch_bounds__(kNormThreads)
     normalize_kernel(const float* __restrict__ x, uint32_t K, ActQ8Norm norm, float* __restrict__ out) {
     const float* xr = x + (size_t)blockIdx.y * K;
-    __shared__ double partial[32];
-    double ss = 0;
-    for (uint32_t i = threadIdx.x; i < K; i += blockDim.x) ss += (double)xr[i] * xr[i];
-    ss = block_sum(ss, partial);
-    const float scale = 1.0f / sqrtf((float)(ss / K) + norm.eps);
+    const float scale = rms_scale(xr, K, norm.eps);
     for (uint32_t i = threadIdx.x; i < K; i += blockDim.x)
         out[(size_t)blockIdx.y * K + i] = xr[i] * scale * (norm.weight[i] + norm.offset);
 }

@@ -18,6 +18,16 @@ __device__ inline double block_sum(double v, double* partial) {
     return s;
 }
 
+// RMSNorm's scale of row x (K values), 1 / sqrt(mean(x^2) + eps), the sum of
+// squares in double as the rmsnorm kernel; every thread of the block calls it.
+__device__ inline float rms_scale(const float* x, uint32_t K, float eps) {
+    __shared__ double partial[32];
+    double ss = 0;
+    for (uint32_t i = threadIdx.x; i < K; i += blockDim.x) ss += (double)x[i] * x[i];
+    ss = block_sum(ss, partial);
+    return 1.0f / sqrtf((float)(ss / K) + eps);
+}
+
 __device__ inline float silu(float x) { return x / (1.0f + expf(-x)); }
 __device__ inline float gelu(float x) {  // tanh form
     const float k = 0.7978845608028654f;

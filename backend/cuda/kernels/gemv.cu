@@ -19,6 +19,18 @@ namespace {
 constexpr int kWarpsPerBlock = 4;
 using namespace gemv_formats;
 
+// The warp's sums of row `row` for the m tokens into y (+ bias).
+template <int M>
+__device__ __forceinline__ void write_row(const float* acc, int m, const MatmulParams& p, int row, float* y,
+                                          const float* bias) {
+#pragma unroll
+    for (int t = 0; t < M; t++) {
+        if (t >= m) break;
+        const float v = warp_sum(acc[t]);
+        if (threadIdx.x % 32 == 0) y[(size_t)t * p.y_stride + row] = v + (bias ? bias[row] : 0.0f);
+    }
+}
+
 // y[t, row] = W[row, :] . x[t, :] (+ bias[row]), one warp per row.
 template <class F, int M>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
@@ -26,17 +38,9 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
                 const float* __restrict__ bias) {
     const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
     if (row >= (int)p.N) return;
-    const int m = (int)p.n_tokens;
-    float acc[M];
-#pragma unroll
-    for (int t = 0; t < M; t++) acc[t] = 0.0f;
-    row_dot<F, M>(W + (size_t)row * (p.K / F::kElems) * F::kBytes, (int)p.K, x, p.x_stride, m, acc);
-#pragma unroll
-    for (int t = 0; t < M; t++) {
-        if (t >= m) break;
-        const float v = warp_sum(acc[t]);
-        if (threadIdx.x % 32 == 0) y[(size_t)t * p.y_stride + row] = v + (bias ? bias[row] : 0.0f);
-    }
+    float acc[M] = {};
+    row_dot<F, M>(W + (size_t)row * (p.K / F::kElems) * F::kBytes, (int)p.K, x, p.x_stride, (int)p.n_tokens, acc);
+    write_row<M>(acc, (int)p.n_tokens, p, row, y, bias);
 }
 
 // The same with the activations rounded to 8 bits (gemv_q8::F).
@@ -46,17 +50,10 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
                    const float* __restrict__ bias) {
     const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
     if (row >= (int)p.N) return;
-    const int m = (int)p.n_tokens;
-    float acc[M];
-#pragma unroll
-    for (int t = 0; t < M; t++) acc[t] = 0.0f;
-    gemv_q8::row_dot<F, M>(W + (size_t)row * (p.K / F::kElems) * F::kBytes, (int)p.K, xq.q, xq.ds, m, acc);
-#pragma unroll
-    for (int t = 0; t < M; t++) {
-        if (t >= m) break;
-        const float v = warp_sum(acc[t]);
-        if (threadIdx.x % 32 == 0) y[(size_t)t * p.y_stride + row] = v + (bias ? bias[row] : 0.0f);
-    }
+    float acc[M] = {};
+    gemv_q8::row_dot<F, M>(W + (size_t)row * (p.K / F::kElems) * F::kBytes, (int)p.K, xq.q, xq.ds, (int)p.n_tokens,
+                           acc);
+    write_row<M>(acc, (int)p.n_tokens, p, row, y, bias);
 }
 
 // Rounds x to 8 bits and enqueues the integer GEMV; false when the scratch
@@ -83,6 +80,13 @@ void launch(const CudaArgs& a, const MatmulParams& p, const float* x, float* y, 
         gemv_kernel<F, kGemvMaxTokens><<<blocks, kWarpsPerBlock * 32, 0, a.stream>>>(p, a.b<uint8_t>(0), x, y, bias);
 }
 
+// The integer GEMV (format Q), or the float one (F) where the activations do not fit the scratch.
+template <class Q, class F>
+bool launch_int(const CudaArgs& a, const MatmulParams& p, const float* x, float* y, const float* bias) {
+    if (!launch_q8<Q>(a, p, x, y, bias)) launch<F>(a, p, x, y, bias);
+    return true;
+}
+
 }  // namespace
 
 bool launch_gemv(const CudaArgs& a, const MatmulParams& p, const float* x, float* y) {
@@ -92,22 +96,10 @@ bool launch_gemv(const CudaArgs& a, const MatmulParams& p, const float* x, float
     const float* bias = p.has_bias ? a.b<float>(3) : nullptr;
     const uintptr_t w = reinterpret_cast<uintptr_t>(a.buf[0]);
     switch (p.dtype) {
-        case GGML_Q4_0:
-            if (p.K % 32 || w % 2) return false;
-            if (!launch_q8<gemv_q8::Q4_0>(a, p, x, y, bias)) launch<Q4_0>(a, p, x, y, bias);
-            return true;
-        case GGML_Q8_0:
-            if (p.K % 32 || w % 2) return false;
-            if (!launch_q8<gemv_q8::Q8_0>(a, p, x, y, bias)) launch<Q8_0>(a, p, x, y, bias);
-            return true;
-        case GGML_Q4_K:
-            if (p.K % 256 || w % 16) return false;
-            if (!launch_q8<gemv_q8::Q4_K>(a, p, x, y, bias)) launch<Q4_K>(a, p, x, y, bias);
-            return true;
-        case GGML_Q6_K:
-            if (p.K % 256 || w % 2) return false;
-            if (!launch_q8<gemv_q8::Q6_K>(a, p, x, y, bias)) launch<Q6_K>(a, p, x, y, bias);
-            return true;
+        case GGML_Q4_0: if (p.K % 32 || w % 2) return false; return launch_int<gemv_q8::Q4_0, Q4_0>(a, p, x, y, bias);
+        case GGML_Q8_0: if (p.K % 32 || w % 2) return false; return launch_int<gemv_q8::Q8_0, Q8_0>(a, p, x, y, bias);
+        case GGML_Q4_K: if (p.K % 256 || w % 16) return false; return launch_int<gemv_q8::Q4_K, Q4_K>(a, p, x, y, bias);
+        case GGML_Q6_K: if (p.K % 256 || w % 2) return false; return launch_int<gemv_q8::Q6_K, Q6_K>(a, p, x, y, bias);
         case GGML_F16: if (p.K % 8 || w % 16) return false; launch<Half<false>>(a, p, x, y, bias); return true;
         case GGML_BF16: if (p.K % 8 || w % 16) return false; launch<Half<true>>(a, p, x, y, bias); return true;
         case GGML_F32: if (p.K % 4 || w % 16) return false; launch<F32>(a, p, x, y, bias); return true;

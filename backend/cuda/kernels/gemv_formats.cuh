@@ -76,16 +76,25 @@ struct Q8_0 {
 
 // Q4_K: d, dmin, 12 bytes of 6-bit scales/mins, 128 bytes of nibbles; four
 // 64-element groups, each 32 low nibbles (scale 2g) then 32 high (2g + 1).
+// Group g's weights are d_lo * q - m_lo (low nibbles), d_hi * q - m_hi (high).
+struct Q4KGroup {
+    float d_lo, m_lo, d_hi, m_hi;
+};
+__device__ __forceinline__ Q4KGroup q4k_group(const uint8_t* blk, int g) {
+    const uint32_t dd = *reinterpret_cast<const uint32_t*>(blk);
+    const float d = f16_to_f32((uint16_t)(dd & 0xFFFF)), dmin = f16_to_f32((uint16_t)(dd >> 16));
+    uint8_t sc_lo, m_lo, sc_hi, m_hi;
+    blocks::q4k_scale_min(2 * g, blk + 4, &sc_lo, &m_lo);
+    blocks::q4k_scale_min(2 * g + 1, blk + 4, &sc_hi, &m_hi);
+    return Q4KGroup{d * sc_lo, dmin * m_lo, d * sc_hi, dmin * m_hi};
+}
+
 struct Q4_K {
     static constexpr int kElems = 256, kBytes = 144, kLanes = 16;  // a lane: 8 bytes, 16 weights
     template <int M>
     __device__ static void dot(const uint8_t* blk, int sub, const float* x, uint32_t xs, int m, float* acc) {
-        const uint32_t dd = *reinterpret_cast<const uint32_t*>(blk);
-        const float d = f16_to_f32((uint16_t)(dd & 0xFFFF)), dmin = f16_to_f32((uint16_t)(dd >> 16));
         const int g = sub / 4, o = 8 * (sub % 4);
-        uint8_t sc_lo, m_lo, sc_hi, m_hi;
-        blocks::q4k_scale_min(2 * g, blk + 4, &sc_lo, &m_lo);
-        blocks::q4k_scale_min(2 * g + 1, blk + 4, &sc_hi, &m_hi);
+        const Q4KGroup s = q4k_group(blk, g);
         const uint2 q = *reinterpret_cast<const uint2*>(blk + 16 + 32 * g + o);
         float lo[8], hi[8];
 #pragma unroll
@@ -95,7 +104,6 @@ struct Q4_K {
             lo[4 + i] = small_int((q.y >> (8 * i)) & 0xF, 0.0f);
             hi[4 + i] = small_int((q.y >> (8 * i + 4)) & 0xF, 0.0f);
         }
-        const float d_lo = d * sc_lo, m_lo_f = dmin * m_lo, d_hi = d * sc_hi, m_hi_f = dmin * m_hi;
 #pragma unroll
         for (int t = 0; t < M; t++) {
             if (t >= m) break;
@@ -105,7 +113,7 @@ struct Q4_K {
             const float qb = dot4(hi[0], hi[1], hi[2], hi[3], b0) + dot4(hi[4], hi[5], hi[6], hi[7], b1);
             const float sa = a0.x + a0.y + a0.z + a0.w + a1.x + a1.y + a1.z + a1.w;
             const float sb = b0.x + b0.y + b0.z + b0.w + b1.x + b1.y + b1.z + b1.w;
-            acc[t] += d_lo * qa - m_lo_f * sa + d_hi * qb - m_hi_f * sb;
+            acc[t] += s.d_lo * qa - s.m_lo * sa + s.d_hi * qb - s.m_hi * sb;
         }
     }
 };

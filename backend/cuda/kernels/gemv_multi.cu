@@ -124,13 +124,9 @@ __global__ void __launch_bounds__(kWarps * 32)
             if (p.mode == kGemvSiluGate || p.mode == kGemvGeluGate) prefetch_row(W1, g.elems[1], g.bytes[1], row, K);
         }
         // as the rmsnorm kernel: double sum of squares, then x * scale * (w + offset)
-        __shared__ double partial[32];
         for (int t = 0; t < m; t++) {
             const float* xr = x + (size_t)t * K;
-            double ss = 0;
-            for (int i = threadIdx.x; i < K; i += blockDim.x) ss += (double)xr[i] * xr[i];
-            ss = block_sum(ss, partial);
-            const float scale = 1.0f / sqrtf((float)(ss / K) + p.eps);
+            const float scale = rms_scale(xr, (uint32_t)K, p.eps);
             for (int i = threadIdx.x; i < K; i += blockDim.x)
                 xs[(size_t)t * K + i] = xr[i] * scale * (norm_w[i] + p.weight_offset);
         }

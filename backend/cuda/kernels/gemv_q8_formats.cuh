@@ -70,32 +70,26 @@ struct Q8_0 {
     }
 };
 
-// Q4_K: d, dmin, 12 bytes of 6-bit scales/mins, 128 bytes of nibbles; four
-// 64-element groups, each 32 low nibbles (scale 2g) then 32 high (2g + 1).
+// Q4_K (layout: gemv_formats::Q4_K).
 struct Q4_K {
     static constexpr int kElems = 256, kBytes = 144, kLanes = 8;  // a lane: 16 bytes, 32 weights
     template <int M>
     __device__ static void dot(const uint8_t* blk, int sub, const int8_t* xq, const float2* ds, int K, int m,
                                float* acc) {
-        const uint32_t dd = *reinterpret_cast<const uint32_t*>(blk);
-        const float d = f16_to_f32((uint16_t)(dd & 0xFFFF)), dmin = f16_to_f32((uint16_t)(dd >> 16));
         const int g = sub / 2, o = 16 * (sub % 2);
-        uint8_t sc_lo, m_lo, sc_hi, m_hi;
-        blocks::q4k_scale_min(2 * g, blk + 4, &sc_lo, &m_lo);
-        blocks::q4k_scale_min(2 * g + 1, blk + 4, &sc_hi, &m_hi);
+        const gemv_formats::Q4KGroup s = gemv_formats::q4k_group(blk, g);
         const uint4 q = *reinterpret_cast<const uint4*>(blk + 16 + 32 * g + o);
         const uint32_t lo[4] = {q.x & kNibbles, q.y & kNibbles, q.z & kNibbles, q.w & kNibbles};
         const uint32_t hi[4] = {(q.x >> 4) & kNibbles, (q.y >> 4) & kNibbles, (q.z >> 4) & kNibbles,
                                 (q.w >> 4) & kNibbles};
-        const float d_lo = d * sc_lo, d_hi = d * sc_hi;
-        const float m_lo_f = 0.5f * dmin * m_lo, m_hi_f = 0.5f * dmin * m_hi;  // the min over this lane's half
+        const float m_lo = 0.5f * s.m_lo, m_hi = 0.5f * s.m_hi;  // the min over this lane's half of the 32
 #pragma unroll
         for (int t = 0; t < M; t++) {
             if (t >= m) break;
             const int8_t* xt = xq + (size_t)t * K + 64 * g + o;
             const int sl = dp4a4(lo, ld_i4(xt)), sh = dp4a4(hi, ld_i4(xt + 32));
             const float2 el = ds[(size_t)t * (K / 32) + 2 * g], eh = ds[(size_t)t * (K / 32) + 2 * g + 1];
-            acc[t] += d_lo * el.x * (float)sl + d_hi * eh.x * (float)sh - m_lo_f * el.y - m_hi_f * eh.y;
+            acc[t] += s.d_lo * el.x * (float)sl + s.d_hi * eh.x * (float)sh - m_lo * el.y - m_hi * eh.y;
         }
     }
 };
