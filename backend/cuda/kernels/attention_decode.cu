@@ -70,6 +70,8 @@ __global__ void __launch_bounds__(kWarps * 32)
     const uint32_t kv_dim = p.n_kv_heads * p.head_dim;
     const size_t koff = (size_t)(h / (p.n_heads / p.n_kv_heads)) * p.head_dim;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    pdl_wait();
+    pdl_launch_dependents();
 
     float qv[D];
     const float* qsrc = q + (size_t)h * p.head_dim + lane * D;
@@ -202,10 +204,10 @@ bool launch_attention_decode(const CudaArgs& a, const AttentionParams& p) {
     const uint16_t* vc = a.b<uint16_t>(2);
     float* out = a.b<float>(3);
     switch (dims_per_lane) {
-        case 1: attention_decode_kernel<1><<<grid, kWarps * 32, 0, a.stream>>>(p, n_splits, q, kc, vc, out, partials, counters, a.replay_pos); break;
-        case 2: attention_decode_kernel<2><<<grid, kWarps * 32, 0, a.stream>>>(p, n_splits, q, kc, vc, out, partials, counters, a.replay_pos); break;
-        case 4: attention_decode_kernel<4><<<grid, kWarps * 32, 0, a.stream>>>(p, n_splits, q, kc, vc, out, partials, counters, a.replay_pos); break;
-        case 8: attention_decode_kernel<8><<<grid, kWarps * 32, 0, a.stream>>>(p, n_splits, q, kc, vc, out, partials, counters, a.replay_pos); break;
+        case 1: launch_pdl(attention_decode_kernel<1>, grid, kWarps * 32, 0, a.stream, p, n_splits, q, kc, vc, out, partials, counters, a.replay_pos); break;
+        case 2: launch_pdl(attention_decode_kernel<2>, grid, kWarps * 32, 0, a.stream, p, n_splits, q, kc, vc, out, partials, counters, a.replay_pos); break;
+        case 4: launch_pdl(attention_decode_kernel<4>, grid, kWarps * 32, 0, a.stream, p, n_splits, q, kc, vc, out, partials, counters, a.replay_pos); break;
+        case 8: launch_pdl(attention_decode_kernel<8>, grid, kWarps * 32, 0, a.stream, p, n_splits, q, kc, vc, out, partials, counters, a.replay_pos); break;
         default: return false;
     }
     return true;

@@ -5,7 +5,9 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <utility>
 
 namespace akunu {
 
@@ -64,5 +66,69 @@ __device__ inline T* replay_slot(T* base, const uint32_t* replay_token) {
 #endif
 
 inline unsigned blocks_for(size_t n, unsigned threads) { return (unsigned)((n + threads - 1) / threads); }
+
+// Programmatic dependent launch (Hopper): a kernel launched by launch_pdl may
+// start while the kernel before it on the stream still runs, so its launch,
+// block scheduling and reads of immutable data (weights) overlap that
+// kernel's tail. Decode steps are chains of ~10 small kernels a layer, where
+// those gaps are most of the time. The contract, for every kernel launched
+// this way: call pdl_wait() before touching anything an earlier kernel
+// writes or reads (activations, caches, scratch; the wait returns once the
+// previous kernel has finished and its writes are visible), on every path
+// (an exit before it would let the next kernel run ahead of this one's
+// predecessor); then pdl_launch_dependents() lets the next kernel start.
+// Only weights and parameters may be touched before the wait.
+// AKUNU_CUDA_PDL=0 launches plainly (A/B runs); GPUs before sm_90 never use it.
+inline bool pdl_enabled() {
+    static const bool on = [] {
+        const char* e = std::getenv("AKUNU_CUDA_PDL");
+        if (e && e[0] == '0') return false;
+        int dev = 0, major = 0;
+        return cudaGetDevice(&dev) == cudaSuccess &&
+               cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
+    }();
+    return on;
+}
+
+// kernel<<<grid, block, shared, stream>>>(args...) as a programmatic
+// dependent of the stream's previous kernel (see pdl_enabled). A failed
+// launch is reported as with <<<>>>: by the next synchronization.
+template <typename... Params, typename... Args>
+void launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared, cudaStream_t stream,
+                Args&&... args) {
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = shared;
+    cfg.stream = stream;
+    cfg.attrs = attr;
+    cfg.numAttrs = pdl_enabled() ? 1 : 0;
+    cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
+#ifdef __CUDACC__
+// See launch_pdl: waits for the previous kernel (a no-op for a plain launch).
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+// See launch_pdl: the next kernel may be scheduled once every block got here.
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+// Asks L2 for up to `bytes` of weights at p, a 128-byte line per lane of the
+// warp at a time (before pdl_wait: weights never change during a step).
+__device__ __forceinline__ void prefetch_l2(const void* p, size_t bytes) {
+    const uint8_t* b = static_cast<const uint8_t*>(p);
+    for (size_t off = (size_t)(threadIdx.x % 32) * 128; off < bytes; off += 32 * 128)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(b + off));
+}
+#endif
 
 }  // namespace akunu

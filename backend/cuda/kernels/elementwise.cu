@@ -13,6 +13,8 @@ namespace {
 
 // One block per row; the sum of squares in double, as the CPU twin.
 __global__ void rmsnorm_kernel(NormParams p, const float* x, const float* w, float* y) {
+    pdl_wait();
+    pdl_launch_dependents();
     const uint32_t row = blockIdx.x;
     const uint32_t t = row / p.rows_per_token, r = row % p.rows_per_token;
     const float* xr = x + (size_t)t * p.x_stride + (size_t)r * p.dim;
@@ -28,7 +30,7 @@ __global__ void rmsnorm_kernel(NormParams p, const float* x, const float* w, flo
 void launch_rmsnorm(const CudaArgs& a) {
     NormParams p = a.p<NormParams>();
     const float* x = a.b<float>(0) + (size_t)p.row0 * p.x_stride;
-    rmsnorm_kernel<<<p.n_tokens * p.rows_per_token, 256, 0, a.stream>>>(p, x, a.b<float>(1), a.b<float>(2));
+    launch_pdl(rmsnorm_kernel, p.n_tokens * p.rows_per_token, 256, 0, a.stream, p, x, a.b<float>(1), a.b<float>(2));
 }
 
 // LayerNorm with bias (BERT), one block per row, statistics in double as the CPU twin.
@@ -95,6 +97,8 @@ void launch_gated(const CudaArgs& a) {
 }
 
 __global__ void add_kernel(size_t n, float* x, const float* y) {
+    pdl_wait();
+    pdl_launch_dependents();
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) x[i] += y[i];
 }
@@ -102,7 +106,7 @@ __global__ void add_kernel(size_t n, float* x, const float* y) {
 void launch_add(const CudaArgs& a) {
     AddParams p = a.p<AddParams>();
     const size_t n = (size_t)p.n * p.n_tokens;
-    add_kernel<<<blocks_for(n, 256), 256, 0, a.stream>>>(n, a.b<float>(0), a.b<float>(1));
+    launch_pdl(add_kernel, blocks_for(n, 256), 256, 0, a.stream, n, a.b<float>(0), a.b<float>(1));
 }
 
 __global__ void gelu_erf_kernel(size_t n, float* x) {

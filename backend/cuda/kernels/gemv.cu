@@ -35,8 +35,12 @@ __device__ __forceinline__ void write_row(const float* acc, int m, const MatmulP
 template <class F, int M>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     gemv_kernel(MatmulParams p, const uint8_t* __restrict__ W, const float* __restrict__ x, float* __restrict__ y,
-                const float* __restrict__ bias) {
+                const float* __restrict__ bias, uint32_t prefetch) {
     const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
+    const size_t row_bytes = (size_t)(p.K / F::kElems) * F::kBytes;
+    if (row < (int)p.N) prefetch_l2(W + (size_t)row * row_bytes, min(row_bytes, (size_t)prefetch));
+    pdl_wait();
+    pdl_launch_dependents();
     if (row >= (int)p.N) return;
     float acc[M] = {};
     row_dot<F, M>(W + (size_t)row * (p.K / F::kElems) * F::kBytes, (int)p.K, x, p.x_stride, (int)p.n_tokens, acc);
@@ -47,8 +51,12 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
 template <class F, int M>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     gemv_q8_kernel(MatmulParams p, const uint8_t* __restrict__ W, ActQ8 xq, float* __restrict__ y,
-                   const float* __restrict__ bias) {
+                   const float* __restrict__ bias, uint32_t prefetch) {
     const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
+    const size_t row_bytes = (size_t)(p.K / F::kElems) * F::kBytes;
+    if (row < (int)p.N) prefetch_l2(W + (size_t)row * row_bytes, min(row_bytes, (size_t)prefetch));
+    pdl_wait();
+    pdl_launch_dependents();
     if (row >= (int)p.N) return;
     float acc[M] = {};
     gemv_q8::row_dot<F, M>(W + (size_t)row * (p.K / F::kElems) * F::kBytes, (int)p.K, xq.q, xq.ds, (int)p.n_tokens,
@@ -63,21 +71,16 @@ bool launch_q8(const CudaArgs& a, const MatmulParams& p, const float* x, float* 
     ActQ8 xq;
     if (!quantize_activations(a, x, p.x_stride, p.n_tokens, p.K, ActQ8Norm{}, &xq)) return false;
     const unsigned blocks = (p.N + kWarpsPerBlock - 1) / kWarpsPerBlock;
-    if (p.n_tokens == 1)
-        gemv_q8_kernel<F, 1><<<blocks, kWarpsPerBlock * 32, 0, a.stream>>>(p, a.b<uint8_t>(0), xq, y, bias);
-    else
-        gemv_q8_kernel<F, kGemvMaxTokens><<<blocks, kWarpsPerBlock * 32, 0, a.stream>>>(p, a.b<uint8_t>(0), xq, y,
-                                                                                        bias);
+    launch_pdl(p.n_tokens == 1 ? gemv_q8_kernel<F, 1> : gemv_q8_kernel<F, kGemvMaxTokens>, blocks,
+               kWarpsPerBlock * 32, 0, a.stream, p, a.b<uint8_t>(0), xq, y, bias, gemv_prefetch_bytes());
     return true;
 }
 
 template <class F>
 void launch(const CudaArgs& a, const MatmulParams& p, const float* x, float* y, const float* bias) {
     const unsigned blocks = (p.N + kWarpsPerBlock - 1) / kWarpsPerBlock;
-    if (p.n_tokens == 1)
-        gemv_kernel<F, 1><<<blocks, kWarpsPerBlock * 32, 0, a.stream>>>(p, a.b<uint8_t>(0), x, y, bias);
-    else
-        gemv_kernel<F, kGemvMaxTokens><<<blocks, kWarpsPerBlock * 32, 0, a.stream>>>(p, a.b<uint8_t>(0), x, y, bias);
+    launch_pdl(p.n_tokens == 1 ? gemv_kernel<F, 1> : gemv_kernel<F, kGemvMaxTokens>, blocks, kWarpsPerBlock * 32, 0,
+               a.stream, p, a.b<uint8_t>(0), x, y, bias, gemv_prefetch_bytes());
 }
 
 // The integer GEMV (format Q), or the float one (F) where the activations do not fit the scratch.

@@ -14,9 +14,10 @@
 
 #include "core/error.h"
 #include "core/kernel_params.h"
-#include "act_q8.h"
+#include "act_q8.cuh"
 #include "cuda_kernel.h"
 #include "decode_block.cuh"
+#include "gemv.h"
 #include "device_math.cuh"
 #include "gemv_formats.cuh"
 #include "gemv_q8_formats.cuh"
@@ -68,12 +69,17 @@ __device__ void any_row_dot(uint32_t dtype, int be, int bb, const uint8_t* W, in
     }
 }
 
-// Asks L2 for one weight row, a 128-byte line per lane at a time.
-__device__ void prefetch_row(const uint8_t* W, int be, int bb, int row, int K) {
+// x rounded in the block (act_q8.cuh) lies in shared memory: the m tokens'
+// int8 values, then from this offset their {d, d * sum} pairs.
+__host__ __device__ inline size_t in_block_q_bytes(int m, int K) { return ((size_t)m * K + 15) / 16 * 16; }
+__host__ __device__ inline size_t in_block_bytes(int m, int K) {
+    return in_block_q_bytes(m, K) + (size_t)m * (K / kQ8Block) * sizeof(float2);
+}
+
+// Asks L2 for the first `cap` bytes of one weight row.
+__device__ void prefetch_row(const uint8_t* W, int be, int bb, int row, int K, uint32_t cap) {
     const size_t bytes = (size_t)(K / be) * bb;
-    const uint8_t* r = W + (size_t)row * bytes;
-    for (size_t off = (size_t)(threadIdx.x % 32) * 128; off < bytes; off += 32 * 128)
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(r + off));
+    prefetch_l2(W + (size_t)row * bytes, bytes < cap ? bytes : cap);
 }
 
 // The float path's kernels: the runtime switch over every format (AnyFormat,
@@ -103,7 +109,7 @@ __device__ __forceinline__ void matrix_row_dot(const MultiGemvParams& p, const G
 template <bool Q8, int M, class F>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_multi_kernel(MultiGemvParams p, Geometry g, const float* __restrict__ x, const float* __restrict__ norm_w,
-                      ActQ8 xq, bool prefetch, const uint8_t* W0, const uint8_t* W1, const uint8_t* W2, float* y0,
+                      ActQ8 xq, uint32_t prefetch, const uint8_t* W0, const uint8_t* W1, const uint8_t* W2, float* y0,
                       float* y1, float* y2) {
     extern __shared__ float xs[];
     const int K = (int)p.K, m = (int)p.n_tokens;
@@ -115,14 +121,27 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
     const bool active = mat < (int)(p.mode == kGemvSeparate ? p.n_mats : 1) && row < (int)p.N[mat];
     const uint8_t* W = mat == 0 ? W0 : mat == 1 ? W1 : W2;
+    // The weight rows start for L2 while the kernel before this one finishes
+    // (launch_pdl) and while the block normalizes x.
+    if (active && prefetch) {
+        prefetch_row(W, g.elems[mat], g.bytes[mat], row, K, prefetch);
+        if (p.mode == kGemvSiluGate || p.mode == kGemvGeluGate)
+            prefetch_row(W1, g.elems[1], g.bytes[1], row, K, prefetch);
+    }
+    pdl_wait();
+    pdl_launch_dependents();
     const float* xin = x;
+    if (Q8 && !xq.q) {  // x rounded to 8 bits by this block (the launcher sized the shared memory)
+        int8_t* q = reinterpret_cast<int8_t*>(xs);
+        float2* ds = reinterpret_cast<float2*>(q + in_block_q_bytes(m, K));
+        const ActQ8Norm norm{p.norm ? norm_w : nullptr, p.eps, p.weight_offset};
+        for (int t = 0; t < m; t++)
+            round_row_q8(x + (size_t)t * K, (uint32_t)K, norm, threadIdx.x, blockDim.x, q + (size_t)t * K,
+                         ds + (size_t)t * (K / kQ8Block));
+        __syncthreads();
+        xq = ActQ8{q, ds};
+    }
     if (p.norm && !Q8) {  // (the launcher clears p.norm where a kernel of its own normalized x)
-        // The weight rows start for L2 while the block normalizes x (two
-        // memory round trips overlapped instead of one after the other).
-        if (active && prefetch) {
-            prefetch_row(W, g.elems[mat], g.bytes[mat], row, K);
-            if (p.mode == kGemvSiluGate || p.mode == kGemvGeluGate) prefetch_row(W1, g.elems[1], g.bytes[1], row, K);
-        }
         // as the rmsnorm kernel: double sum of squares, then x * scale * (w + offset)
         for (int t = 0; t < m; t++) {
             const float* xr = x + (size_t)t * K;
@@ -166,13 +185,13 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
 }
 
-using Kernel = void (*)(MultiGemvParams, Geometry, const float*, const float*, ActQ8, bool, const uint8_t*,
+using Kernel = void (*)(MultiGemvParams, Geometry, const float*, const float*, ActQ8, uint32_t, const uint8_t*,
                        const uint8_t*, const uint8_t*, float*, float*, float*);
 
 // Where the float path normalizes x (AKUNU_CUDA_GEMV_NORM, for A/B runs):
 // "kernel" (default) a kernel of its own into the scratch; "block" every
-// block into shared memory; "prefetch" that, with the block's weight rows
-// asked into L2 meanwhile.
+// block into shared memory; "prefetch" that, with the block's whole weight
+// rows asked into L2 meanwhile (else only their first gemv_prefetch_bytes()).
 enum class NormAt { Kernel, Block, BlockPrefetch };
 NormAt norm_at() {
     static const NormAt at = [] {
@@ -202,6 +221,20 @@ Kernel float_kernel(const MultiGemvParams& p, uint32_t used) {
         }
     }
     return kernel_for<false, AnyFormat>(p.n_tokens);
+}
+
+// Whether the blocks round x to 8 bits themselves (no kernel of its own: one
+// launch and one dependent round trip fewer, worth most at small shapes where
+// a decode step is a chain of short kernels) or a kernel does it first: in
+// the blocks while all of them re-read at most this many bytes of x from L2
+// (8 MiB: every projection of the 0.6B and 1B shapes, none of the 8B's).
+// AKUNU_CUDA_GEMV_ROUND_KB=N overrides it (0: always the kernel), for A/B runs.
+size_t round_in_block_bytes() {
+    static const size_t bytes = [] {
+        const char* e = std::getenv("AKUNU_CUDA_GEMV_ROUND_KB");
+        return e ? (size_t)std::strtoull(e, nullptr, 10) * 1024 : (size_t)8 << 20;
+    }();
+    return bytes;
 }
 
 // Lets kernel k take the shared memory the input norm may need (once per kernel).
@@ -247,10 +280,15 @@ void launch_gemv_multi(const CudaArgs& a) {
         throw Error("gemv_multi: x must be 16-byte aligned with K a multiple of 4");
     bool q8 = true;
     for (uint32_t i = 0; i < used; i++) q8 = q8 && gemv_q8::has_q8_layout(p.dtype[i]);
-    ActQ8 xq;
+    uint32_t rows = p.N[0];
+    if (p.mode == kGemvSeparate)
+        for (uint32_t i = 1; i < p.n_mats; i++) rows += p.N[i];
+    const unsigned blocks = (rows + kWarps - 1) / kWarps;
+    ActQ8 xq;  // q == nullptr: every block rounds x itself
     ActQ8Norm norm;
     if (p.norm) norm = ActQ8Norm{a.b<float>(1), p.eps, p.weight_offset};
-    q8 = q8 && quantize_activations(a, a.b<float>(0), p.K, p.n_tokens, p.K, norm, &xq);
+    const bool in_block = q8 && p.K % kQ8Block == 0 && (size_t)blocks * p.K * sizeof(float) <= round_in_block_bytes();
+    if (!in_block) q8 = q8 && quantize_activations(a, a.b<float>(0), p.K, p.n_tokens, p.K, norm, &xq);
     const float* x = a.b<float>(0);
     MultiGemvParams kp = p;
     if (p.norm && !q8 && norm_at() == NormAt::Kernel) {
@@ -266,17 +304,15 @@ void launch_gemv_multi(const CudaArgs& a) {
         const char* e = std::getenv("AKUNU_CUDA_GEMV_SMEM_KB");
         return e ? std::min<size_t>(std::strtoul(e, nullptr, 10), 200) * 1024 : 0;
     }();
-    const size_t shared = std::max(reserve, kp.norm && !q8 ? (size_t)p.n_tokens * p.K * sizeof(float) : 0);
+    const size_t x_shared = in_block ? in_block_bytes((int)p.n_tokens, (int)p.K)
+                            : kp.norm && !q8 ? (size_t)p.n_tokens * p.K * sizeof(float) : 0;
+    const size_t shared = std::max(reserve, x_shared);
     if (shared > kMaxShared) throw Error("gemv_multi: K " + std::to_string(p.K) + " too large to normalize in shared memory");
-    uint32_t rows = p.N[0];
-    if (p.mode == kGemvSeparate)
-        for (uint32_t i = 1; i < p.n_mats; i++) rows += p.N[i];
-    const unsigned blocks = (rows + kWarps - 1) / kWarps;
     auto* k = q8 ? kernel_for<true, AnyFormat>(p.n_tokens) : float_kernel(p, used);
     if (shared > 0) allow_shared(reinterpret_cast<const void*>(k));
-    k<<<blocks, kWarps * 32, shared, a.stream>>>(kp, g, x, a.b<float>(1), xq, norm_at() == NormAt::BlockPrefetch,
-                                                 a.b<uint8_t>(2), a.b<uint8_t>(3), a.b<uint8_t>(4), a.b<float>(5),
-                                                 a.b<float>(6), a.b<float>(7));
+    const uint32_t prefetch = norm_at() == NormAt::BlockPrefetch ? UINT32_MAX : gemv_prefetch_bytes();
+    launch_pdl(k, blocks, kWarps * 32, shared, a.stream, kp, g, x, a.b<float>(1), xq, prefetch, a.b<uint8_t>(2),
+               a.b<uint8_t>(3), a.b<uint8_t>(4), a.b<float>(5), a.b<float>(6), a.b<float>(7));
 }
 
 }  // namespace

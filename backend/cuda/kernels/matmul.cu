@@ -279,6 +279,8 @@ void launch_matmul(const CudaArgs& a) {
 // out[t, :] = decode(table row ids[t]) * scale; one thread block per token.
 __global__ void embedding_kernel(EmbeddingParams p, Geometry g, const uint8_t* table, const int32_t* ids,
                                  float* out, const uint32_t* replay_token) {
+    pdl_wait();
+    pdl_launch_dependents();
     const int t = blockIdx.x;
     const int nb = (int)p.dim / g.be;
     const uint8_t* row = table + (size_t)replay_slot(ids, replay_token)[t] * nb * g.bb;
@@ -291,8 +293,8 @@ __global__ void embedding_kernel(EmbeddingParams p, Geometry g, const uint8_t* t
 
 void launch_embedding(const CudaArgs& a) {
     EmbeddingParams p = a.p<EmbeddingParams>();
-    embedding_kernel<<<p.n_tokens, 128, 0, a.stream>>>(p, geometry(p.dtype), a.b<uint8_t>(0), a.b<int32_t>(1),
-                                                       a.b<float>(2), a.replay_token);
+    launch_pdl(embedding_kernel, p.n_tokens, 128, 0, a.stream, p, geometry(p.dtype), a.b<uint8_t>(0),
+               a.b<int32_t>(1), a.b<float>(2), a.replay_token);
 }
 
 }  // namespace

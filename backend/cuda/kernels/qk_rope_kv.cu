@@ -20,6 +20,8 @@ __global__ void __launch_bounds__(kThreads)
     const uint32_t t = blockIdx.x, head = blockIdx.y, hd = p.head_dim;
     const uint32_t qd = p.n_heads * hd, kvd = p.n_kv_heads * hd;
     const uint32_t pos = replay_position(replay_pos, p.pos0) + t;
+    pdl_wait();
+    pdl_launch_dependents();
     if (head >= p.n_heads + p.n_kv_heads) {  // a V head: straight to the cache
         const uint32_t j = head - p.n_heads - p.n_kv_heads;
         for (uint32_t d = threadIdx.x; d < hd; d += blockDim.x)
@@ -58,7 +60,7 @@ void launch_qk_rope_kv(const CudaArgs& a) {
     const QKRopeKVParams p = a.p<QKRopeKVParams>();
     if (p.head_dim > 256 || p.head_dim % 2) throw Error("qk_norm_rope_kv: head_dim " + std::to_string(p.head_dim));
     const dim3 grid(p.n_tokens, p.n_heads + 2 * p.n_kv_heads);
-    qk_rope_kv_kernel<<<grid, kThreads, 0, a.stream>>>(
+    launch_pdl(qk_rope_kv_kernel, grid, kThreads, 0, a.stream,
         p, a.b<float>(0), a.b<float>(1), a.b<float>(2), a.b<float>(3), a.b<float>(4),
         p.has_freq_factors ? a.b<float>(5) : nullptr, a.b<uint16_t>(6), a.b<uint16_t>(7), a.replay_pos);
 }

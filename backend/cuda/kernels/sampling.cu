@@ -40,6 +40,8 @@ __device__ void block_argmax(float& v, int& i) {
 }
 
 __global__ void argmax_kernel(ArgmaxParams p, const float* logits, int32_t* out, const uint32_t* replay_token) {
+    pdl_wait();
+    pdl_launch_dependents();
     const float* l = logits + (size_t)(p.row + blockIdx.x) * p.vocab;
     float v = -INFINITY;
     int bi = INT_MAX;
@@ -51,7 +53,7 @@ __global__ void argmax_kernel(ArgmaxParams p, const float* logits, int32_t* out,
 
 void launch_argmax(const CudaArgs& a) {
     ArgmaxParams p = a.p<ArgmaxParams>();
-    argmax_kernel<<<p.n_rows, kThreads, 0, a.stream>>>(p, a.b<float>(0), a.b<int32_t>(1), a.replay_token);
+    launch_pdl(argmax_kernel, p.n_rows, kThreads, 0, a.stream, p, a.b<float>(0), a.b<int32_t>(1), a.replay_token);
 }
 
 __device__ uint64_t splitmix64(uint64_t x) {

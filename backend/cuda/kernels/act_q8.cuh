@@ -1,0 +1,49 @@
+// The rounding of one token's activations to 8 bits (act_q8.h), as device
+// code that the rounding kernel (act_q8.cu) and the decode GEMVs that round
+// x in every block (gemv_multi.cu) share, so both write the same bytes.
+#pragma once
+#include <cuda_fp16.h>
+
+#include "act_q8.h"
+#include "device_math.cuh"
+
+namespace akunu {
+
+// Token row xr (K values, K % 32 == 0, 16-byte aligned) into q (K int8) and
+// ds (K / 32 of {d, d * sum(q)}). Every thread of the block calls it; thread
+// `first` of `stride` takes four values at a time, eight threads a 32-value
+// block (they are eight aligned lanes of one warp while stride % 32 == 0).
+// With norm.weight the row is RMS-normalized first (the whole block reduces
+// the sum of squares, so the caller's grid holds one block per token then).
+__device__ inline void round_row_q8(const float* __restrict__ xr, uint32_t K, const ActQ8Norm& norm, uint32_t first,
+                                    uint32_t stride, int8_t* q, float2* ds) {
+    const float scale = norm.weight ? rms_scale(xr, K, norm.eps) : 1.0f;
+    const unsigned group = 0xFFu << (threadIdx.x % 32 & 24u);
+    for (uint32_t i = 4 * first; i < K; i += 4 * stride) {
+        float4 v = *reinterpret_cast<const float4*>(xr + i);
+        if (norm.weight) {
+            v.x = v.x * scale * (norm.weight[i] + norm.offset);
+            v.y = v.y * scale * (norm.weight[i + 1] + norm.offset);
+            v.z = v.z * scale * (norm.weight[i + 2] + norm.offset);
+            v.w = v.w * scale * (norm.weight[i + 3] + norm.offset);
+        }
+        float amax = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+#pragma unroll
+        for (int o = 1; o < 8; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(group, amax, o));
+        const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        const int q0 = __float2int_rn(v.x * id), q1 = __float2int_rn(v.y * id);
+        const int q2 = __float2int_rn(v.z * id), q3 = __float2int_rn(v.w * id);
+        int sum = q0 + q1 + q2 + q3;
+#pragma unroll
+        for (int o = 1; o < 8; o <<= 1) sum += __shfl_xor_sync(group, sum, o);
+        *reinterpret_cast<uint32_t*>(q + i) =
+            (uint32_t)(q0 & 0xFF) | (uint32_t)(q1 & 0xFF) << 8 | (uint32_t)(q2 & 0xFF) << 16 | (uint32_t)q3 << 24;
+        if (i % kQ8Block == 0) {
+            // kept to F16 precision, as the CPU's and llama.cpp's Q8 blocks store it
+            const float d16 = __half2float(__float2half_rn(d));
+            ds[i / kQ8Block] = make_float2(d16, d16 * (float)sum);
+        }
+    }
+}
+
+}  // namespace akunu
