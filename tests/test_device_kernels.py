@@ -416,6 +416,8 @@ ATTENTION_CASES = {
     "decode-long": dict(heads=8, kv_heads=2, hd=128, n=1, pos0=2500),
     "decode-window": dict(heads=4, kv_heads=1, hd=256, n=1, pos0=900, window=512),
     "decode-hd32": dict(heads=2, kv_heads=2, hd=32, n=1, pos0=77),
+    # a cache far longer than the keys: splits past them exit, the used ones combine
+    "decode-cache-larger": dict(heads=8, kv_heads=2, hd=128, n=1, pos0=700, max_ctx=4096),
     "prefill-causal": dict(heads=8, kv_heads=2, hd=64, n=40, pos0=0),
     "chunk-after-cache": dict(heads=8, kv_heads=8, hd=64, n=20, pos0=150),
     "sliding-window": dict(heads=4, kv_heads=1, hd=256, n=24, pos0=40, window=16),
@@ -433,9 +435,9 @@ ATTENTION_CASES = {
 
 @pytest.mark.parametrize("case", ATTENTION_CASES, ids=list(ATTENTION_CASES))
 def test_attention(device, case):
-    c = {"window": 0, "causal": 1, "segmented": 0, "n_keys": 0, **ATTENTION_CASES[case]}
+    c = {"window": 0, "causal": 1, "segmented": 0, "n_keys": 0, "max_ctx": 0, **ATTENTION_CASES[case]}
     rng = rng_for(len(case))
-    max_ctx = max(c["pos0"] + c["n"], c["n_keys"]) + 8
+    max_ctx = c["max_ctx"] or max(c["pos0"] + c["n"], c["n_keys"]) + 8
     kv_dim = c["kv_heads"] * c["hd"]
     q = rng.standard_normal((c["n"], c["heads"] * c["hd"])).astype(np.float32)
     kc = (rng.standard_normal((max_ctx, kv_dim)) * 2).astype(np.float16).view(np.uint16)

@@ -5,13 +5,13 @@
 # FORMATS default F16 (Q4_0 etc.: after bench_cuda.py quantize); a SETTING is
 # VAR=VALUE for env ("-" for the defaults). Without settings: the defaults,
 # then plain launches (AKUNU_CUDA_PDL=0), no weight prefetch before the wait,
-# and x rounded by a kernel of its own (AKUNU_CUDA_GEMV_ROUND_KB=0).
+# and x rounded in every GEMV block (AKUNU_CUDA_GEMV_ROUND_KB=65536).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 SHAPES="${1:-qwen3-0.6b,llama-3.1-8b}"; FORMATS="${2:-F16}"
 shift 2 2>/dev/null || shift $#
 SETTINGS=("$@")
-[ ${#SETTINGS[@]} -gt 0 ] || SETTINGS=(- AKUNU_CUDA_PDL=0 AKUNU_CUDA_GEMV_PREFETCH=0 AKUNU_CUDA_GEMV_ROUND_KB=0)
+[ ${#SETTINGS[@]} -gt 0 ] || SETTINGS=(- AKUNU_CUDA_PDL=0 AKUNU_CUDA_GEMV_PREFETCH=0 AKUNU_CUDA_GEMV_ROUND_KB=65536)
 export PYTHONPATH="$PWD/build-cuda/stage:$PWD/tools:${PYTHONPATH:-}"
 for s in ${SHAPES//,/ }; do
     for f in ${FORMATS//,/ }; do

@@ -19,9 +19,13 @@
 namespace akunu {
 namespace {
 
-constexpr int kWarps = 4;
-constexpr int kUnroll = 4;                // keys a warp has in flight
-constexpr uint32_t kMinKeysPerSplit = 32;  // below this a split is not worth a block
+// A block has 64 keys in flight (8 warps x 8), so a split of 128 keys is two
+// memory round trips. Splits shorter than that cost more in their combine
+// (partials, a fence, an atomic, a re-read) than they save: at the short
+// contexts of chat turns a head is one split and writes its output directly.
+constexpr int kWarps = 8;
+constexpr int kUnroll = 8;                 // keys a warp has in flight
+constexpr uint32_t kMinKeysPerSplit = 128;  // below this a split is not worth a block
 constexpr uint32_t kMaxSplits = 32;
 
 // D consecutive F16 values as floats, in one load where D allows.
@@ -70,8 +74,11 @@ __global__ void __launch_bounds__(kWarps * 32)
     const uint32_t kv_dim = p.n_kv_heads * p.head_dim;
     const size_t koff = (size_t)(h / (p.n_heads / p.n_kv_heads)) * p.head_dim;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    // Splits past the keys exit at once; the rest combine only when there are several.
+    const uint32_t used = min(n_splits, (n + chunk - 1) / chunk);
     pdl_wait();
     pdl_launch_dependents();
+    if (split >= used) return;
 
     float qv[D];
     const float* qsrc = q + (size_t)h * p.head_dim + lane * D;
@@ -135,7 +142,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     float bl = 0.0f;
     for (int w = 0; w < kWarps; w++) bl += wl[w] * expf(wm[w] - bm);
 
-    if (n_splits == 1) {
+    if (used == 1) {
         for (uint32_t d = threadIdx.x; d < p.head_dim; d += blockDim.x) {
             float v = 0.0f;
             for (int w = 0; w < kWarps; w++) v += wacc[w][d] * expf(wm[w] - bm);
@@ -156,12 +163,11 @@ __global__ void __launch_bounds__(kWarps * 32)
     __threadfence();  // this block's partial is visible before it is counted
     __syncthreads();
     __shared__ bool is_last;
-    if (threadIdx.x == 0) is_last = atomicAdd(&counters[h], 1u) == n_splits - 1;
+    if (threadIdx.x == 0) is_last = atomicAdd(&counters[h], 1u) == used - 1;
     __syncthreads();
     if (!is_last) return;
     __threadfence();
-    // The last block of this head: combine every split (empty ones have l = 0).
-    const uint32_t used = min(n_splits, (n + chunk - 1) / chunk);
+    // The last block of this head: combine every split.
     float gm = -FLT_MAX;
     for (uint32_t s = 0; s < used; s++)
         gm = fmaxf(gm, __ldcg(&partials[((size_t)h * n_splits + s) * (p.head_dim + 2) + p.head_dim]));

@@ -224,15 +224,15 @@ Kernel float_kernel(const MultiGemvParams& p, uint32_t used) {
 }
 
 // Whether the blocks round x to 8 bits themselves (no kernel of its own: one
-// launch and one dependent round trip fewer, worth most at small shapes where
-// a decode step is a chain of short kernels) or a kernel does it first: in
-// the blocks while all of them re-read at most this many bytes of x from L2
-// (8 MiB: every projection of the 0.6B and 1B shapes, none of the 8B's).
-// AKUNU_CUDA_GEMV_ROUND_KB=N overrides it (0: always the kernel), for A/B runs.
+// launch and one dependent round trip fewer) or a kernel does it first: in
+// the blocks while all of them together re-read at most this many bytes of x
+// from L2. AKUNU_CUDA_GEMV_ROUND_KB=N (default 0: always the kernel). On the
+// H100 with programmatic launches the blocks' rounding did not pay: tg128
+// Q4_0 Qwen3-0.6B 914 vs 921 tok/s, Llama-3.2-1B 884 vs 1021 (BENCHMARKS.md).
 size_t round_in_block_bytes() {
     static const size_t bytes = [] {
         const char* e = std::getenv("AKUNU_CUDA_GEMV_ROUND_KB");
-        return e ? (size_t)std::strtoull(e, nullptr, 10) * 1024 : (size_t)8 << 20;
+        return e ? (size_t)std::strtoull(e, nullptr, 10) * 1024 : 0;
     }();
     return bytes;
 }
