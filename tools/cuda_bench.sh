@@ -3,7 +3,8 @@
 #   tools/cuda_bench.sh llama OUT   # only start the llama.cpp build in the background
 #   tools/cuda_bench.sh start OUT   # llama.cpp build in the background, akunu build, F16 models, akunu-profile
 #   tools/cuda_bench.sh finish OUT  # wait for llama.cpp, quantize, both benchmarks -> OUT/bench.md
-# Expects the trimmed llama.cpp sources (from the llama-cpp-python sdist) at .llama/llama.cpp.tgz.
+# Expects the trimmed llama.cpp sources (from the llama-cpp-python sdist) at .llama/llama.cpp.tgz
+# and the gguf wheel installed from .whl: tools/cuda_carry.sh makes both, to carry.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PHASE="$1"; OUT="$2"; mkdir -p "$OUT"

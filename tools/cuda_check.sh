@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 OUT="${1:-${OUT:-/tmp/akunu-cuda}}"
 mkdir -p "$OUT"
 PY=python3
+$PY -c "import gguf" 2> /dev/null || {
+    echo "gguf is not importable here: carry .whl (tools/cuda_carry.sh) and install it first"; exit 2; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv | tee "$OUT/gpu.txt"
 bash tools/cuda_stage.sh "$OUT/build.log" || exit 1
 export PYTHONPATH="build-cuda/stage:tools:${PYTHONPATH:-}"

@@ -1,11 +1,11 @@
 // Fused decode projections (gemv_multi, see MultiGemvParams): Q, K and V in
 // one launch, gate and up with the activation, a projection with its residual
 // add, each optionally behind the input RMSNorm. A warp per output row as in
-// gemv.cu; a block first normalizes x into shared memory (every block
-// recomputes the norm: a few KiB from L2 instead of a launch of its own).
-// When every matrix has an integer lane layout (Q4_0, Q8_0, Q4_K, Q6_K), a
-// kernel of its own normalizes and rounds x to 8 bits first (act_q8.h) and
-// the rows take dp4a dots (gemv_q8_formats.cuh).
+// gemv.cu. When every matrix has an integer lane layout (Q4_0, Q8_0, Q4_K,
+// Q6_K), a kernel of its own normalizes and rounds x to 8 bits first (act_q8.h;
+// or every block does, on request: round_in_block_bytes) and the rows take
+// dp4a dots (gemv_q8_formats.cuh); otherwise a kernel of its own normalizes x
+// into the scratch (or every block into shared memory: norm_at).
 #include <algorithm>
 #include <cstdlib>
 #include <string>
@@ -287,7 +287,8 @@ void launch_gemv_multi(const CudaArgs& a) {
     ActQ8 xq;  // q == nullptr: every block rounds x itself
     ActQ8Norm norm;
     if (p.norm) norm = ActQ8Norm{a.b<float>(1), p.eps, p.weight_offset};
-    const bool in_block = q8 && p.K % kQ8Block == 0 && (size_t)blocks * p.K * sizeof(float) <= round_in_block_bytes();
+    const bool in_block = q8 && p.K % kQ8Block == 0 && (size_t)blocks * p.K * sizeof(float) <= round_in_block_bytes() &&
+                          in_block_bytes((int)p.n_tokens, (int)p.K) <= kMaxShared;
     if (!in_block) q8 = q8 && quantize_activations(a, a.b<float>(0), p.K, p.n_tokens, p.K, norm, &xq);
     const float* x = a.b<float>(0);
     MultiGemvParams kp = p;
