@@ -31,19 +31,30 @@ __device__ __forceinline__ void write_row(const float* acc, int m, const MatmulP
     }
 }
 
+// This warp's weight row, its first `prefetch` bytes asked into L2 before the
+// wait for the kernel ahead (launch_pdl); nullptr past the last row. Every
+// warp waits, so no block leaves before its predecessor has finished.
+template <class F>
+__device__ __forceinline__ const uint8_t* start_row(const MatmulParams& p, const uint8_t* W, int row,
+                                                    uint32_t prefetch) {
+    const size_t row_bytes = (size_t)(p.K / F::kElems) * F::kBytes;
+    const uint8_t* w = row < (int)p.N ? W + (size_t)row * row_bytes : nullptr;
+    if (w) prefetch_l2(w, min(row_bytes, (size_t)prefetch));
+    pdl_wait();
+    pdl_launch_dependents();
+    return w;
+}
+
 // y[t, row] = W[row, :] . x[t, :] (+ bias[row]), one warp per row.
 template <class F, int M>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     gemv_kernel(MatmulParams p, const uint8_t* __restrict__ W, const float* __restrict__ x, float* __restrict__ y,
                 const float* __restrict__ bias, uint32_t prefetch) {
     const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
-    const size_t row_bytes = (size_t)(p.K / F::kElems) * F::kBytes;
-    if (row < (int)p.N) prefetch_l2(W + (size_t)row * row_bytes, min(row_bytes, (size_t)prefetch));
-    pdl_wait();
-    pdl_launch_dependents();
-    if (row >= (int)p.N) return;
+    const uint8_t* w = start_row<F>(p, W, row, prefetch);
+    if (!w) return;
     float acc[M] = {};
-    row_dot<F, M>(W + (size_t)row * (p.K / F::kElems) * F::kBytes, (int)p.K, x, p.x_stride, (int)p.n_tokens, acc);
+    row_dot<F, M>(w, (int)p.K, x, p.x_stride, (int)p.n_tokens, acc);
     write_row<M>(acc, (int)p.n_tokens, p, row, y, bias);
 }
 
@@ -53,14 +64,10 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     gemv_q8_kernel(MatmulParams p, const uint8_t* __restrict__ W, ActQ8 xq, float* __restrict__ y,
                    const float* __restrict__ bias, uint32_t prefetch) {
     const int row = blockIdx.x * kWarpsPerBlock + threadIdx.x / 32;
-    const size_t row_bytes = (size_t)(p.K / F::kElems) * F::kBytes;
-    if (row < (int)p.N) prefetch_l2(W + (size_t)row * row_bytes, min(row_bytes, (size_t)prefetch));
-    pdl_wait();
-    pdl_launch_dependents();
-    if (row >= (int)p.N) return;
+    const uint8_t* w = start_row<F>(p, W, row, prefetch);
+    if (!w) return;
     float acc[M] = {};
-    gemv_q8::row_dot<F, M>(W + (size_t)row * (p.K / F::kElems) * F::kBytes, (int)p.K, xq.q, xq.ds, (int)p.n_tokens,
-                           acc);
+    gemv_q8::row_dot<F, M>(w, (int)p.K, xq.q, xq.ds, (int)p.n_tokens, acc);
     write_row<M>(acc, (int)p.n_tokens, p, row, y, bias);
 }
 
