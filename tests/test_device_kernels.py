@@ -204,11 +204,13 @@ def test_matmul_real_shapes(device, shape):
 
 @pytest.mark.parametrize("shape", [(1024, 1024, T.F16, 512), (3072, 1024, T.Q4_K, 100), (1024, 3072, T.Q6_K, 37),
                                    (4096, 4096, T.Q4_0, 70), (1000, 2048, T.Q8_0, 77), (2048, 4096, T.BF16, 130),
-                                   (520, 256, T.F32, 300), (14336, 512, T.Q4_K, 64)],
+                                   (520, 256, T.F32, 300), (14336, 512, T.Q4_K, 64),
+                                   # CUDA with cuBLAS: decoded in row chunks of 16 MiB (2048 rows at K 4096)
+                                   (3000, 4096, T.Q6_K, 160)],
                          ids=lambda s: f"{s[0]}x{s[1]}-{s[2].name}-m{s[3]}")
 def test_gemm_prefill_shapes(device, shape):
-    """Prefill GEMMs (CUDA: the tensor cores) at real shapes, with partial
-    token and row tiles, a bias and a row0 offset: every element within the
+    """Prefill GEMMs (CUDA: the tensor cores, through cuBLAS where it loads)
+    at real shapes, with partial token and row tiles or row chunks, a bias and a row0 offset: every element within the
     worst-case bound, and relative L2 against float64 within 1e-3 (F16
     operand rounding averages ~3e-4)."""
     N, K, qtype, m = shape

@@ -16,9 +16,10 @@ export PYTHONPATH="build-cuda/stage:tools:${PYTHONPATH:-}"
 # context of the process, which would hide every later result.
 PYTHONUNBUFFERED=1 $PY -m pytest -q -rs tests/test_device_kernels.py 2>&1 | tee "$OUT/test_kernels.log"
 status=${PIPESTATUS[0]}
-# The decode paths the defaults leave out: x rounded to 8 bits in every GEMV
-# block, and plain (not programmatic) launches.
-for setting in AKUNU_CUDA_GEMV_ROUND_KB=65536 AKUNU_CUDA_PDL=0; do
+# The paths the defaults leave out: x rounded to 8 bits in every GEMV block,
+# plain (not programmatic) launches, every prefill GEMM through cuBLAS (an
+# error if it does not load) and none (gemm_tc alone).
+for setting in AKUNU_CUDA_GEMV_ROUND_KB=65536 AKUNU_CUDA_PDL=0 AKUNU_CUDA_GEMM=blas AKUNU_CUDA_GEMM=tc; do
     echo "== $setting" | tee -a "$OUT/test_kernels.log"
     env $setting $PY -m pytest -q tests/test_device_kernels.py -k "gemv_multi or matmul or attention" 2>&1 |
         tail -3 | tee -a "$OUT/test_kernels.log"

@@ -58,12 +58,14 @@ CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {
     check(cudaMalloc(&workspace_, workspace_bytes_), "cudaMalloc (workspace)");
     check(cudaMemset(workspace_, 0, workspace_bytes_), "cudaMemset (workspace)");
     check(cudaMalloc(&act_scratch_, kActScratchBytes), "cudaMalloc (activation scratch)");
+    blas_ = make_blas_gemm();
 }
 
 CudaDevice::~CudaDevice() {
     if (stream_) cudaStreamSynchronize(stream_);
     for (StepGraph& g : graphs_)
         if (g.exec) cudaGraphExecDestroy(g.exec);
+    blas_.reset();
     cudaFree(replay_state_);
     cudaFree(workspace_);
     cudaFree(act_scratch_);
@@ -156,6 +158,7 @@ CudaArgs CudaDevice::scratch_args() const {
     a.workspace_bytes = workspace_bytes_;
     a.act_scratch = act_scratch_;
     a.act_scratch_bytes = kActScratchBytes;
+    a.blas = blas_.get();
     return a;
 }
 

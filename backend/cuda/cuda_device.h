@@ -4,11 +4,13 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/device.h"
 #include "kernels/cuda_kernel.h"
+#include "kernels/gemm_blas.h"
 
 namespace akunu {
 
@@ -67,6 +69,7 @@ private:
     uint8_t* workspace_ = nullptr;
     size_t workspace_bytes_ = 0;
     uint8_t* act_scratch_ = nullptr;
+    std::unique_ptr<BlasGemm> blas_;  // prefill GEMMs through cuBLAS, when it loads
     int ordinal_ = 0;
     std::string name_;
     cudaStream_t stream_ = nullptr;

@@ -11,6 +11,8 @@
 
 namespace akunu {
 
+class BlasGemm;  // gemm_blas.h
+
 struct CudaArgs {
     uint8_t* buf[8];
     uint8_t params[64];
@@ -30,6 +32,8 @@ struct CudaArgs {
     // and read by the kernels of one command, so every command may reuse it.
     uint8_t* act_scratch = nullptr;
     size_t act_scratch_bytes = 0;
+    // The device's cuBLAS prefill GEMM (gemm_blas.h), or nullptr without cuBLAS.
+    BlasGemm* blas = nullptr;
 
     template <typename T>
     T p() const {

@@ -1,6 +1,6 @@
 // GEMV / GEMM dispatch and embedding lookup for every weight format: a few
-// tokens take the decode GEMV (gemv.cu), 16 or more the tensor-core GEMM
-// (gemm_tc.cu) for the common GGUF formats; everything else runs here in
+// tokens take the decode GEMV (gemv.cu), 16 or more the tensor cores for the
+// common GGUF formats (cuBLAS, gemm_blas.cu, where it loads; gemm_tc.cu); everything else runs here in
 // float (row kernels, and a shared-memory tiled GEMM), weights decoded block
 // by block with the functions that define the formats on the CPU (core/quant_blocks.h).
 #include <algorithm>
@@ -11,6 +11,7 @@
 #include "core/quant_blocks.h"
 #include "cuda_kernel.h"
 #include "decode_block.cuh"
+#include "gemm_blas.h"
 #include "gemm_tc.h"
 #include "gemv.h"
 
@@ -263,8 +264,11 @@ void launch_matmul(const CudaArgs& a) {
     const bool half = (p.dtype == GGML_F16 || p.dtype == GGML_BF16) && p.K % 8 == 0 &&
                       (reinterpret_cast<uintptr_t>(a.buf[0]) & 15) == 0;
     const bool q32 = (reinterpret_cast<uintptr_t>(x) & 15) == 0 && p.x_stride % 4 == 0 && q32_kernel(p.dtype);
-    // The common GGUF formats take the tensor cores (gemm_tc.cu).
-    if (p.n_tokens >= (uint32_t)kTiledMinTokens && launch_gemm_tc(a, p, x, y)) return;
+    // The common GGUF formats take the tensor cores: through cuBLAS where it
+    // loaded and takes the pass (gemm_blas.cu), else gemm_tc.cu.
+    if (p.n_tokens >= (uint32_t)kTiledMinTokens &&
+        ((a.blas && a.blas->run(a, p, x, y)) || launch_gemm_tc(a, p, x, y)))
+        return;
     if (p.n_tokens >= (uint32_t)kTiledMinTokens && !half && !q32) {
         launch_gemm_tiled(a, p, x, y);
         return;

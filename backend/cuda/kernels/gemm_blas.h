@@ -1,0 +1,40 @@
+// Prefill GEMM through cuBLAS (F16 tensor cores); see gemm_blas.cu.
+#pragma once
+#include <cuda_fp16.h>
+
+#include <memory>
+
+#include "core/kernel_params.h"
+#include "cuda_kernel.h"
+
+namespace akunu {
+
+struct CublasLibrary;
+
+// One per CudaDevice: the cuBLAS handle and the F16 scratch the GEMMs read
+// (activations, dequantized weight rows), made on first use and grown to the
+// largest pass; never touched while a stream is captured into a graph.
+class BlasGemm {
+public:
+    explicit BlasGemm(const CublasLibrary* lib) : lib_(lib) {}
+    ~BlasGemm();
+    BlasGemm(const BlasGemm&) = delete;
+    BlasGemm& operator=(const BlasGemm&) = delete;
+
+    // Enqueues y = W x (+ bias) and returns true when this path takes the pass
+    // (see gemm_blas.cu for which); false leaves it to gemm_tc / the float kernels.
+    bool run(const CudaArgs& a, const MatmulParams& p, const float* x, float* y);
+
+private:
+    __half* scratch(int which, size_t elems);  // 0: activations, 1: weight rows
+    const CublasLibrary* lib_;
+    void* handle_ = nullptr;
+    __half* buf_[2] = {};
+    size_t elems_[2] = {};
+};
+
+// The device's BlasGemm, or nullptr when cuBLAS is not loadable or turned off
+// (AKUNU_CUDA_GEMM=tc); AKUNU_CUDA_GEMM=blas makes a missing cuBLAS an error.
+std::unique_ptr<BlasGemm> make_blas_gemm();
+
+}  // namespace akunu
