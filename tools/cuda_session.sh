@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# GPU machine: one session's whole check-and-benchmark run, in the background
+# so that it outlives a single device call (the machine stays up while calls
+# follow each other). Three tracks at once: llama.cpp's build and then the
+# quantized files (CPU), the F16 benchmark files (disk), and on the GPU the
+# akunu build, tools/cuda_check.sh (per-op tests under every setting, greedy
+# tokens vs CPU, compute-sanitizer), then the side-by-side benchmark
+# (tools/bench_cuda.py, every shape and format), bandwidth, A/B runs and ncu
+# profiles. Logs and results in /tmp/sess.
+#   tools/cuda_session.sh start               # launch it (after installing the carried gguf wheel)
+#   tools/cuda_session.sh wait OUT SECONDS    # follow it for up to SECONDS, copy results to OUT
+# Needs what tools/cuda_carry.sh makes (.whl, .llama) in the working tree.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+S=/tmp/sess
+MODELS=/tmp/bench-models
+LLB=/tmp/llama.cpp/build/bin
+ALL=qwen3-0.6b,llama-3.2-1b,llama-3.1-8b
+
+step() { echo "[$(date +%T)] $*" >> $S/progress.txt; }
+
+models_track() {
+    SHAPES=$ALL python3 tools/bench_cuda.py make-models $MODELS > $S/models.log 2>&1
+    touch $S/models_done
+}
+
+quantize_track() {
+    for i in $(seq 1 180); do [ -f /tmp/llama_done ] && [ -f $S/models_done ] && break; sleep 5; done
+    [ -x $LLB/llama-quantize ] || { step "llama.cpp build failed"; touch $S/quant_done; return; }
+    SHAPES=$ALL python3 tools/bench_cuda.py quantize $MODELS $LLB > $S/quantize.log 2>&1
+    touch $S/quant_done
+}
+
+# tg/pp of one file under each setting ("-" = defaults), one process each
+ab() {
+    local file=$1 test=$2; shift 2
+    for setting in "$@"; do
+        local env_set=$setting
+        [ "$setting" = - ] && env_set=AKUNU_AB_DEFAULTS=1
+        local args="-p 512 -n 0"
+        [ "$test" = tg ] && args="-p 0 -n 128"
+        printf '%-34s %-26s ' "$setting" "$(basename $file .gguf)"
+        env $env_set python3 -m akunu.cli.bench $file --device cuda $args -r 3 | grep -E 'pp512|tg128' | awk -F'|' '{print $8}'
+    done
+}
+
+gpu_track() {
+    step "akunu build"
+    bash tools/cuda_stage.sh $S/akunu_build.log || { step "akunu build FAILED"; touch $S/all_done; return; }
+    export PYTHONPATH="$PWD/build-cuda/stage:$PWD/tools:${PYTHONPATH:-}"
+    step "cuBLAS: $(python3 - <<'PY' 2>&1 | tail -1
+import os, akunu, random_gguf
+random_gguf.write_model("/tmp/blas.gguf", "llama", "F16", seed=5)
+os.environ["AKUNU_CUDA_GEMM"] = "blas"
+m = akunu.load("/tmp/blas.gguf", device="cuda", n_ctx=256)
+print("forced cuBLAS prefill generate ok:", m.generate("hello world " * 20, max_tokens=4).tokens)
+PY
+)"
+    step "cuda_check"
+    bash tools/cuda_check.sh $S/check > $S/check.log 2>&1
+    step "cuda_check exit $? ($(grep -h -E '[0-9]+ (passed|failed)' $S/check/test_kernels.log $S/check/test_cuda.log | tr '\n' ' '))"
+    for i in $(seq 1 120); do [ -f $S/models_done ] && break; sleep 5; done
+    step "pp512 A/B F16 (cuBLAS default vs gemm_tc)"
+    for s in ${ALL//,/ }; do ab $MODELS/$s-F16.gguf pp - AKUNU_CUDA_GEMM=tc; done > $S/pp_ab.txt 2>&1
+    for i in $(seq 1 240); do [ -f $S/quant_done ] && break; sleep 5; done
+    step "pp512 A/B quantized"
+    for q in Q4_0 Q8_0 Q4_K_M; do ab $MODELS/llama-3.1-8b-$q.gguf pp - AKUNU_CUDA_GEMM=tc; done >> $S/pp_ab.txt 2>&1
+    step "side-by-side benchmark"
+    SHAPES=$ALL python3 tools/bench_cuda.py bench $MODELS $LLB > $S/bench.md 2> $S/bench.err
+    step "bandwidth"
+    SHAPES=llama-3.1-8b python3 tools/bench_cuda.py bandwidth $MODELS > $S/bandwidth.txt 2>&1
+    step "decode A/B (8B quantized)"
+    for q in Q4_0 Q4_K_M; do
+        ab $MODELS/llama-3.1-8b-$q.gguf tg - AKUNU_CUDA_GEMV_PREFETCH=8192 AKUNU_CUDA_GEMV_SMEM_KB=100
+    done > $S/decode_ab.txt 2>&1
+    step "ncu decode profiles"
+    python3 tools/ncu_decode.py $MODELS/llama-3.1-8b-Q4_0.gguf 128 > $S/ncu_8b_q4_0.txt 2>&1
+    python3 tools/ncu_decode.py $MODELS/qwen3-0.6b-Q4_0.gguf 128 > $S/ncu_qwen3_q4_0.txt 2>&1
+    step "done"
+    touch $S/all_done
+}
+
+if [ "$1" = start ]; then
+    rm -rf $S && mkdir -p $S
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > $S/gpu.txt
+    step "start on $(cat $S/gpu.txt)"
+    bash tools/cuda_bench.sh llama $S/llama > /dev/null 2>&1
+    setsid bash "$0" _models < /dev/null > /dev/null 2>&1 &
+    setsid bash "$0" _quantize < /dev/null > /dev/null 2>&1 &
+    setsid bash "$0" _gpu < /dev/null > $S/gpu_track.log 2>&1 &
+    exit 0
+elif [ "$1" = _models ]; then models_track
+elif [ "$1" = _quantize ]; then quantize_track
+elif [ "$1" = _gpu ]; then gpu_track
+elif [ "$1" = wait ]; then
+    OUT="$2"; LIMIT="$3"; t0=$(date +%s)
+    while [ ! -f $S/all_done ] && [ $(( $(date +%s) - t0 )) -lt "$LIMIT" ]; do sleep 10; done
+    mkdir -p "$OUT"
+    tar czf "$OUT/sess.tgz" -C /tmp sess 2> /dev/null
+    cat $S/progress.txt
+    for f in pp_ab.txt bench.md bandwidth.txt decode_ab.txt; do [ -s $S/$f ] && { echo "== $f"; cat $S/$f; }; done
+    [ -f $S/all_done ] && echo "ALL DONE" || echo "still running"
+fi
