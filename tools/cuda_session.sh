@@ -9,6 +9,8 @@
 # profiles. Logs and results in /tmp/sess.
 #   tools/cuda_session.sh start               # launch it (after installing the carried gguf wheel)
 #   tools/cuda_session.sh wait OUT SECONDS    # follow it for up to SECONDS, copy results to OUT
+#   tools/cuda_session.sh probe OUT           # a short run instead (~9 min, in the foreground): build,
+#       the GEMM tests, pp512 A/B on the F16 files, tools/sync_cost_bench.cu, decode profiles
 # Needs what tools/cuda_carry.sh makes (.whl, .llama) in the working tree.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -80,7 +82,36 @@ PY
     touch $S/all_done
 }
 
-if [ "$1" = start ]; then
+probe() {
+    local OUT=$1
+    rm -rf $S && mkdir -p $S
+    bash tools/cuda_bench.sh llama $S/llama > /dev/null 2>&1
+    (SHAPES=$ALL python3 tools/bench_cuda.py make-models $MODELS > $S/models.log 2>&1; touch $S/models_done) &
+    nvcc -O3 -arch=sm_90 -o /tmp/sync_cost tools/sync_cost_bench.cu && /tmp/sync_cost | tee $S/sync_cost.txt
+    bash tools/cuda_stage.sh $S/akunu_build.log || return 1
+    export PYTHONPATH="$PWD/build-cuda/stage:$PWD/tools:${PYTHONPATH:-}"
+    for setting in - AKUNU_CUDA_GEMM=blas AKUNU_CUDA_GEMM=tc; do
+        echo "== GEMM tests, $setting"
+        [ "$setting" = - ] && setting=AKUNU_AB_DEFAULTS=1
+        env $setting python3 -m pytest -q tests/test_device_kernels.py -k "matmul or gemm" 2>&1 | tail -3
+    done | tee $S/gemm_tests.txt
+    wait
+    for s in ${ALL//,/ }; do ab $MODELS/$s-F16.gguf pp - AKUNU_CUDA_GEMM=tc; done | tee $S/pp_ab.txt
+    python3 tools/ncu_decode.py $MODELS/qwen3-0.6b-F16.gguf 128 > $S/ncu_qwen3_f16.txt 2>&1
+    head -30 $S/ncu_qwen3_f16.txt
+    for i in $(seq 1 40); do [ -f /tmp/llama_done ] && break; sleep 5; done
+    if [ -x $LLB/llama-quantize ]; then
+        $LLB/llama-quantize $MODELS/qwen3-0.6b-F16.gguf $MODELS/qwen3-0.6b-Q4_0.gguf Q4_0 > /dev/null 2>&1
+        ab $MODELS/qwen3-0.6b-Q4_0.gguf tg - | tee -a $S/pp_ab.txt
+        python3 tools/ncu_decode.py $MODELS/qwen3-0.6b-Q4_0.gguf 128 > $S/ncu_qwen3_q4_0.txt 2>&1
+        head -30 $S/ncu_qwen3_q4_0.txt
+    fi
+    tar czf "$OUT/probe.tgz" -C /tmp sess
+}
+
+if [ "$1" = probe ]; then
+    probe "$2"
+elif [ "$1" = start ]; then
     rm -rf $S && mkdir -p $S
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > $S/gpu.txt
     step "start on $(cat $S/gpu.txt)"
