@@ -420,6 +420,12 @@ ATTENTION_CASES = {
     "decode-hd32": dict(heads=2, kv_heads=2, hd=32, n=1, pos0=77),
     # a cache far longer than the keys: splits past them exit, the used ones combine
     "decode-cache-larger": dict(heads=8, kv_heads=2, hd=128, n=1, pos0=700, max_ctx=4096),
+    # benchmark shapes at the default 4096-position cache: Qwen3-0.6B's keys in
+    # exactly one split, Llama-3.2-1B's GQA 4 at head_dim 64, Llama-3.1-8B's
+    # one key past the first split
+    "decode-qwen3-one-split": dict(heads=16, kv_heads=8, hd=128, n=1, pos0=127, max_ctx=4096),
+    "decode-llama1b": dict(heads=32, kv_heads=8, hd=64, n=1, pos0=1000, max_ctx=4096),
+    "decode-llama8b-split-of-one": dict(heads=32, kv_heads=8, hd=128, n=1, pos0=128, max_ctx=4096),
     "prefill-causal": dict(heads=8, kv_heads=2, hd=64, n=40, pos0=0),
     "chunk-after-cache": dict(heads=8, kv_heads=8, hd=64, n=20, pos0=150),
     "sliding-window": dict(heads=4, kv_heads=1, hd=256, n=24, pos0=40, window=16),

@@ -18,8 +18,10 @@ PYTHONUNBUFFERED=1 $PY -m pytest -q -rs tests/test_device_kernels.py 2>&1 | tee 
 status=${PIPESTATUS[0]}
 # The paths the defaults leave out: x rounded to 8 bits in every GEMV block,
 # plain (not programmatic) launches, every prefill GEMM through cuBLAS (an
-# error if it does not load) and none (gemm_tc alone).
-for setting in AKUNU_CUDA_GEMV_ROUND_KB=65536 AKUNU_CUDA_PDL=0 AKUNU_CUDA_GEMM=blas AKUNU_CUDA_GEMM=tc; do
+# error if it does not load) and none (gemm_tc alone), the warp-per-key
+# decode attention.
+for setting in AKUNU_CUDA_GEMV_ROUND_KB=65536 AKUNU_CUDA_PDL=0 AKUNU_CUDA_GEMM=blas AKUNU_CUDA_GEMM=tc \
+        AKUNU_CUDA_ATTN_DECODE=warp_per_key; do
     echo "== $setting" | tee -a "$OUT/test_kernels.log"
     env $setting $PY -m pytest -q tests/test_device_kernels.py -k "gemv_multi or matmul or attention" 2>&1 |
         tail -3 | tee -a "$OUT/test_kernels.log"
@@ -27,6 +29,26 @@ for setting in AKUNU_CUDA_GEMV_ROUND_KB=65536 AKUNU_CUDA_PDL=0 AKUNU_CUDA_GEMM=b
 done
 PYTHONUNBUFFERED=1 $PY -m pytest -q -rs -s tests/test_cuda.py 2>&1 | tee "$OUT/test_cuda.log"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
+# Q8Link (a writer rounds the next command's input as it writes it): the
+# rounded bytes are the rounding kernel's, so decode logits (step by step)
+# and generated tokens (the step graph) must be identical with it off.
+for link in 1 0; do
+    AKUNU_CUDA_Q8_LINK=$link $PY - <<'PY' > "$OUT/q8_link_$link.txt" 2>&1
+import hashlib, akunu, numpy as np
+for path in ("tests/models/llama-q4_k_m.gguf", "tests/models/llama-q4_0.gguf", "tests/models/gemma3-q4_k_m.gguf"):
+    m = akunu.load(path, device="cuda", n_ctx=128)
+    core = m._core()
+    core.prefill(m.tokenize("hello world, the quick brown fox"))
+    rows = [core.decode_logits(t) for t in (5, 17, 99, 3)]
+    print(path, hashlib.sha256(np.concatenate(rows).tobytes()).hexdigest())
+    print(m.generate("once upon a time", max_tokens=24).tokens)
+PY
+done
+if cmp -s "$OUT/q8_link_1.txt" "$OUT/q8_link_0.txt" && grep -q tests/models "$OUT/q8_link_1.txt"; then
+    echo "q8 link: identical logits and tokens with and without" | tee -a "$OUT/test_cuda.log"
+else
+    echo "q8 link: OUTPUTS DIFFER (or failed)" | tee -a "$OUT/test_cuda.log"; diff "$OUT/q8_link_1.txt" "$OUT/q8_link_0.txt" | head; status=1
+fi
 if command -v compute-sanitizer > /dev/null; then
     compute-sanitizer --tool memcheck --error-exitcode 3 $PY - <<'PY' > "$OUT/memcheck.log" 2>&1
 import akunu, random_gguf

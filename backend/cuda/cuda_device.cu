@@ -2,6 +2,7 @@
 
 #include "core/dispatch_table.h"
 #include "core/error.h"
+#include "kernels/act_q8.h"
 
 namespace akunu {
 
@@ -167,17 +168,49 @@ void CudaDevice::encode_dispatch_table(const DispatchTable& table, const ReplayS
     launch_commands(table, st, false);
 }
 
-void CudaDevice::launch_commands(const DispatchTable& table, const ReplayState& st, bool in_graph) {
+// A command's launch arguments: buffers offset, parameters patched.
+CudaArgs CudaDevice::command_args(const DispatchCmd& cmd, const ReplayState& st, bool in_graph) const {
     CudaArgs a = scratch_args();
-    for (const DispatchCmd& cmd : table.commands) {
-        for (int i = 0; i < cmd.buffer_count; i++) {
-            size_t off = cmd.offsets[i] + (i == cmd.patch_token_buffer ? 4u * st.token_index : 0u);
-            a.buf[i] = cmd.buffers[i].handle ? (uint8_t*)cmd.buffers[i].handle + off : nullptr;
+    for (int i = 0; i < cmd.buffer_count; i++) {
+        size_t off = cmd.offsets[i] + (i == cmd.patch_token_buffer ? 4u * st.token_index : 0u);
+        a.buf[i] = cmd.buffers[i].handle ? (uint8_t*)cmd.buffers[i].handle + off : nullptr;
+    }
+    patch_params(cmd, st, a.params);
+    a.replay_pos = in_graph && cmd.patch_pos0 >= 0 ? replay_state_ : nullptr;
+    a.replay_token = in_graph && cmd.patch_token_buffer >= 0 ? replay_state_ + 1 : nullptr;
+    return a;
+}
+
+// Links a writer to the next command (Q8Link) when the vector it writes is
+// the one the next would round to 8 bits first: the writer rounds it as it
+// writes, the reader's rounding kernel goes. AKUNU_CUDA_Q8_LINK=0 turns it
+// off (A/B runs).
+static void link_q8(const CudaKernelEntry* we, CudaArgs& writer, const CudaKernelEntry* re, CudaArgs& reader) {
+    static const bool off = [] {
+        const char* e = std::getenv("AKUNU_CUDA_Q8_LINK");
+        return e && e[0] == '0';
+    }();
+    Q8Link out, in;
+    if (off || !we->q8_output || !re->q8_input || !we->q8_output(writer, &out) || !re->q8_input(reader, &in)) return;
+    ActQ8 region;
+    if (out.x != in.x || out.K != in.K || out.m != in.m || !act_q8_layout(reader, in.m, in.K, &region)) return;
+    writer.q8_out = region;
+    reader.q8_in = region;
+}
+
+void CudaDevice::launch_commands(const DispatchTable& table, const ReplayState& st, bool in_graph) {
+    const size_t n = table.commands.size();
+    if (n == 0) return;
+    CudaArgs a = command_args(table.commands[0], st, in_graph);
+    for (size_t i = 0; i < n; i++) {
+        const auto* entry = (const CudaKernelEntry*)table.commands[i].pso.handle;
+        CudaArgs next;
+        if (i + 1 < n) {
+            next = command_args(table.commands[i + 1], st, in_graph);
+            link_q8(entry, a, (const CudaKernelEntry*)table.commands[i + 1].pso.handle, next);
         }
-        patch_params(cmd, st, a.params);
-        a.replay_pos = in_graph && cmd.patch_pos0 >= 0 ? replay_state_ : nullptr;
-        a.replay_token = in_graph && cmd.patch_token_buffer >= 0 ? replay_state_ + 1 : nullptr;
-        ((const CudaKernelEntry*)cmd.pso.handle)->launch(a);
+        entry->launch(a);
+        a = next;
     }
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/device.h"
+#include "core/dispatch_table.h"
 #include "kernels/cuda_kernel.h"
 #include "kernels/gemm_blas.h"
 
@@ -55,6 +56,7 @@ private:
     // Enqueues every command; with `in_graph` the position-dependent commands
     // read the replay state from device memory instead of `st`.
     CudaArgs scratch_args() const;
+    CudaArgs command_args(const DispatchCmd& cmd, const ReplayState& st, bool in_graph) const;
     void launch_commands(const DispatchTable& table, const ReplayState& st, bool in_graph);
     // The decode step of `table` as an instantiated graph (captured on first
     // use), or nullptr when a command of it cannot run in a graph.

@@ -46,4 +46,24 @@ __device__ inline void round_row_q8(const float* __restrict__ xr, uint32_t K, co
     }
 }
 
+// One 32-value block held one value a lane by a whole warp (lane i: value
+// i): the same bytes as round_row_q8 writes for it (the same d, reciprocal
+// and rounding), to q[0..32) and *ds. Every lane of the warp calls it.
+__device__ inline void round_block32_warp(float v, int8_t* q, float2* ds) {
+    float amax = fabsf(v);
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    const int qi = __float2int_rn(v * id);
+    int sum = qi;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    const int lane = threadIdx.x % 32;
+    q[lane] = (int8_t)qi;
+    if (lane == 0) {
+        const float d16 = __half2float(__float2half_rn(d));
+        *ds = make_float2(d16, d16 * (float)sum);
+    }
+}
+
 }  // namespace akunu

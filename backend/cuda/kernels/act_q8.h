@@ -14,13 +14,6 @@ namespace akunu {
 
 constexpr int kQ8Block = 32;
 
-// Token t's values: q + t * K (int8, 16-byte aligned) and ds + t * K / 32,
-// one {d, d * sum(q)} per 32 values.
-struct ActQ8 {
-    int8_t* q = nullptr;
-    float2* ds = nullptr;
-};
-
 // The RMSNorm applied before rounding (x * scale * (weight + offset), as the
 // rmsnorm kernel computes it); weight == nullptr: none.
 struct ActQ8Norm {
@@ -28,6 +21,10 @@ struct ActQ8Norm {
     float eps = 0.0f;
     float offset = 0.0f;
 };
+
+// Where the rounding of m tokens of K values lies in the device's activation
+// scratch; false when it does not fit (or K is not a multiple of 32).
+bool act_q8_layout(const CudaArgs& a, uint32_t m, uint32_t K, ActQ8* out);
 
 // Enqueues the rounding of m tokens of x (row stride x_stride floats, x
 // 16-byte aligned) into the device's activation scratch. False (nothing

@@ -133,10 +133,19 @@ void launch_attention(const CudaArgs& a) {
         p, a.b<float>(0), a.b<uint16_t>(1), a.b<uint16_t>(2), a.b<float>(3), p.segmented ? a.b<int32_t>(4) : nullptr);
 }
 
+// Q8Link writer: one-token decode attention rounds its output for the next
+// command (the output projection) when asked.
+bool attention_q8_output(const CudaArgs& a, Q8Link* link) {
+    const AttentionParams p = a.p<AttentionParams>();
+    if (!attention_decode_takes(p)) return false;
+    *link = Q8Link{a.b<float>(3), p.n_heads * p.head_dim, 1};
+    return true;
+}
+
 }  // namespace
 
 extern const CudaKernelEntry kCudaAttentionKernels[] = {
-    {"attention", launch_attention, true},
+    {"attention", launch_attention, true, attention_q8_output},
     {nullptr, nullptr},
 };
 

@@ -11,9 +11,14 @@
 // tolerance of one F16 step of the weights.
 #include "attention_decode.h"
 
+#include <cuda_fp16.h>
+
 #include <algorithm>
 #include <cfloat>
+#include <cstdlib>
+#include <string>
 
+#include "act_q8.cuh"
 #include "core/half.h"
 
 namespace akunu {
@@ -59,26 +64,104 @@ struct SplitSlot {
     __device__ float& l() const { return base[head_dim + 1]; }
 };
 
-// Grid (n_heads, n_splits), kWarps warps per block; lanes hold D dims each.
-template <int D>
-__global__ void __launch_bounds__(kWarps * 32)
-    attention_decode_kernel(AttentionParams p, uint32_t n_splits, const float* q, const uint16_t* kc,
-                            const uint16_t* vc, float* out, float* partials, uint32_t* counters,
-                            const uint32_t* replay_pos) {
-    const uint32_t h = blockIdx.x, split = blockIdx.y;
+// Output d of head h, and with q8.q its 8-bit rounding for the next command
+// (a Q8Link: the output projection's GEMV then skips its rounding kernel).
+// Called by whole warps over 32 consecutive d (head_dim % 32 == 0).
+__device__ __forceinline__ void write_out(const AttentionParams& p, uint32_t h, uint32_t d, float v, float* out,
+                                          ActQ8 q8) {
+    const size_t at = (size_t)h * p.head_dim + d;
+    out[at] = v;
+    if (q8.q) round_block32_warp(v, q8.q + (at - at % kQ8Block), q8.ds + at / kQ8Block);
+}
+
+// The block's end, from its warps' softmax states in shared memory (max wm,
+// sum wl, weighted-V sums wacc, `ld` floats a warp): a head of one used split
+// writes its output; otherwise the split's partial goes to the workspace and
+// the last split of the head to finish combines them all.
+__device__ void finish_head(const AttentionParams& p, uint32_t h, uint32_t split, uint32_t used, uint32_t n_splits,
+                            const float* wm, const float* wl, const float* wacc, int ld, float* out, float* partials,
+                            uint32_t* counters, ActQ8 q8) {
+    float bm = -FLT_MAX;
+    for (int w = 0; w < kWarps; w++) bm = fmaxf(bm, wm[w]);
+    float bl = 0.0f;
+    for (int w = 0; w < kWarps; w++) bl += wl[w] * expf(wm[w] - bm);
+
+    if (used == 1) {
+        for (uint32_t d = threadIdx.x; d < p.head_dim; d += blockDim.x) {
+            float v = 0.0f;
+            for (int w = 0; w < kWarps; w++) v += wacc[w * ld + d] * expf(wm[w] - bm);
+            write_out(p, h, d, v / bl, out, q8);
+        }
+        return;
+    }
+    const SplitSlot mine{partials + ((size_t)h * n_splits + split) * (p.head_dim + 2), p.head_dim};
+    for (uint32_t d = threadIdx.x; d < p.head_dim; d += blockDim.x) {
+        float v = 0.0f;
+        for (int w = 0; w < kWarps; w++) v += wacc[w * ld + d] * expf(wm[w] - bm);
+        mine.acc()[d] = v;
+    }
+    if (threadIdx.x == 0) {
+        mine.m() = bm;
+        mine.l() = bl;
+    }
+    __threadfence();  // this block's partial is visible before it is counted
+    __syncthreads();
+    __shared__ bool is_last;
+    if (threadIdx.x == 0) is_last = atomicAdd(&counters[h], 1u) == used - 1;
+    __syncthreads();
+    if (!is_last) return;
+    __threadfence();
+    // The last block of this head: combine every split.
+    float gm = -FLT_MAX;
+    for (uint32_t s = 0; s < used; s++)
+        gm = fmaxf(gm, __ldcg(&partials[((size_t)h * n_splits + s) * (p.head_dim + 2) + p.head_dim]));
+    float gl = 0.0f;
+    for (uint32_t s = 0; s < used; s++) {
+        const float* slot = partials + ((size_t)h * n_splits + s) * (p.head_dim + 2);
+        gl += __ldcg(&slot[p.head_dim + 1]) * expf(__ldcg(&slot[p.head_dim]) - gm);
+    }
+    for (uint32_t d = threadIdx.x; d < p.head_dim; d += blockDim.x) {
+        float v = 0.0f;
+        for (uint32_t s = 0; s < used; s++) {
+            const float* slot = partials + ((size_t)h * n_splits + s) * (p.head_dim + 2);
+            v += __ldcg(&slot[d]) * expf(__ldcg(&slot[p.head_dim]) - gm);
+        }
+        write_out(p, h, d, v / gl, out, q8);
+    }
+    if (threadIdx.x == 0) counters[h] = 0;  // ready for the next layer
+}
+
+// This block's key range after lo and the splits in use (see the kernels).
+struct SplitRange {
+    uint32_t lo, j0, j1, used;
+};
+__device__ __forceinline__ SplitRange split_range(const AttentionParams& p, uint32_t n_splits, uint32_t split,
+                                                  const uint32_t* replay_pos) {
     const uint32_t pos = replay_position(replay_pos, p.pos0);
     const uint32_t lo = (p.window && pos + 1 > p.window) ? pos + 1 - p.window : 0;
     const uint32_t n = pos + 1 - lo;
     const uint32_t chunk = max(kMinKeysPerSplit, (n + n_splits - 1) / n_splits);
-    const uint32_t j0 = split * chunk, j1 = min(n, j0 + chunk);  // keys [j0, j1) after lo
+    const uint32_t j0 = split * chunk;
+    // Splits past the keys exit at once; the rest combine only when there are several.
+    return {lo, j0, min(n, j0 + chunk), min(n_splits, (n + chunk - 1) / chunk)};
+}
+
+// Grid (n_heads, n_splits), kWarps warps per block; a warp takes one key at
+// a time, its lanes D dims each (AKUNU_CUDA_ATTN_DECODE=warp_per_key, for A/B runs).
+template <int D>
+__global__ void __launch_bounds__(kWarps * 32)
+    attention_decode_kernel(AttentionParams p, uint32_t n_splits, const float* q, const uint16_t* kc,
+                            const uint16_t* vc, float* out, float* partials, uint32_t* counters,
+                            const uint32_t* replay_pos, ActQ8 q8) {
+    const uint32_t h = blockIdx.x, split = blockIdx.y;
+    const SplitRange r = split_range(p, n_splits, split, replay_pos);
+    const uint32_t lo = r.lo, j0 = r.j0, j1 = r.j1, used = r.used;  // keys [j0, j1) after lo
     const uint32_t kv_dim = p.n_kv_heads * p.head_dim;
     const size_t koff = (size_t)(h / (p.n_heads / p.n_kv_heads)) * p.head_dim;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    // Splits past the keys exit at once; the rest combine only when there are several.
-    const uint32_t used = min(n_splits, (n + chunk - 1) / chunk);
+    if (split >= used) return;  // touches nothing: see attention_decode_groups_kernel
     pdl_wait();
     pdl_launch_dependents();
-    if (split >= used) return;
 
     float qv[D];
     const float* qsrc = q + (size_t)h * p.head_dim + lane * D;
@@ -137,68 +220,174 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
     for (int d = 0; d < D; d++) wacc[warp][lane * D + d] = acc[d];
     __syncthreads();
-    float bm = -FLT_MAX;
-    for (int w = 0; w < kWarps; w++) bm = fmaxf(bm, wm[w]);
-    float bl = 0.0f;
-    for (int w = 0; w < kWarps; w++) bl += wl[w] * expf(wm[w] - bm);
+    finish_head(p, h, split, used, n_splits, wm, wl, &wacc[0][0], 32 * D, out, partials, counters, q8);
+}
 
-    if (used == 1) {
-        for (uint32_t d = threadIdx.x; d < p.head_dim; d += blockDim.x) {
-            float v = 0.0f;
-            for (int w = 0; w < kWarps; w++) v += wacc[w][d] * expf(wm[w] - bm);
-            out[(size_t)h * p.head_dim + d] = v / bl;
+// Grid (n_heads, n_splits), kWarps warps per block (the default kernel): a
+// warp takes KW = 32 / L keys at a time, L = HD / 32 lanes a key with 32
+// dimensions each, so a lane's K and V slices are four 16-byte loads each
+// and a key's dot product is 32 lane-local FMAs and log2(L) shuffles (the
+// warp-per-key kernel above: D FMAs and 5 shuffles a key, 8-byte loads).
+// kKeyUnroll steps in flight: 8 warps x 8 keys x 2 = 128 keys of head_dim
+// 128 per memory round trip. Each lane group keeps its own online softmax;
+// the groups of a warp meet by shuffles, the warps in shared memory.
+constexpr int kKeyUnroll = 2;
+
+// Eight F16 values (one 16-byte load) as floats.
+__device__ __forceinline__ void halves8(const uint4& w, float* f) {
+    const __half2* h = reinterpret_cast<const __half2*>(&w);
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const float2 v = __half22float2(h[i]);
+        f[2 * i] = v.x;
+        f[2 * i + 1] = v.y;
+    }
+}
+
+template <int HD>
+__global__ void __launch_bounds__(kWarps * 32)
+    attention_decode_groups_kernel(AttentionParams p, uint32_t n_splits, const float* q, const uint16_t* kc,
+                                   const uint16_t* vc, float* out, float* partials, uint32_t* counters,
+                                   const uint32_t* replay_pos, ActQ8 q8) {
+    constexpr int L = HD / 32, KW = 32 / L, U = kKeyUnroll;
+    const uint32_t h = blockIdx.x, split = blockIdx.y;
+    const SplitRange r = split_range(p, n_splits, split, replay_pos);
+    const uint32_t kv_dim = p.n_kv_heads * HD;
+    const size_t koff = (size_t)(h / (p.n_heads / p.n_kv_heads)) * HD;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / L, sub = lane % L;
+    // A split past the keys touches no memory and leaves at once, before the
+    // wait (launch_pdl's contract holds through split 0 of every head, which
+    // is always used and waits): at the default 4096-position cache most of
+    // the grid's 32 splits a head are such blocks.
+    if (split >= r.used) return;
+    pdl_wait();
+    pdl_launch_dependents();
+
+    // This lane's 32 dims of q, rounded to F16 as the CPU twin does (and kept
+    // so: 16 registers instead of 32, two blocks an SM).
+    __half2 qh[16];
+    const float4* qsrc = reinterpret_cast<const float4*>(q + (size_t)h * HD + sub * 32);
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const float4 v = qsrc[i];
+        qh[2 * i] = __floats2half2_rn(v.x, v.y);
+        qh[2 * i + 1] = __floats2half2_rn(v.z, v.w);
+    }
+    const uint16_t* kbase = kc + (size_t)r.lo * kv_dim + koff + sub * 32;
+    const uint16_t* vbase = vc + (size_t)r.lo * kv_dim + koff + sub * 32;
+
+    float m = -FLT_MAX, l = 0.0f, acc[32];
+#pragma unroll
+    for (int d = 0; d < 32; d++) acc[d] = 0.0f;
+    for (uint32_t jb = r.j0 + warp * KW * U; jb < r.j1; jb += kWarps * KW * U) {  // warp-uniform
+        uint4 kr[U][4], vr[U][4];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const uint32_t j = jb + u * KW + g;
+#pragma unroll
+            for (int i = 0; i < 4; i++) kr[u][i] = vr[u][i] = make_uint4(0, 0, 0, 0);
+            if (j < r.j1) {
+                const uint4* kp = reinterpret_cast<const uint4*>(kbase + (size_t)j * kv_dim);
+                const uint4* vp = reinterpret_cast<const uint4*>(vbase + (size_t)j * kv_dim);
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    kr[u][i] = kp[i];
+                    vr[u][i] = vp[i];
+                }
+            }
         }
-        return;
-    }
-    const SplitSlot mine{partials + ((size_t)h * n_splits + split) * (p.head_dim + 2), p.head_dim};
-    for (uint32_t d = threadIdx.x; d < p.head_dim; d += blockDim.x) {
-        float v = 0.0f;
-        for (int w = 0; w < kWarps; w++) v += wacc[w][d] * expf(wm[w] - bm);
-        mine.acc()[d] = v;
-    }
-    if (threadIdx.x == 0) {
-        mine.m() = bm;
-        mine.l() = bl;
-    }
-    __threadfence();  // this block's partial is visible before it is counted
-    __syncthreads();
-    __shared__ bool is_last;
-    if (threadIdx.x == 0) is_last = atomicAdd(&counters[h], 1u) == used - 1;
-    __syncthreads();
-    if (!is_last) return;
-    __threadfence();
-    // The last block of this head: combine every split.
-    float gm = -FLT_MAX;
-    for (uint32_t s = 0; s < used; s++)
-        gm = fmaxf(gm, __ldcg(&partials[((size_t)h * n_splits + s) * (p.head_dim + 2) + p.head_dim]));
-    float gl = 0.0f;
-    for (uint32_t s = 0; s < used; s++) {
-        const float* slot = partials + ((size_t)h * n_splits + s) * (p.head_dim + 2);
-        gl += __ldcg(&slot[p.head_dim + 1]) * expf(__ldcg(&slot[p.head_dim]) - gm);
-    }
-    for (uint32_t d = threadIdx.x; d < p.head_dim; d += blockDim.x) {
-        float v = 0.0f;
-        for (uint32_t s = 0; s < used; s++) {
-            const float* slot = partials + ((size_t)h * n_splits + s) * (p.head_dim + 2);
-            v += __ldcg(&slot[d]) * expf(__ldcg(&slot[p.head_dim]) - gm);
+        float s[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            s[u] = 0.0f;
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                float kf[8];
+                halves8(kr[u][i], kf);
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const float2 qf = __half22float2(qh[4 * i + e]);
+                    s[u] += qf.x * kf[2 * e] + qf.y * kf[2 * e + 1];
+                }
+            }
+#pragma unroll
+            for (int o = 1; o < L; o <<= 1) s[u] += __shfl_xor_sync(0xffffffffu, s[u], o);
+            s[u] *= p.scale;
         }
-        out[(size_t)h * p.head_dim + d] = v / gl;
+        float mnew = m;
+#pragma unroll
+        for (int u = 0; u < U; u++)
+            if (jb + u * KW + g < r.j1) mnew = fmaxf(mnew, s[u]);
+        const float corr = expf(m - mnew);
+        l *= corr;
+#pragma unroll
+        for (int d = 0; d < 32; d++) acc[d] *= corr;
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            if (jb + u * KW + g >= r.j1) continue;
+            const float e = expf(s[u] - mnew);
+            l += e;
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                float vf[8];
+                halves8(vr[u][i], vf);
+#pragma unroll
+                for (int x = 0; x < 8; x++) acc[8 * i + x] += e * vf[x];
+            }
+        }
+        m = mnew;
     }
-    if (threadIdx.x == 0) counters[h] = 0;  // ready for the next layer
+    // The warp's lane groups meet (lanes sub, sub + L, ... hold the same dims).
+#pragma unroll
+    for (int o = L; o < 32; o <<= 1) {
+        const float m2 = __shfl_xor_sync(0xffffffffu, m, o), l2 = __shfl_xor_sync(0xffffffffu, l, o);
+        const float mn = fmaxf(m, m2), c1 = expf(m - mn), c2 = expf(m2 - mn);
+        l = l * c1 + l2 * c2;
+#pragma unroll
+        for (int d = 0; d < 32; d++) acc[d] = acc[d] * c1 + __shfl_xor_sync(0xffffffffu, acc[d], o) * c2;
+        m = mn;
+    }
+    __shared__ float wm[kWarps], wl[kWarps], wacc[kWarps][HD];
+    if (lane == 0) {
+        wm[warp] = m;
+        wl[warp] = l;
+    }
+    if (lane < L) {
+#pragma unroll
+        for (int d = 0; d < 32; d++) wacc[warp][sub * 32 + d] = acc[d];
+    }
+    __syncthreads();
+    finish_head(p, h, split, r.used, n_splits, wm, wl, &wacc[0][0], HD, out, partials, counters, q8);
+}
+
+// Which kernel: lane groups per key (default) or AKUNU_CUDA_ATTN_DECODE=warp_per_key.
+bool warp_per_key() {
+    static const bool on = [] {
+        const char* e = std::getenv("AKUNU_CUDA_ATTN_DECODE");
+        return e && std::string(e) == "warp_per_key";
+    }();
+    return on;
 }
 
 }  // namespace
 
-bool launch_attention_decode(const CudaArgs& a, const AttentionParams& p) {
+bool attention_decode_takes(const AttentionParams& p) {
     const uint32_t dims_per_lane = p.head_dim / 32;
-    if (p.n_tokens != 1 || !p.causal || p.segmented || p.n_keys || p.head_dim % 32 != 0 ||
-        (dims_per_lane != 1 && dims_per_lane != 2 && dims_per_lane != 4 && dims_per_lane != 8))
-        return false;
-    if (p.n_kv_heads == 0 || p.n_heads % p.n_kv_heads != 0) return false;
-    // Split count from the cache size (never the position), halved until the
-    // partials fit the workspace after the per-head counters.
+    return p.n_tokens == 1 && p.causal && !p.segmented && !p.n_keys && p.head_dim % 32 == 0 &&
+           (dims_per_lane == 1 || dims_per_lane == 2 || dims_per_lane == 4 || dims_per_lane == 8) &&
+           p.n_kv_heads != 0 && p.n_heads % p.n_kv_heads == 0;
+}
+
+bool launch_attention_decode(const CudaArgs& a, const AttentionParams& p) {
+    if (!attention_decode_takes(p)) return false;
+    const uint32_t dims_per_lane = p.head_dim / 32;
+    // Split count from the cache size and head count (never the position):
+    // at most about two blocks an SM (a full cache still fills the GPU; fewer
+    // never-used blocks at short positions), halved until the partials fit
+    // the workspace after the per-head counters.
     const uint32_t span = p.window ? std::min(p.window, p.max_ctx) : p.max_ctx;
-    uint32_t n_splits = std::clamp<uint32_t>((span + kMinKeysPerSplit - 1) / kMinKeysPerSplit, 1, kMaxSplits);
+    const uint32_t most = std::clamp<uint32_t>(2u * (uint32_t)sm_count() / p.n_heads, 1, kMaxSplits);
+    uint32_t n_splits = std::clamp<uint32_t>((span + kMinKeysPerSplit - 1) / kMinKeysPerSplit, 1, most);
     const size_t partials_at = ((size_t)p.n_heads * 4 + 255) / 256 * 256;
     auto fits = [&](uint32_t s) { return partials_at + (size_t)p.n_heads * s * (p.head_dim + 2) * 4 <= a.workspace_bytes; };
     while (n_splits > 1 && !fits(n_splits)) n_splits /= 2;
@@ -209,11 +398,22 @@ bool launch_attention_decode(const CudaArgs& a, const AttentionParams& p) {
     const uint16_t* kc = a.b<uint16_t>(1);
     const uint16_t* vc = a.b<uint16_t>(2);
     float* out = a.b<float>(3);
+    const bool aligned = (reinterpret_cast<uintptr_t>(q) | reinterpret_cast<uintptr_t>(kc) |
+                          reinterpret_cast<uintptr_t>(vc)) % 16 == 0;
+    if (aligned && !warp_per_key()) {
+        switch (p.head_dim) {
+            case 32: launch_pdl(attention_decode_groups_kernel<32>, grid, kWarps * 32, 0, a.stream, p, n_splits, q, kc, vc, out, partials, counters, a.replay_pos, a.q8_out); return true;
+            case 64: launch_pdl(attention_decode_groups_kernel<64>, grid, kWarps * 32, 0, a.stream, p, n_splits, q, kc, vc, out, partials, counters, a.replay_pos, a.q8_out); return true;
+            case 128: launch_pdl(attention_decode_groups_kernel<128>, grid, kWarps * 32, 0, a.stream, p, n_splits, q, kc, vc, out, partials, counters, a.replay_pos, a.q8_out); return true;
+            case 256: launch_pdl(attention_decode_groups_kernel<256>, grid, kWarps * 32, 0, a.stream, p, n_splits, q, kc, vc, out, partials, counters, a.replay_pos, a.q8_out); return true;
+            default: break;
+        }
+    }
     switch (dims_per_lane) {
-        case 1: launch_pdl(attention_decode_kernel<1>, grid, kWarps * 32, 0, a.stream, p, n_splits, q, kc, vc, out, partials, counters, a.replay_pos); break;
-        case 2: launch_pdl(attention_decode_kernel<2>, grid, kWarps * 32, 0, a.stream, p, n_splits, q, kc, vc, out, partials, counters, a.replay_pos); break;
-        case 4: launch_pdl(attention_decode_kernel<4>, grid, kWarps * 32, 0, a.stream, p, n_splits, q, kc, vc, out, partials, counters, a.replay_pos); break;
-        case 8: launch_pdl(attention_decode_kernel<8>, grid, kWarps * 32, 0, a.stream, p, n_splits, q, kc, vc, out, partials, counters, a.replay_pos); break;
+        case 1: launch_pdl(attention_decode_kernel<1>, grid, kWarps * 32, 0, a.stream, p, n_splits, q, kc, vc, out, partials, counters, a.replay_pos, a.q8_out); break;
+        case 2: launch_pdl(attention_decode_kernel<2>, grid, kWarps * 32, 0, a.stream, p, n_splits, q, kc, vc, out, partials, counters, a.replay_pos, a.q8_out); break;
+        case 4: launch_pdl(attention_decode_kernel<4>, grid, kWarps * 32, 0, a.stream, p, n_splits, q, kc, vc, out, partials, counters, a.replay_pos, a.q8_out); break;
+        case 8: launch_pdl(attention_decode_kernel<8>, grid, kWarps * 32, 0, a.stream, p, n_splits, q, kc, vc, out, partials, counters, a.replay_pos, a.q8_out); break;
         default: return false;
     }
     return true;

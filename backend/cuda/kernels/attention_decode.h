@@ -9,4 +9,8 @@ namespace akunu {
 // pass it handles (head_dim 32, 64, 128 or 256); false leaves it to the general kernel.
 bool launch_attention_decode(const CudaArgs& a, const AttentionParams& p);
 
+// Whether launch_attention_decode takes `p` (its output can then be rounded
+// to 8 bits as it is written: CudaArgs::q8_out).
+bool attention_decode_takes(const AttentionParams& p);
+
 }  // namespace akunu

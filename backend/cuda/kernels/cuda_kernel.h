@@ -13,6 +13,23 @@ namespace akunu {
 
 class BlasGemm;  // gemm_blas.h
 
+// Decode activations rounded to 8 bits (act_q8.h): token t's values at
+// q + t * K (int8, 16-byte aligned) and ds + t * K / 32, one {d, d * sum(q)}
+// per 32 values. q == nullptr: none.
+struct ActQ8 {
+    int8_t* q = nullptr;
+    float2* ds = nullptr;
+};
+
+// A vector one command writes and the next one rounds to 8 bits first (a
+// decode GEMV's input): when both launchers describe the same vector, the
+// writer rounds it as it writes and the reader skips its rounding kernel
+// (CudaDevice::launch_commands links them; CudaArgs::q8_out / q8_in).
+struct Q8Link {
+    const float* x = nullptr;
+    uint32_t K = 0, m = 0;  // values per token, tokens (rows K floats apart)
+};
+
 struct CudaArgs {
     uint8_t* buf[8];
     uint8_t params[64];
@@ -34,6 +51,9 @@ struct CudaArgs {
     size_t act_scratch_bytes = 0;
     // The device's cuBLAS prefill GEMM (gemm_blas.h), or nullptr without cuBLAS.
     BlasGemm* blas = nullptr;
+    // Set by a Q8Link (see there): the writer also stores its output's 8-bit
+    // rounding at q8_out; the reader finds its input already rounded at q8_in.
+    ActQ8 q8_out, q8_in;
 
     template <typename T>
     T p() const {
@@ -54,6 +74,11 @@ struct CudaKernelEntry {
     // shape does not depend on the position: a command that patches the
     // position or token slot can be captured in a decode graph only then.
     bool reads_replay = false;
+    // Q8Link sides (optional): the vector this command can round as it writes
+    // it (honouring CudaArgs::q8_out), and the vector it would round before
+    // reading it (honouring CudaArgs::q8_in); false when it has none.
+    bool (*q8_output)(const CudaArgs&, Q8Link*) = nullptr;
+    bool (*q8_input)(const CudaArgs&, Q8Link*) = nullptr;
 };
 
 #ifdef __CUDACC__
@@ -71,6 +96,18 @@ __device__ inline T* replay_slot(T* base, const uint32_t* replay_token) {
 
 inline unsigned blocks_for(size_t n, unsigned threads) { return (unsigned)((n + threads - 1) / threads); }
 
+// The current GPU's multiprocessor count (read once; 132, an H100's, if the query fails).
+inline int sm_count() {
+    static const int count = [] {
+        int dev = 0, n = 0;
+        return cudaGetDevice(&dev) == cudaSuccess &&
+                       cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && n > 0
+                   ? n
+                   : 132;
+    }();
+    return count;
+}
+
 // Programmatic dependent launch (Hopper): a kernel launched by launch_pdl may
 // start while the kernel before it on the stream still runs, so its launch,
 // block scheduling and reads of immutable data (weights) overlap that
@@ -81,7 +118,9 @@ inline unsigned blocks_for(size_t n, unsigned threads) { return (unsigned)((n + 
 // previous kernel has finished and its writes are visible), on every path
 // (an exit before it would let the next kernel run ahead of this one's
 // predecessor); then pdl_launch_dependents() lets the next kernel start.
-// Only weights and parameters may be touched before the wait.
+// Only weights and parameters may be touched before the wait. (A block that
+// touches no memory at all may leave without waiting, so long as other blocks
+// of the grid always wait: the grid still ends after its predecessor.)
 // AKUNU_CUDA_PDL=0 launches plainly (A/B runs); GPUs before sm_90 never use it.
 inline bool pdl_enabled() {
     static const bool on = [] {

@@ -142,17 +142,6 @@ constexpr int tile_shared_bytes() {
     return tiles > outputs ? tiles : outputs;
 }
 
-int sm_count() {
-    static int count = 0;
-    if (count == 0) {
-        int dev = 0;
-        cudaGetDevice(&dev);
-        if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || count <= 0)
-            count = 132;
-    }
-    return count;
-}
-
 // Environment switches for comparisons: AKUNU_CUDA_GEMM_BK=32 (k per step;
 // default 64), AKUNU_CUDA_GEMM_BM=64 or 128 (tokens per block; default: 128
 // when the grid still fills every SM twice).

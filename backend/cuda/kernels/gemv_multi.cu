@@ -258,6 +258,38 @@ bool lane_layout_fits(uint32_t dtype, uint32_t K, const void* W) {
     }
 }
 
+uint32_t matrices_used(const MultiGemvParams& p) {
+    return p.mode == kGemvSeparate ? p.n_mats : p.mode == kGemvAccumulate ? 1 : 2;
+}
+
+uint32_t total_rows(const MultiGemvParams& p) {
+    uint32_t rows = p.N[0];
+    if (p.mode == kGemvSeparate)
+        for (uint32_t i = 1; i < p.n_mats; i++) rows += p.N[i];
+    return rows;
+}
+
+// Whether every block rounds x itself (see round_in_block_bytes).
+bool rounds_in_block(const MultiGemvParams& p) {
+    const unsigned blocks = (total_rows(p) + kWarps - 1) / kWarps;
+    return p.K % kQ8Block == 0 && (size_t)blocks * p.K * sizeof(float) <= round_in_block_bytes() &&
+           in_block_bytes((int)p.n_tokens, (int)p.K) <= kMaxShared;
+}
+
+// Q8Link reader: x without an input norm, rounded to 8 bits by a kernel of
+// its own before integer GEMVs; a writer ahead may round it instead.
+bool gemv_multi_q8_input(const CudaArgs& a, Q8Link* link) {
+    const MultiGemvParams p = a.p<MultiGemvParams>();
+    if (p.norm || p.n_mats < 1 || p.n_mats > 3 || p.mode > kGemvAccumulate || p.n_tokens == 0 ||
+        p.n_tokens > (uint32_t)kMaxTokens || p.K % kQ8Block != 0)
+        return false;
+    for (uint32_t i = 0; i < matrices_used(p); i++)
+        if (!gemv_q8::has_q8_layout(p.dtype[i]) || !lane_layout_fits(p.dtype[i], p.K, a.buf[2 + i])) return false;
+    if (rounds_in_block(p) || (reinterpret_cast<uintptr_t>(a.buf[0]) & 15) != 0) return false;
+    *link = Q8Link{a.b<float>(0), p.K, p.n_tokens};
+    return true;
+}
+
 void launch_gemv_multi(const CudaArgs& a) {
     const MultiGemvParams p = a.p<MultiGemvParams>();
     if (p.n_mats < 1 || p.n_mats > 3 || p.mode > kGemvAccumulate || (p.mode != kGemvSeparate && p.n_mats < 2 &&
@@ -265,7 +297,7 @@ void launch_gemv_multi(const CudaArgs& a) {
         throw Error("gemv_multi: bad matrix count or mode");
     if (p.n_tokens == 0 || p.n_tokens > (uint32_t)kMaxTokens)
         throw Error("gemv_multi: " + std::to_string(p.n_tokens) + " tokens (at most 8)");
-    const uint32_t used = p.mode == kGemvSeparate ? p.n_mats : p.mode == kGemvAccumulate ? 1 : 2;
+    const uint32_t used = matrices_used(p);
     Geometry g{};
     for (uint32_t i = 0; i < used; i++) {
         const DTypeDescriptor* dt = dtype_lookup(p.dtype[i]);
@@ -280,16 +312,15 @@ void launch_gemv_multi(const CudaArgs& a) {
         throw Error("gemv_multi: x must be 16-byte aligned with K a multiple of 4");
     bool q8 = true;
     for (uint32_t i = 0; i < used; i++) q8 = q8 && gemv_q8::has_q8_layout(p.dtype[i]);
-    uint32_t rows = p.N[0];
-    if (p.mode == kGemvSeparate)
-        for (uint32_t i = 1; i < p.n_mats; i++) rows += p.N[i];
-    const unsigned blocks = (rows + kWarps - 1) / kWarps;
+    const unsigned blocks = (total_rows(p) + kWarps - 1) / kWarps;
     ActQ8 xq;  // q == nullptr: every block rounds x itself
     ActQ8Norm norm;
     if (p.norm) norm = ActQ8Norm{a.b<float>(1), p.eps, p.weight_offset};
-    const bool in_block = q8 && p.K % kQ8Block == 0 && (size_t)blocks * p.K * sizeof(float) <= round_in_block_bytes() &&
-                          in_block_bytes((int)p.n_tokens, (int)p.K) <= kMaxShared;
-    if (!in_block) q8 = q8 && quantize_activations(a, a.b<float>(0), p.K, p.n_tokens, p.K, norm, &xq);
+    const bool in_block = q8 && rounds_in_block(p);
+    if (q8 && a.q8_in.q && !p.norm && !in_block)
+        xq = a.q8_in;  // rounded by the command before (a Q8Link)
+    else if (!in_block)
+        q8 = q8 && quantize_activations(a, a.b<float>(0), p.K, p.n_tokens, p.K, norm, &xq);
     const float* x = a.b<float>(0);
     MultiGemvParams kp = p;
     if (p.norm && !q8 && norm_at() == NormAt::Kernel) {
@@ -319,7 +350,7 @@ void launch_gemv_multi(const CudaArgs& a) {
 }  // namespace
 
 extern const CudaKernelEntry kCudaFusedKernels[] = {
-    {"gemv_multi", launch_gemv_multi},
+    {"gemv_multi", launch_gemv_multi, false, nullptr, gemv_multi_q8_input},
     {nullptr, nullptr},
 };
 
