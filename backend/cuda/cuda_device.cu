@@ -20,8 +20,10 @@ void check(cudaError_t e, const char* what) {
 
 // Split-attention partials for up to 128 heads x 32 splits x 256 dims.
 constexpr size_t kWorkspaceBytes = 8u << 20;
-constexpr size_t kActScratchBytes = 4u << 20;  // 8-bit activations: 8 tokens of K = 400k
+// 8-bit activations, two halves (act_q8_layout): 8 tokens of K = 200k each
+constexpr size_t kActScratchBytes = 4u << 20;
 constexpr size_t kMaxStepGraphs = 4;
+constexpr uint32_t kQ8Counters = 16384;  // Q8Link writers' group counters: outputs up to 512k values
 
 __global__ void set_replay_state(uint32_t* state, uint32_t pos0) {
     state[0] = pos0;
@@ -59,6 +61,8 @@ CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {
     check(cudaMalloc(&workspace_, workspace_bytes_), "cudaMalloc (workspace)");
     check(cudaMemset(workspace_, 0, workspace_bytes_), "cudaMemset (workspace)");
     check(cudaMalloc(&act_scratch_, kActScratchBytes), "cudaMalloc (activation scratch)");
+    check(cudaMalloc(&q8_counters_, kQ8Counters * sizeof(uint32_t)), "cudaMalloc (q8 counters)");
+    check(cudaMemset(q8_counters_, 0, kQ8Counters * sizeof(uint32_t)), "cudaMemset (q8 counters)");
     blas_ = make_blas_gemm();
 }
 
@@ -70,6 +74,7 @@ CudaDevice::~CudaDevice() {
     cudaFree(replay_state_);
     cudaFree(workspace_);
     cudaFree(act_scratch_);
+    cudaFree(q8_counters_);
     if (stream_) cudaStreamDestroy(stream_);
 }
 
@@ -160,6 +165,8 @@ CudaArgs CudaDevice::scratch_args() const {
     a.act_scratch = act_scratch_;
     a.act_scratch_bytes = kActScratchBytes;
     a.blas = blas_.get();
+    a.q8_counters = q8_counters_;
+    a.q8_counter_count = kQ8Counters;
     return a;
 }
 
@@ -192,8 +199,10 @@ static void link_q8(const CudaKernelEntry* we, CudaArgs& writer, const CudaKerne
     }();
     Q8Link out, in;
     if (off || !we->q8_output || !re->q8_input || !we->q8_output(writer, &out) || !re->q8_input(reader, &in)) return;
+    // the half the writer does not read its own rounded input from
+    const int half = writer.q8_in.q && (const void*)writer.q8_in.q != (const void*)reader.act_scratch ? 0 : 1;
     ActQ8 region;
-    if (out.x != in.x || out.K != in.K || out.m != in.m || !act_q8_layout(reader, in.m, in.K, &region)) return;
+    if (out.x != in.x || out.K != in.K || out.m != in.m || !act_q8_layout(reader, in.m, in.K, half, &region)) return;
     writer.q8_out = region;
     reader.q8_in = region;
 }

@@ -41,18 +41,19 @@ bool normalize_activations(const CudaArgs& a, const float* x, uint32_t m, uint32
     return true;
 }
 
-bool act_q8_layout(const CudaArgs& a, uint32_t m, uint32_t K, ActQ8* out) {
+bool act_q8_layout(const CudaArgs& a, uint32_t m, uint32_t K, int half, ActQ8* out) {
     if (K == 0 || K % kQ8Block != 0 || m == 0) return false;
-    const size_t q_bytes = ((size_t)m * K + 255) / 256 * 256;
-    if (!a.act_scratch || q_bytes + (size_t)m * (K / kQ8Block) * sizeof(float2) > a.act_scratch_bytes) return false;
-    out->q = reinterpret_cast<int8_t*>(a.act_scratch);
-    out->ds = reinterpret_cast<float2*>(a.act_scratch + q_bytes);
+    const size_t q_bytes = ((size_t)m * K + 255) / 256 * 256, half_bytes = a.act_scratch_bytes / 2 / 256 * 256;
+    if (!a.act_scratch || q_bytes + (size_t)m * (K / kQ8Block) * sizeof(float2) > half_bytes) return false;
+    uint8_t* base = a.act_scratch + (half ? half_bytes : 0);
+    out->q = reinterpret_cast<int8_t*>(base);
+    out->ds = reinterpret_cast<float2*>(base + q_bytes);
     return true;
 }
 
 bool quantize_activations(const CudaArgs& a, const float* x, uint32_t x_stride, uint32_t m, uint32_t K,
                           const ActQ8Norm& norm, ActQ8* out) {
-    if (x_stride % 4 != 0 || (reinterpret_cast<uintptr_t>(x) & 15) != 0 || !act_q8_layout(a, m, K, out))
+    if (x_stride % 4 != 0 || (reinterpret_cast<uintptr_t>(x) & 15) != 0 || !act_q8_layout(a, m, K, 0, out))
         return false;
     if (norm.weight) {
         launch_pdl(quantize_q8_kernel<true>, dim3(1, m), kNormThreads, 0, a.stream, x, x_stride, K, norm, *out);

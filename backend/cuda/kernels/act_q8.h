@@ -22,9 +22,11 @@ struct ActQ8Norm {
     float offset = 0.0f;
 };
 
-// Where the rounding of m tokens of K values lies in the device's activation
-// scratch; false when it does not fit (or K is not a multiple of 32).
-bool act_q8_layout(const CudaArgs& a, uint32_t m, uint32_t K, ActQ8* out);
+// Where the rounding of m tokens of K values lies in half `half` (0 or 1) of
+// the device's activation scratch; false when it does not fit (or K is not a
+// multiple of 32). A command rounds its own input into half 0; a Q8Link's
+// writer writes the other half from the one it reads (CudaDevice::launch_commands).
+bool act_q8_layout(const CudaArgs& a, uint32_t m, uint32_t K, int half, ActQ8* out);
 
 // Enqueues the rounding of m tokens of x (row stride x_stride floats, x
 // 16-byte aligned) into the device's activation scratch. False (nothing

@@ -54,6 +54,10 @@ struct CudaArgs {
     // Set by a Q8Link (see there): the writer also stores its output's 8-bit
     // rounding at q8_out; the reader finds its input already rounded at q8_in.
     ActQ8 q8_out, q8_in;
+    // Device counters for writers that round in groups of blocks (zeroed at
+    // creation; every use leaves them at zero).
+    uint32_t* q8_counters = nullptr;
+    uint32_t q8_counter_count = 0;
 
     template <typename T>
     T p() const {

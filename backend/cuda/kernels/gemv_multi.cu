@@ -106,11 +106,36 @@ __device__ __forceinline__ void matrix_row_dot(const MultiGemvParams& p, const G
         row_dot<F, M>(r, K, x, K, m, acc);
 }
 
+// A Q8Link writer's side (gate modes): the outputs rounded to 8 bits for the
+// next command. A block writes 8 rows, a 32-value block of the rounding spans
+// 4 blocks: the last of the 4 to finish (a counter each, left at zero) rounds them.
+struct Q8Out {
+    ActQ8 r;                       // r.q == nullptr: not asked
+    uint32_t* counters = nullptr;  // one per 32 rows
+};
+
+__device__ void round_rows_for_next(const MultiGemvParams& p, const float* y0, const Q8Out& next) {
+    constexpr uint32_t kBlocksPerGroup = kQ8Block / kWarps;
+    __shared__ bool last;
+    __threadfence();  // this block's outputs are visible before it is counted
+    __syncthreads();
+    const uint32_t group = blockIdx.x / kBlocksPerGroup;
+    if (threadIdx.x == 0) last = atomicAdd(&next.counters[group], 1u) == kBlocksPerGroup - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    const uint32_t warp = threadIdx.x / 32, K = p.N[0];
+    if (warp < p.n_tokens)  // a warp per token, a lane per row
+        round_block32_warp(__ldcg(y0 + (size_t)warp * K + group * kQ8Block + threadIdx.x % 32),
+                           next.r.q + (size_t)warp * K + group * kQ8Block, next.r.ds + (size_t)warp * (K / kQ8Block) + group);
+    if (threadIdx.x == 0) next.counters[group] = 0;
+}
+
 template <bool Q8, int M, class F>
 __global__ void __launch_bounds__(kWarps * 32)
     gemv_multi_kernel(MultiGemvParams p, Geometry g, const float* __restrict__ x, const float* __restrict__ norm_w,
                       ActQ8 xq, uint32_t prefetch, const uint8_t* W0, const uint8_t* W1, const uint8_t* W2, float* y0,
-                      float* y1, float* y2) {
+                      float* y1, float* y2, Q8Out next) {
     extern __shared__ float xs[];
     const int K = (int)p.K, m = (int)p.n_tokens;
     // This warp's matrix and row (Separate: the rows of W0, W1, W2 in turn).
@@ -183,10 +208,12 @@ __global__ void __launch_bounds__(kWarps * 32)
             if (lane0) *out = (p.mode == kGemvGeluGate ? gelu(v) : silu(v)) * u;
         }
     }
+    // (linked only where N[0] % 32 == 0: every warp of every block is active and gets here)
+    if (next.r.q) round_rows_for_next(p, y0, next);
 }
 
 using Kernel = void (*)(MultiGemvParams, Geometry, const float*, const float*, ActQ8, uint32_t, const uint8_t*,
-                       const uint8_t*, const uint8_t*, float*, float*, float*);
+                       const uint8_t*, const uint8_t*, float*, float*, float*, Q8Out);
 
 // Where the float path normalizes x (AKUNU_CUDA_GEMV_NORM, for A/B runs):
 // "kernel" (default) a kernel of its own into the scratch; "block" every
@@ -290,6 +317,18 @@ bool gemv_multi_q8_input(const CudaArgs& a, Q8Link* link) {
     return true;
 }
 
+// Q8Link writer: gate + up + activation rounds its outputs for the next
+// command (the down projection) when asked; whole 32-row groups only.
+bool gemv_multi_q8_output(const CudaArgs& a, Q8Link* link) {
+    const MultiGemvParams p = a.p<MultiGemvParams>();
+    if ((p.mode != kGemvSiluGate && p.mode != kGemvGeluGate) || p.n_mats < 2 || p.N[0] % kQ8Block != 0 ||
+        p.n_tokens == 0 || p.n_tokens > (uint32_t)kMaxTokens || !a.q8_counters ||
+        p.N[0] / kQ8Block > a.q8_counter_count)
+        return false;
+    *link = Q8Link{a.b<float>(5), p.N[0], p.n_tokens};
+    return true;
+}
+
 void launch_gemv_multi(const CudaArgs& a) {
     const MultiGemvParams p = a.p<MultiGemvParams>();
     if (p.n_mats < 1 || p.n_mats > 3 || p.mode > kGemvAccumulate || (p.mode != kGemvSeparate && p.n_mats < 2 &&
@@ -343,14 +382,16 @@ void launch_gemv_multi(const CudaArgs& a) {
     auto* k = q8 ? kernel_for<true, AnyFormat>(p.n_tokens) : float_kernel(p, used);
     if (shared > 0) allow_shared(reinterpret_cast<const void*>(k));
     const uint32_t prefetch = norm_at() == NormAt::BlockPrefetch ? UINT32_MAX : gemv_prefetch_bytes();
+    Q8Out next;
+    if (a.q8_out.q) next = Q8Out{a.q8_out, a.q8_counters};  // gemv_multi_q8_output said yes
     launch_pdl(k, blocks, kWarps * 32, shared, a.stream, kp, g, x, a.b<float>(1), xq, prefetch, a.b<uint8_t>(2),
-               a.b<uint8_t>(3), a.b<uint8_t>(4), a.b<float>(5), a.b<float>(6), a.b<float>(7));
+               a.b<uint8_t>(3), a.b<uint8_t>(4), a.b<float>(5), a.b<float>(6), a.b<float>(7), next);
 }
 
 }  // namespace
 
 extern const CudaKernelEntry kCudaFusedKernels[] = {
-    {"gemv_multi", launch_gemv_multi, false, nullptr, gemv_multi_q8_input},
+    {"gemv_multi", launch_gemv_multi, false, gemv_multi_q8_output, gemv_multi_q8_input},
     {nullptr, nullptr},
 };
 
