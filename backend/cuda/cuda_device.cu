@@ -24,6 +24,7 @@ constexpr size_t kWorkspaceBytes = 8u << 20;
 constexpr size_t kActScratchBytes = 4u << 20;
 constexpr size_t kMaxStepGraphs = 4;
 constexpr uint32_t kQ8Counters = 16384;  // Q8Link writers' group counters: outputs up to 512k values
+constexpr uint32_t kQ8Partials = 8192;   // and block sums: 8 tokens of 1024 blocks (8192 rows)
 
 __global__ void set_replay_state(uint32_t* state, uint32_t pos0) {
     state[0] = pos0;
@@ -63,6 +64,7 @@ CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {
     check(cudaMalloc(&act_scratch_, kActScratchBytes), "cudaMalloc (activation scratch)");
     check(cudaMalloc(&q8_counters_, kQ8Counters * sizeof(uint32_t)), "cudaMalloc (q8 counters)");
     check(cudaMemset(q8_counters_, 0, kQ8Counters * sizeof(uint32_t)), "cudaMemset (q8 counters)");
+    check(cudaMalloc(&q8_partials_, kQ8Partials * sizeof(double)), "cudaMalloc (q8 partials)");
     blas_ = make_blas_gemm();
 }
 
@@ -75,6 +77,7 @@ CudaDevice::~CudaDevice() {
     cudaFree(workspace_);
     cudaFree(act_scratch_);
     cudaFree(q8_counters_);
+    cudaFree(q8_partials_);
     if (stream_) cudaStreamDestroy(stream_);
 }
 
@@ -167,6 +170,8 @@ CudaArgs CudaDevice::scratch_args() const {
     a.blas = blas_.get();
     a.q8_counters = q8_counters_;
     a.q8_counter_count = kQ8Counters;
+    a.q8_partials = q8_partials_;
+    a.q8_partial_count = kQ8Partials;
     return a;
 }
 
@@ -199,11 +204,13 @@ static void link_q8(const CudaKernelEntry* we, CudaArgs& writer, const CudaKerne
     }();
     Q8Link out, in;
     if (off || !we->q8_output || !re->q8_input || !we->q8_output(writer, &out) || !re->q8_input(reader, &in)) return;
+    if (in.norm.weight && !out.norms) return;
     // the half the writer does not read its own rounded input from
     const int half = writer.q8_in.q && (const void*)writer.q8_in.q != (const void*)reader.act_scratch ? 0 : 1;
     ActQ8 region;
     if (out.x != in.x || out.K != in.K || out.m != in.m || !act_q8_layout(reader, in.m, in.K, half, &region)) return;
     writer.q8_out = region;
+    writer.q8_out_norm = in.norm;
     reader.q8_in = region;
 }
 

@@ -72,6 +72,7 @@ private:
     size_t workspace_bytes_ = 0;
     uint8_t* act_scratch_ = nullptr;
     uint32_t* q8_counters_ = nullptr;
+    double* q8_partials_ = nullptr;
     std::unique_ptr<BlasGemm> blas_;  // prefill GEMMs through cuBLAS, when it loads
     int ordinal_ = 0;
     std::string name_;

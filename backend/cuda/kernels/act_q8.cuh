@@ -13,14 +13,18 @@ namespace akunu {
 // ds (K / 32 of {d, d * sum(q)}). Every thread of the block calls it; thread
 // `first` of `stride` takes four values at a time, eight threads a 32-value
 // block (they are eight aligned lanes of one warp while stride % 32 == 0).
-// With norm.weight the row is RMS-normalized first (the whole block reduces
-// the sum of squares, so the caller's grid holds one block per token then).
-__device__ inline void round_row_q8(const float* __restrict__ xr, uint32_t K, const ActQ8Norm& norm, uint32_t first,
-                                    uint32_t stride, int8_t* q, float2* ds) {
-    const float scale = norm.weight ? rms_scale(xr, K, norm.eps) : 1.0f;
+// With norm.weight the row is RMS-normalized first, x * scale * (weight +
+// offset): round_row_q8 has the whole block reduce the sum of squares (so the
+// caller's grid holds one block per token then); round_row_q8_scaled takes
+// the scale (a Q8Link writer sums the squares itself) and with FromL2 reads x
+// through L2 (x written by other blocks of the same grid).
+template <bool FromL2>
+__device__ inline void round_row_q8_scaled(const float* __restrict__ xr, uint32_t K, float scale,
+                                           const ActQ8Norm& norm, uint32_t first, uint32_t stride, int8_t* q,
+                                           float2* ds) {
     const unsigned group = 0xFFu << (threadIdx.x % 32 & 24u);
     for (uint32_t i = 4 * first; i < K; i += 4 * stride) {
-        float4 v = *reinterpret_cast<const float4*>(xr + i);
+        float4 v = FromL2 ? __ldcg(reinterpret_cast<const float4*>(xr + i)) : *reinterpret_cast<const float4*>(xr + i);
         if (norm.weight) {
             v.x = v.x * scale * (norm.weight[i] + norm.offset);
             v.y = v.y * scale * (norm.weight[i + 1] + norm.offset);
@@ -44,6 +48,12 @@ __device__ inline void round_row_q8(const float* __restrict__ xr, uint32_t K, co
             ds[i / kQ8Block] = make_float2(d16, d16 * (float)sum);
         }
     }
+}
+
+__device__ inline void round_row_q8(const float* __restrict__ xr, uint32_t K, const ActQ8Norm& norm, uint32_t first,
+                                    uint32_t stride, int8_t* q, float2* ds) {
+    const float scale = norm.weight ? rms_scale(xr, K, norm.eps) : 1.0f;
+    round_row_q8_scaled<false>(xr, K, scale, norm, first, stride, q, ds);
 }
 
 // One 32-value block held one value a lane by a whole warp (lane i: value

@@ -14,14 +14,6 @@ namespace akunu {
 
 constexpr int kQ8Block = 32;
 
-// The RMSNorm applied before rounding (x * scale * (weight + offset), as the
-// rmsnorm kernel computes it); weight == nullptr: none.
-struct ActQ8Norm {
-    const float* weight = nullptr;
-    float eps = 0.0f;
-    float offset = 0.0f;
-};
-
 // Where the rounding of m tokens of K values lies in half `half` (0 or 1) of
 // the device's activation scratch; false when it does not fit (or K is not a
 // multiple of 32). A command rounds its own input into half 0; a Q8Link's

@@ -21,13 +21,23 @@ struct ActQ8 {
     float2* ds = nullptr;
 };
 
+// The RMSNorm applied before rounding to 8 bits (x * scale * (weight +
+// offset), as the rmsnorm kernel computes it); weight == nullptr: none.
+struct ActQ8Norm {
+    const float* weight = nullptr;
+    float eps = 0.0f;
+    float offset = 0.0f;
+};
+
 // A vector one command writes and the next one rounds to 8 bits first (a
-// decode GEMV's input): when both launchers describe the same vector, the
-// writer rounds it as it writes and the reader skips its rounding kernel
-// (CudaDevice::launch_commands links them; CudaArgs::q8_out / q8_in).
+// decode GEMV's input, maybe behind an RMSNorm): when both launchers describe
+// the same vector, the writer rounds it as it writes and the reader skips its
+// rounding kernel (CudaDevice::launch_commands links them; CudaArgs::q8_out / q8_in).
 struct Q8Link {
     const float* x = nullptr;
     uint32_t K = 0, m = 0;  // values per token, tokens (rows K floats apart)
+    ActQ8Norm norm;         // reader: the norm it would apply first
+    bool norms = false;     // writer: whether it can apply one (it sees every value)
 };
 
 struct CudaArgs {
@@ -54,10 +64,14 @@ struct CudaArgs {
     // Set by a Q8Link (see there): the writer also stores its output's 8-bit
     // rounding at q8_out; the reader finds its input already rounded at q8_in.
     ActQ8 q8_out, q8_in;
+    ActQ8Norm q8_out_norm;  // the norm the writer applies first (weight == nullptr: none)
     // Device counters for writers that round in groups of blocks (zeroed at
     // creation; every use leaves them at zero).
     uint32_t* q8_counters = nullptr;
     uint32_t q8_counter_count = 0;
+    // and their per-block partial sums (sums of squares for a norm)
+    double* q8_partials = nullptr;
+    uint32_t q8_partial_count = 0;
 
     template <typename T>
     T p() const {

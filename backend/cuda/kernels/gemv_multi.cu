@@ -109,9 +109,16 @@ __device__ __forceinline__ void matrix_row_dot(const MultiGemvParams& p, const G
 // A Q8Link writer's side (gate modes): the outputs rounded to 8 bits for the
 // next command. A block writes 8 rows, a 32-value block of the rounding spans
 // 4 blocks: the last of the 4 to finish (a counter each, left at zero) rounds them.
+// Accumulate mode: the sums (x += W v, the residual stream) rounded behind
+// the reader's RMSNorm: each block leaves its rows' sums of squares in the
+// partials, the last block of the grid to finish adds them up (in a fixed
+// order) and rounds every value.
 struct Q8Out {
     ActQ8 r;                       // r.q == nullptr: not asked
-    uint32_t* counters = nullptr;  // one per 32 rows
+    ActQ8Norm norm;                // accumulate mode: the reader's norm
+    uint32_t* counters = nullptr;  // gate modes: one per 32 rows; accumulate: the last one
+    uint32_t n_counters = 0;
+    double* partials = nullptr;    // accumulate: [token][block] sums of squares
 };
 
 __device__ void round_rows_for_next(const MultiGemvParams& p, const float* y0, const Q8Out& next) {
@@ -129,6 +136,35 @@ __device__ void round_rows_for_next(const MultiGemvParams& p, const float* y0, c
         round_block32_warp(__ldcg(y0 + (size_t)warp * K + group * kQ8Block + threadIdx.x % 32),
                            next.r.q + (size_t)warp * K + group * kQ8Block, next.r.ds + (size_t)warp * (K / kQ8Block) + group);
     if (threadIdx.x == 0) next.counters[group] = 0;
+}
+
+__device__ void norm_round_for_next(const MultiGemvParams& p, const float* y0, const Q8Out& next,
+                                    const double (*row_sq)[kMaxTokens]) {
+    __shared__ bool last;
+    __shared__ double partial[32];
+    const uint32_t m = p.n_tokens, blocks = gridDim.x, K = p.N[0];
+    __syncthreads();  // row_sq complete
+    if (threadIdx.x < m) {
+        double s = 0;
+        for (int w = 0; w < kWarps; w++) s += row_sq[w][threadIdx.x];
+        next.partials[(size_t)threadIdx.x * blocks + blockIdx.x] = s;
+    }
+    __threadfence();  // this block's sums and partials are visible before it is counted
+    __syncthreads();
+    uint32_t* counter = next.counters + next.n_counters - 1;
+    if (threadIdx.x == 0) last = atomicAdd(counter, 1u) == blocks - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    for (uint32_t t = 0; t < m; t++) {
+        double ss = 0;
+        for (uint32_t b = threadIdx.x; b < blocks; b += blockDim.x) ss += __ldcg(&next.partials[(size_t)t * blocks + b]);
+        ss = block_sum(ss, partial);
+        const float scale = 1.0f / sqrtf((float)(ss / K) + next.norm.eps);  // as rms_scale
+        round_row_q8_scaled<true>(y0 + (size_t)t * K, K, scale, next.norm, threadIdx.x, blockDim.x,
+                                  next.r.q + (size_t)t * K, next.r.ds + (size_t)t * (K / kQ8Block));
+    }
+    if (threadIdx.x == 0) *counter = 0;
 }
 
 template <bool Q8, int M, class F>
@@ -196,20 +232,26 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
     matrix_row_dot<Q8, M, F>(p, g, 0, W0, row, xin, xq, acc);
     if (p.mode != kGemvAccumulate) matrix_row_dot<Q8, M, F>(p, g, 1, W1, row, xin, xq, acc2);
+    __shared__ double row_sq[kWarps][kMaxTokens];  // accumulate + Q8Link: each row's new value squared
 #pragma unroll
     for (int t = 0; t < M; t++) {
         if (t >= m) break;
         const float v = warp_sum(acc[t]);
         float* out = y0 + (size_t)t * p.N[0] + row;
         if (p.mode == kGemvAccumulate) {
-            if (lane0) *out += v;
+            if (lane0) {
+                const float h = *out + v;
+                *out = h;
+                row_sq[threadIdx.x / 32][t] = (double)h * h;
+            }
         } else {
             const float u = warp_sum(acc2[t]);
             if (lane0) *out = (p.mode == kGemvGeluGate ? gelu(v) : silu(v)) * u;
         }
     }
     // (linked only where N[0] % 32 == 0: every warp of every block is active and gets here)
-    if (next.r.q) round_rows_for_next(p, y0, next);
+    if (next.r.q && p.mode == kGemvAccumulate) norm_round_for_next(p, y0, next, row_sq);
+    else if (next.r.q) round_rows_for_next(p, y0, next);
 }
 
 using Kernel = void (*)(MultiGemvParams, Geometry, const float*, const float*, ActQ8, uint32_t, const uint8_t*,
@@ -303,17 +345,18 @@ bool rounds_in_block(const MultiGemvParams& p) {
            in_block_bytes((int)p.n_tokens, (int)p.K) <= kMaxShared;
 }
 
-// Q8Link reader: x without an input norm, rounded to 8 bits by a kernel of
-// its own before integer GEMVs; a writer ahead may round it instead.
+// Q8Link reader: x (behind the input norm, if any) rounded to 8 bits by a
+// kernel of its own before integer GEMVs; a writer ahead may round it instead.
 bool gemv_multi_q8_input(const CudaArgs& a, Q8Link* link) {
     const MultiGemvParams p = a.p<MultiGemvParams>();
-    if (p.norm || p.n_mats < 1 || p.n_mats > 3 || p.mode > kGemvAccumulate || p.n_tokens == 0 ||
+    if (p.n_mats < 1 || p.n_mats > 3 || p.mode > kGemvAccumulate || p.n_tokens == 0 ||
         p.n_tokens > (uint32_t)kMaxTokens || p.K % kQ8Block != 0)
         return false;
     for (uint32_t i = 0; i < matrices_used(p); i++)
         if (!gemv_q8::has_q8_layout(p.dtype[i]) || !lane_layout_fits(p.dtype[i], p.K, a.buf[2 + i])) return false;
     if (rounds_in_block(p) || (reinterpret_cast<uintptr_t>(a.buf[0]) & 15) != 0) return false;
     *link = Q8Link{a.b<float>(0), p.K, p.n_tokens};
+    if (p.norm) link->norm = ActQ8Norm{a.b<float>(1), p.eps, p.weight_offset};
     return true;
 }
 
@@ -321,9 +364,16 @@ bool gemv_multi_q8_input(const CudaArgs& a, Q8Link* link) {
 // command (the down projection) when asked; whole 32-row groups only.
 bool gemv_multi_q8_output(const CudaArgs& a, Q8Link* link) {
     const MultiGemvParams p = a.p<MultiGemvParams>();
-    if ((p.mode != kGemvSiluGate && p.mode != kGemvGeluGate) || p.n_mats < 2 || p.N[0] % kQ8Block != 0 ||
-        p.n_tokens == 0 || p.n_tokens > (uint32_t)kMaxTokens || !a.q8_counters ||
-        p.N[0] / kQ8Block > a.q8_counter_count)
+    if (p.N[0] % kQ8Block != 0 || p.n_tokens == 0 || p.n_tokens > (uint32_t)kMaxTokens || !a.q8_counters)
+        return false;
+    if (p.mode == kGemvAccumulate) {  // the residual stream, behind the reader's norm if it has one
+        if (p.n_mats < 1 || (size_t)p.n_tokens * (p.N[0] / kWarps) > a.q8_partial_count || !a.q8_partials)
+            return false;
+        *link = Q8Link{a.b<float>(5), p.N[0], p.n_tokens, ActQ8Norm{}, true};
+        return true;
+    }
+    if ((p.mode != kGemvSiluGate && p.mode != kGemvGeluGate) || p.n_mats < 2 ||
+        p.N[0] / kQ8Block >= a.q8_counter_count)  // (the last counter is accumulate mode's)
         return false;
     *link = Q8Link{a.b<float>(5), p.N[0], p.n_tokens};
     return true;
@@ -356,8 +406,8 @@ void launch_gemv_multi(const CudaArgs& a) {
     ActQ8Norm norm;
     if (p.norm) norm = ActQ8Norm{a.b<float>(1), p.eps, p.weight_offset};
     const bool in_block = q8 && rounds_in_block(p);
-    if (q8 && a.q8_in.q && !p.norm && !in_block)
-        xq = a.q8_in;  // rounded by the command before (a Q8Link)
+    if (q8 && a.q8_in.q && !in_block)
+        xq = a.q8_in;  // rounded (and normalized) by the command before: a Q8Link
     else if (!in_block)
         q8 = q8 && quantize_activations(a, a.b<float>(0), p.K, p.n_tokens, p.K, norm, &xq);
     const float* x = a.b<float>(0);
@@ -382,8 +432,8 @@ void launch_gemv_multi(const CudaArgs& a) {
     auto* k = q8 ? kernel_for<true, AnyFormat>(p.n_tokens) : float_kernel(p, used);
     if (shared > 0) allow_shared(reinterpret_cast<const void*>(k));
     const uint32_t prefetch = norm_at() == NormAt::BlockPrefetch ? UINT32_MAX : gemv_prefetch_bytes();
-    Q8Out next;
-    if (a.q8_out.q) next = Q8Out{a.q8_out, a.q8_counters};  // gemv_multi_q8_output said yes
+    Q8Out next;  // gemv_multi_q8_output said yes
+    if (a.q8_out.q) next = Q8Out{a.q8_out, a.q8_out_norm, a.q8_counters, a.q8_counter_count, a.q8_partials};
     launch_pdl(k, blocks, kWarps * 32, shared, a.stream, kp, g, x, a.b<float>(1), xq, prefetch, a.b<uint8_t>(2),
                a.b<uint8_t>(3), a.b<uint8_t>(4), a.b<float>(5), a.b<float>(6), a.b<float>(7), next);
 }
