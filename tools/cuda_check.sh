@@ -29,13 +29,18 @@ for setting in AKUNU_CUDA_GEMV_ROUND_KB=65536 AKUNU_CUDA_PDL=0 AKUNU_CUDA_GEMM=b
 done
 PYTHONUNBUFFERED=1 $PY -m pytest -q -rs -s tests/test_cuda.py 2>&1 | tee "$OUT/test_cuda.log"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
-# Q8Link (a writer rounds the next command's input as it writes it): the
-# rounded bytes are the rounding kernel's, so decode logits (step by step)
-# and generated tokens (the step graph) must be identical with it off.
+# Q8Link (a writer rounds or normalizes the next command's input as it writes
+# it): the bytes are the rounding / norm kernels' (the norm's sum of squares
+# in another order of double additions, which moves its float result only
+# in a tie), so decode logits (step by step) and generated tokens (the step
+# graph) must be identical with it off. Integer GEMVs (Q4_K, Q4_0, Q8_0 with
+# QK norm), float ones behind a norm (Q4_1, F16), post-norm layers (Gemma 3).
+$PY -c "import random_gguf; random_gguf.write_model('/tmp/link_qwen3_f16.gguf', 'qwen3', 'F16', seed=4)"
 for link in 1 0; do
     AKUNU_CUDA_Q8_LINK=$link $PY - <<'PY' > "$OUT/q8_link_$link.txt" 2>&1
 import hashlib, akunu, numpy as np
-for path in ("tests/models/llama-q4_k_m.gguf", "tests/models/llama-q4_0.gguf", "tests/models/gemma3-q4_k_m.gguf"):
+for path in ("tests/models/llama-q4_k_m.gguf", "tests/models/llama-q4_0.gguf", "tests/models/qwen3-q8_0.gguf",
+             "tests/models/llama-q4_1.gguf", "/tmp/link_qwen3_f16.gguf", "tests/models/gemma3-q4_k_m.gguf"):
     m = akunu.load(path, device="cuda", n_ctx=128)
     core = m._core()
     core.prefill(m.tokenize("hello world, the quick brown fox"))

@@ -204,14 +204,24 @@ static void link_q8(const CudaKernelEntry* we, CudaArgs& writer, const CudaKerne
     }();
     Q8Link out, in;
     if (off || !we->q8_output || !re->q8_input || !we->q8_output(writer, &out) || !re->q8_input(reader, &in)) return;
-    if (in.norm.weight && !out.norms) return;
-    // the half the writer does not read its own rounded input from
-    const int half = writer.q8_in.q && (const void*)writer.q8_in.q != (const void*)reader.act_scratch ? 0 : 1;
-    ActQ8 region;
-    if (out.x != in.x || out.K != in.K || out.m != in.m || !act_q8_layout(reader, in.m, in.K, half, &region)) return;
-    writer.q8_out = region;
+    if ((in.norm.weight || in.f32) && !out.norms) return;
+    if (out.x != in.x || out.K != in.K || out.m != in.m) return;
+    // the half the writer does not read its own linked input from (its own
+    // rounding or normalization goes to half 0)
+    const void* input = writer.q8_in.q ? (const void*)writer.q8_in.q : (const void*)writer.f32_in;
+    const int half = input && input != (const void*)reader.act_scratch ? 0 : 1;
+    if (in.f32) {
+        float* region = nullptr;
+        if (!act_f32_layout(reader, in.m, in.K, half, &region)) return;
+        writer.f32_out = region;
+        reader.f32_in = region;
+    } else {
+        ActQ8 region;
+        if (!act_q8_layout(reader, in.m, in.K, half, &region)) return;
+        writer.q8_out = region;
+        reader.q8_in = region;
+    }
     writer.q8_out_norm = in.norm;
-    reader.q8_in = region;
 }
 
 void CudaDevice::launch_commands(const DispatchTable& table, const ReplayState& st, bool in_graph) {

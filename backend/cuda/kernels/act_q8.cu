@@ -35,9 +35,15 @@ __global__ void __launch_bounds__(kNormThreads)
 
 bool normalize_activations(const CudaArgs& a, const float* x, uint32_t m, uint32_t K, const ActQ8Norm& norm,
                            float** out) {
-    if (!a.act_scratch || (size_t)m * K * sizeof(float) > a.act_scratch_bytes || !norm.weight) return false;
-    *out = reinterpret_cast<float*>(a.act_scratch);
+    if (!norm.weight || !act_f32_layout(a, m, K, 0, out)) return false;
     launch_pdl(normalize_kernel, dim3(1, m), kNormThreads, 0, a.stream, x, K, norm, *out);
+    return true;
+}
+
+bool act_f32_layout(const CudaArgs& a, uint32_t m, uint32_t K, int half, float** out) {
+    const size_t half_bytes = a.act_scratch_bytes / 2 / 256 * 256;
+    if (!a.act_scratch || m == 0 || (size_t)m * K * sizeof(float) > half_bytes) return false;
+    *out = reinterpret_cast<float*>(a.act_scratch + (half ? half_bytes : 0));
     return true;
 }
 

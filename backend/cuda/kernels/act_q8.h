@@ -20,6 +20,9 @@ constexpr int kQ8Block = 32;
 // writer writes the other half from the one it reads (CudaDevice::launch_commands).
 bool act_q8_layout(const CudaArgs& a, uint32_t m, uint32_t K, int half, ActQ8* out);
 
+// The same for m tokens of K floats (a float reader's Q8Link).
+bool act_f32_layout(const CudaArgs& a, uint32_t m, uint32_t K, int half, float** out);
+
 // Enqueues the rounding of m tokens of x (row stride x_stride floats, x
 // 16-byte aligned) into the device's activation scratch. False (nothing
 // enqueued) when K is not a multiple of 32, x is misaligned, or the scratch

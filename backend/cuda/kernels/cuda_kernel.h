@@ -38,6 +38,7 @@ struct Q8Link {
     uint32_t K = 0, m = 0;  // values per token, tokens (rows K floats apart)
     ActQ8Norm norm;         // reader: the norm it would apply first
     bool norms = false;     // writer: whether it can apply one (it sees every value)
+    bool f32 = false;       // reader: wants the normalized values as floats, not rounded
 };
 
 struct CudaArgs {
@@ -65,6 +66,8 @@ struct CudaArgs {
     // rounding at q8_out; the reader finds its input already rounded at q8_in.
     ActQ8 q8_out, q8_in;
     ActQ8Norm q8_out_norm;  // the norm the writer applies first (weight == nullptr: none)
+    float* f32_out = nullptr;       // a float reader's link: the normalized values, not rounded
+    const float* f32_in = nullptr;
     // Device counters for writers that round in groups of blocks (zeroed at
     // creation; every use leaves them at zero).
     uint32_t* q8_counters = nullptr;

@@ -119,6 +119,7 @@ struct Q8Out {
     uint32_t* counters = nullptr;  // gate modes: one per 32 rows; accumulate: the last one
     uint32_t n_counters = 0;
     double* partials = nullptr;    // accumulate: [token][block] sums of squares
+    float* f32 = nullptr;          // accumulate: write the normalized floats here instead of rounding
 };
 
 __device__ void round_rows_for_next(const MultiGemvParams& p, const float* y0, const Q8Out& next) {
@@ -161,8 +162,14 @@ __device__ void norm_round_for_next(const MultiGemvParams& p, const float* y0, c
         for (uint32_t b = threadIdx.x; b < blocks; b += blockDim.x) ss += __ldcg(&next.partials[(size_t)t * blocks + b]);
         ss = block_sum(ss, partial);
         const float scale = 1.0f / sqrtf((float)(ss / K) + next.norm.eps);  // as rms_scale
-        round_row_q8_scaled<true>(y0 + (size_t)t * K, K, scale, next.norm, threadIdx.x, blockDim.x,
-                                  next.r.q + (size_t)t * K, next.r.ds + (size_t)t * (K / kQ8Block));
+        if (next.f32) {  // as the normalize kernel (act_q8.cu)
+            for (uint32_t i = threadIdx.x; i < K; i += blockDim.x)
+                next.f32[(size_t)t * K + i] =
+                    __ldcg(y0 + (size_t)t * K + i) * scale * (next.norm.weight[i] + next.norm.offset);
+        } else {
+            round_row_q8_scaled<true>(y0 + (size_t)t * K, K, scale, next.norm, threadIdx.x, blockDim.x,
+                                      next.r.q + (size_t)t * K, next.r.ds + (size_t)t * (K / kQ8Block));
+        }
     }
     if (threadIdx.x == 0) *counter = 0;
 }
@@ -250,7 +257,7 @@ __global__ void __launch_bounds__(kWarps * 32)
         }
     }
     // (linked only where N[0] % 32 == 0: every warp of every block is active and gets here)
-    if (next.r.q && p.mode == kGemvAccumulate) norm_round_for_next(p, y0, next, row_sq);
+    if ((next.r.q || next.f32) && p.mode == kGemvAccumulate) norm_round_for_next(p, y0, next, row_sq);
     else if (next.r.q) round_rows_for_next(p, y0, next);
 }
 
@@ -352,11 +359,16 @@ bool gemv_multi_q8_input(const CudaArgs& a, Q8Link* link) {
     if (p.n_mats < 1 || p.n_mats > 3 || p.mode > kGemvAccumulate || p.n_tokens == 0 ||
         p.n_tokens > (uint32_t)kMaxTokens || p.K % kQ8Block != 0)
         return false;
+    if ((reinterpret_cast<uintptr_t>(a.buf[0]) & 15) != 0) return false;
+    bool q8 = true;
     for (uint32_t i = 0; i < matrices_used(p); i++)
-        if (!gemv_q8::has_q8_layout(p.dtype[i]) || !lane_layout_fits(p.dtype[i], p.K, a.buf[2 + i])) return false;
-    if (rounds_in_block(p) || (reinterpret_cast<uintptr_t>(a.buf[0]) & 15) != 0) return false;
+        q8 = q8 && gemv_q8::has_q8_layout(p.dtype[i]) && lane_layout_fits(p.dtype[i], p.K, a.buf[2 + i]);
+    if (q8 && rounds_in_block(p)) return false;
+    // float GEMVs read x itself, or behind the norm a kernel of its own computes (which a writer may do instead)
+    if (!q8 && (!p.norm || norm_at() != NormAt::Kernel)) return false;
     *link = Q8Link{a.b<float>(0), p.K, p.n_tokens};
     if (p.norm) link->norm = ActQ8Norm{a.b<float>(1), p.eps, p.weight_offset};
+    link->f32 = !q8;
     return true;
 }
 
@@ -412,7 +424,10 @@ void launch_gemv_multi(const CudaArgs& a) {
         q8 = q8 && quantize_activations(a, a.b<float>(0), p.K, p.n_tokens, p.K, norm, &xq);
     const float* x = a.b<float>(0);
     MultiGemvParams kp = p;
-    if (p.norm && !q8 && norm_at() == NormAt::Kernel) {
+    if (p.norm && !q8 && a.f32_in) {
+        x = a.f32_in;  // normalized by the command before: a Q8Link
+        kp.norm = 0;
+    } else if (p.norm && !q8 && norm_at() == NormAt::Kernel) {
         float* xn = nullptr;
         if (normalize_activations(a, x, p.n_tokens, p.K, norm, &xn)) {
             x = xn;
@@ -433,7 +448,8 @@ void launch_gemv_multi(const CudaArgs& a) {
     if (shared > 0) allow_shared(reinterpret_cast<const void*>(k));
     const uint32_t prefetch = norm_at() == NormAt::BlockPrefetch ? UINT32_MAX : gemv_prefetch_bytes();
     Q8Out next;  // gemv_multi_q8_output said yes
-    if (a.q8_out.q) next = Q8Out{a.q8_out, a.q8_out_norm, a.q8_counters, a.q8_counter_count, a.q8_partials};
+    if (a.q8_out.q || a.f32_out)
+        next = Q8Out{a.q8_out, a.q8_out_norm, a.q8_counters, a.q8_counter_count, a.q8_partials, a.f32_out};
     launch_pdl(k, blocks, kWarps * 32, shared, a.stream, kp, g, x, a.b<float>(1), xq, prefetch, a.b<uint8_t>(2),
                a.b<uint8_t>(3), a.b<uint8_t>(4), a.b<float>(5), a.b<float>(6), a.b<float>(7), next);
 }
