@@ -69,19 +69,19 @@ PY
     step "cuda_check exit $? ($(grep -h -E '[0-9]+ (passed|failed)|q8 link' $S/check/test_kernels.log $S/check/test_cuda.log | tr '\n' ' '))"
     # A new path whose checks failed stays out of the benchmark (said in the progress log).
     BENCH_ENV=""
-    grep -q "q8 link: OUTPUTS DIFFER" $S/check/test_cuda.log && BENCH_ENV="$BENCH_ENV AKUNU_CUDA_Q8_LINK=0"
     grep -q -E "FAILED.*test_attention.*decode" $S/check/test_kernels.log &&
         BENCH_ENV="$BENCH_ENV AKUNU_CUDA_ATTN_DECODE=warp_per_key"
     [ -n "$BENCH_ENV" ] && step "benchmarks run with$BENCH_ENV" && export $BENCH_ENV
     for i in $(seq 1 120); do [ -f $S/models_done ] && break; sleep 5; done
     step "decode A/B F16"
     for s in qwen3-0.6b llama-3.1-8b; do
-        ab $MODELS/$s-F16.gguf tg - AKUNU_CUDA_Q8_LINK=0 AKUNU_CUDA_ATTN_DECODE=warp_per_key
+        ab $MODELS/$s-F16.gguf tg - AKUNU_CUDA_Q8_LINK=all AKUNU_CUDA_ATTN_DECODE=warp_per_key
     done > $S/decode_ab.txt 2>&1
     for i in $(seq 1 240); do [ -f $S/quant_done ] && break; sleep 5; done
     step "decode A/B Q4_0"
     for s in qwen3-0.6b llama-3.1-8b; do
-        ab $MODELS/$s-Q4_0.gguf tg - AKUNU_CUDA_Q8_LINK=0 AKUNU_CUDA_ATTN_DECODE=warp_per_key
+        ab $MODELS/$s-Q4_0.gguf tg - AKUNU_CUDA_Q8_LINK=all AKUNU_CUDA_Q8_LINK=attention \
+            AKUNU_CUDA_Q8_LINK=gate AKUNU_CUDA_Q8_LINK=residual AKUNU_CUDA_ATTN_DECODE=warp_per_key
     done >> $S/decode_ab.txt 2>&1
     step "side-by-side benchmark"
     SHAPES=$ALL python3 tools/bench_cuda.py bench $MODELS $LLB > $S/bench.md 2> $S/bench.err

@@ -1,6 +1,8 @@
 #include "cuda_device.h"
 
 #include "core/dispatch_table.h"
+#include <string>
+
 #include "core/error.h"
 #include "kernels/act_q8.h"
 
@@ -193,17 +195,29 @@ CudaArgs CudaDevice::command_args(const DispatchCmd& cmd, const ReplayState& st,
     return a;
 }
 
-// Links a writer to the next command (Q8Link) when the vector it writes is
-// the one the next would round to 8 bits first: the writer rounds it as it
-// writes, the reader's rounding kernel goes. AKUNU_CUDA_Q8_LINK=0 turns it
-// off (A/B runs).
-static void link_q8(const CudaKernelEntry* we, CudaArgs& writer, const CudaKernelEntry* re, CudaArgs& reader) {
-    static const bool off = [] {
+// The Q8Link writer kinds AKUNU_CUDA_Q8_LINK turns on (see Q8Link; default none).
+static uint32_t q8_link_kinds() {
+    static const uint32_t kinds = [] {
         const char* e = std::getenv("AKUNU_CUDA_Q8_LINK");
-        return e && e[0] == '0';
+        const std::string v = e ? e : "";
+        if (v == "all") return (uint32_t)(kQ8LinkAttention | kQ8LinkGate | kQ8LinkResidual);
+        uint32_t k = 0;
+        if (v.find("attention") != std::string::npos) k |= kQ8LinkAttention;
+        if (v.find("gate") != std::string::npos) k |= kQ8LinkGate;
+        if (v.find("residual") != std::string::npos) k |= kQ8LinkResidual;
+        return k;
     }();
+    return kinds;
+}
+
+// Links a writer to the next command (Q8Link) when the vector it writes is
+// the one the next would round to 8 bits (or normalize) first and its kind
+// is on: the writer does it as it writes, the reader's kernel for it goes.
+static void link_q8(const CudaKernelEntry* we, CudaArgs& writer, const CudaKernelEntry* re, CudaArgs& reader) {
     Q8Link out, in;
-    if (off || !we->q8_output || !re->q8_input || !we->q8_output(writer, &out) || !re->q8_input(reader, &in)) return;
+    if (!q8_link_kinds() || !we->q8_output || !re->q8_input || !we->q8_output(writer, &out) ||
+        !re->q8_input(reader, &in) || !(out.kind & q8_link_kinds()))
+        return;
     if ((in.norm.weight || in.f32) && !out.norms) return;
     if (out.x != in.x || out.K != in.K || out.m != in.m) return;
     // the half the writer does not read its own linked input from (its own

@@ -139,6 +139,7 @@ bool attention_q8_output(const CudaArgs& a, Q8Link* link) {
     const AttentionParams p = a.p<AttentionParams>();
     if (!attention_decode_takes(p)) return false;
     *link = Q8Link{a.b<float>(3), p.n_heads * p.head_dim, 1};
+    link->kind = kQ8LinkAttention;
     return true;
 }
 

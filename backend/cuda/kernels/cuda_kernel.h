@@ -32,13 +32,24 @@ struct ActQ8Norm {
 // A vector one command writes and the next one rounds to 8 bits first (a
 // decode GEMV's input, maybe behind an RMSNorm): when both launchers describe
 // the same vector, the writer rounds it as it writes and the reader skips its
-// rounding kernel (CudaDevice::launch_commands links them; CudaArgs::q8_out / q8_in).
+// rounding kernel (CudaDevice::launch_commands links them; CudaArgs::q8_out /
+// q8_in). Off by default: on the H100 the writers' extra work (a fence and an
+// atomic a block, the last block's serial tail) cost more than the launches
+// they save (BENCHMARKS.md); AKUNU_CUDA_Q8_LINK=attention,gate,residual or
+// =all turns writers of those kinds on, for A/B runs.
+enum Q8LinkKind : uint32_t {
+    kQ8LinkAttention = 1,  // decode attention -> output projection
+    kQ8LinkGate = 2,       // gate + up + activation -> down projection
+    kQ8LinkResidual = 4,   // projection + residual -> the next normed projection
+};
+
 struct Q8Link {
     const float* x = nullptr;
     uint32_t K = 0, m = 0;  // values per token, tokens (rows K floats apart)
     ActQ8Norm norm;         // reader: the norm it would apply first
     bool norms = false;     // writer: whether it can apply one (it sees every value)
     bool f32 = false;       // reader: wants the normalized values as floats, not rounded
+    uint32_t kind = 0;      // writer: its Q8LinkKind
 };
 
 struct CudaArgs {

@@ -382,12 +382,14 @@ bool gemv_multi_q8_output(const CudaArgs& a, Q8Link* link) {
         if (p.n_mats < 1 || (size_t)p.n_tokens * (p.N[0] / kWarps) > a.q8_partial_count || !a.q8_partials)
             return false;
         *link = Q8Link{a.b<float>(5), p.N[0], p.n_tokens, ActQ8Norm{}, true};
+        link->kind = kQ8LinkResidual;
         return true;
     }
     if ((p.mode != kGemvSiluGate && p.mode != kGemvGeluGate) || p.n_mats < 2 ||
         p.N[0] / kQ8Block >= a.q8_counter_count)  // (the last counter is accumulate mode's)
         return false;
     *link = Q8Link{a.b<float>(5), p.N[0], p.n_tokens};
+    link->kind = kQ8LinkGate;
     return true;
 }
 
