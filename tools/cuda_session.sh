@@ -99,7 +99,7 @@ probe() {
     rm -rf $S && mkdir -p $S
     bash tools/cuda_bench.sh llama $S/llama > /dev/null 2>&1
     (SHAPES=$ALL python3 tools/bench_cuda.py make-models $MODELS > $S/models.log 2>&1; touch $S/models_done) &
-    nvcc -O3 -arch=sm_90 -o /tmp/sync_cost tools/sync_cost_bench.cu && /tmp/sync_cost | tee $S/sync_cost.txt
+    nvcc -O3 -arch=sm_90 -std=c++17 -o /tmp/sync_cost tools/sync_cost_bench.cu && /tmp/sync_cost | tee $S/sync_cost.txt
     bash tools/cuda_stage.sh $S/akunu_build.log || return 1
     export PYTHONPATH="$PWD/build-cuda/stage:$PWD/tools:${PYTHONPATH:-}"
     for setting in - AKUNU_CUDA_GEMM=blas AKUNU_CUDA_GEMM=tc; do

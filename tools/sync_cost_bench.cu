@@ -5,11 +5,13 @@
 // decides whether a persistent decode kernel can pay. Each variant runs a
 // chain of kSteps steps, timed by events over graph replays; every step
 // reads a vector the step before wrote (the dependency real kernels have).
-//   nvcc -O3 -arch=sm_90 -o /tmp/sync_cost tools/sync_cost_bench.cu && /tmp/sync_cost
+//   nvcc -O3 -arch=sm_90 -std=c++17 -o /tmp/sync_cost tools/sync_cost_bench.cu && /tmp/sync_cost
 #include <cuda_runtime.h>
 
 #include <cstdio>
 #include <cstdlib>
+
+#include "../backend/cuda/kernels/cuda_kernel.h"  // launch_maybe_pdl, pdl_wait
 
 #define CHECK(x)                                                                          \
     do {                                                                                  \
@@ -24,8 +26,8 @@ constexpr int kSteps = 280;   // 28 layers x 10 kernels
 constexpr int kThreads = 256;
 constexpr int kDim = 1024;    // floats each step reads and (block 0) writes
 
-__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
-__device__ __forceinline__ void pdl_go() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+using akunu::pdl_wait;
+__device__ __forceinline__ void pdl_go() { akunu::pdl_launch_dependents(); }
 
 // Every block reads the vector, block 0 writes the next one (ping-pong).
 __device__ void dependent_step(const float* in, float* out, int step) {
@@ -108,16 +110,7 @@ float time_graph(cudaStream_t st, F&& enqueue) {
 
 template <typename K, typename... Args>
 void launch(K kernel, int blocks, cudaStream_t st, bool pdl, Args... args) {
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = blocks;
-    cfg.blockDim = kThreads;
-    cfg.stream = st;
-    cfg.attrs = attr;
-    cfg.numAttrs = pdl ? 1 : 0;
-    CHECK(cudaLaunchKernelEx(&cfg, kernel, args...));
+    CHECK(akunu::launch_maybe_pdl(pdl, kernel, blocks, kThreads, 0, st, args...));
 }
 
 int main() {

@@ -165,12 +165,11 @@ inline bool pdl_enabled() {
     return on;
 }
 
-// kernel<<<grid, block, shared, stream>>>(args...) as a programmatic
-// dependent of the stream's previous kernel (see pdl_enabled). A failed
-// launch is reported as with <<<>>>: by the next synchronization.
+// kernel<<<grid, block, shared, stream>>>(args...), as a programmatic
+// dependent of the stream's previous kernel when `programmatic`.
 template <typename... Params, typename... Args>
-void launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared, cudaStream_t stream,
-                Args&&... args) {
+cudaError_t launch_maybe_pdl(bool programmatic, void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared,
+                             cudaStream_t stream, Args&&... args) {
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr[0].val.programmaticStreamSerializationAllowed = 1;
@@ -180,8 +179,16 @@ void launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared,
     cfg.dynamicSmemBytes = shared;
     cfg.stream = stream;
     cfg.attrs = attr;
-    cfg.numAttrs = pdl_enabled() ? 1 : 0;
-    cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+    cfg.numAttrs = programmatic ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
+// launch_maybe_pdl where pdl_enabled(). A failed launch is reported as with
+// <<<>>>: by the next synchronization.
+template <typename... Params, typename... Args>
+void launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared, cudaStream_t stream,
+                Args&&... args) {
+    launch_maybe_pdl(pdl_enabled(), kernel, grid, block, shared, stream, std::forward<Args>(args)...);
 }
 
 #ifdef __CUDACC__
