@@ -8,6 +8,7 @@ bytes each kernel group read per second of its time: where the time goes.
 import csv
 import io
 import os
+import re
 import subprocess
 import sys
 from collections import defaultdict
@@ -23,7 +24,22 @@ def step(path: str, position: int, prefill: bool) -> None:
     core = m._core()
     core.prefill([1] * position)
     if not prefill:
+        # ncu runs with --profile-from-start off: only the decode step's kernels
+        import ctypes
+        if ctypes.CDLL("libcuda.so.1").cuProfilerStart() != 0:
+            sys.exit("cuProfilerStart failed: no CUDA context on this thread?")
         core.decode_logits(2)
+
+
+def kernel_name(full: str) -> str:
+    """'void akunu::<unnamed>::gemv_multi_kernel<true, 1, ...>(...)' -> 'gemv_multi_kernel'."""
+    base = full.replace("void ", "").replace("(anonymous namespace)", "anon").split("(")[0]
+    while True:
+        shorter = re.sub(r"<[^<>]*>", "", base)
+        if shorter == base:
+            break
+        base = shorter
+    return base.split("::")[-1]
 
 
 def main() -> None:
@@ -34,7 +50,7 @@ def main() -> None:
         step(path, pos, prefill)
         return
     # warm caches and boost clocks, as in a real decode step (ncu's defaults flush and lock)
-    select = ["-k", DECODE_KERNELS] if not prefill else []
+    select = ["-k", DECODE_KERNELS, "--profile-from-start", "off"] if not prefill else []
     out = subprocess.run(["ncu", "--cache-control", "none", "--clock-control", "none",
                           "--metrics", "gpu__time_duration.sum,dram__bytes_read.sum,launch__grid_size", "--csv", *select,
                           sys.executable, __file__, *sys.argv[1:]], capture_output=True, text=True,
@@ -47,8 +63,7 @@ def main() -> None:
     grids = {r["ID"]: r["Metric Value"] for r in rows if r["Metric Name"] == "launch__grid_size"}
     per = defaultdict(lambda: [0, 0.0, 0.0])  # kernels, us, DRAM bytes read
     for r in rows:
-        name = r["Kernel Name"].split("(")[0].split("<")[0].replace("void ", "").replace("(anonymous namespace)::", "")
-        name = name.replace("<unnamed>::", "")
+        name = kernel_name(r["Kernel Name"])
         if name.startswith("gemv") and grids.get(r["ID"]):  # projections apart by their grids
             name += f" grid {grids[r['ID']]}"
         value = float(r["Metric Value"].replace(",", ""))
