@@ -8,7 +8,6 @@ bytes each kernel group read per second of its time: where the time goes.
 import csv
 import io
 import os
-import re
 import subprocess
 import sys
 from collections import defaultdict
@@ -32,14 +31,20 @@ def step(path: str, position: int, prefill: bool) -> None:
 
 
 def kernel_name(full: str) -> str:
-    """'void akunu::<unnamed>::gemv_multi_kernel<true, 1, ...>(...)' -> 'gemv_multi_kernel'."""
-    base = full.replace("void ", "").replace("(anonymous namespace)", "anon").split("(")[0]
-    while True:
-        shorter = re.sub(r"<[^<>]*>", "", base)
-        if shorter == base:
-            break
-        base = shorter
-    return base.split("::")[-1]
+    """'void akunu::<unnamed>::gemv_multi_kernel<(bool)1, 1, ...>(...)' -> 'gemv_multi_kernel':
+    template arguments dropped (whatever they hold), the parameter list and namespaces cut."""
+    text = full.replace("(anonymous namespace)", "anon").replace("void ", "")
+    out, depth = [], 0
+    for ch in text:
+        if ch == "<":
+            depth += 1
+        elif ch == ">" and depth:
+            depth -= 1
+        elif depth == 0:
+            if ch == "(":
+                break
+            out.append(ch)
+    return "".join(out).split("::")[-1]
 
 
 def main() -> None:
