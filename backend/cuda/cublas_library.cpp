@@ -1,5 +1,6 @@
 #include "cublas_library.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 #include <vector>
@@ -22,6 +23,16 @@ std::vector<std::string> candidates() {
     for (const char* var : {"CUDA_HOME", "CUDA_PATH"})
         if (const char* root = std::getenv(var)) c.push_back(std::string(root) + "/lib64/" + so);
     c.push_back("/usr/local/cuda/lib64/" + so);
+    // NVIDIA's pip packages (nvidia-cublas, as PyTorch installs it): the
+    // Python package lists their lib folders here (akunu/cuda_libraries.py)
+    if (const char* dirs = std::getenv("AKUNU_CUBLAS_DIRS")) {
+        std::string all = dirs;
+        for (size_t at = 0; at <= all.size();) {
+            const size_t end = std::min(all.find(':', at), all.size());
+            if (end > at) c.push_back(all.substr(at, end - at) + "/" + so);
+            at = end + 1;
+        }
+    }
     return c;
 }
 

@@ -24,7 +24,9 @@ struct CublasLibrary {
 
     // The library, loaded once per process: AKUNU_CUBLAS_LIBRARY if set, else
     // libcublas.so.<CUDA major> from the loader's search path, $CUDA_HOME /
-    // $CUDA_PATH and /usr/local/cuda. nullptr (and *why) when none loads.
+    // $CUDA_PATH, /usr/local/cuda and the folders in AKUNU_CUBLAS_DIRS
+    // (colon-separated; the Python package fills it with NVIDIA's pip
+    // packages' lib folders). nullptr (and *why) when none loads.
     static const CublasLibrary* get(std::string* why = nullptr);
 };
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from . import _core
 from .chat_template import ChatTemplate
+from .cuda_libraries import export_cublas_dirs
 from .errors import AkunuError, UnsupportedModelError
 from .generation import Generation, GenerationRequest, GenerationResult, GenerationStats
 from .grammar import Grammar, GrammarCompiler
@@ -84,6 +85,8 @@ class Model:
             raise AkunuError(f"n_batch must be a positive integer, got {n_batch!r}")
         path = resolve_model_path(path)
         self.path = path
+        if device in ("cuda", "auto"):
+            export_cublas_dirs()  # before the CUDA backend first loads cuBLAS
         self._m = _core.Model(path, device, int(n_ctx or 0), int(n_threads), int(n_batch or 0))
         self.metadata: Dict[str, Any] = self._core().metadata
         self.format: str = self._core().format  # "gguf" or "safetensors" (a Hugging Face / MLX directory)

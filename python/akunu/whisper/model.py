@@ -12,6 +12,7 @@ from typing import Any, Callable, Dict, Iterator, Optional, Sequence, Tuple, Uni
 import numpy as np
 
 from .. import _core
+from ..cuda_libraries import export_cublas_dirs
 from ..errors import AkunuError, UnsupportedModelError
 from .audio import SAMPLE_RATE, AudioInput, load_audio
 from .decoding import DecodeOptions, WindowDecoder
@@ -32,6 +33,8 @@ class WhisperModel:
         if not isinstance(n_beams, int) or not 1 <= n_beams <= 16:
             raise AkunuError(f"n_beams must be an integer in [1, 16], got {n_beams!r}")
         self.path = path
+        if device in ("cuda", "auto"):
+            export_cublas_dirs()  # before the CUDA backend first loads cuBLAS
         self._m = _core.WhisperModel(path, device, int(n_threads), n_beams)
         self.metadata: Dict[str, Any] = self._m.metadata
         self.format: str = self._m.format
