@@ -1,8 +1,8 @@
 #include "cuda_device.h"
 
-#include "core/dispatch_table.h"
 #include <string>
 
+#include "core/dispatch_table.h"
 #include "core/error.h"
 #include "kernels/act_q8.h"
 

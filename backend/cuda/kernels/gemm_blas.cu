@@ -16,6 +16,7 @@
 // turns this path off, =blas makes it take every pass it can.
 #include "gemm_blas.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
