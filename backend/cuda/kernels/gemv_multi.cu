@@ -249,7 +249,7 @@ __global__ void __launch_bounds__(kWarps * 32)
             if (lane0) {
                 const float h = *out + v;
                 *out = h;
-                row_sq[threadIdx.x / 32][t] = (double)h * h;
+                if (next.r.q || next.f32) row_sq[threadIdx.x / 32][t] = (double)h * h;  // only when linked
             }
         } else {
             const float u = warp_sum(acc2[t]);
