@@ -19,9 +19,10 @@ status=${PIPESTATUS[0]}
 # The paths the defaults leave out: x rounded to 8 bits in every GEMV block,
 # plain (not programmatic) launches, every prefill GEMM through cuBLAS (an
 # error if it does not load) and none (gemm_tc alone), the warp-per-key
-# decode attention.
+# decode attention, one-token GEMVs through the general kernel and through
+# the lean one with 8 warps a row.
 for setting in AKUNU_CUDA_GEMV_ROUND_KB=65536 AKUNU_CUDA_PDL=0 AKUNU_CUDA_GEMM=blas AKUNU_CUDA_GEMM=tc \
-        AKUNU_CUDA_ATTN_DECODE=warp_per_key; do
+        AKUNU_CUDA_ATTN_DECODE=warp_per_key AKUNU_CUDA_GEMV_LEAN=0 AKUNU_CUDA_GEMV_SPLIT=8; do
     echo "== $setting" | tee -a "$OUT/test_kernels.log"
     env $setting $PY -m pytest -q tests/test_device_kernels.py -k "gemv_multi or matmul or attention" 2>&1 |
         tail -3 | tee -a "$OUT/test_kernels.log"
@@ -33,11 +34,12 @@ PYTHONUNBUFFERED=1 $PY -m pytest -q -rs -s tests/test_cuda.py 2>&1 | tee "$OUT/t
 # it): the bytes are the rounding / norm kernels' (the norm's sum of squares
 # in another order of double additions, which moves its float result only
 # in a tie), so decode logits (step by step) and generated tokens (the step
-# graph) must be identical with it off. Integer GEMVs (Q4_K, Q4_0, Q8_0 with
+# graph) must be identical with it off (both through the general GEMV kernel:
+# the lean one's row splits add in another order). Integer GEMVs (Q4_K, Q4_0, Q8_0 with
 # QK norm), float ones behind a norm (Q4_1, F16), post-norm layers (Gemma 3).
 $PY -c "import random_gguf; random_gguf.write_model('/tmp/link_qwen3_f16.gguf', 'qwen3', 'F16', seed=4)"
 for link in all 0; do
-    AKUNU_CUDA_Q8_LINK=$link $PY - <<'PY' > "$OUT/q8_link_$link.txt" 2>&1
+    AKUNU_CUDA_GEMV_LEAN=0 AKUNU_CUDA_Q8_LINK=$link $PY - <<'PY' > "$OUT/q8_link_$link.txt" 2>&1
 import hashlib, akunu, numpy as np
 for path in ("tests/models/llama-q4_k_m.gguf", "tests/models/llama-q4_0.gguf", "tests/models/qwen3-q8_0.gguf",
              "tests/models/llama-q4_1.gguf", "/tmp/link_qwen3_f16.gguf", "tests/models/gemma3-q4_k_m.gguf"):

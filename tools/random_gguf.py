@@ -86,8 +86,9 @@ def llama3_rope_factors(head_dim: int, base: float, factor=8.0, low=1.0, high=4.
 
 
 def write_model(path: str, arch: str, dtype: str = "F32", seed: int = 0, shape: Optional[Shape] = None) -> str:
-    """Writes a random model; dtype F32, F16 or BF16 for the matrices (use
-    llama.cpp's quantizer for the quantized types). Returns the file's sha256."""
+    """Writes a random model; dtype F32, F16, BF16, or Q4_0 / Q8_0 through
+    gguf-py's quantizer (every matrix, token embeddings too; for llama.cpp's
+    mixes such as Q4_K_M use its quantizer). Returns the file's sha256."""
     import gguf
 
     s = shape or default_shape(arch)
@@ -123,9 +124,9 @@ def write_model(path: str, arch: str, dtype: str = "F32", seed: int = 0, shape: 
 
     def mat(name: str, rows: int, cols: int, std: Optional[float] = None):
         a = rng.standard_normal((rows, cols)).astype(np.float32) * (std if std is not None else cols ** -0.5)
-        if dtype == "BF16":
-            q = gguf.quants.quantize(a, gguf.GGMLQuantizationType.BF16)
-            w.add_tensor(name, q, raw_dtype=gguf.GGMLQuantizationType.BF16)
+        if dtype in ("BF16", "Q4_0", "Q8_0"):
+            qtype = gguf.GGMLQuantizationType[dtype]
+            w.add_tensor(name, gguf.quants.quantize(a, qtype), raw_dtype=qtype)
         else:
             w.add_tensor(name, a.astype(np_dtype))
 

@@ -261,6 +261,138 @@ __global__ void __launch_bounds__(kWarps * 32)
     else if (next.r.q) round_rows_for_next(p, y0, next);
 }
 
+// The decode hot path alone: one token, x already rounded to 8 bits (by a
+// kernel of its own or a Q8Link writer), nothing linked after. A GEMV this
+// size is bound by the weight bytes in flight, so what counts is warps
+// resident: kept to 32 registers (8 blocks an SM) where gemv_multi_kernel,
+// carrying the in-block rounding and the Q8Link writers, takes 51 (4 blocks).
+// ncu on the H100, Llama-3.1-8B Q4_0 gate+up: 50.8 us at 51 registers; a
+// standalone 32-register kernel of the same loads 27.6 us
+// (tools/gemv_layout_bench.cu). F: one format for every matrix, or AnyQ8.
+struct AnyQ8 {};
+
+template <class F>
+__device__ __forceinline__ void lean_row_dot(uint32_t dtype, const uint8_t* r, int K, ActQ8 xq, float* acc, int part,
+                                             int parts) {
+    if constexpr (std::is_same_v<F, AnyQ8>)
+        gemv_q8::any_row_dot<1>(dtype, r, K, xq.q, xq.ds, 1, acc, part, parts);
+    else
+        gemv_q8::row_dot<F, 1>(r, K, xq.q, xq.ds, 1, acc, part, parts);
+}
+
+// Blocks an SM each format's lean kernel is built for: the most whose
+// register budget (32 or 48 a thread) its loop fits without spilling.
+template <class F>
+constexpr int lean_blocks_per_sm() {
+    return std::is_same_v<F, gemv_q8::Q4_0> || std::is_same_v<F, gemv_q8::Q8_0> ? 8 : 5;
+}
+
+// Warps an output row takes: `split` warps a matrix row (each a share of its
+// K: a short grid still fills the GPU), times 2 where gate and up rows go
+// to warps of their own (twice the rows in flight that one warp doing both
+// in turn would have). The block's warps leave their sums in shared memory;
+// a thread per output row adds them up in a fixed order.
+template <class F>
+__global__ void __launch_bounds__(kWarps * 32, lean_blocks_per_sm<F>())
+    gemv_multi_lean_kernel(MultiGemvParams p, Geometry g, ActQ8 xq, uint32_t prefetch, int split, const uint8_t* W0,
+                           const uint8_t* W1, const uint8_t* W2, float* y0, float* y1, float* y2) {
+    __shared__ float sums[kWarps];
+    const int K = (int)p.K, warp = threadIdx.x / 32;
+    const bool gated = p.mode == kGemvSiluGate || p.mode == kGemvGeluGate;
+    const int per_row = split * (gated ? 2 : 1), rows_per_block = kWarps / per_row;
+    const int part = warp % split, which = warp % per_row / split;
+    int row = blockIdx.x * rows_per_block + warp / per_row, mat = gated ? which : 0;
+    if (p.mode == kGemvSeparate) {
+        if (row >= (int)p.N[0]) { row -= p.N[0]; mat = 1; }
+        if (mat == 1 && row >= (int)p.N[1]) { row -= p.N[1]; mat = 2; }
+    }
+    const bool active = mat < (int)(p.mode == kGemvSeparate ? p.n_mats : gated ? 2 : 1) &&
+                        row < (int)p.N[p.mode == kGemvSeparate ? mat : 0];
+    const uint8_t* W = mat == 0 ? W0 : mat == 1 ? W1 : W2;
+    if (active && prefetch && part == 0) prefetch_row(W, g.elems[mat], g.bytes[mat], row, K, prefetch);  // (as gemv_multi_kernel)
+    pdl_wait();
+    pdl_launch_dependents();
+    float acc = 0.0f;
+    if (active) lean_row_dot<F>(p.dtype[mat], W + row * ((size_t)(K / g.elems[mat]) * g.bytes[mat]), K, xq, &acc, part, split);
+    acc = warp_sum(acc);
+    if (per_row == 1) {
+        if (active && threadIdx.x % 32 == 0) {
+            if (p.mode == kGemvAccumulate) y0[row] += acc;
+            else (mat == 0 ? y0 : mat == 1 ? y1 : y2)[row] = acc;
+        }
+        return;
+    }
+    if (threadIdx.x % 32 == 0) sums[warp] = acc;
+    __syncthreads();
+    if (threadIdx.x >= rows_per_block) return;
+    // thread t: output row t of the block, its warps t * per_row ...
+    const int w0 = threadIdx.x * per_row;
+    row = blockIdx.x * rows_per_block + threadIdx.x;
+    mat = 0;
+    if (p.mode == kGemvSeparate) {
+        if (row >= (int)p.N[0]) { row -= p.N[0]; mat = 1; }
+        if (mat == 1 && row >= (int)p.N[1]) { row -= p.N[1]; mat = 2; }
+    }
+    if (mat >= (int)(p.mode == kGemvSeparate ? p.n_mats : 1) || row >= (int)p.N[mat]) return;
+    float v = 0.0f;
+    for (int i = 0; i < split; i++) v += sums[w0 + i];
+    if (gated) {
+        float u = 0.0f;
+        for (int i = 0; i < split; i++) u += sums[w0 + split + i];
+        y0[row] = (p.mode == kGemvGeluGate ? gelu(v) : silu(v)) * u;
+    } else if (p.mode == kGemvAccumulate) {
+        y0[row] += v;
+    } else {
+        (mat == 0 ? y0 : mat == 1 ? y1 : y2)[row] = v;
+    }
+}
+
+using LeanKernel = void (*)(MultiGemvParams, Geometry, ActQ8, uint32_t, int, const uint8_t*, const uint8_t*,
+                            const uint8_t*, float*, float*, float*);
+
+uint32_t total_rows(const MultiGemvParams& p);
+
+// Warps a matrix row (see gemv_multi_lean_kernel): the fewest, 1 to 8, that
+// give the grid 4 blocks an SM. AKUNU_CUDA_GEMV_SPLIT=N fixes it (A/B runs).
+int lean_split(const MultiGemvParams& p) {
+    static const int fixed = [] {
+        const char* e = std::getenv("AKUNU_CUDA_GEMV_SPLIT");
+        return e ? std::atoi(e) : 0;
+    }();
+    const int pair = p.mode == kGemvSiluGate || p.mode == kGemvGeluGate ? 2 : 1;
+    if (fixed == 1 || fixed == 2 || fixed == 4 || (fixed == 8 && pair == 1)) return fixed;
+    const size_t rows = total_rows(p), want = (size_t)4 * sm_count() * kWarps;
+    int split = 1;
+    while (split * pair < kWarps && rows * pair * split < want) split *= 2;
+    return split;
+}
+
+// The lean kernel for these matrices: compiled for their one format, or the
+// switch where they mix (Q4_K_M files: Q4_K beside Q6_K).
+LeanKernel lean_kernel(const MultiGemvParams& p, uint32_t used) {
+    bool uniform = true;
+    for (uint32_t i = 1; i < used; i++) uniform = uniform && p.dtype[i] == p.dtype[0];
+    if (uniform) {
+        switch (p.dtype[0]) {
+            case GGML_Q4_0: return gemv_multi_lean_kernel<gemv_q8::Q4_0>;
+            case GGML_Q8_0: return gemv_multi_lean_kernel<gemv_q8::Q8_0>;
+            case GGML_Q4_K: return gemv_multi_lean_kernel<gemv_q8::Q4_K>;
+            case GGML_Q6_K: return gemv_multi_lean_kernel<gemv_q8::Q6_K>;
+            default: break;
+        }
+    }
+    return gemv_multi_lean_kernel<AnyQ8>;
+}
+
+// AKUNU_CUDA_GEMV_LEAN=0 keeps gemv_multi_kernel on the hot path (A/B runs).
+bool lean_enabled() {
+    static const bool on = [] {
+        const char* e = std::getenv("AKUNU_CUDA_GEMV_LEAN");
+        return !(e && std::string(e) == "0");
+    }();
+    return on;
+}
+
 using Kernel = void (*)(MultiGemvParams, Geometry, const float*, const float*, ActQ8, uint32_t, const uint8_t*,
                        const uint8_t*, const uint8_t*, float*, float*, float*, Q8Out);
 
@@ -446,9 +578,17 @@ void launch_gemv_multi(const CudaArgs& a) {
                             : kp.norm && !q8 ? (size_t)p.n_tokens * p.K * sizeof(float) : 0;
     const size_t shared = std::max(reserve, x_shared);
     if (shared > kMaxShared) throw Error("gemv_multi: K " + std::to_string(p.K) + " too large to normalize in shared memory");
+    const uint32_t prefetch = norm_at() == NormAt::BlockPrefetch ? UINT32_MAX : gemv_prefetch_bytes();
+    if (q8 && xq.q && p.n_tokens == 1 && !a.q8_out.q && !a.f32_out && lean_enabled()) {
+        const int split = lean_split(p);
+        const int rows_per_block = kWarps / (split * (p.mode == kGemvSiluGate || p.mode == kGemvGeluGate ? 2 : 1));
+        const unsigned lean_blocks = (total_rows(p) + rows_per_block - 1) / rows_per_block;
+        launch_pdl(lean_kernel(p, used), lean_blocks, kWarps * 32, 0, a.stream, kp, g, xq, prefetch, split,
+                   a.b<uint8_t>(2), a.b<uint8_t>(3), a.b<uint8_t>(4), a.b<float>(5), a.b<float>(6), a.b<float>(7));
+        return;
+    }
     auto* k = q8 ? kernel_for<true, AnyFormat>(p.n_tokens) : float_kernel(p, used);
     if (shared > 0) allow_shared(reinterpret_cast<const void*>(k));
-    const uint32_t prefetch = norm_at() == NormAt::BlockPrefetch ? UINT32_MAX : gemv_prefetch_bytes();
     Q8Out next;  // gemv_multi_q8_output said yes
     if (a.q8_out.q || a.f32_out)
         next = Q8Out{a.q8_out, a.q8_out_norm, a.q8_counters, a.q8_counter_count, a.q8_partials, a.f32_out};

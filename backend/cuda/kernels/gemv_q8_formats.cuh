@@ -138,14 +138,17 @@ inline bool has_q8_layout(uint32_t dtype) {
 
 // One row's dot products with the m tokens' 8-bit activations, the warp's
 // lanes splitting the row (acc is per lane: the caller reduces over the warp).
+// With parts > 1 the row is split among that many warps, interleaved by warp
+// steps (each warp's step still reads one contiguous span): this warp does
+// part `part`, and the caller adds the parts.
 template <class F, int M>
 __device__ __forceinline__ void row_dot(const uint8_t* row, int K, const int8_t* xq, const float2* ds, int m,
-                                        float* acc) {
+                                        float* acc, int part = 0, int parts = 1) {
     constexpr int kBlocksPerStep = 32 / F::kLanes;
     const int lane = threadIdx.x % 32;
     const int nb = K / F::kElems, sub = lane % F::kLanes;
 #pragma unroll 4
-    for (int b = lane / F::kLanes; b < nb; b += kBlocksPerStep)
+    for (int b = lane / F::kLanes + part * kBlocksPerStep; b < nb; b += parts * kBlocksPerStep)
         F::template dot<M>(row + (size_t)b * F::kBytes, sub, xq + (size_t)b * F::kElems,
                            ds + (size_t)b * (F::kElems / 32), K, m, acc);
 }
@@ -153,12 +156,12 @@ __device__ __forceinline__ void row_dot(const uint8_t* row, int K, const int8_t*
 // row_dot for a format chosen at run time (has_q8_layout(dtype) holds).
 template <int M>
 __device__ __forceinline__ void any_row_dot(uint32_t dtype, const uint8_t* row, int K, const int8_t* xq,
-                                            const float2* ds, int m, float* acc) {
+                                            const float2* ds, int m, float* acc, int part = 0, int parts = 1) {
     switch (dtype) {
-        case GGML_Q4_0: row_dot<Q4_0, M>(row, K, xq, ds, m, acc); break;
-        case GGML_Q8_0: row_dot<Q8_0, M>(row, K, xq, ds, m, acc); break;
-        case GGML_Q4_K: row_dot<Q4_K, M>(row, K, xq, ds, m, acc); break;
-        default: row_dot<Q6_K, M>(row, K, xq, ds, m, acc); break;
+        case GGML_Q4_0: row_dot<Q4_0, M>(row, K, xq, ds, m, acc, part, parts); break;
+        case GGML_Q8_0: row_dot<Q8_0, M>(row, K, xq, ds, m, acc, part, parts); break;
+        case GGML_Q4_K: row_dot<Q4_K, M>(row, K, xq, ds, m, acc, part, parts); break;
+        default: row_dot<Q6_K, M>(row, K, xq, ds, m, acc, part, parts); break;
     }
 }
 

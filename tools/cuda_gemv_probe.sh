@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# GPU machine, a few minutes: where the decode GEMVs lose bandwidth. Builds
+# akunu, writes 2-layer models at the Llama-3.1-8B and Qwen3-0.6B shapes in
+# Q4_0 / Q8_0 (gguf-py's quantizer: no llama.cpp needed), prints each decode
+# command's time (akunu-profile) and ncu's detail sections (memory, warp
+# stalls, occupancy) for one layer's gemv_multi launches; then
+# tools/gemv_layout_bench.cu (the GEMV's bandwidth by weight layout).
+#   PROBE_AB="AKUNU_X=1 ..." PROBE_NCU=1 PROBE_LAYOUT=1 tools/cuda_gemv_probe.sh OUT
+# (PROBE_AB: settings profiled and benchmarked after the defaults)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${1:-/tmp/gemv_probe}
+mkdir -p "$OUT"
+M=/tmp/probe-models
+mkdir -p $M
+python3 - <<'PY' > "$OUT/models.log" 2>&1 &
+import sys; sys.path.insert(0, "tools")
+import random_gguf as r
+from bench_cuda import SHAPES
+for name, layers in (("llama-3.1-8b", 2), ("qwen3-0.6b", 4)):
+    arch, shape = SHAPES[name]
+    shape = dict(shape, n_layers=layers, vocab=32768, ctx=4096)
+    for q in ("Q4_0", "Q8_0"):
+        r.write_model(f"/tmp/probe-models/{name}-{q}.gguf", arch, q, seed=1, shape=r.Shape(**shape))
+        print("wrote", name, q, flush=True)
+PY
+nvcc -O3 -arch=sm_90 -std=c++17 -o /tmp/gemv_layout tools/gemv_layout_bench.cu &
+bash tools/cuda_stage.sh "$OUT/akunu_build.log" || exit 1
+wait
+export PYTHONPATH="$PWD/build-cuda/stage:$PWD/tools:${PYTHONPATH:-}"
+for setting in - AKUNU_CUDA_GEMV_SPLIT=8 AKUNU_CUDA_GEMV_LEAN=0; do
+    [ "$setting" = - ] && env_set=AKUNU_AB_DEFAULTS=1 || env_set=$setting
+    echo "== tests $setting: $(env $env_set python3 -m pytest -q tests/test_device_kernels.py -k "gemv or matmul" 2>&1 | tail -1)"
+done | tee "$OUT/tests.txt"
+for f in $M/*.gguf; do
+    for setting in - ${PROBE_AB:-}; do
+        [ "$setting" = - ] && env_set=AKUNU_AB_DEFAULTS=1 || env_set=$setting
+        echo "== $(basename $f) $setting"
+        env $env_set python3 -m akunu.cli.profile "$f" --device cuda -r 5 2>&1 | tail -n +3
+        env $env_set python3 -m akunu.cli.bench "$f" --device cuda -p 0 -n 128 -r 3 2>&1 | grep tg128
+    done
+done | tee "$OUT/profile.txt"
+if [ -n "${PROBE_NCU:-}" ]; then
+    for f in llama-3.1-8b-Q4_0 qwen3-0.6b-Q4_0; do
+        AKUNU_NCU_CHILD=1 timeout 240 ncu --cache-control none --clock-control none --profile-from-start off \
+            -k regex:gemv_multi -c 4 --section SpeedOfLight --section MemoryWorkloadAnalysis \
+            --section WarpStateStats --section Occupancy --section LaunchStats --section SchedulerStats \
+            python3 tools/ncu_decode.py $M/$f.gguf 128 > "$OUT/ncu_$f.txt" 2>&1
+        grep -E "gemv_multi|Duration|Memory Throughput  .*byte|Registers Per|Achieved Occupancy|Grid Size" \
+            "$OUT/ncu_$f.txt" | head -60
+    done
+fi
+[ -n "${PROBE_LAYOUT:-}" ] && /tmp/gemv_layout | tee "$OUT/layout.txt"
+exit 0
