@@ -332,7 +332,9 @@ MULTI_CASES = {
     "down-residual-q8_0": (kp.MULTI_ACCUMULATE, [T.Q8_0], [1024], 3072, 1, 0),
     "gate-up-silu-q6_k-q4_k-3tok": (kp.MULTI_SILU, [T.Q6_K, T.Q4_K], [512, 512], 2048, 3, 1),
     "o-residual-f32": (kp.MULTI_ACCUMULATE, [T.F32], [512], 1024, 2, 0),
-    # rows that do not fill a block, for the one-token kernel's row splits (up to 4 warps a row)
+    # 9.4 MB of weights: the one-token lean kernel by default (AKUNU_CUDA_GEMV_LEAN)
+    "gate-up-silu-q4_0-large": (kp.MULTI_SILU, [T.Q4_0, T.Q4_0], [4096, 4096], 2048, 1, 1),
+    # rows that do not fill a block, for the lean kernel's row splits (AKUNU_CUDA_GEMV_SPLIT)
     "qkv-q4_0-ragged": (kp.MULTI_SEPARATE, [T.Q4_0] * 3, [1000, 250, 130], 1024, 1, 1),
     "gate-up-silu-q8_0-ragged": (kp.MULTI_SILU, [T.Q8_0, T.Q8_0], [200, 200], 512, 1, 1),
     "down-residual-q4_0-ragged": (kp.MULTI_ACCUMULATE, [T.Q4_0], [1000], 3072, 1, 0),

@@ -19,10 +19,10 @@ status=${PIPESTATUS[0]}
 # The paths the defaults leave out: x rounded to 8 bits in every GEMV block,
 # plain (not programmatic) launches, every prefill GEMM through cuBLAS (an
 # error if it does not load) and none (gemm_tc alone), the warp-per-key
-# decode attention, one-token GEMVs through the general kernel and through
-# the lean one with 8 warps a row.
+# decode attention, every one-token GEMV through the lean kernel (by default
+# only those of 8 MiB and up), also with its rows split over 8 warps.
 for setting in AKUNU_CUDA_GEMV_ROUND_KB=65536 AKUNU_CUDA_PDL=0 AKUNU_CUDA_GEMM=blas AKUNU_CUDA_GEMM=tc \
-        AKUNU_CUDA_ATTN_DECODE=warp_per_key AKUNU_CUDA_GEMV_LEAN=0 AKUNU_CUDA_GEMV_SPLIT=8; do
+        AKUNU_CUDA_ATTN_DECODE=warp_per_key AKUNU_CUDA_GEMV_LEAN=1 "AKUNU_CUDA_GEMV_LEAN=1 AKUNU_CUDA_GEMV_SPLIT=8"; do
     echo "== $setting" | tee -a "$OUT/test_kernels.log"
     env $setting $PY -m pytest -q tests/test_device_kernels.py -k "gemv_multi or matmul or attention" 2>&1 |
         tail -3 | tee -a "$OUT/test_kernels.log"

@@ -28,7 +28,7 @@ nvcc -O3 -arch=sm_90 -std=c++17 -o /tmp/gemv_layout tools/gemv_layout_bench.cu &
 bash tools/cuda_stage.sh "$OUT/akunu_build.log" || exit 1
 wait
 export PYTHONPATH="$PWD/build-cuda/stage:$PWD/tools:${PYTHONPATH:-}"
-for setting in - AKUNU_CUDA_GEMV_SPLIT=8 AKUNU_CUDA_GEMV_LEAN=0; do
+for setting in - AKUNU_CUDA_GEMV_LEAN=1 "AKUNU_CUDA_GEMV_LEAN=1 AKUNU_CUDA_GEMV_SPLIT=8"; do
     [ "$setting" = - ] && env_set=AKUNU_AB_DEFAULTS=1 || env_set=$setting
     echo "== tests $setting: $(env $env_set python3 -m pytest -q tests/test_device_kernels.py -k "gemv or matmul" 2>&1 | tail -1)"
 done | tee "$OUT/tests.txt"

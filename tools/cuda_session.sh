@@ -73,16 +73,12 @@ PY
         BENCH_ENV="$BENCH_ENV AKUNU_CUDA_ATTN_DECODE=warp_per_key"
     [ -n "$BENCH_ENV" ] && step "benchmarks run with$BENCH_ENV" && export $BENCH_ENV
     for i in $(seq 1 120); do [ -f $S/models_done ] && break; sleep 5; done
-    step "decode A/B F16"
-    for s in qwen3-0.6b llama-3.1-8b; do
-        ab $MODELS/$s-F16.gguf tg - AKUNU_CUDA_Q8_LINK=all AKUNU_CUDA_ATTN_DECODE=warp_per_key
-    done > $S/decode_ab.txt 2>&1
     for i in $(seq 1 240); do [ -f $S/quant_done ] && break; sleep 5; done
     step "decode A/B Q4_0"
     for s in qwen3-0.6b llama-3.1-8b; do
-        ab $MODELS/$s-Q4_0.gguf tg - AKUNU_CUDA_Q8_LINK=all AKUNU_CUDA_Q8_LINK=attention \
-            AKUNU_CUDA_Q8_LINK=gate AKUNU_CUDA_Q8_LINK=residual AKUNU_CUDA_ATTN_DECODE=warp_per_key
-    done >> $S/decode_ab.txt 2>&1
+        ab $MODELS/$s-Q4_0.gguf tg - AKUNU_CUDA_GEMV_LEAN=0 AKUNU_CUDA_GEMV_LEAN=1 AKUNU_CUDA_Q8_LINK=attention
+    done > $S/decode_ab.txt 2>&1
+    ab $MODELS/llama-3.2-1b-Q4_0.gguf tg - AKUNU_CUDA_GEMV_LEAN=0 AKUNU_CUDA_GEMV_LEAN=1 >> $S/decode_ab.txt 2>&1
     step "side-by-side benchmark"
     SHAPES=$ALL python3 tools/bench_cuda.py bench $MODELS $LLB > $S/bench.md 2> $S/bench.err
     step "bandwidth"

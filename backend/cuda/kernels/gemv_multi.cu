@@ -352,19 +352,18 @@ using LeanKernel = void (*)(MultiGemvParams, Geometry, ActQ8, uint32_t, int, con
 
 uint32_t total_rows(const MultiGemvParams& p);
 
-// Warps a matrix row (see gemv_multi_lean_kernel): the fewest, 1 to 8, that
-// give the grid 4 blocks an SM. AKUNU_CUDA_GEMV_SPLIT=N fixes it (A/B runs).
+// Warps a matrix row (see gemv_multi_lean_kernel): 1 unless
+// AKUNU_CUDA_GEMV_SPLIT=2|4|8 asks for more. On the H100 splitting gave the
+// 8B shapes nothing measurable and slowed Qwen3-0.6B's (short grids of short
+// rows: tg128 of a 4-layer Q4_0 file 5063 tok/s split to 4 blocks an SM vs
+// 6139 unsplit), so it stays for A/B runs.
 int lean_split(const MultiGemvParams& p) {
     static const int fixed = [] {
         const char* e = std::getenv("AKUNU_CUDA_GEMV_SPLIT");
-        return e ? std::atoi(e) : 0;
+        return e ? std::atoi(e) : 1;
     }();
     const int pair = p.mode == kGemvSiluGate || p.mode == kGemvGeluGate ? 2 : 1;
-    if (fixed == 1 || fixed == 2 || fixed == 4 || (fixed == 8 && pair == 1)) return fixed;
-    const size_t rows = total_rows(p), want = (size_t)4 * sm_count() * kWarps;
-    int split = 1;
-    while (split * pair < kWarps && rows * pair * split < want) split *= 2;
-    return split;
+    return fixed == 2 || fixed == 4 || (fixed == 8 && pair == 1) ? fixed : 1;
 }
 
 // The lean kernel for these matrices: compiled for their one format, or the
@@ -384,13 +383,24 @@ LeanKernel lean_kernel(const MultiGemvParams& p, uint32_t used) {
     return gemv_multi_lean_kernel<AnyQ8>;
 }
 
-// AKUNU_CUDA_GEMV_LEAN=0 keeps gemv_multi_kernel on the hot path (A/B runs).
-bool lean_enabled() {
-    static const bool on = [] {
+// Whether a one-token launch takes the lean kernel: where its weights are
+// many (8 MiB and up), so that warps resident set the pace; a small launch
+// (a few blocks an SM) runs faster on gemv_multi_kernel, whose larger
+// register budget keeps more of each warp's loads in flight (H100, tg128 of
+// 4-layer Qwen3-0.6B files: Q4_0 6578 vs 6139 tok/s, Q8_0 5992 vs 5711; of
+// 2-layer Llama-3.1-8B files the lean kernel: Q4_0 4324 vs 3675, Q8_0 3236
+// vs 2620). AKUNU_CUDA_GEMV_LEAN=0 / 1: never / always (A/B runs).
+bool lean_fits(const MultiGemvParams& p, const Geometry& g) {
+    static const int forced = [] {
         const char* e = std::getenv("AKUNU_CUDA_GEMV_LEAN");
-        return !(e && std::string(e) == "0");
+        return e ? std::atoi(e) : -1;
     }();
-    return on;
+    if (forced >= 0) return forced != 0;
+    size_t bytes = 0;
+    const uint32_t used = p.mode == kGemvSeparate ? p.n_mats : p.mode == kGemvAccumulate ? 1 : 2;
+    for (uint32_t i = 0; i < used; i++)
+        bytes += (size_t)(p.mode == kGemvSeparate ? p.N[i] : p.N[0]) * (p.K / g.elems[i]) * g.bytes[i];
+    return bytes >= (8u << 20);
 }
 
 using Kernel = void (*)(MultiGemvParams, Geometry, const float*, const float*, ActQ8, uint32_t, const uint8_t*,
@@ -579,7 +589,7 @@ void launch_gemv_multi(const CudaArgs& a) {
     const size_t shared = std::max(reserve, x_shared);
     if (shared > kMaxShared) throw Error("gemv_multi: K " + std::to_string(p.K) + " too large to normalize in shared memory");
     const uint32_t prefetch = norm_at() == NormAt::BlockPrefetch ? UINT32_MAX : gemv_prefetch_bytes();
-    if (q8 && xq.q && p.n_tokens == 1 && !a.q8_out.q && !a.f32_out && lean_enabled()) {
+    if (q8 && xq.q && p.n_tokens == 1 && !a.q8_out.q && !a.f32_out && lean_fits(p, g)) {
         const int split = lean_split(p);
         const int rows_per_block = kWarps / (split * (p.mode == kGemvSiluGate || p.mode == kGemvGeluGate ? 2 : 1));
         const unsigned lean_blocks = (total_rows(p) + rows_per_block - 1) / rows_per_block;
