@@ -338,7 +338,7 @@ MULTI_CASES = {
     "qkv-q4_0-ragged": (kp.MULTI_SEPARATE, [T.Q4_0] * 3, [1000, 250, 130], 1024, 1, 1),
     "gate-up-silu-q8_0-ragged": (kp.MULTI_SILU, [T.Q8_0, T.Q8_0], [200, 200], 512, 1, 1),
     "down-residual-q4_0-ragged": (kp.MULTI_ACCUMULATE, [T.Q4_0], [1000], 3072, 1, 0),
-    "gate-up-gelu-q4_k-ragged": (kp.MULTI_GELU, [T.Q4_K, T.Q4_K], [333, 333], 1024, 1, 1),
+    "gate-up-silu-q4_k-ragged": (kp.MULTI_SILU, [T.Q4_K, T.Q4_K], [333, 333], 2048, 1, 1),
 }
 
 

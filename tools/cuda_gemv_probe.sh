@@ -5,7 +5,8 @@
 # command's time (akunu-profile) and ncu's detail sections (memory, warp
 # stalls, occupancy) for one layer's gemv_multi launches; then
 # tools/gemv_layout_bench.cu (the GEMV's bandwidth by weight layout).
-#   PROBE_AB="AKUNU_X=1 ..." PROBE_NCU=1 PROBE_LAYOUT=1 tools/cuda_gemv_probe.sh OUT
+#   PROBE_AB="AKUNU_X=1 ..." PROBE_NCU=1 PROBE_LAYOUT=1 PROBE_FULL=1 tools/cuda_gemv_probe.sh OUT
+# (PROBE_FULL: every layer of Qwen3-0.6B and Llama-3.2-1B, 8 of Llama-3.1-8B, and tg128 alone)
 # (PROBE_AB: settings profiled and benchmarked after the defaults)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +18,11 @@ python3 - <<'PY' > "$OUT/models.log" 2>&1 &
 import sys; sys.path.insert(0, "tools")
 import random_gguf as r
 from bench_cuda import SHAPES
-for name, layers in (("llama-3.1-8b", 2), ("qwen3-0.6b", 4)):
+import os
+full = os.environ.get("PROBE_FULL")  # every layer of the small shapes, 8 of the 8B's
+plan = ((("llama-3.1-8b", 8), ("llama-3.2-1b", 16), ("qwen3-0.6b", 28)) if full
+        else (("llama-3.1-8b", 2), ("qwen3-0.6b", 4)))
+for name, layers in plan:
     arch, shape = SHAPES[name]
     shape = dict(shape, n_layers=layers, vocab=32768, ctx=4096)
     for q in ("Q4_0", "Q8_0"):
@@ -36,7 +41,7 @@ for f in $M/*.gguf; do
     for setting in - ${PROBE_AB:-}; do
         [ "$setting" = - ] && env_set=AKUNU_AB_DEFAULTS=1 || env_set=$setting
         echo "== $(basename $f) $setting"
-        env $env_set python3 -m akunu.cli.profile "$f" --device cuda -r 5 2>&1 | tail -n +3
+        [ -z "${PROBE_FULL:-}" ] && env $env_set python3 -m akunu.cli.profile "$f" --device cuda -r 5 2>&1 | tail -n +3
         env $env_set python3 -m akunu.cli.bench "$f" --device cuda -p 0 -n 128 -r 3 2>&1 | grep tg128
     done
 done | tee "$OUT/profile.txt"

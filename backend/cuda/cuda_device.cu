@@ -195,11 +195,16 @@ CudaArgs CudaDevice::command_args(const DispatchCmd& cmd, const ReplayState& st,
     return a;
 }
 
-// The Q8Link writer kinds AKUNU_CUDA_Q8_LINK turns on (see Q8Link; default none).
+// The Q8Link writer kinds AKUNU_CUDA_Q8_LINK turns on (see Q8Link): by
+// default the attention's (its output rounded for the O projection as it is
+// written: one kernel a layer fewer; H100 tg128 Q4_0 Llama-3.1-8B 351.0 vs
+// 342.3 tok/s, Qwen3-0.6B 1155.7 vs 1125.7). The gate and residual writers
+// run on gemv_multi_kernel, not the lean one, and were slower (BENCHMARKS.md).
+// "0" none, "all", or a list of attention / gate / residual.
 static uint32_t q8_link_kinds() {
     static const uint32_t kinds = [] {
         const char* e = std::getenv("AKUNU_CUDA_Q8_LINK");
-        const std::string v = e ? e : "";
+        const std::string v = e ? e : "attention";
         if (v == "all") return (uint32_t)(kQ8LinkAttention | kQ8LinkGate | kQ8LinkResidual);
         uint32_t k = 0;
         if (v.find("attention") != std::string::npos) k |= kQ8LinkAttention;

@@ -395,12 +395,16 @@ bool lean_fits(const MultiGemvParams& p, const Geometry& g) {
         const char* e = std::getenv("AKUNU_CUDA_GEMV_LEAN");
         return e ? std::atoi(e) : -1;
     }();
+    static const size_t threshold = [] {
+        const char* e = std::getenv("AKUNU_CUDA_GEMV_LEAN_MB");
+        return (e ? (size_t)std::strtoull(e, nullptr, 10) : 8) << 20;
+    }();
     if (forced >= 0) return forced != 0;
     size_t bytes = 0;
     const uint32_t used = p.mode == kGemvSeparate ? p.n_mats : p.mode == kGemvAccumulate ? 1 : 2;
     for (uint32_t i = 0; i < used; i++)
         bytes += (size_t)(p.mode == kGemvSeparate ? p.N[i] : p.N[0]) * (p.K / g.elems[i]) * g.bytes[i];
-    return bytes >= (8u << 20);
+    return bytes >= threshold;
 }
 
 using Kernel = void (*)(MultiGemvParams, Geometry, const float*, const float*, ActQ8, uint32_t, const uint8_t*,
