@@ -384,12 +384,14 @@ LeanKernel lean_kernel(const MultiGemvParams& p, uint32_t used) {
 }
 
 // Whether a one-token launch takes the lean kernel: where its weights are
-// many (8 MiB and up), so that warps resident set the pace; a small launch
-// (a few blocks an SM) runs faster on gemv_multi_kernel, whose larger
-// register budget keeps more of each warp's loads in flight (H100, tg128 of
-// 4-layer Qwen3-0.6B files: Q4_0 6578 vs 6139 tok/s, Q8_0 5992 vs 5711; of
-// 2-layer Llama-3.1-8B files the lean kernel: Q4_0 4324 vs 3675, Q8_0 3236
-// vs 2620). AKUNU_CUDA_GEMV_LEAN=0 / 1: never / always (A/B runs).
+// many (8 MiB and up) and its grid long (3 blocks an SM and up), so that
+// warps resident set the pace. A short grid of long rows (Llama-3.2-1B's
+// down projection: 256 blocks of K = 8192) or a small launch runs faster on
+// gemv_multi_kernel, whose larger register budget keeps more of each warp's
+// loads in flight. H100 tg128 (BENCHMARKS.md, files of the real shapes with a
+// 32768 vocabulary): 8B Q4_0 lean everywhere 1375 tok/s vs nowhere 1166;
+// 1B Q8_0 gate/up alone lean 1132, everywhere from 8 MiB 1101, nowhere 1041.
+// AKUNU_CUDA_GEMV_LEAN=0 / 1: never / always; AKUNU_CUDA_GEMV_LEAN_MB: the size.
 bool lean_fits(const MultiGemvParams& p, const Geometry& g) {
     static const int forced = [] {
         const char* e = std::getenv("AKUNU_CUDA_GEMV_LEAN");
@@ -400,6 +402,8 @@ bool lean_fits(const MultiGemvParams& p, const Geometry& g) {
         return (e ? (size_t)std::strtoull(e, nullptr, 10) : 8) << 20;
     }();
     if (forced >= 0) return forced != 0;
+    const uint32_t pair = p.mode == kGemvSiluGate || p.mode == kGemvGeluGate ? 2 : 1;
+    if ((size_t)total_rows(p) * pair < (size_t)3 * sm_count() * kWarps) return false;
     size_t bytes = 0;
     const uint32_t used = p.mode == kGemvSeparate ? p.n_mats : p.mode == kGemvAccumulate ? 1 : 2;
     for (uint32_t i = 0; i < used; i++)
