@@ -33,10 +33,11 @@ struct ActQ8Norm {
 // decode GEMV's input, maybe behind an RMSNorm): when both launchers describe
 // the same vector, the writer rounds it as it writes and the reader skips its
 // rounding kernel (CudaDevice::launch_commands links them; CudaArgs::q8_out /
-// q8_in). Off by default: on the H100 the writers' extra work (a fence and an
-// atomic a block, the last block's serial tail) cost more than the launches
-// they save (BENCHMARKS.md); AKUNU_CUDA_Q8_LINK=attention,gate,residual or
-// =all turns writers of those kinds on, for A/B runs.
+// q8_in). The attention writer is on by default (it rounds per head as it
+// writes: no cross-block step); the gate and residual writers' extra work (a
+// fence and an atomic a block, the last block's serial tail, and the general
+// GEMV kernel instead of the lean one) cost more than the launches they save
+// on the H100 (BENCHMARKS.md). AKUNU_CUDA_Q8_LINK=0|attention,gate,residual|all.
 enum Q8LinkKind : uint32_t {
     kQ8LinkAttention = 1,  // decode attention -> output projection
     kQ8LinkGate = 2,       // gate + up + activation -> down projection
