@@ -148,7 +148,12 @@ def test_chat_ctrl_c_stops_the_answer_not_the_chat(gemma_path):
     try:
         child.expect("> ")
         child.sendline("Count from 1 to 1000.")
-        time.sleep(2.0)  # answer is streaming (3000 tokens take far longer than this)
+        # Ctrl-C once the answer streams (3000 tokens take far longer than this):
+        # the echoed line, then the answer's first characters. A fixed sleep
+        # sent it before the answer began on a loaded 2-core machine.
+        child.expect(r"Count from 1 to 1000\.\r?\n")
+        child.expect(r"\S")
+        time.sleep(0.5)
         child.sendcontrol("c")
         child.expect(r"\[stopped\]")
         child.expect(r"\[(\d+) tokens")
