@@ -16,14 +16,7 @@
 #include <cstdlib>
 #include <vector>
 
-#define CHECK(x)                                                                          \
-    do {                                                                                  \
-        cudaError_t e_ = (x);                                                             \
-        if (e_ != cudaSuccess) {                                                          \
-            std::printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-            std::exit(1);                                                                 \
-        }                                                                                 \
-    } while (0)
+#include "cuda_tool_check.h"
 
 constexpr uint32_t kNib = 0x0F0F0F0Fu;
 __device__ __forceinline__ uint32_t ld16(const uint8_t* p) { return *reinterpret_cast<const uint16_t*>(p); }

@@ -12,15 +12,7 @@
 #include <cstdlib>
 
 #include "../backend/cuda/kernels/cuda_kernel.h"  // launch_maybe_pdl, pdl_wait
-
-#define CHECK(x)                                                                          \
-    do {                                                                                  \
-        cudaError_t e_ = (x);                                                             \
-        if (e_ != cudaSuccess) {                                                          \
-            std::printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-            std::exit(1);                                                                 \
-        }                                                                                 \
-    } while (0)
+#include "cuda_tool_check.h"
 
 constexpr int kSteps = 280;   // 28 layers x 10 kernels
 constexpr int kThreads = 256;

@@ -301,6 +301,8 @@ __global__ void __launch_bounds__(kWarps * 32, lean_blocks_per_sm<F>())
     const bool gated = p.mode == kGemvSiluGate || p.mode == kGemvGeluGate;
     const int per_row = split * (gated ? 2 : 1), rows_per_block = kWarps / per_row;
     const int part = warp % split, which = warp % per_row / split;
+    // (the Separate-mode row mapping written out as in gemv_multi_kernel: a
+    // shared helper cost the 32-register Q8_0 build 40 bytes of spills)
     int row = blockIdx.x * rows_per_block + warp / per_row, mat = gated ? which : 0;
     if (p.mode == kGemvSeparate) {
         if (row >= (int)p.N[0]) { row -= p.N[0]; mat = 1; }
@@ -351,6 +353,10 @@ using LeanKernel = void (*)(MultiGemvParams, Geometry, ActQ8, uint32_t, int, con
                             const uint8_t*, float*, float*, float*);
 
 uint32_t total_rows(const MultiGemvParams& p);
+uint32_t matrices_used(const MultiGemvParams& p);
+
+// Gate + up + activation modes: two matrices an output row.
+bool is_gated(const MultiGemvParams& p) { return p.mode == kGemvSiluGate || p.mode == kGemvGeluGate; }
 
 // Warps a matrix row (see gemv_multi_lean_kernel): 1 unless
 // AKUNU_CUDA_GEMV_SPLIT=2|4|8 asks for more. On the H100 splitting gave the
@@ -362,7 +368,7 @@ int lean_split(const MultiGemvParams& p) {
         const char* e = std::getenv("AKUNU_CUDA_GEMV_SPLIT");
         return e ? std::atoi(e) : 1;
     }();
-    const int pair = p.mode == kGemvSiluGate || p.mode == kGemvGeluGate ? 2 : 1;
+    const int pair = is_gated(p) ? 2 : 1;
     return fixed == 2 || fixed == 4 || (fixed == 8 && pair == 1) ? fixed : 1;
 }
 
@@ -402,11 +408,9 @@ bool lean_fits(const MultiGemvParams& p, const Geometry& g) {
         return (e ? (size_t)std::strtoull(e, nullptr, 10) : 8) << 20;
     }();
     if (forced >= 0) return forced != 0;
-    const uint32_t pair = p.mode == kGemvSiluGate || p.mode == kGemvGeluGate ? 2 : 1;
-    if ((size_t)total_rows(p) * pair < (size_t)3 * sm_count() * kWarps) return false;
+    if ((size_t)total_rows(p) * (is_gated(p) ? 2 : 1) < (size_t)3 * sm_count() * kWarps) return false;
     size_t bytes = 0;
-    const uint32_t used = p.mode == kGemvSeparate ? p.n_mats : p.mode == kGemvAccumulate ? 1 : 2;
-    for (uint32_t i = 0; i < used; i++)
+    for (uint32_t i = 0; i < matrices_used(p); i++)
         bytes += (size_t)(p.mode == kGemvSeparate ? p.N[i] : p.N[0]) * (p.K / g.elems[i]) * g.bytes[i];
     return bytes >= threshold;
 }
@@ -599,7 +603,7 @@ void launch_gemv_multi(const CudaArgs& a) {
     const uint32_t prefetch = norm_at() == NormAt::BlockPrefetch ? UINT32_MAX : gemv_prefetch_bytes();
     if (q8 && xq.q && p.n_tokens == 1 && !a.q8_out.q && !a.f32_out && lean_fits(p, g)) {
         const int split = lean_split(p);
-        const int rows_per_block = kWarps / (split * (p.mode == kGemvSiluGate || p.mode == kGemvGeluGate ? 2 : 1));
+        const int rows_per_block = kWarps / (split * (is_gated(p) ? 2 : 1));
         const unsigned lean_blocks = (total_rows(p) + rows_per_block - 1) / rows_per_block;
         launch_pdl(lean_kernel(p, used), lean_blocks, kWarps * 32, 0, a.stream, kp, g, xq, prefetch, split,
                    a.b<uint8_t>(2), a.b<uint8_t>(3), a.b<uint8_t>(4), a.b<float>(5), a.b<float>(6), a.b<float>(7));
