@@ -67,3 +67,17 @@ def mlx_matrix(bits, group, rows, cols, rng):
     blocks[:, :, 4:8] = b.astype(np.float32).view(np.uint8).reshape(rows, cols // group, 4)
     blocks[:, :, 8:] = raw.reshape(rows, cols // group, gb)
     return blocks, 1000 + bits * 10 + {32: 0, 64: 1, 128: 2}[group], ref
+
+
+# The GPU layouts of Q4_0 / Q8_0 (core/dtype_descriptor.h): codes, and the
+# regrouping written here independently of the C++ one (core/quant_blocks.cpp).
+X8_CODES = {T.Q4_0: 1102, T.Q8_0: 1108}
+
+
+def regroup_x8(raw, qtype):
+    """Rows of Q4_0 / Q8_0 blocks (uint8, shape (rows, row_bytes)) as the x8
+    layout: per 8 blocks, their 8 f16 scales, then their quants in order."""
+    qb = 16 if qtype == T.Q4_0 else 32
+    rows = raw.shape[0]
+    g = raw.reshape(rows, -1, 8, 2 + qb)
+    return np.concatenate([g[..., :2].reshape(rows, -1, 16), g[..., 2:].reshape(rows, -1, 8 * qb)], axis=2).reshape(rows, -1)

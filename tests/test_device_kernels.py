@@ -33,7 +33,7 @@ from gguf import GGMLQuantizationType as T
 import kernel_params as kp
 from akunu import _core
 from backend_compare import rel_l2
-from quant_samples import mlx_matrix, random_matrix
+from quant_samples import X8_CODES, mlx_matrix, random_matrix, regroup_x8
 from sampling_reference import chi_square_ok, probabilities
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -371,6 +371,74 @@ def test_gemv_multi(device, case):
     for yc, yg in zip(*outs):
         assert not np.isnan(yg).any(), "unwritten outputs"
         assert rel_l2(yg, yc) < tol
+
+
+# -- the regrouped Q4_0 / Q8_0 layouts (CUDA's, AKUNU_CUDA_REPACK=1) ------------------------------
+
+def need_x8(device):
+    if device != "cuda":
+        pytest.skip("only the CUDA device loads weights regrouped (Q4_0_X8 / Q8_0_X8)")
+
+
+@pytest.mark.parametrize("qtype", [T.Q4_0, T.Q8_0], ids=lambda t: t.name)
+def test_x8_matmul_and_embedding(device, qtype):
+    """Q4_0_X8 / Q8_0_X8: the decode GEMV (1 and 5 tokens: 8-bit activations),
+    the tensor-core GEMM (40 tokens; 160 through cuBLAS where it loads) and the
+    embedding lookup, every element within the bound of the GGUF format they
+    regroup (the same arithmetic)."""
+    need_x8(device)
+    rng = rng_for(("x8", int(qtype)))
+    N, K = 1000, 2048
+    raw, w = random_matrix(qtype, N, K, rng)
+    x8, code, name = np.ascontiguousarray(regroup_x8(raw, qtype)), X8_CODES[qtype], qtype.name.lower() + "_x8"
+    bias = rng.standard_normal(N).astype(np.float32)
+    for m, kernel in ((1, "gemv"), (5, "gemv"), (40, "gemm"), (160, "gemm")):
+        x = rng.standard_normal((m, K)).astype(np.float32)
+        y = np.full((m, N), np.nan, np.float32)
+        _core._run_cpu_kernel(f"{kernel}_{name}", [x8, x, y, bias], kp.matmul(N, K, m, code, K, N, has_bias=1),
+                              device=device)
+        ref = x.astype(np.float64) @ w.T + bias
+        err = np.abs(y - ref)
+        assert (err <= matmul_bound(device, qtype, x, w)).all(), f"{kernel} m={m}: max err {err.max()}"
+    ids = rng.integers(0, N, 9).astype(np.int32)
+    (ec,), (em,) = run_both(device, f"embedding_{name}", [x8, ids], [np.zeros((9, K), np.float32)],
+                            kp.embedding(K, 9, code, 1.0))
+    np.testing.assert_array_equal(em, w[ids].astype(np.float32))
+
+
+X8_MULTI_CASES = {
+    # name: mode, GGUF format regrouped, rows of each, K (the larger ones take the lean kernel)
+    "qkv-q4_0": (kp.MULTI_SEPARATE, T.Q4_0, [2048, 512, 512], 1024),
+    "gate-up-silu-q8_0": (kp.MULTI_SILU, T.Q8_0, [4096, 4096], 2048),
+    "down-residual-q4_0": (kp.MULTI_ACCUMULATE, T.Q4_0, [4096], 4096),
+}
+
+
+@pytest.mark.parametrize("case", X8_MULTI_CASES, ids=list(X8_MULTI_CASES))
+def test_gemv_multi_x8(device, case):
+    """The fused one-token projections on Q4_0_X8 / Q8_0_X8 against the CPU's
+    definition: relative L2 2e-2, as the GGUF formats (8-bit activations)."""
+    need_x8(device)
+    mode, qtype, Ns, K = X8_MULTI_CASES[case]
+    rng = rng_for(("x8-multi", case))
+    raws = [np.ascontiguousarray(regroup_x8(random_matrix(qtype, N, K, rng)[0], qtype)) for N in Ns]
+    x = rng.standard_normal((1, K)).astype(np.float32)
+    nw = (rng.standard_normal(K) * 0.5 + 1).astype(np.float32)
+    params = kp.multi_gemv(K, 1, mode, Ns, [X8_CODES[qtype]] * len(Ns), norm=1, eps=1e-6)
+    residual = rng.standard_normal((1, Ns[0])).astype(np.float32)
+    outs = []
+    for dev in ("cpu", device):
+        if mode == kp.MULTI_ACCUMULATE:
+            ys = [residual.copy()]
+        else:
+            ys = [np.full((1, Ns[i] if i < len(Ns) else 1), np.nan, np.float32) for i in range(3)]
+        ws = raws + [raws[0]] * (3 - len(raws))
+        ys_all = ys + [np.zeros(1, np.float32) for _ in range(3 - len(ys))]
+        _core._run_cpu_kernel("gemv_multi", [x.copy(), nw, *ws, *ys_all], params, device=dev)
+        outs.append(ys[: len(Ns)] if mode == kp.MULTI_SEPARATE else ys[:1])
+    for yc, yg in zip(*outs):
+        assert not np.isnan(yg).any(), "unwritten outputs"
+        assert rel_l2(yg, yc) < 2e-2
 
 
 @pytest.mark.parametrize("norm,neox,factors,hd,n", [(1, 1, 0, 128, 1), (0, 0, 1, 64, 2), (1, 1, 0, 256, 1)])

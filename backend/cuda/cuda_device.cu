@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/dispatch_table.h"
+#include "core/dtype_descriptor.h"
 #include "core/error.h"
 #include "kernels/act_q8.h"
 
@@ -121,6 +122,21 @@ Buffer CudaDevice::allocate(const void* data, size_t bytes) {
     check(cudaMemcpyAsync(b.handle, data, bytes, cudaMemcpyHostToDevice, stream_), "upload");
     sync();  // the host data may be freed or unmapped after return
     return b;
+}
+
+// Q4_0 / Q8_0 weights regrouped at load (dtype_descriptor.h: every block's
+// quants 16-byte aligned, one or two 16-byte loads a lane in the decode GEMVs
+// where the GGUF layout takes 2-byte ones; a standalone GEMV measured 1479 ->
+// 1836 GB/s for 8B's O projection, tools/gemv_layout_bench.cu). Asked only
+// with AKUNU_CUDA_REPACK=1 until measured end to end.
+uint32_t CudaDevice::weight_layout(uint32_t dtype, uint64_t rows, uint64_t cols) const {
+    static const bool on = [] {
+        const char* e = std::getenv("AKUNU_CUDA_REPACK");
+        return e && std::string(e) == "1";
+    }();
+    (void)rows;
+    if (!on || cols % 256 != 0) return dtype;
+    return dtype == GGML_Q4_0 ? AKUNU_Q4_0_X8 : dtype == GGML_Q8_0 ? AKUNU_Q8_0_X8 : dtype;
 }
 
 void CudaDevice::free_buffer(Buffer buf) {

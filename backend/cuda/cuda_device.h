@@ -34,6 +34,7 @@ public:
     Buffer allocate(const void* data, size_t bytes) override;
     Buffer wrap_host(const void* data, size_t bytes) override { return allocate(data, bytes); }
     void free_buffer(Buffer buf) override;
+    uint32_t weight_layout(uint32_t dtype, uint64_t rows, uint64_t cols) const override;
     void write_buffer(Buffer dst, const void* src, size_t bytes, size_t offset = 0) override;
     void read_buffer(void* dst, Buffer src, size_t bytes, size_t offset = 0) override;
     void copy_buffer(Buffer dst, size_t dst_offset, Buffer src, size_t src_offset, size_t bytes) override;

@@ -54,6 +54,15 @@ public:
     // where the backend can address it; otherwise copy.
     virtual Buffer wrap_host(const void* data, size_t bytes) { return allocate(data, bytes); }
     virtual void free_buffer(Buffer buf) = 0;
+    // The layout a matmul / embedding weight of GGML type `dtype` ([rows, cols],
+    // cols contiguous) should have on this device: `dtype` itself, or a
+    // regrouping the loader makes at load (Q4_0 / Q8_0 -> Q4_0_X8 / Q8_0_X8,
+    // dtype_descriptor.h) for a GPU that loads 16 bytes at a time.
+    virtual uint32_t weight_layout(uint32_t dtype, uint64_t rows, uint64_t cols) const {
+        (void)rows;
+        (void)cols;
+        return dtype;
+    }
     virtual void write_buffer(Buffer dst, const void* src, size_t bytes, size_t offset = 0) = 0;
     virtual void read_buffer(void* dst, Buffer src, size_t bytes, size_t offset = 0) = 0;
     // Device-to-device copy (cold path: beam reordering); the default stages through the host.

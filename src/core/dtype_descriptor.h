@@ -36,6 +36,16 @@ AKUNU_HD_CONSTEXPR bool is_mlx_dtype(uint32_t d) { return d >= kMlxBase && d < k
 AKUNU_HD_CONSTEXPR int mlx_bits(uint32_t d) { return (int)((d - kMlxBase) / 10); }
 AKUNU_HD_CONSTEXPR int mlx_group(uint32_t d) { return 32 << ((d - kMlxBase) % 10); }
 
+// Q4_0 / Q8_0 regrouped for GPUs that load 16 bytes at a time (the CUDA
+// device asks for them at load with AKUNU_CUDA_REPACK=1, rows of K % 256 == 0):
+// 8 consecutive blocks of a row as one 256-weight block, their 8 F16 scales
+// first, then their quants in order (16 / 32 bytes a block). The same bytes
+// per weight as GGUF's, but every block's quants 16-byte aligned where the row
+// is. Project codes, never valid in a GGUF file.
+enum : uint32_t { kX8Base = 1100 };
+enum : uint32_t { AKUNU_Q4_0_X8 = kX8Base + 2, AKUNU_Q8_0_X8 = kX8Base + 8 };  // + the GGML code
+AKUNU_HD_CONSTEXPR bool is_x8_dtype(uint32_t d) { return d == AKUNU_Q4_0_X8 || d == AKUNU_Q8_0_X8; }
+
 #if !defined(AKUNU_MSL)
 struct DTypeDescriptor {
     uint32_t dtype;
@@ -43,7 +53,7 @@ struct DTypeDescriptor {
     uint32_t block_elems;  // elements per block
     uint32_t block_bytes;  // bytes per block
     bool supported;        // kernels exist on every backend built
-    bool internal;         // produced by the loader (MLX repacking), never read from GGUF
+    bool internal;         // produced by the loader (MLX, x8 repacking), never read from GGUF
     const char* gemv_kernel;
     const char* gemm_kernel;
     const char* embedding_kernel;

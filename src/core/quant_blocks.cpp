@@ -22,6 +22,8 @@ void dequantize_row(uint32_t dtype, const uint8_t* src, float* dst, int64_t n) {
         case GGML_Q5_K: for (int64_t b = 0; b < n / 256; b++) dequant_q5_k(src + b * 176, dst + b * 256); return;
         case GGML_IQ4_NL: for (int64_t b = 0; b < n / 32; b++) dequant_iq4_nl(src + b * 18, dst + b * 32); return;
         case GGML_IQ4_XS: for (int64_t b = 0; b < n / 256; b++) dequant_iq4_xs(src + b * 136, dst + b * 256); return;
+        case AKUNU_Q4_0_X8: for (int64_t b = 0; b < n / 256; b++) dequant_q4_0_x8(src + b * 144, dst + b * 256); return;
+        case AKUNU_Q8_0_X8: for (int64_t b = 0; b < n / 256; b++) dequant_q8_0_x8(src + b * 272, dst + b * 256); return;
         default:
             if (is_mlx_dtype(dtype)) {
                 const int g = mlx_group(dtype), bits = mlx_bits(dtype);
@@ -30,6 +32,32 @@ void dequantize_row(uint32_t dtype, const uint8_t* src, float* dst, int64_t n) {
             }
             std::memset(dst, 0, (size_t)n * 4); return;  // callers check support first
     }
+}
+
+// Each group of 8 blocks: GGUF [d, quants] x 8 <-> x8 [d x 8][quants x 8].
+template <bool ToX8>
+static void regroup(uint32_t dtype, const uint8_t* src, uint8_t* dst, int64_t rows, int64_t cols) {
+    const int64_t qb = dtype == GGML_Q4_0 ? 16 : 32, block = 2 + qb, groups = rows * (cols / 256);
+    for (int64_t g = 0; g < groups; g++) {
+        const uint8_t* s = src + g * 8 * block;
+        uint8_t* d = dst + g * 8 * block;
+        for (int64_t i = 0; i < 8; i++) {
+            if (ToX8) {
+                std::memcpy(d + 2 * i, s + i * block, 2);
+                std::memcpy(d + 16 + qb * i, s + i * block + 2, (size_t)qb);
+            } else {
+                std::memcpy(d + i * block, s + 2 * i, 2);
+                std::memcpy(d + i * block + 2, s + 16 + qb * i, (size_t)qb);
+            }
+        }
+    }
+}
+
+void regroup_x8(uint32_t dtype, const uint8_t* src, uint8_t* dst, int64_t rows, int64_t cols) {
+    regroup<true>(dtype, src, dst, rows, cols);
+}
+void ungroup_x8(uint32_t dtype, const uint8_t* src, uint8_t* dst, int64_t rows, int64_t cols) {
+    regroup<false>(dtype, src, dst, rows, cols);
 }
 
 }  // namespace blocks

@@ -49,6 +49,26 @@ AKUNU_HD inline void dequant_q4_0(const AKUNU_GLOBAL uint8_t* b, AKUNU_PRIVATE f
     }
 }
 
+// Q4_0_X8 / Q8_0_X8 (dtype_descriptor.h): 8 Q4_0 / Q8_0 blocks as one, the
+// 8 f16 scales first, then the 8 blocks' quants (16 / 32 bytes each).
+AKUNU_HD inline void dequant_q4_0_x8(const AKUNU_GLOBAL uint8_t* b, AKUNU_PRIVATE float* y) {
+    for (int i = 0; i < 8; i++) {
+        const float d = h(b + 2 * i);
+        const AKUNU_GLOBAL uint8_t* q = b + 16 + 16 * i;
+        for (int j = 0; j < 16; j++) {
+            y[32 * i + j] = d * (float)((int)(q[j] & 0xF) - 8);
+            y[32 * i + j + 16] = d * (float)((int)(q[j] >> 4) - 8);
+        }
+    }
+}
+AKUNU_HD inline void dequant_q8_0_x8(const AKUNU_GLOBAL uint8_t* b, AKUNU_PRIVATE float* y) {
+    for (int i = 0; i < 8; i++) {
+        const float d = h(b + 2 * i);
+        const AKUNU_GLOBAL int8_t* q = (const AKUNU_GLOBAL int8_t*)(b + 16 + 32 * i);
+        for (int j = 0; j < 32; j++) y[32 * i + j] = d * (float)q[j];
+    }
+}
+
 // Q5_0: f16 d, u32 qh (5th bits), nibbles q[16]; x = d * (q5 - 16)
 AKUNU_HD inline void dequant_q5_0(const AKUNU_GLOBAL uint8_t* b, AKUNU_PRIVATE float* y) {
     float d = h(b);
@@ -270,6 +290,10 @@ AKUNU_HD inline void dequant_mlx(const AKUNU_GLOBAL uint8_t* b, AKUNU_PRIVATE fl
 #if !defined(AKUNU_MSL)
 // Decode `n_blocks` consecutive blocks of a row (used by embedding lookup and tests).
 void dequantize_row(uint32_t dtype, const AKUNU_GLOBAL uint8_t* src, float* dst, int64_t n_elems);
+// Rows of Q4_0 / Q8_0 (`dtype`) regrouped into Q4_0_X8 / Q8_0_X8 (a byte
+// permutation within each 8-block group: cols % 256 == 0), and back.
+void regroup_x8(uint32_t dtype, const uint8_t* src, uint8_t* dst, int64_t rows, int64_t cols);
+void ungroup_x8(uint32_t dtype, const uint8_t* src, uint8_t* dst, int64_t rows, int64_t cols);
 #endif
 
 }  // namespace blocks

@@ -1,5 +1,7 @@
 #include "weight/weight_provider.h"
 
+#include <vector>
+
 #include "core/quant_blocks.h"
 #include "core/dtype_descriptor.h"
 #include "core/error.h"
@@ -34,6 +36,18 @@ Weight WeightProvider::matrix(const std::string& name, uint64_t cols, uint64_t r
     if (!dt || !dt->supported)
         throw UnsupportedError("tensor '" + name + "' has weight type " + dtype_name(t.type) +
                                ", which this build does not support yet");
+    const uint32_t layout = device_.weight_layout(t.type, rows, cols);
+    if (layout != t.type) {  // the device's regrouping (Q4_0 / Q8_0 -> x8; nothing else is asked for)
+        if (!is_x8_dtype(layout) || layout != kX8Base + t.type || cols % 256 != 0)
+            throw UnsupportedError("tensor '" + name + "': the device asked for layout " + dtype_name(layout) +
+                                   " of " + dtype_name(t.type));
+        std::vector<uint8_t> regrouped(t.n_bytes);
+        blocks::regroup_x8(t.type, static_cast<const uint8_t*>(t.data), regrouped.data(), (int64_t)rows,
+                           (int64_t)cols);
+        Buffer b = device_.allocate(regrouped.data(), regrouped.size());
+        owned_.push_back(b);
+        return Weight{b, layout, t.shape};
+    }
     return Weight{device_.wrap_host(t.data, t.n_bytes), t.type, t.shape};
 }
 

@@ -307,6 +307,9 @@ AKUNU_MATMUL(f16, (float_matmul<float_rows<F16>>))
 AKUNU_MATMUL(bf16, (float_matmul<float_rows<BF16>>))
 #endif
 AKUNU_MATMUL(mlx, mlx_matmul)
+// The GPU layouts of Q4_0 / Q8_0 (dtype_descriptor.h): their meaning, for the tests.
+AKUNU_MATMUL(q4_0_x8, (dequant_block_matmul<blocks::dequant_q4_0_x8, 256, 144>))
+AKUNU_MATMUL(q8_0_x8, (dequant_block_matmul<blocks::dequant_q8_0_x8, 256, 272>))
 #if defined(__AVX2__) && defined(__FMA__)
 AKUNU_MATMUL(q8_0, q32_avx2<avx2::Q8_0>)
 AKUNU_MATMUL(q4_0, q32_avx2<avx2::Q4_0>)
@@ -347,6 +350,8 @@ extern const CpuKernelEntry kMatmulKernels[] = {
     {"gemv_q5_k", gemv_q5_k}, {"gemm_q5_k", gemm_q5_k}, {"gemv_iq4_nl", gemv_iq4_nl},
     {"gemm_iq4_nl", gemm_iq4_nl}, {"gemv_iq4_xs", gemv_iq4_xs}, {"gemm_iq4_xs", gemm_iq4_xs},
     {"gemv_mlx", gemv_mlx},   {"gemm_mlx", gemm_mlx},
+    {"gemv_q4_0_x8", gemv_q4_0_x8}, {"gemm_q4_0_x8", gemm_q4_0_x8},
+    {"gemv_q8_0_x8", gemv_q8_0_x8}, {"gemm_q8_0_x8", gemm_q8_0_x8},
     {nullptr, nullptr},
 };
 

@@ -110,6 +110,9 @@ bool launch_gemv(const CudaArgs& a, const MatmulParams& p, const float* x, float
         case GGML_Q8_0: if (p.K % 32 || w % 2) return false; return launch_int<gemv_q8::Q8_0, Q8_0>(a, p, x, y, bias);
         case GGML_Q4_K: if (p.K % 256 || w % 16) return false; return launch_int<gemv_q8::Q4_K, Q4_K>(a, p, x, y, bias);
         case GGML_Q6_K: if (p.K % 256 || w % 2) return false; return launch_int<gemv_q8::Q6_K, Q6_K>(a, p, x, y, bias);
+        // the regrouped layouts have no float lane path: the general matmul kernel where x does not fit
+        case AKUNU_Q4_0_X8: if (p.K % 256 || w % 16) return false; return launch_q8<gemv_q8::Q4_0X8>(a, p, x, y, bias);
+        case AKUNU_Q8_0_X8: if (p.K % 256 || w % 16) return false; return launch_q8<gemv_q8::Q8_0X8>(a, p, x, y, bias);
         case GGML_F16: if (p.K % 8 || w % 16) return false; launch<Half<false>>(a, p, x, y, bias); return true;
         case GGML_BF16: if (p.K % 8 || w % 16) return false; launch<Half<true>>(a, p, x, y, bias); return true;
         case GGML_F32: if (p.K % 4 || w % 16) return false; launch<F32>(a, p, x, y, bias); return true;

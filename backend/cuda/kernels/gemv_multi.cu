@@ -281,10 +281,12 @@ __device__ __forceinline__ void lean_row_dot(uint32_t dtype, const uint8_t* r, i
 }
 
 // Blocks an SM each format's lean kernel is built for: the most whose
-// register budget (32 or 48 a thread) its loop fits without spilling.
+// register budget (32, 40 or 48 a thread) its loop fits without spilling.
 template <class F>
 constexpr int lean_blocks_per_sm() {
-    return std::is_same_v<F, gemv_q8::Q4_0> || std::is_same_v<F, gemv_q8::Q8_0> ? 8 : 5;
+    return std::is_same_v<F, gemv_q8::Q4_0> || std::is_same_v<F, gemv_q8::Q8_0> ? 8
+           : std::is_same_v<F, gemv_q8::Q4_0X8>                                 ? 6
+                                                                                : 5;
 }
 
 // Warps an output row takes: `split` warps a matrix row (each a share of its
@@ -383,6 +385,8 @@ LeanKernel lean_kernel(const MultiGemvParams& p, uint32_t used) {
             case GGML_Q8_0: return gemv_multi_lean_kernel<gemv_q8::Q8_0>;
             case GGML_Q4_K: return gemv_multi_lean_kernel<gemv_q8::Q4_K>;
             case GGML_Q6_K: return gemv_multi_lean_kernel<gemv_q8::Q6_K>;
+            case AKUNU_Q4_0_X8: return gemv_multi_lean_kernel<gemv_q8::Q4_0X8>;
+            case AKUNU_Q8_0_X8: return gemv_multi_lean_kernel<gemv_q8::Q8_0X8>;
             default: break;
         }
     }
@@ -480,7 +484,7 @@ bool lane_layout_fits(uint32_t dtype, uint32_t K, const void* W) {
     const uintptr_t w = reinterpret_cast<uintptr_t>(W);
     switch (dtype) {
         case GGML_Q4_0: case GGML_Q8_0: return K % 32 == 0 && w % 2 == 0;
-        case GGML_Q4_K: return K % 256 == 0 && w % 16 == 0;
+        case GGML_Q4_K: case AKUNU_Q4_0_X8: case AKUNU_Q8_0_X8: return K % 256 == 0 && w % 16 == 0;
         case GGML_Q6_K: return K % 256 == 0 && w % 2 == 0;
         case GGML_F16: case GGML_BF16: return K % 8 == 0 && w % 16 == 0;
         case GGML_F32: return K % 4 == 0 && w % 16 == 0;

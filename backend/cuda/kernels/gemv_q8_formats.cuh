@@ -94,6 +94,49 @@ struct Q4_K {
     }
 };
 
+// Q4_0_X8 / Q8_0_X8 (dtype_descriptor.h): 8 blocks a group, scales first;
+// a lane a block: its d, then its quants in one (Q4_0) or two (Q8_0) aligned
+// 16-byte loads, where the GGUF layouts take 2-byte loads.
+struct Q4_0X8 {
+    static constexpr int kElems = 256, kBytes = 144, kLanes = 8;  // a lane: block `sub` of the group
+    template <int M>
+    __device__ static void dot(const uint8_t* grp, int sub, const int8_t* xq, const float2* ds, int K, int m,
+                               float* acc) {
+        const float d = f16_to_f32((uint16_t)ld_u16(grp + 2 * sub));
+        const uint4 q = *reinterpret_cast<const uint4*>(grp + 16 + 16 * sub);
+        const uint32_t lo[4] = {q.x & kNibbles, q.y & kNibbles, q.z & kNibbles, q.w & kNibbles};
+        const uint32_t hi[4] = {(q.x >> 4) & kNibbles, (q.y >> 4) & kNibbles, (q.z >> 4) & kNibbles,
+                                (q.w >> 4) & kNibbles};
+#pragma unroll
+        for (int t = 0; t < M; t++) {
+            if (t >= m) break;
+            const int8_t* xt = xq + (size_t)t * K + 32 * sub;  // low nibbles: elements 0..15, high: 16..31
+            const int s = dp4a4(lo, ld_i4(xt)) + dp4a4(hi, ld_i4(xt + 16));
+            const float2 e = ds[(size_t)t * (K / 32) + sub];
+            acc[t] += d * (e.x * (float)s - 8.0f * e.y);
+        }
+    }
+};
+
+struct Q8_0X8 {
+    static constexpr int kElems = 256, kBytes = 272, kLanes = 8;  // a lane: block `sub` of the group
+    template <int M>
+    __device__ static void dot(const uint8_t* grp, int sub, const int8_t* xq, const float2* ds, int K, int m,
+                               float* acc) {
+        const float d = f16_to_f32((uint16_t)ld_u16(grp + 2 * sub));
+        const uint4 q0 = *reinterpret_cast<const uint4*>(grp + 16 + 32 * sub);
+        const uint4 q1 = *reinterpret_cast<const uint4*>(grp + 32 + 32 * sub);
+        const uint32_t w0[4] = {q0.x, q0.y, q0.z, q0.w}, w1[4] = {q1.x, q1.y, q1.z, q1.w};
+#pragma unroll
+        for (int t = 0; t < M; t++) {
+            if (t >= m) break;
+            const int8_t* xt = xq + (size_t)t * K + 32 * sub;
+            const int s = dp4a4(w0, ld_i4(xt)) + dp4a4(w1, ld_i4(xt + 16));
+            acc[t] += d * ds[(size_t)t * (K / 32) + sub].x * (float)s;
+        }
+    }
+};
+
 // Bytes b - 32 of four 6-bit values (0..63), as signed bytes: no borrow
 // crosses a byte once each has its top bit set.
 __device__ __forceinline__ uint32_t minus32(uint32_t w) { return ((w | 0x80808080u) - 0x20202020u) ^ 0x80808080u; }
@@ -133,7 +176,8 @@ struct Q6_K {
 
 // Whether `dtype` has a lane layout here.
 inline bool has_q8_layout(uint32_t dtype) {
-    return dtype == GGML_Q4_0 || dtype == GGML_Q8_0 || dtype == GGML_Q4_K || dtype == GGML_Q6_K;
+    return dtype == GGML_Q4_0 || dtype == GGML_Q8_0 || dtype == GGML_Q4_K || dtype == GGML_Q6_K ||
+           dtype == AKUNU_Q4_0_X8 || dtype == AKUNU_Q8_0_X8;
 }
 
 // One row's dot products with the m tokens' 8-bit activations, the warp's
@@ -161,6 +205,8 @@ __device__ __forceinline__ void any_row_dot(uint32_t dtype, const uint8_t* row, 
         case GGML_Q4_0: row_dot<Q4_0, M>(row, K, xq, ds, m, acc, part, parts); break;
         case GGML_Q8_0: row_dot<Q8_0, M>(row, K, xq, ds, m, acc, part, parts); break;
         case GGML_Q4_K: row_dot<Q4_K, M>(row, K, xq, ds, m, acc, part, parts); break;
+        case AKUNU_Q4_0_X8: row_dot<Q4_0X8, M>(row, K, xq, ds, m, acc, part, parts); break;
+        case AKUNU_Q8_0_X8: row_dot<Q8_0X8, M>(row, K, xq, ds, m, acc, part, parts); break;
         default: row_dot<Q6_K, M>(row, K, xq, ds, m, acc, part, parts); break;
     }
 }

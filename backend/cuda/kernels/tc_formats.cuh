@@ -161,6 +161,27 @@ struct TcQ4_0 {
     }
 };
 
+// Q4_0_X8 / Q8_0_X8 (dtype_descriptor.h): the same units from the regrouped
+// layout, where block j of a 256-weight group has its d at 2j and its quants
+// (16-byte aligned) at 16 + j * QBytes.
+template <int W, int SuperBytes, int QBytes>
+__device__ __forceinline__ DQuants<W> load_x8_d_quants(const uint8_t* row, int k0, int at) {
+    const uint8_t* group = row + (size_t)(k0 / 256) * SuperBytes;
+    const int j = (k0 % 256) / 32;
+    DQuants<W> r;
+    r.d = ld_u16(group + 2 * j);
+    load_words<W>(group + 16 + QBytes * j + at, r.q);
+    return r;
+}
+struct TcQ8_0X8 : TcQ8_0 {
+    static constexpr int kElems = 256, kBytes = 272;
+    __device__ static Raw load(const uint8_t* row, int k0, int u) { return load_x8_d_quants<4, kBytes, 32>(row, k0, 16 * u); }
+};
+struct TcQ4_0X8 : TcQ4_0 {
+    static constexpr int kElems = 256, kBytes = 144;
+    __device__ static Raw load(const uint8_t* row, int k0, int u) { return load_x8_d_quants<2, kBytes, 16>(row, k0, 8 * u); }
+};
+
 // Byte i of the 12 scale bytes held as three words.
 __device__ __forceinline__ uint32_t scale_byte(uint32_t s0, uint32_t s1, uint32_t s2, int i) {
     const uint32_t w = i < 4 ? s0 : (i < 8 ? s1 : s2);

@@ -9,7 +9,6 @@ text is one user message and the answer is printed.
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 from typing import Dict, List, Optional
 
@@ -87,11 +86,6 @@ def interactive(chat: Chat) -> None:
         import readline  # noqa: F401  (line editing and history)
     except ImportError:
         pass
-    if sys.stdin.isatty():
-        # Ctrl-C stops an answer (KeyboardInterrupt) even where the parent left
-        # SIGINT ignored, as shells do for background jobs: Python then installs
-        # no handler of its own, and a terminal user's Ctrl-C would do nothing.
-        signal.signal(signal.SIGINT, signal.default_int_handler)
     print(f"akunu-chat: {chat.model.name} on {chat.model.device} ({chat.model.chat_template.name} template). "
           + HELP)
     while True:
