@@ -7,7 +7,8 @@
 # tools/gemv_layout_bench.cu (the GEMV's bandwidth by weight layout).
 #   PROBE_AB="AKUNU_X=1 ..." PROBE_NCU=1 PROBE_LAYOUT=1 PROBE_FULL=1 tools/cuda_gemv_probe.sh OUT
 # (PROBE_FULL: every layer of Qwen3-0.6B and Llama-3.2-1B, 8 of Llama-3.1-8B, and tg128 alone)
-# (PROBE_AB: settings profiled and benchmarked after the defaults)
+# (PROBE_AB: settings profiled and benchmarked after the defaults; PROBE_PP: pp512 too;
+#  PROBE_TEST_SETTINGS / PROBE_TESTS: more settings / another -k for the kernel tests)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-/tmp/gemv_probe}
@@ -33,9 +34,9 @@ nvcc -O3 -arch=sm_90 -std=c++17 -o /tmp/gemv_layout tools/gemv_layout_bench.cu &
 bash tools/cuda_stage.sh "$OUT/akunu_build.log" || exit 1
 wait
 export PYTHONPATH="$PWD/build-cuda/stage:$PWD/tools:${PYTHONPATH:-}"
-for setting in - AKUNU_CUDA_GEMV_LEAN=1 "AKUNU_CUDA_GEMV_LEAN=1 AKUNU_CUDA_GEMV_SPLIT=8"; do
+for setting in - AKUNU_CUDA_GEMV_LEAN=1 "AKUNU_CUDA_GEMV_LEAN=1 AKUNU_CUDA_GEMV_SPLIT=8" ${PROBE_TEST_SETTINGS:-}; do
     [ "$setting" = - ] && env_set=AKUNU_AB_DEFAULTS=1 || env_set=$setting
-    echo "== tests $setting: $(env $env_set python3 -m pytest -q tests/test_device_kernels.py -k "gemv or matmul" 2>&1 | tail -1)"
+    echo "== tests $setting: $(env $env_set python3 -m pytest -q tests/test_device_kernels.py -k "${PROBE_TESTS:-gemv or matmul}" 2>&1 | tail -1)"
 done | tee "$OUT/tests.txt"
 for f in $M/*.gguf; do
     for setting in - ${PROBE_AB:-}; do
@@ -43,6 +44,7 @@ for f in $M/*.gguf; do
         echo "== $(basename $f) $setting"
         [ -z "${PROBE_FULL:-}" ] && env $env_set python3 -m akunu.cli.profile "$f" --device cuda -r 5 2>&1 | tail -n +3
         env $env_set python3 -m akunu.cli.bench "$f" --device cuda -p 0 -n 128 -r 3 2>&1 | grep tg128
+        [ -n "${PROBE_PP:-}" ] && env $env_set python3 -m akunu.cli.bench "$f" --device cuda -p 512 -n 0 -r 3 2>&1 | grep pp512
     done
 done | tee "$OUT/profile.txt"
 if [ -n "${PROBE_NCU:-}" ]; then
