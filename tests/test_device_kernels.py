@@ -373,7 +373,7 @@ def test_gemv_multi(device, case):
         assert rel_l2(yg, yc) < tol
 
 
-# -- the regrouped Q4_0 / Q8_0 layouts (CUDA's, AKUNU_CUDA_REPACK=1) ------------------------------
+# -- the regrouped Q4_0 / Q8_0 layouts (CUDA loads these unless AKUNU_CUDA_REPACK=0) ---------------
 
 def need_x8(device):
     if device != "cuda":

@@ -75,11 +75,10 @@ PY
     for i in $(seq 1 120); do [ -f $S/models_done ] && break; sleep 5; done
     for i in $(seq 1 240); do [ -f $S/quant_done ] && break; sleep 5; done
     step "decode A/B Q4_0"
-    for s in qwen3-0.6b llama-3.1-8b; do
-        for f in Q4_0 Q8_0; do ab $MODELS/$s-$f.gguf tg - AKUNU_CUDA_REPACK=1 AKUNU_CUDA_Q8_LINK=0; done
+    for s in qwen3-0.6b llama-3.2-1b llama-3.1-8b; do
+        for f in Q4_0 Q8_0; do ab $MODELS/$s-$f.gguf tg - AKUNU_CUDA_REPACK=0; done
     done > $S/decode_ab.txt 2>&1
-    ab $MODELS/llama-3.2-1b-Q4_0.gguf tg - AKUNU_CUDA_REPACK=1 >> $S/decode_ab.txt 2>&1
-    ab $MODELS/llama-3.1-8b-Q4_0.gguf pp - AKUNU_CUDA_REPACK=1 >> $S/decode_ab.txt 2>&1
+    ab $MODELS/llama-3.1-8b-Q4_0.gguf pp - AKUNU_CUDA_REPACK=0 >> $S/decode_ab.txt 2>&1
     step "side-by-side benchmark"
     SHAPES=$ALL python3 tools/bench_cuda.py bench $MODELS $LLB > $S/bench.md 2> $S/bench.err
     step "bandwidth"

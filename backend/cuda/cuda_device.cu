@@ -127,12 +127,13 @@ Buffer CudaDevice::allocate(const void* data, size_t bytes) {
 // Q4_0 / Q8_0 weights regrouped at load (dtype_descriptor.h: every block's
 // quants 16-byte aligned, one or two 16-byte loads a lane in the decode GEMVs
 // where the GGUF layout takes 2-byte ones; a standalone GEMV measured 1479 ->
-// 1836 GB/s for 8B's O projection, tools/gemv_layout_bench.cu). Asked only
-// with AKUNU_CUDA_REPACK=1 until measured end to end.
+// 1836 GB/s for 8B's O projection, tools/gemv_layout_bench.cu; end to end,
+// tg128 +12% on 8B-shape Q4_0, +8% Q8_0, +2-7% on the small shapes, pp512
+// unchanged: BENCHMARKS.md). AKUNU_CUDA_REPACK=0 keeps GGUF's layout.
 uint32_t CudaDevice::weight_layout(uint32_t dtype, uint64_t rows, uint64_t cols) const {
     static const bool on = [] {
         const char* e = std::getenv("AKUNU_CUDA_REPACK");
-        return e && std::string(e) == "1";
+        return !(e && std::string(e) == "0");
     }();
     (void)rows;
     if (!on || cols % 256 != 0) return dtype;

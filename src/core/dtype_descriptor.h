@@ -37,7 +37,7 @@ AKUNU_HD_CONSTEXPR int mlx_bits(uint32_t d) { return (int)((d - kMlxBase) / 10);
 AKUNU_HD_CONSTEXPR int mlx_group(uint32_t d) { return 32 << ((d - kMlxBase) % 10); }
 
 // Q4_0 / Q8_0 regrouped for GPUs that load 16 bytes at a time (the CUDA
-// device asks for them at load with AKUNU_CUDA_REPACK=1, rows of K % 256 == 0):
+// device asks for them at load unless AKUNU_CUDA_REPACK=0, rows of K % 256 == 0):
 // 8 consecutive blocks of a row as one 256-weight block, their 8 F16 scales
 // first, then their quants in order (16 / 32 bytes a block). The same bytes
 // per weight as GGUF's, but every block's quants 16-byte aligned where the row
