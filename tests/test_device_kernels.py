@@ -104,7 +104,7 @@ def float32_bound(x, w):
 # CUDA's many-token matmul (16 tokens and more) runs on the tensor cores for
 # these formats, with F16 operands: x and the decoded weight each rounded to
 # 11 significant bits (relative error <= 2^-11 each), sums in F32.
-TENSOR_CORE_FORMATS = {T.F32, T.F16, T.BF16, T.Q8_0, T.Q4_0, T.Q4_K, T.Q6_K}
+TENSOR_CORE_FORMATS = {T.F32, T.F16, T.BF16, T.Q8_0, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q4_K, T.Q6_K}
 
 
 def tensor_core(device, qtype, m):
@@ -113,7 +113,7 @@ def tensor_core(device, qtype, m):
 
 # CUDA's decode GEMV (at most 8 tokens) for these formats rounds x to 8 bits
 # per 32 values (d = amax / 127, q = round(x / d)) and multiplies in integers.
-Q8_ACTIVATION_FORMATS = {T.Q4_0, T.Q8_0, T.Q4_K, T.Q6_K}
+Q8_ACTIVATION_FORMATS = {T.Q4_0, T.Q8_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q4_K, T.Q6_K}
 
 
 def q8_activations(device, qtype, m):
@@ -189,9 +189,13 @@ def test_mlx_matmul_and_embedding(device, bits, group):
 
 @pytest.mark.parametrize("shape", [(3072, 1024, T.Q4_K, 1), (1024, 1024, T.F16, 64), (1024, 3072, T.Q8_0, 1),
                                    (2048, 1024, T.Q4_0, 16), (8192, 1024, T.Q6_K, 1), (1024, 3072, T.Q4_0, 3),
-                                   (4096, 2048, T.Q4_K, 8)], ids=lambda s: f"{s[0]}x{s[1]}-{s[2].name}-m{s[3]}")
+                                   (4096, 2048, T.Q4_K, 8),
+                                   # Gemma 3 270M (dim 640: llama.cpp's Q4_K_M falls back to Q5_0 there)
+                                   (2048, 640, T.Q5_0, 1), (1024, 640, T.Q5_0, 2), (2048, 640, T.Q5_1, 1),
+                                   (2048, 640, T.Q4_1, 1)],
+                         ids=lambda s: f"{s[0]}x{s[1]}-{s[2].name}-m{s[3]}")
 def test_matmul_real_shapes(device, shape):
-    """Qwen3-0.6B's projection shapes (dim 1024, ffn 3072)."""
+    """Qwen3-0.6B's and Gemma 3 270M's projection shapes."""
     N, K, qtype, m = shape
     rng = rng_for(N + K + m)
     raw, w = random_matrix(qtype, N, K, rng)
@@ -206,7 +210,10 @@ def test_matmul_real_shapes(device, shape):
                                    (4096, 4096, T.Q4_0, 70), (1000, 2048, T.Q8_0, 77), (2048, 4096, T.BF16, 130),
                                    (520, 256, T.F32, 300), (14336, 512, T.Q4_K, 64),
                                    # CUDA with cuBLAS: decoded in row chunks of 16 MiB (2048 rows at K 4096)
-                                   (3000, 4096, T.Q6_K, 160)],
+                                   (3000, 4096, T.Q6_K, 160),
+                                   # Gemma 3 270M's fallback formats (K = 640)
+                                   (2048, 640, T.Q5_0, 512), (1024, 640, T.Q5_1, 100), (2048, 640, T.Q4_1, 37),
+                                   (640, 2048, T.Q5_0, 300)],
                          ids=lambda s: f"{s[0]}x{s[1]}-{s[2].name}-m{s[3]}")
 def test_gemm_prefill_shapes(device, shape):
     """Prefill GEMMs (CUDA: the tensor cores, through cuBLAS where it loads)
@@ -340,6 +347,10 @@ MULTI_CASES = {
     "qkv-q4_0-ragged": (kp.MULTI_SEPARATE, [T.Q4_0] * 3, [1000, 250, 130], 1024, 1, 1),
     "gate-up-silu-q8_0-ragged": (kp.MULTI_SILU, [T.Q8_0, T.Q8_0], [200, 200], 512, 1, 1),
     "down-residual-q4_0-ragged": (kp.MULTI_ACCUMULATE, [T.Q4_0], [1000], 3072, 1, 0),
+    # Gemma 3 270M's Q4_K_M layers: Q5_0 / Q8_0 beside each other (dim 640)
+    "qkv-gemma-q5_0-q8_0": (kp.MULTI_SEPARATE, [T.Q5_0, T.Q5_0, T.Q8_0], [1024, 256, 256], 640, 1, 1),
+    "gate-up-gelu-gemma-q5_0": (kp.MULTI_GELU, [T.Q5_0, T.Q5_0], [2048, 2048], 640, 1, 1),
+    "qkv-q5_1-q4_1-2tok": (kp.MULTI_SEPARATE, [T.Q5_1, T.Q4_1, T.Q5_1], [512, 128, 128], 1024, 2, 1),
 }
 
 

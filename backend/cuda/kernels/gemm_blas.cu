@@ -95,6 +95,9 @@ bool decoder_for(const MatmulParams& p, uintptr_t w, Decoder* dec) {
         case GGML_F32: *dec = decode_rows_f16<TcF32>; return w % 16 == 0;
         case GGML_Q8_0: *dec = decode_rows_f16<TcQ8_0>; return w % 2 == 0;
         case GGML_Q4_0: *dec = decode_rows_f16<TcQ4_0>; return w % 2 == 0;
+        case GGML_Q4_1: *dec = decode_rows_f16<TcQ4_1>; return w % 2 == 0;
+        case GGML_Q5_0: *dec = decode_rows_f16<TcQ5_0>; return w % 2 == 0;
+        case GGML_Q5_1: *dec = decode_rows_f16<TcQ5_1>; return w % 2 == 0;
         case AKUNU_Q8_0_X8: *dec = decode_rows_f16<TcQ8_0X8>; return p.K % 256 == 0 && w % 16 == 0;
         case AKUNU_Q4_0_X8: *dec = decode_rows_f16<TcQ4_0X8>; return p.K % 256 == 0 && w % 16 == 0;
         case GGML_Q4_K: *dec = decode_rows_f16<TcQ4_K>; return p.K % 256 == 0 && w % 16 == 0;

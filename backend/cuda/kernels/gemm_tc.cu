@@ -192,6 +192,9 @@ bool launch_gemm_tc(const CudaArgs& a, const MatmulParams& p, const float* x, fl
         case GGML_F32: if (w % 16) return false; launch<TcF32>(a, p, x, y, bias); return true;
         case GGML_Q8_0: if (w % 2) return false; launch<TcQ8_0>(a, p, x, y, bias); return true;
         case GGML_Q4_0: if (w % 2) return false; launch<TcQ4_0>(a, p, x, y, bias); return true;
+        case GGML_Q4_1: if (w % 2) return false; launch<TcQ4_1>(a, p, x, y, bias); return true;
+        case GGML_Q5_0: if (w % 2) return false; launch<TcQ5_0>(a, p, x, y, bias); return true;
+        case GGML_Q5_1: if (w % 2) return false; launch<TcQ5_1>(a, p, x, y, bias); return true;
         case AKUNU_Q8_0_X8: if (p.K % 256 || w % 16) return false; launch<TcQ8_0X8>(a, p, x, y, bias); return true;
         case AKUNU_Q4_0_X8: if (p.K % 256 || w % 16) return false; launch<TcQ4_0X8>(a, p, x, y, bias); return true;
         case GGML_Q4_K: if (p.K % 256 || w % 16) return false; launch<TcQ4_K>(a, p, x, y, bias); return true;

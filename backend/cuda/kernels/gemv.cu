@@ -1,5 +1,5 @@
 // Decode GEMV (a few tokens) for the formats real GGUF models are made of:
-// Q4_0, Q8_0, Q4_K, Q6_K and the float formats. One warp per output row; the warp's lanes split
+// Q4_0, Q8_0, Q4_K, Q6_K, Q4_1, Q5_0, Q5_1 and the float formats. One warp per output row; the warp's lanes split
 // each block so that a warp step reads contiguous bytes (coalesced), every
 // lane decoding its share straight into registers. The formats' meaning is
 // core/quant_blocks.h (the CPU twin dequantizes with it; the per-op tests
@@ -113,6 +113,10 @@ bool launch_gemv(const CudaArgs& a, const MatmulParams& p, const float* x, float
         // the regrouped layouts have no float lane path: the general matmul kernel where x does not fit
         case AKUNU_Q4_0_X8: if (p.K % 256 || w % 16) return false; return launch_q8<gemv_q8::Q4_0X8>(a, p, x, y, bias);
         case AKUNU_Q8_0_X8: if (p.K % 256 || w % 16) return false; return launch_q8<gemv_q8::Q8_0X8>(a, p, x, y, bias);
+        // (and llama.cpp's fallback 32-blocks: the row kernels where x does not fit)
+        case GGML_Q4_1: if (p.K % 32 || w % 2) return false; return launch_q8<gemv_q8::Q4_1>(a, p, x, y, bias);
+        case GGML_Q5_0: if (p.K % 32 || w % 2) return false; return launch_q8<gemv_q8::Q5_0>(a, p, x, y, bias);
+        case GGML_Q5_1: if (p.K % 32 || w % 2) return false; return launch_q8<gemv_q8::Q5_1>(a, p, x, y, bias);
         case GGML_F16: if (p.K % 8 || w % 16) return false; launch<Half<false>>(a, p, x, y, bias); return true;
         case GGML_BF16: if (p.K % 8 || w % 16) return false; launch<Half<true>>(a, p, x, y, bias); return true;
         case GGML_F32: if (p.K % 4 || w % 16) return false; launch<F32>(a, p, x, y, bias); return true;

@@ -2,7 +2,7 @@
 // one launch, gate and up with the activation, a projection with its residual
 // add, each optionally behind the input RMSNorm. A warp per output row as in
 // gemv.cu. When every matrix has an integer lane layout (Q4_0, Q8_0, Q4_K,
-// Q6_K), a kernel of its own normalizes and rounds x to 8 bits first (act_q8.h;
+// Q6_K, Q4_1, Q5_0, Q5_1, the x8 layouts), a kernel of its own normalizes and rounds x to 8 bits first (act_q8.h;
 // or every block does, on request: round_in_block_bytes) and the rows take
 // dp4a dots (gemv_q8_formats.cuh); otherwise a kernel of its own normalizes x
 // into the scratch (or every block into shared memory: norm_at).
@@ -483,7 +483,7 @@ void allow_shared(const void* k) {
 bool lane_layout_fits(uint32_t dtype, uint32_t K, const void* W) {
     const uintptr_t w = reinterpret_cast<uintptr_t>(W);
     switch (dtype) {
-        case GGML_Q4_0: case GGML_Q8_0: return K % 32 == 0 && w % 2 == 0;
+        case GGML_Q4_0: case GGML_Q8_0: case GGML_Q4_1: case GGML_Q5_0: case GGML_Q5_1: return K % 32 == 0 && w % 2 == 0;
         case GGML_Q4_K: case AKUNU_Q4_0_X8: case AKUNU_Q8_0_X8: return K % 256 == 0 && w % 16 == 0;
         case GGML_Q6_K: return K % 256 == 0 && w % 2 == 0;
         case GGML_F16: case GGML_BF16: return K % 8 == 0 && w % 16 == 0;

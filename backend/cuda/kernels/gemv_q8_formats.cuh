@@ -137,6 +137,43 @@ struct Q8_0X8 {
     }
 };
 
+// The 32-blocks with a min or a fifth bit (Q4_1, Q5_0, Q5_1: llama.cpp's
+// fallbacks where a row is not a multiple of 256, e.g. Gemma 3 270M's 640):
+// f16 d, [f16 m], [u32 qh: bit j is element j's fifth], nibbles at QsAt as
+// Q4_0's (byte j: elements j, j + 16). x = d * (q - Offset) [+ m]. A lane
+// takes Q4_0's share: bytes 8 sub.., elements 8 sub.. and 16 + 8 sub...
+template <int Bytes, int QhAt, int QsAt, bool HasMin, int Offset>
+struct Nibble32 {
+    static constexpr int kElems = 32, kBytes = Bytes, kLanes = 2;
+    // Bits 0..3 of n as bit 4 of bytes 0..3 (the fifth bits of four values).
+    __device__ static uint32_t fifth_bits(uint32_t n) { return (((n & 0xFu) * 0x00204081u) & 0x01010101u) << 4; }
+    template <int M>
+    __device__ static void dot(const uint8_t* blk, int sub, const int8_t* xq, const float2* ds, int K, int m,
+                               float* acc) {
+        const float d = f16_to_f32((uint16_t)ld_u16(blk));
+        const float mn = HasMin ? f16_to_f32((uint16_t)ld_u16(blk + 2)) : 0.0f;
+        const uint32_t q0 = ld_u32_from_u16(blk + QsAt + 8 * sub), q1 = ld_u32_from_u16(blk + QsAt + 4 + 8 * sub);
+        uint32_t lo0 = q0 & kNibbles, lo1 = q1 & kNibbles, hi0 = (q0 >> 4) & kNibbles, hi1 = (q1 >> 4) & kNibbles;
+        if constexpr (QhAt >= 0) {
+            const uint32_t qh = ld_u32_from_u16(blk + QhAt), l = qh >> (8 * sub), h = qh >> (16 + 8 * sub);
+            lo0 |= fifth_bits(l), lo1 |= fifth_bits(l >> 4), hi0 |= fifth_bits(h), hi1 |= fifth_bits(h >> 4);
+        }
+#pragma unroll
+        for (int t = 0; t < M; t++) {
+            if (t >= m) break;
+            const int8_t* xt = xq + (size_t)t * K + 8 * sub;
+            const int2 a = *reinterpret_cast<const int2*>(xt), b = *reinterpret_cast<const int2*>(xt + 16);
+            const int s = dp4a(lo0, a.x, dp4a(lo1, a.y, dp4a(hi0, b.x, dp4a(hi1, b.y, 0))));
+            const float2 e = ds[(size_t)t * (K / 32)];
+            // offset and min over this lane's half of the block's sum d * sum(q)
+            acc[t] += d * (e.x * (float)s - 0.5f * Offset * e.y) + (HasMin ? 0.5f * mn * e.y : 0.0f);
+        }
+    }
+};
+using Q4_1 = Nibble32<20, -1, 4, true, 0>;
+using Q5_0 = Nibble32<22, 2, 6, false, 16>;
+using Q5_1 = Nibble32<24, 4, 8, true, 0>;
+
 // Bytes b - 32 of four 6-bit values (0..63), as signed bytes: no borrow
 // crosses a byte once each has its top bit set.
 __device__ __forceinline__ uint32_t minus32(uint32_t w) { return ((w | 0x80808080u) - 0x20202020u) ^ 0x80808080u; }
@@ -177,7 +214,8 @@ struct Q6_K {
 // Whether `dtype` has a lane layout here.
 inline bool has_q8_layout(uint32_t dtype) {
     return dtype == GGML_Q4_0 || dtype == GGML_Q8_0 || dtype == GGML_Q4_K || dtype == GGML_Q6_K ||
-           dtype == AKUNU_Q4_0_X8 || dtype == AKUNU_Q8_0_X8;
+           dtype == AKUNU_Q4_0_X8 || dtype == AKUNU_Q8_0_X8 || dtype == GGML_Q4_1 || dtype == GGML_Q5_0 ||
+           dtype == GGML_Q5_1;
 }
 
 // One row's dot products with the m tokens' 8-bit activations, the warp's
@@ -207,6 +245,9 @@ __device__ __forceinline__ void any_row_dot(uint32_t dtype, const uint8_t* row, 
         case GGML_Q4_K: row_dot<Q4_K, M>(row, K, xq, ds, m, acc, part, parts); break;
         case AKUNU_Q4_0_X8: row_dot<Q4_0X8, M>(row, K, xq, ds, m, acc, part, parts); break;
         case AKUNU_Q8_0_X8: row_dot<Q8_0X8, M>(row, K, xq, ds, m, acc, part, parts); break;
+        case GGML_Q4_1: row_dot<Q4_1, M>(row, K, xq, ds, m, acc, part, parts); break;
+        case GGML_Q5_0: row_dot<Q5_0, M>(row, K, xq, ds, m, acc, part, parts); break;
+        case GGML_Q5_1: row_dot<Q5_1, M>(row, K, xq, ds, m, acc, part, parts); break;
         default: row_dot<Q6_K, M>(row, K, xq, ds, m, acc, part, parts); break;
     }
 }

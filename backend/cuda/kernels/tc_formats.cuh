@@ -182,6 +182,42 @@ struct TcQ4_0X8 : TcQ4_0 {
     __device__ static Raw load(const uint8_t* row, int k0, int u) { return load_x8_d_quants<2, kBytes, 16>(row, k0, 8 * u); }
 };
 
+// Q4_1 / Q5_0 / Q5_1 (gemv_q8_formats.cuh's Nibble32): Q4_0's units, the
+// fifth bits from qh, x = d * (q - Offset) [+ m] in float, rounded to F16 once.
+template <int Bytes, int QhAt, int QsAt, bool HasMin, int Offset>
+struct TcNibble32 {
+    static constexpr int kElems = 32, kBytes = Bytes;
+    struct Raw {
+        uint32_t d, m, qh, q[2];
+    };
+    __device__ static Raw load(const uint8_t* row, int k0, int u) {
+        const uint8_t* blk = row + (size_t)(k0 / 32) * kBytes;
+        Raw r;
+        r.d = ld_u16(blk);
+        r.m = HasMin ? ld_u16(blk + 2) : 0u;
+        r.qh = QhAt >= 0 ? ld_u32_from_u16(blk + QhAt) : 0u;
+        load_words<2>(blk + QsAt + 8 * u, r.q);
+        return r;
+    }
+    __device__ static void store(const Raw& r, __half* dst, int, int u) {
+        const float d = f16_bits(r.d), m = HasMin ? f16_bits(r.m) : 0.0f;
+        float lo[8], hi[8];
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const uint32_t b = (r.q[i / 4] >> (8 * (i % 4))) & 0xFF;
+            const uint32_t l = (b & 0xF) | (((r.qh >> (8 * u + i)) & 1) << 4);
+            const uint32_t h = (b >> 4) | (((r.qh >> (16 + 8 * u + i)) & 1) << 4);
+            lo[i] = d * small_int(l, (float)Offset) + m;
+            hi[i] = d * small_int(h, (float)Offset) + m;
+        }
+        store8(dst + 8 * u, lo);
+        store8(dst + 16 + 8 * u, hi);
+    }
+};
+using TcQ4_1 = TcNibble32<20, -1, 4, true, 0>;
+using TcQ5_0 = TcNibble32<22, 2, 6, false, 16>;
+using TcQ5_1 = TcNibble32<24, 4, 8, true, 0>;
+
 // Byte i of the 12 scale bytes held as three words.
 __device__ __forceinline__ uint32_t scale_byte(uint32_t s0, uint32_t s1, uint32_t s2, int i) {
     const uint32_t w = i < 4 ? s0 : (i < 8 ? s1 : s2);
