@@ -259,6 +259,25 @@ def test_rmsnorm(device, dim, rows, row0):
     assert rel_l2(ym, yc) < 1e-6
 
 
+@pytest.mark.parametrize("dim,n", [(640, 1), (1152, 3)])
+def test_rmsnorm_residual(device, dim, n):
+    """Gemma 3's post-norm and residual add in one (fused decode tables):
+    h += rmsnorm(y) * (w + 1), against float64; y left as it was."""
+    need_fused(device)
+    rng = rng_for(("rmsnorm_residual", dim, n))
+    y = rng.standard_normal((n, dim)).astype(np.float32) * 3
+    w = rng.standard_normal(dim).astype(np.float32)
+    h = rng.standard_normal((n, dim)).astype(np.float32)
+    y64 = y.astype(np.float64)
+    ref = h + y64 / np.sqrt((y64 ** 2).mean(-1, keepdims=True) + 1e-6) * (w + 1.0)
+    for dev in ("cpu", device):
+        yy, hh = y.copy(), h.copy()
+        _core._run_cpu_kernel("rmsnorm_residual", [yy, w, hh], kp.norm(dim, n, 1, dim, 1e-6, weight_offset=1.0),
+                              device=dev)
+        np.testing.assert_array_equal(yy, y)
+        assert rel_l2(hh, ref) < 1e-6, dev
+
+
 def test_layernorm(device):
     rng = rng_for(3)
     x = (rng.standard_normal((7, 384)) * 2 + 1).astype(np.float32)

@@ -22,7 +22,7 @@ run() {
     bash tools/cuda_stage.sh $R/akunu_build.log || { step "akunu build FAILED"; touch $R/done; return; }
     python3 -m pytest -q -rs tests/test_device_kernels.py > $R/test_kernels.log 2>&1
     step "test_device_kernels: $(tail -1 $R/test_kernels.log)"
-    python3 -m pytest -q -rs tests/test_cuda.py -k "models_match_cpu or greedy or bert" > $R/test_cuda.log 2>&1
+    python3 -m pytest -q -rs tests/test_cuda.py -k "models_match_cpu or greedy or bert or sampling" > $R/test_cuda.log 2>&1
     step "test_cuda: $(tail -1 $R/test_cuda.log)"
     for i in $(seq 1 240); do
         [ -f $GEMMA ] && [ "$(sha256sum $GEMMA | cut -d' ' -f1)" = $SHA ] && break
@@ -37,7 +37,9 @@ run() {
         python3 -m akunu.cli.bench $GEMMA --device cuda -p 512 -n 128 -r 5 2>&1 | grep -E "pp512|tg128"
         $LLB/llama-bench -m $GEMMA -ngl 99 -fa 1 -p 512 -n 128 -r 5 2>&1 | grep -E "pp512|tg128"
         GGML_CUDA_GRAPH_OPT=1 $LLB/llama-bench -m $GEMMA -ngl 99 -fa 1 -p 512 -n 128 -r 5 2>&1 | grep -E "pp512|tg128"
-        AKUNU_CUDA_REPACK=0 python3 -m akunu.cli.bench $GEMMA --device cuda -p 0 -n 128 -r 5 2>&1 | grep tg128
+        for setting in AKUNU_CUDA_Q8_LINK=all AKUNU_CUDA_Q8_LINK=0; do
+            echo "$setting: $(env $setting python3 -m akunu.cli.bench $GEMMA --device cuda -p 0 -n 128 -r 5 2>&1 | grep tg128)"
+        done
     } > $R/bench.txt
     step "bench done"
     touch $R/done

@@ -46,6 +46,14 @@ struct Builder {
         cmd.emit();
     }
 
+    // h += rmsnorm(y) * w (Gemma 3's post-norms; the fused decode tables only).
+    void rmsnorm_residual(const char* label, Buffer y, const Weight& w, Buffer h) {
+        const uint32_t dim = (uint32_t)c.dim;
+        NormParams p{dim, 1, 1, dim, c.norm_eps, c.norm_weight_offset, 0, dim};
+        Cmd(t, dev, "rmsnorm_residual", label).buf(y).buf(w.buf).buf(h).params(p)
+            .patch_n(offsetof(NormParams, n_tokens)).emit();
+    }
+
     void add(const char* label, Buffer x, Buffer y) {
         AddParams p{(uint32_t)c.dim, 1};
         Cmd(t, dev, "add_inplace", label).buf(x).buf(y).params(p).patch_n(offsetof(AddParams, n_tokens)).emit();
@@ -129,19 +137,19 @@ void fused_layer(Builder& b, const ModelConfig& c, const ArchDescriptor& arch, c
         cmd.params(p).patch_n(offsetof(QKRopeKVParams, n_tokens)).patch_pos(offsetof(QKRopeKVParams, pos0)).emit();
     }
     b.attention(kv, l, local);
+    // Post-norms (Gemma 3): the projection alone through gemv_multi (which
+    // reads a Q8Link: no rounding kernel of its own), then norm and residual in one.
     if (arch.has_post_attn_norm) {
-        b.matmul("o_proj", L.wo, s.attn, qd, s.proj, dim);
-        b.rmsnorm("post_attn_norm", s.proj, L.post_attn_norm, s.proj, dim, 1, dim);
-        b.add("attn_residual", s.h, s.proj);
+        b.multi("o_proj", kGemvSeparate, s.attn, nullptr, {{&L.wo, s.proj}});
+        b.rmsnorm_residual("post_attn_norm_residual", s.proj, L.post_attn_norm, s.h);
     } else {
         b.multi("o_proj_residual", kGemvAccumulate, s.attn, nullptr, {{&L.wo, s.h}});
     }
     const MultiGemvMode act = arch.activation == Activation::GeluGate ? kGemvGeluGate : kGemvSiluGate;
     b.multi("gate_up_act", act, s.h, &L.ffn_norm, {{&L.w_gate, s.act}, {&L.w_up, s.act}});
     if (arch.has_post_ffn_norm) {
-        b.matmul("down_proj", L.w_down, s.act, (uint32_t)c.ffn_dim, s.proj, dim);
-        b.rmsnorm("post_ffn_norm", s.proj, L.post_ffn_norm, s.proj, dim, 1, dim);
-        b.add("ffn_residual", s.h, s.proj);
+        b.multi("down_proj", kGemvSeparate, s.act, nullptr, {{&L.w_down, s.proj}});
+        b.rmsnorm_residual("post_ffn_norm_residual", s.proj, L.post_ffn_norm, s.h);
     } else {
         b.multi("down_proj_residual", kGemvAccumulate, s.act, nullptr, {{&L.w_down, s.h}});
     }

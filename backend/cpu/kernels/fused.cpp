@@ -1,4 +1,5 @@
-// The fused decode kernels that GPU backends run (gemv_multi, qk_norm_rope_kv),
+// The fused decode kernels that GPU backends run (gemv_multi, qk_norm_rope_kv,
+// rmsnorm_residual),
 // defined here as the unfused sequences they replace: their meaning is exactly
 // that of the kernels composed. The CPU's own tables do not use them (the
 // passes over memory they save are the GPU's launch latencies); they exist so
@@ -84,11 +85,29 @@ void qk_norm_rope_kv(const CpuArgs& a) {
     run("kv_write", {k, a.buf[2], a.buf[6], a.buf[7]}, kv, a.pool);
 }
 
+// Gemma 3's post-norms: h += rmsnorm(y) * (w + offset), y left as it was
+// (buffers y, w, h; NormParams of one row a token, row strides x_stride for
+// y and y_stride for h).
+void rmsnorm_residual(const CpuArgs& a) {
+    NormParams p = a.p<NormParams>();
+    if (p.rows_per_token != 1 || p.row0 != 0) throw Error("rmsnorm_residual: one row a token, from row 0");
+    std::vector<float> yn((size_t)p.n_tokens * p.dim);
+    NormParams np = p;
+    np.y_stride = p.dim;
+    run("rmsnorm", {a.buf[0], a.buf[1], yn.data()}, np, a.pool);
+    float* h = a.b<float>(2);
+    for (uint32_t t = 0; t < p.n_tokens; t++) {
+        AddParams ap{p.dim, 1};
+        run("add_inplace", {h + (size_t)t * p.y_stride, yn.data() + (size_t)t * p.dim}, ap, a.pool);
+    }
+}
+
 }  // namespace
 
 extern const CpuKernelEntry kFusedKernels[] = {
     {"gemv_multi", gemv_multi},
     {"qk_norm_rope_kv", qk_norm_rope_kv},
+    {"rmsnorm_residual", rmsnorm_residual},
     {nullptr, nullptr},
 };
 

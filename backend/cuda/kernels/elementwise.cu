@@ -3,6 +3,7 @@
 // one block per row.
 #include <cmath>
 
+#include "core/error.h"
 #include "core/half.h"
 #include "core/kernel_params.h"
 #include "cuda_kernel.h"
@@ -31,6 +32,28 @@ void launch_rmsnorm(const CudaArgs& a) {
     NormParams p = a.p<NormParams>();
     const float* x = a.b<float>(0) + (size_t)p.row0 * p.x_stride;
     launch_pdl(rmsnorm_kernel, p.n_tokens * p.rows_per_token, 256, 0, a.stream, p, x, a.b<float>(1), a.b<float>(2));
+}
+
+// Gemma 3's post-norms fused with the residual add (the CPU twin: fused.cpp):
+// h += rmsnorm(y) * (w + offset), one block per token; one launch and one
+// dependent step fewer than rmsnorm then add_inplace.
+__global__ void rmsnorm_residual_kernel(NormParams p, const float* y, const float* w, float* h) {
+    pdl_wait();
+    pdl_launch_dependents();
+    const float* yr = y + (size_t)blockIdx.x * p.x_stride;
+    float* hr = h + (size_t)blockIdx.x * p.y_stride;
+    __shared__ double partial[32];
+    double ss = 0;
+    for (uint32_t i = threadIdx.x; i < p.dim; i += blockDim.x) ss += (double)yr[i] * yr[i];
+    ss = block_sum(ss, partial);
+    const float scale = 1.0f / sqrtf((float)(ss / p.dim) + p.eps);
+    for (uint32_t i = threadIdx.x; i < p.dim; i += blockDim.x) hr[i] += yr[i] * scale * (w[i] + p.weight_offset);
+}
+
+void launch_rmsnorm_residual(const CudaArgs& a) {
+    NormParams p = a.p<NormParams>();
+    if (p.rows_per_token != 1 || p.row0 != 0) throw Error("rmsnorm_residual: one row a token, from row 0");
+    launch_pdl(rmsnorm_residual_kernel, p.n_tokens, 256, 0, a.stream, p, a.b<float>(0), a.b<float>(1), a.b<float>(2));
 }
 
 // LayerNorm with bias (BERT), one block per row, statistics in double as the CPU twin.
@@ -174,6 +197,7 @@ void launch_im2col_1d(const CudaArgs& a) {
 
 extern const CudaKernelEntry kCudaElementwiseKernels[] = {
     {"rmsnorm", launch_rmsnorm},
+    {"rmsnorm_residual", launch_rmsnorm_residual},
     {"rope", launch_rope, true},
     {"silu_gate", launch_gated<false>},
     {"gelu_gate", launch_gated<true>},
