@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstddef>
+#include <cstdlib>
+#include <string>
 
 #include "core/dtype_descriptor.h"
 #include "core/error.h"
@@ -138,7 +140,23 @@ void fused_layer(Builder& b, const ModelConfig& c, const ArchDescriptor& arch, c
     }
     b.attention(kv, l, local);
     // Post-norms (Gemma 3): the projection alone through gemv_multi (which
-    // reads a Q8Link: no rounding kernel of its own), then norm and residual in one.
+    // reads a Q8Link: no rounding kernel of its own), then norm and residual
+    // in one. AKUNU_FUSED_POSTNORM=0: the plain commands, for A/B runs.
+    static const bool plain_post = [] {
+        const char* e = std::getenv("AKUNU_FUSED_POSTNORM");
+        return e && std::string(e) == "0";
+    }();
+    if (plain_post && arch.has_post_attn_norm && arch.has_post_ffn_norm) {
+        b.matmul("o_proj", L.wo, s.attn, qd, s.proj, dim);
+        b.rmsnorm("post_attn_norm", s.proj, L.post_attn_norm, s.proj, dim, 1, dim);
+        b.add("attn_residual", s.h, s.proj);
+        const MultiGemvMode gated = arch.activation == Activation::GeluGate ? kGemvGeluGate : kGemvSiluGate;
+        b.multi("gate_up_act", gated, s.h, &L.ffn_norm, {{&L.w_gate, s.act}, {&L.w_up, s.act}});
+        b.matmul("down_proj", L.w_down, s.act, (uint32_t)c.ffn_dim, s.proj, dim);
+        b.rmsnorm("post_ffn_norm", s.proj, L.post_ffn_norm, s.proj, dim, 1, dim);
+        b.add("ffn_residual", s.h, s.proj);
+        return;
+    }
     if (arch.has_post_attn_norm) {
         b.multi("o_proj", kGemvSeparate, s.attn, nullptr, {{&L.wo, s.proj}});
         b.rmsnorm_residual("post_attn_norm_residual", s.proj, L.post_attn_norm, s.h);
