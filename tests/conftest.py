@@ -42,7 +42,9 @@ def gemma(gemma_path):
     try:
         return akunu.load(gemma_path, device=device, n_ctx=1024)
     except akunu.AkunuError as e:
-        if device == "cpu":
+        # only a missing device skips: a bad or truncated file, or a failure
+        # on a device that is there, fails (as test_cuda.cuda_or_skip)
+        if device == "cpu" or "not available" not in str(e):
             raise
         pytest.skip(f"device {device} unavailable: {e}")
 
