@@ -158,16 +158,21 @@ def test_whisper_random_tiny_shape_matches_cpu(tmp_path, dtype):
     rng = np.random.default_rng(3)
     audio = (0.1 * rng.standard_normal(16000 * 12) * np.sin(np.arange(16000 * 12) / 700)).astype(np.float32)
     mel = pad_or_trim(log_mel_spectrogram(audio, 80, padding=160))
-    assert rel_l2(gpu.encode(mel), cpu.encode(mel)) < 1e-4
+    # the encoder's GEMMs run on the tensor cores with F16 operands (~3e-4
+    # relative each, test_device_kernels' prefill bound), through 4 layers
+    enc = rel_l2(gpu.encode(mel), cpu.encode(mel))
     prompt = [50258, 50259, 50359, 50363]
     lg, lc = gpu._m.decode(0, prompt, 0), cpu._m.decode(0, prompt, 0)
-    assert rel_l2(lg, lc) < 5e-4  # K/V rounded to F16 after sums in another order
+    errs = [rel_l2(lg, lc)]  # also K/V rounded to F16 after sums in another order
     tokens = list(prompt)
     for _ in range(24):  # raw greedy, fed to both: every step's logits agree
         t = int(np.argmax(lc))
         tokens.append(t)
         lg, lc = gpu._m.decode(0, [t], len(tokens) - 1), cpu._m.decode(0, [t], len(tokens) - 1)
-        assert rel_l2(lg, lc) < 5e-4
+        errs.append(rel_l2(lg, lc))
+    print(f"whisper {dtype}: encoder rel L2 {enc:.2e}, decode max {max(errs):.2e}")
+    assert enc < 3e-3
+    assert max(errs) < 3e-3
     gpu._m.copy_slot(0, 4, len(tokens))  # a copied GPU cache continues like the original
     np.testing.assert_array_equal(gpu._m.decode(4, [7], len(tokens)), gpu._m.decode(0, [7], len(tokens)))
 
