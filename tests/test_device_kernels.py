@@ -397,7 +397,12 @@ def test_gemv_multi(device, case):
         ys_all = ys + [np.zeros(1, np.float32) for _ in range(3 - len(ys))]
         _core._run_cpu_kernel("gemv_multi", [x.copy(), nw, *ws, *ys_all], params, device=dev)
         outs.append(ys[: len(formats)] if mode == kp.MULTI_SEPARATE else ys)
-    tol = 1e-5 if all(q in (T.F32, T.F16, T.BF16) for q in formats) else 2e-2
+    # Gate and up each carry the two sides' different activation roundings
+    # (the CPU's per-format blocks, the GPU's 32-value ones), and silu(g) * u
+    # carries both: sqrt(2) x the single bound (a 3-token Q6_K / Q4_K gated case
+    # measured 0.0201 in 1 of ~6 H100 runs against the single 2e-2).
+    gated = mode in (kp.MULTI_SILU, kp.MULTI_GELU)
+    tol = 1e-5 if all(q in (T.F32, T.F16, T.BF16) for q in formats) else 3e-2 if gated else 2e-2
     for yc, yg in zip(*outs):
         assert not np.isnan(yg).any(), "unwritten outputs"
         assert rel_l2(yg, yc) < tol

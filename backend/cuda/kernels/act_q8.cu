@@ -2,6 +2,8 @@
 // kernel of its own (the arithmetic: act_q8.cuh).
 #include "act_q8.h"
 
+#include <cstdlib>
+
 #include "act_q8.cuh"
 
 namespace akunu {
@@ -31,12 +33,24 @@ __global__ void __launch_bounds__(kNormThreads)
         out[(size_t)blockIdx.y * K + i] = xr[i] * scale * (norm.weight[i] + norm.offset);
 }
 
+// Threads of the one block a token that normalizes and rounds (the sum of
+// squares is a whole-block reduction, so its steps are serial):
+// AKUNU_CUDA_NORM_THREADS=256|512|1024 (default 1024), for A/B runs.
+unsigned norm_threads() {
+    static const unsigned n = [] {
+        const char* e = std::getenv("AKUNU_CUDA_NORM_THREADS");
+        const unsigned v = e ? (unsigned)std::atoi(e) : kNormThreads;
+        return v == 256 || v == 512 ? v : (unsigned)kNormThreads;
+    }();
+    return n;
+}
+
 }  // namespace
 
 bool normalize_activations(const CudaArgs& a, const float* x, uint32_t m, uint32_t K, const ActQ8Norm& norm,
                            float** out) {
     if (!norm.weight || !act_f32_layout(a, m, K, 0, out)) return false;
-    launch_pdl(normalize_kernel, dim3(1, m), kNormThreads, 0, a.stream, x, K, norm, *out);
+    launch_pdl(normalize_kernel, dim3(1, m), norm_threads(), 0, a.stream, x, K, norm, *out);
     return true;
 }
 
@@ -62,7 +76,7 @@ bool quantize_activations(const CudaArgs& a, const float* x, uint32_t x_stride, 
     if (x_stride % 4 != 0 || (reinterpret_cast<uintptr_t>(x) & 15) != 0 || !act_q8_layout(a, m, K, 0, out))
         return false;
     if (norm.weight) {
-        launch_pdl(quantize_q8_kernel<true>, dim3(1, m), kNormThreads, 0, a.stream, x, x_stride, K, norm, *out);
+        launch_pdl(quantize_q8_kernel<true>, dim3(1, m), norm_threads(), 0, a.stream, x, x_stride, K, norm, *out);
     } else {
         const unsigned blocks = blocks_for(K / 4, kThreads);
         launch_pdl(quantize_q8_kernel<false>, dim3(blocks, m), kThreads, 0, a.stream, x, x_stride, K, norm, *out);
