@@ -56,3 +56,12 @@ def test_gemv_multi_bad_parameters_are_clear_errors():
         _core._run_cpu_kernel("gemv_multi", bufs, kp.multi_gemv(64, 1, 9, [8], [0]), device="cpu")
     with pytest.raises(akunu.AkunuError, match="unsupported weight type"):
         _core._run_cpu_kernel("gemv_multi", bufs, kp.multi_gemv(64, 1, 0, [8], [77]), device="cpu")
+
+
+def test_rmsnorm_residual_bad_parameters_are_clear_errors():
+    import kernel_params as kp
+    from akunu import _core
+    y, h = np.ones((2, 64), np.float32), np.zeros((2, 64), np.float32)
+    w = np.ones(64, np.float32)
+    with pytest.raises(akunu.AkunuError, match="one row a token"):
+        _core._run_cpu_kernel("rmsnorm_residual", [y, w, h], kp.norm(32, 2, 2, 64, 1e-6), device="cpu")

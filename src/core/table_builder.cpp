@@ -146,18 +146,11 @@ void fused_layer(Builder& b, const ModelConfig& c, const ArchDescriptor& arch, c
         const char* e = std::getenv("AKUNU_FUSED_POSTNORM");
         return e && std::string(e) == "0";
     }();
-    if (plain_post && arch.has_post_attn_norm && arch.has_post_ffn_norm) {
+    if (arch.has_post_attn_norm && plain_post) {
         b.matmul("o_proj", L.wo, s.attn, qd, s.proj, dim);
         b.rmsnorm("post_attn_norm", s.proj, L.post_attn_norm, s.proj, dim, 1, dim);
         b.add("attn_residual", s.h, s.proj);
-        const MultiGemvMode gated = arch.activation == Activation::GeluGate ? kGemvGeluGate : kGemvSiluGate;
-        b.multi("gate_up_act", gated, s.h, &L.ffn_norm, {{&L.w_gate, s.act}, {&L.w_up, s.act}});
-        b.matmul("down_proj", L.w_down, s.act, (uint32_t)c.ffn_dim, s.proj, dim);
-        b.rmsnorm("post_ffn_norm", s.proj, L.post_ffn_norm, s.proj, dim, 1, dim);
-        b.add("ffn_residual", s.h, s.proj);
-        return;
-    }
-    if (arch.has_post_attn_norm) {
+    } else if (arch.has_post_attn_norm) {
         b.multi("o_proj", kGemvSeparate, s.attn, nullptr, {{&L.wo, s.proj}});
         b.rmsnorm_residual("post_attn_norm_residual", s.proj, L.post_attn_norm, s.h);
     } else {
@@ -165,7 +158,11 @@ void fused_layer(Builder& b, const ModelConfig& c, const ArchDescriptor& arch, c
     }
     const MultiGemvMode act = arch.activation == Activation::GeluGate ? kGemvGeluGate : kGemvSiluGate;
     b.multi("gate_up_act", act, s.h, &L.ffn_norm, {{&L.w_gate, s.act}, {&L.w_up, s.act}});
-    if (arch.has_post_ffn_norm) {
+    if (arch.has_post_ffn_norm && plain_post) {
+        b.matmul("down_proj", L.w_down, s.act, (uint32_t)c.ffn_dim, s.proj, dim);
+        b.rmsnorm("post_ffn_norm", s.proj, L.post_ffn_norm, s.proj, dim, 1, dim);
+        b.add("ffn_residual", s.h, s.proj);
+    } else if (arch.has_post_ffn_norm) {
         b.multi("down_proj", kGemvSeparate, s.act, nullptr, {{&L.w_down, s.proj}});
         b.rmsnorm_residual("post_ffn_norm_residual", s.proj, L.post_ffn_norm, s.h);
     } else {

@@ -42,11 +42,7 @@ __global__ void rmsnorm_residual_kernel(NormParams p, const float* y, const floa
     pdl_launch_dependents();
     const float* yr = y + (size_t)blockIdx.x * p.x_stride;
     float* hr = h + (size_t)blockIdx.x * p.y_stride;
-    __shared__ double partial[32];
-    double ss = 0;
-    for (uint32_t i = threadIdx.x; i < p.dim; i += blockDim.x) ss += (double)yr[i] * yr[i];
-    ss = block_sum(ss, partial);
-    const float scale = 1.0f / sqrtf((float)(ss / p.dim) + p.eps);
+    const float scale = rms_scale(yr, p.dim, p.eps);
     for (uint32_t i = threadIdx.x; i < p.dim; i += blockDim.x) hr[i] += yr[i] * scale * (w[i] + p.weight_offset);
 }
 

@@ -31,15 +31,30 @@ __device__ __forceinline__ int4 ld_i4(const int8_t* p) { return *reinterpret_cas
 // ds: its first {d, d * sum}) and the token stride K; token t's are K values
 // and K / 32 scales further on.
 
-// Q4_0: d, then 16 bytes: byte j holds elements j (low nibble) and j + 16, offset 8.
-struct Q4_0 {
-    static constexpr int kElems = 32, kBytes = 18, kLanes = 2;  // a lane: bytes 8 sub.., 16 weights
+// The 32-blocks of nibbles: f16 d, [f16 m], [u32 qh: bit j is element j's
+// fifth], nibbles at QsAt (byte j: elements j (low) and j + 16 (high));
+// x = d * (q - Offset) [+ m]. Q4_0, and Q4_1 / Q5_0 / Q5_1 (llama.cpp's
+// fallbacks where a row is not a multiple of 256, e.g. Gemma 3 270M's 640).
+// A lane: bytes 8 sub.., 16 weights (elements 8 sub.. and 16 + 8 sub..).
+// Without a min or fifth bits the code is Q4_0's alone (the lean kernel's
+// 32-register budget: checked with ptxas).
+template <int Bytes, int QhAt, int QsAt, bool HasMin, int Offset>
+struct Nibble32 {
+    static constexpr int kElems = 32, kBytes = Bytes, kLanes = 2;
+    // Bits 0..3 of n as bit 4 of bytes 0..3 (the fifth bits of four values).
+    __device__ static uint32_t fifth_bits(uint32_t n) { return (((n & 0xFu) * 0x00204081u) & 0x01010101u) << 4; }
     template <int M>
     __device__ static void dot(const uint8_t* blk, int sub, const int8_t* xq, const float2* ds, int K, int m,
                                float* acc) {
         const float d = f16_to_f32((uint16_t)ld_u16(blk));
-        const uint32_t q0 = ld_u32_from_u16(blk + 2 + 8 * sub), q1 = ld_u32_from_u16(blk + 6 + 8 * sub);
-        const uint32_t lo0 = q0 & kNibbles, lo1 = q1 & kNibbles, hi0 = (q0 >> 4) & kNibbles, hi1 = (q1 >> 4) & kNibbles;
+        float mn = 0.0f;
+        if constexpr (HasMin) mn = f16_to_f32((uint16_t)ld_u16(blk + 2));
+        const uint32_t q0 = ld_u32_from_u16(blk + QsAt + 8 * sub), q1 = ld_u32_from_u16(blk + QsAt + 4 + 8 * sub);
+        uint32_t lo0 = q0 & kNibbles, lo1 = q1 & kNibbles, hi0 = (q0 >> 4) & kNibbles, hi1 = (q1 >> 4) & kNibbles;
+        if constexpr (QhAt >= 0) {
+            const uint32_t qh = ld_u32_from_u16(blk + QhAt), l = qh >> (8 * sub), h = qh >> (16 + 8 * sub);
+            lo0 |= fifth_bits(l), lo1 |= fifth_bits(l >> 4), hi0 |= fifth_bits(h), hi1 |= fifth_bits(h >> 4);
+        }
 #pragma unroll
         for (int t = 0; t < M; t++) {
             if (t >= m) break;
@@ -47,10 +62,18 @@ struct Q4_0 {
             const int2 a = *reinterpret_cast<const int2*>(xt), b = *reinterpret_cast<const int2*>(xt + 16);
             const int s = dp4a(lo0, a.x, dp4a(lo1, a.y, dp4a(hi0, b.x, dp4a(hi1, b.y, 0))));
             const float2 e = ds[(size_t)t * (K / 32)];
-            acc[t] += d * (e.x * (float)s - 4.0f * e.y);  // the offset 8 over this lane's half: 8 / 2
+            // the offset and the min over this lane's half of the block's d * sum(q)
+            if constexpr (HasMin)
+                acc[t] += d * (e.x * (float)s - (0.5f * Offset) * e.y) + 0.5f * mn * e.y;
+            else
+                acc[t] += d * (e.x * (float)s - (0.5f * Offset) * e.y);
         }
     }
 };
+using Q4_0 = Nibble32<18, -1, 2, false, 8>;
+using Q4_1 = Nibble32<20, -1, 4, true, 0>;
+using Q5_0 = Nibble32<22, 2, 6, false, 16>;
+using Q5_1 = Nibble32<24, 4, 8, true, 0>;
 
 struct Q8_0 {
     static constexpr int kElems = 32, kBytes = 34, kLanes = 2;  // a lane: 16 weights
@@ -136,43 +159,6 @@ struct Q8_0X8 {
         }
     }
 };
-
-// The 32-blocks with a min or a fifth bit (Q4_1, Q5_0, Q5_1: llama.cpp's
-// fallbacks where a row is not a multiple of 256, e.g. Gemma 3 270M's 640):
-// f16 d, [f16 m], [u32 qh: bit j is element j's fifth], nibbles at QsAt as
-// Q4_0's (byte j: elements j, j + 16). x = d * (q - Offset) [+ m]. A lane
-// takes Q4_0's share: bytes 8 sub.., elements 8 sub.. and 16 + 8 sub...
-template <int Bytes, int QhAt, int QsAt, bool HasMin, int Offset>
-struct Nibble32 {
-    static constexpr int kElems = 32, kBytes = Bytes, kLanes = 2;
-    // Bits 0..3 of n as bit 4 of bytes 0..3 (the fifth bits of four values).
-    __device__ static uint32_t fifth_bits(uint32_t n) { return (((n & 0xFu) * 0x00204081u) & 0x01010101u) << 4; }
-    template <int M>
-    __device__ static void dot(const uint8_t* blk, int sub, const int8_t* xq, const float2* ds, int K, int m,
-                               float* acc) {
-        const float d = f16_to_f32((uint16_t)ld_u16(blk));
-        const float mn = HasMin ? f16_to_f32((uint16_t)ld_u16(blk + 2)) : 0.0f;
-        const uint32_t q0 = ld_u32_from_u16(blk + QsAt + 8 * sub), q1 = ld_u32_from_u16(blk + QsAt + 4 + 8 * sub);
-        uint32_t lo0 = q0 & kNibbles, lo1 = q1 & kNibbles, hi0 = (q0 >> 4) & kNibbles, hi1 = (q1 >> 4) & kNibbles;
-        if constexpr (QhAt >= 0) {
-            const uint32_t qh = ld_u32_from_u16(blk + QhAt), l = qh >> (8 * sub), h = qh >> (16 + 8 * sub);
-            lo0 |= fifth_bits(l), lo1 |= fifth_bits(l >> 4), hi0 |= fifth_bits(h), hi1 |= fifth_bits(h >> 4);
-        }
-#pragma unroll
-        for (int t = 0; t < M; t++) {
-            if (t >= m) break;
-            const int8_t* xt = xq + (size_t)t * K + 8 * sub;
-            const int2 a = *reinterpret_cast<const int2*>(xt), b = *reinterpret_cast<const int2*>(xt + 16);
-            const int s = dp4a(lo0, a.x, dp4a(lo1, a.y, dp4a(hi0, b.x, dp4a(hi1, b.y, 0))));
-            const float2 e = ds[(size_t)t * (K / 32)];
-            // offset and min over this lane's half of the block's sum d * sum(q)
-            acc[t] += d * (e.x * (float)s - 0.5f * Offset * e.y) + (HasMin ? 0.5f * mn * e.y : 0.0f);
-        }
-    }
-};
-using Q4_1 = Nibble32<20, -1, 4, true, 0>;
-using Q5_0 = Nibble32<22, 2, 6, false, 16>;
-using Q5_1 = Nibble32<24, 4, 8, true, 0>;
 
 // Bytes b - 32 of four 6-bit values (0..63), as signed bytes: no borrow
 // crosses a byte once each has its top bit set.
