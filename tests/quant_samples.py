@@ -4,6 +4,7 @@ quants), and their reference meaning from gguf-py's numpy dequantizers."""
 import numpy as np
 from gguf import GGMLQuantizationType as T
 from gguf.quants import dequantize
+from random_gguf import random_blocks
 
 # type -> (block elems, block bytes, byte offsets of f16 scale fields)
 FORMATS = {
@@ -39,14 +40,8 @@ def random_matrix(qtype, rows, cols, rng):
         bits = (rng.standard_normal((rows, cols)).astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
         raw = bits.view(np.uint8)
         return raw, dequantize(raw, qtype).astype(np.float64).reshape(rows, cols)
-    nb = cols // be
-    raw = rng.integers(0, 256, size=(rows, nb, bb), dtype=np.uint8)
-    for off in scales:
-        d = (rng.uniform(0.001, 0.02, size=(rows, nb)) * rng.choice([-1, 1], size=(rows, nb))).astype(np.float16)
-        if qtype in (T.Q4_K, T.Q5_K, T.Q2_K):  # d and dmin are used as positive multipliers there
-            d = np.abs(d)
-        raw[:, :, off : off + 2] = d.view(np.uint8).reshape(rows, nb, 2)
-    raw = raw.reshape(rows, nb * bb)
+    # d and dmin are used as positive multipliers in Q4_K / Q5_K / Q2_K
+    raw = random_blocks(rng, rows, cols // be, bb, scales, qtype in (T.Q4_K, T.Q5_K, T.Q2_K))
     ref = dequantize(raw, qtype).astype(np.float64).reshape(rows, cols)
     return raw, ref
 
@@ -69,15 +64,19 @@ def mlx_matrix(bits, group, rows, cols, rng):
     return blocks, 1000 + bits * 10 + {32: 0, 64: 1, 128: 2}[group], ref
 
 
-# The GPU layouts of Q4_0 / Q8_0 (core/dtype_descriptor.h): codes, and the
-# regrouping written here independently of the C++ one (core/quant_blocks.cpp).
-X8_CODES = {T.Q4_0: 1102, T.Q8_0: 1108}
+# The GPU layouts of Q4_0 / Q8_0 / Q6_K (core/dtype_descriptor.h): codes, and
+# the regrouping written here independently of the C++ one (core/quant_blocks.cpp).
+X8_CODES = {T.Q4_0: 1102, T.Q8_0: 1108, T.Q6_K: 1114}
+# Each format's block as its parts (start, end) in the order the x8 layout gathers them.
+X8_PARTS = {T.Q4_0: ((0, 2), (2, 18)), T.Q8_0: ((0, 2), (2, 34)),
+            T.Q6_K: ((0, 128), (128, 192), (192, 208), (208, 210))}  # ql, qh, scales, d
 
 
 def regroup_x8(raw, qtype):
-    """Rows of Q4_0 / Q8_0 blocks (uint8, shape (rows, row_bytes)) as the x8
-    layout: per 8 blocks, their 8 f16 scales, then their quants in order."""
-    qb = 16 if qtype == T.Q4_0 else 32
+    """Rows of blocks (uint8, shape (rows, row_bytes)) as the x8 layout: per
+    8 blocks, part by part, that part of each of the 8 blocks in order (Q4_0 /
+    Q8_0: the 8 f16 scales, then the 8 blocks' quants)."""
+    parts = X8_PARTS[qtype]
     rows = raw.shape[0]
-    g = raw.reshape(rows, -1, 8, 2 + qb)
-    return np.concatenate([g[..., :2].reshape(rows, -1, 16), g[..., 2:].reshape(rows, -1, 8 * qb)], axis=2).reshape(rows, -1)
+    g = raw.reshape(rows, -1, 8, parts[-1][1])
+    return np.concatenate([g[..., a:b].reshape(rows, g.shape[1], -1) for a, b in parts], axis=2).reshape(rows, -1)

@@ -56,6 +56,18 @@ def test_quantized_models_match_cpu(path):
     compare(path, 3e-2)
 
 
+@pytest.mark.parametrize("arch", ["llama", "gemma"])
+def test_regrouped_q6_k_model_matches_cpu(tmp_path, arch):
+    """Q4_K / Q6_K blocks placed as Q4_K_M places them, at a width (2048)
+    where CUDA loads Q6_K regrouped (Q6_K_X8: output, a layer's attn_v and
+    ffn_down; gemma's tied table, so its embedding lookup too)."""
+    p = str(tmp_path / f"{arch}-q4_k_m-blocks.gguf")
+    shape = random_gguf.Shape(dim=2048, n_layers=2, n_heads=16, n_kv_heads=4, head_dim=128, ffn_dim=2048,
+                              vocab=512, ctx=512)
+    random_gguf.write_model(p, arch, "Q4_K_M-blocks", seed=21, shape=shape)
+    compare(p, 3e-2)
+
+
 @pytest.mark.parametrize("temperature,top_k,top_p,min_p", [
     (1.3, 0, 0.95, 0.0), (0.8, 5, 1.0, 0.0), (1.0, 0, 1.0, 0.05), (0.9, 20, 0.9, 0.05), (1.0, 0, 1.0, 0.0),
 ])

@@ -60,8 +60,8 @@ def test_attention_head_dim_limit_is_a_clear_error():
 
 # Fused decode kernels: only devices whose fused_decode() is true (CUDA) need them.
 FUSED_DECODE_KERNELS = {"gemv_multi", "qk_norm_rope_kv", "rmsnorm_residual"}
-# The regrouped Q4_0 / Q8_0 layouts: only a device whose weight_layout() asks for them (CUDA) loads them.
-X8_KERNELS = {f"{k}_{f}_x8" for k in ("gemv", "gemm", "embedding") for f in ("q4_0", "q8_0")}
+# The regrouped Q4_0 / Q8_0 / Q6_K layouts: only a device whose weight_layout() asks for them (CUDA) loads them.
+X8_KERNELS = {f"{k}_{f}_x8" for k in ("gemv", "gemm", "embedding") for f in ("q4_0", "q8_0", "q6_k")}
 
 
 def test_every_akunu_kernel_has_a_metal_spec():

@@ -6,7 +6,11 @@
 # stalls, occupancy) for one layer's gemv_multi launches; then
 # tools/gemv_layout_bench.cu (the GEMV's bandwidth by weight layout).
 #   PROBE_AB="AKUNU_X=1 ..." PROBE_NCU=1 PROBE_LAYOUT=1 PROBE_FULL=1 tools/cuda_gemv_probe.sh OUT
-# (PROBE_FULL: every layer of Qwen3-0.6B and Llama-3.2-1B, 8 of Llama-3.1-8B, and tg128 alone)
+# (PROBE_FULL: every layer of Qwen3-0.6B and Llama-3.2-1B, 8 of Llama-3.1-8B, and tg128 alone;
+#  PROBE_FULL=real: every layer of all three and their real vocabularies)
+# (PROBE_FORMATS: the files' formats, default "Q4_0 Q8_0"; Q4_K_M-blocks: random_gguf's
+#  Q4_K_M placement of random K-quant blocks. PROBE_LANE: tools/gemv_lane_bench.cu too;
+#  PROBE_NCU_STEP: tools/ncu_decode.py's whole-step profile of the 8B file, default and REPACK=0)
 # (PROBE_AB: settings profiled and benchmarked after the defaults; PROBE_PP: pp512 too;
 #  PROBE_TEST_SETTINGS / PROBE_TESTS: more settings / another -k for the kernel tests)
 set -uo pipefail
@@ -21,16 +25,17 @@ import random_gguf as r
 from bench_cuda import SHAPES
 import os
 full = os.environ.get("PROBE_FULL")  # every layer of the small shapes, 8 of the 8B's
-plan = ((("llama-3.1-8b", 8), ("llama-3.2-1b", 16), ("qwen3-0.6b", 28)) if full
+plan = ((("llama-3.1-8b", 32 if full == "real" else 8), ("llama-3.2-1b", 16), ("qwen3-0.6b", 28)) if full
         else (("llama-3.1-8b", 2), ("qwen3-0.6b", 4)))
 for name, layers in plan:
     arch, shape = SHAPES[name]
-    shape = dict(shape, n_layers=layers, vocab=32768, ctx=4096)
-    for q in ("Q4_0", "Q8_0"):
+    shape = dict(shape, n_layers=layers, ctx=4096, **({} if full == "real" else {"vocab": 32768}))
+    for q in os.environ.get("PROBE_FORMATS", "Q4_0 Q8_0").split():
         r.write_model(f"/tmp/probe-models/{name}-{q}.gguf", arch, q, seed=1, shape=r.Shape(**shape))
         print("wrote", name, q, flush=True)
 PY
 nvcc -O3 -arch=sm_90 -std=c++17 -o /tmp/gemv_layout tools/gemv_layout_bench.cu &
+nvcc -O3 -arch=sm_90 -std=c++17 -I src -I backend/cuda/kernels -o /tmp/gemv_lane tools/gemv_lane_bench.cu &
 bash tools/cuda_stage.sh "$OUT/akunu_build.log" || exit 1
 wait
 export PYTHONPATH="$PWD/build-cuda/stage:$PWD/tools:${PYTHONPATH:-}"
@@ -48,7 +53,8 @@ for f in $M/*.gguf; do
     done
 done | tee "$OUT/profile.txt"
 if [ -n "${PROBE_NCU:-}" ]; then
-    for f in llama-3.1-8b-Q4_0 qwen3-0.6b-Q4_0; do
+    first=$(echo ${PROBE_FORMATS:-Q4_0} | cut -d' ' -f1)
+    for f in llama-3.1-8b-$first qwen3-0.6b-$first; do
         AKUNU_NCU_CHILD=1 timeout 240 ncu --cache-control none --clock-control none --profile-from-start off \
             -k regex:gemv_multi -c 4 --section SpeedOfLight --section MemoryWorkloadAnalysis \
             --section WarpStateStats --section Occupancy --section LaunchStats --section SchedulerStats \
@@ -57,5 +63,12 @@ if [ -n "${PROBE_NCU:-}" ]; then
             "$OUT/ncu_$f.txt" | head -60
     done
 fi
+if [ -n "${PROBE_NCU_STEP:-}" ]; then  # the whole decode step of the first format's 8B file, by kernel
+    f=$M/llama-3.1-8b-$(echo ${PROBE_FORMATS:-Q4_0} | cut -d' ' -f1).gguf
+    python3 tools/ncu_decode.py $f 128 > "$OUT/ncu_step.txt" 2>&1
+    AKUNU_CUDA_REPACK=0 python3 tools/ncu_decode.py $f 128 > "$OUT/ncu_step_repack0.txt" 2>&1
+    head -30 "$OUT/ncu_step.txt" "$OUT/ncu_step_repack0.txt"
+fi
 [ -n "${PROBE_LAYOUT:-}" ] && /tmp/gemv_layout | tee "$OUT/layout.txt"
+[ -n "${PROBE_LANE:-}" ] && /tmp/gemv_lane | tee "$OUT/lane.txt"
 exit 0

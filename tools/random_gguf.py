@@ -85,10 +85,49 @@ def llama3_rope_factors(head_dim: int, base: float, factor=8.0, low=1.0, high=4.
     return np.array(out, dtype=np.float32)
 
 
+def random_blocks(rng, rows: int, n_blocks: int, block_bytes: int, scale_offsets, positive: bool) -> np.ndarray:
+    """Random quantized blocks (uint8, shape (rows, n_blocks * block_bytes)):
+    random bytes, then each f16 scale field (at scale_offsets) a modest value,
+    positive where the format multiplies by it as such (K-quant d / dmin)."""
+    raw = rng.integers(0, 256, size=(rows, n_blocks, block_bytes), dtype=np.uint8)
+    for off in scale_offsets:
+        d = (rng.uniform(0.001, 0.02, size=(rows, n_blocks)) * rng.choice([-1, 1], size=(rows, n_blocks))).astype(np.float16)
+        if positive:
+            d = np.abs(d)
+        raw[:, :, off : off + 2] = d.view(np.uint8).reshape(rows, n_blocks, 2)
+    return raw.reshape(rows, n_blocks * block_bytes)
+
+
+def kquant_blocks(rng, six: bool, rows: int, cols: int) -> np.ndarray:
+    """Random Q6_K (six) or Q4_K blocks whose weights come out near the
+    float writer's N(0, 1 / cols) (every scale set so; quants random)."""
+    nb, std = cols // 256, cols ** -0.5
+    if six:  # w = d * sc * (q - 32): q uniform (sd 18.5), |sc| 1..8 (rms 4.8)
+        raw = rng.integers(0, 256, size=(rows, nb, 210), dtype=np.uint8)
+        sc = rng.integers(1, 9, size=(rows, nb, 16)) * rng.choice([-1, 1], size=(rows, nb, 16))
+        raw[:, :, 192:208] = sc.astype(np.int8).view(np.uint8)
+        fields = {208: std / (18.5 * 4.8)}
+    else:  # w = d * sc * q - dmin * m, 6-bit sc and m: dmin = 7.5 d centres it, sd about 250 d
+        raw = rng.integers(0, 256, size=(rows, nb, 144), dtype=np.uint8)
+        fields = {0: std / 250, 2: 7.5 * std / 250}
+    for off, v in fields.items():
+        raw[:, :, off : off + 2] = np.full((rows, nb), v, np.float16).view(np.uint8).reshape(rows, nb, 2)
+    return raw.reshape(rows, nb * raw.shape[2])
+
+
+def use_more_bits(layer: int, n_layers: int) -> bool:
+    """llama.cpp's Q4_K_M rule for the layers whose attn_v / ffn_down get Q6_K."""
+    return layer < n_layers // 8 or layer >= 7 * n_layers // 8 or (layer - n_layers // 8) % 3 == 2
+
+
 def write_model(path: str, arch: str, dtype: str = "F32", seed: int = 0, shape: Optional[Shape] = None) -> str:
     """Writes a random model; dtype F32, F16, BF16, or Q4_0 / Q8_0 through
     gguf-py's quantizer (every matrix, token embeddings too; for llama.cpp's
-    mixes such as Q4_K_M use its quantizer). Returns the file's sha256."""
+    mixes such as Q4_K_M use its quantizer). Returns the file's sha256.
+    dtype "Q4_K_M-blocks": random Q4_K / Q6_K blocks placed as llama.cpp's
+    Q4_K_M places them (kquant_blocks), written in seconds: large K-quant
+    files without llama.cpp's quantizer, for timing runs and for backend
+    against backend checks."""
     import gguf
 
     s = shape or default_shape(arch)
@@ -123,6 +162,13 @@ def write_model(path: str, arch: str, dtype: str = "F32", seed: int = 0, shape: 
     np_dtype = {"F32": np.float32, "F16": np.float16}.get(dtype)
 
     def mat(name: str, rows: int, cols: int, std: Optional[float] = None):
+        if dtype == "Q4_K_M-blocks":
+            tied_table = name == "token_embd.weight" and arch == "gemma"  # also the output there
+            six = name == "output.weight" or tied_table or (
+                name.endswith(("attn_v.weight", "ffn_down.weight")) and use_more_bits(int(name.split(".")[1]), s.n_layers))
+            qtype = gguf.GGMLQuantizationType.Q6_K if six else gguf.GGMLQuantizationType.Q4_K
+            w.add_tensor(name, kquant_blocks(rng, six, rows, cols), raw_dtype=qtype)
+            return
         a = rng.standard_normal((rows, cols)).astype(np.float32) * (std if std is not None else cols ** -0.5)
         if dtype in ("BF16", "Q4_0", "Q8_0"):
             qtype = gguf.GGMLQuantizationType[dtype]

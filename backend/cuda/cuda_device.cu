@@ -129,15 +129,20 @@ Buffer CudaDevice::allocate(const void* data, size_t bytes) {
 // where the GGUF layout takes 2-byte ones; a standalone GEMV measured 1479 ->
 // 1836 GB/s for 8B's O projection, tools/gemv_layout_bench.cu; end to end,
 // tg128 +12% on 8B-shape Q4_0, +8% Q8_0, +2-7% on the small shapes, pp512
-// unchanged: BENCHMARKS.md). AKUNU_CUDA_REPACK=0 keeps GGUF's layout.
+// unchanged: BENCHMARKS.md). Q6_K likewise, where a row holds whole 2048-weight
+// groups (its 210-byte blocks: 2-byte lane loads; regrouped, a standalone
+// GEMV streamed 8B's output / ffn_down 2338 -> 2965 / 1767 -> 2124 GB/s,
+// tools/gemv_lane_bench.cu). AKUNU_CUDA_REPACK=0 keeps GGUF's layout.
 uint32_t CudaDevice::weight_layout(uint32_t dtype, uint64_t rows, uint64_t cols) const {
     static const bool on = [] {
         const char* e = std::getenv("AKUNU_CUDA_REPACK");
         return !(e && std::string(e) == "0");
     }();
     (void)rows;
-    if (!on || cols % 256 != 0) return dtype;
-    return dtype == GGML_Q4_0 ? AKUNU_Q4_0_X8 : dtype == GGML_Q8_0 ? AKUNU_Q8_0_X8 : dtype;
+    if (!on) return dtype;
+    if ((dtype == GGML_Q4_0 || dtype == GGML_Q8_0) && cols % 256 == 0)
+        return dtype == GGML_Q4_0 ? AKUNU_Q4_0_X8 : AKUNU_Q8_0_X8;
+    return dtype == GGML_Q6_K && cols % 2048 == 0 ? AKUNU_Q6_K_X8 : dtype;
 }
 
 void CudaDevice::free_buffer(Buffer buf) {

@@ -56,7 +56,7 @@ public:
     virtual void free_buffer(Buffer buf) = 0;
     // The layout a matmul / embedding weight of GGML type `dtype` ([rows, cols],
     // cols contiguous) should have on this device: `dtype` itself, or a
-    // regrouping the loader makes at load (Q4_0 / Q8_0 -> Q4_0_X8 / Q8_0_X8,
+    // regrouping the loader makes at load (Q4_0 / Q8_0 / Q6_K -> their x8 layouts,
     // dtype_descriptor.h) for a GPU that loads 16 bytes at a time.
     virtual uint32_t weight_layout(uint32_t dtype, uint64_t rows, uint64_t cols) const {
         (void)rows;

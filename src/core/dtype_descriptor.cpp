@@ -24,6 +24,7 @@ static const DTypeDescriptor kDTypes[] = {
     // Q4_0 / Q8_0 regrouped by 8 blocks at load (the CUDA device's choice)
     {AKUNU_Q4_0_X8, "Q4_0_X8", 256, 144, true, true, "gemv_q4_0_x8", "gemm_q4_0_x8", "embedding_q4_0_x8"},
     {AKUNU_Q8_0_X8, "Q8_0_X8", 256, 272, true, true, "gemv_q8_0_x8", "gemm_q8_0_x8", "embedding_q8_0_x8"},
+    {AKUNU_Q6_K_X8, "Q6_K_X8", 2048, 1680, true, true, "gemv_q6_k_x8", "gemm_q6_k_x8", "embedding_q6_k_x8"},
     // MLX groups repacked at load: f32 scale, f32 bias, group * bits / 8 bytes
     {mlx_dtype(2, 32), "MLX_Q2_G32", 32, 16, true, true, "gemv_mlx", "gemm_mlx", "embedding_mlx"},
     {mlx_dtype(2, 64), "MLX_Q2_G64", 64, 24, true, true, "gemv_mlx", "gemm_mlx", "embedding_mlx"},

@@ -36,15 +36,19 @@ AKUNU_HD_CONSTEXPR bool is_mlx_dtype(uint32_t d) { return d >= kMlxBase && d < k
 AKUNU_HD_CONSTEXPR int mlx_bits(uint32_t d) { return (int)((d - kMlxBase) / 10); }
 AKUNU_HD_CONSTEXPR int mlx_group(uint32_t d) { return 32 << ((d - kMlxBase) % 10); }
 
-// Q4_0 / Q8_0 regrouped for GPUs that load 16 bytes at a time (the CUDA
-// device asks for them at load unless AKUNU_CUDA_REPACK=0, rows of K % 256 == 0):
-// 8 consecutive blocks of a row as one 256-weight block, their 8 F16 scales
-// first, then their quants in order (16 / 32 bytes a block). The same bytes
-// per weight as GGUF's, but every block's quants 16-byte aligned where the row
-// is. Project codes, never valid in a GGUF file.
+// Q4_0 / Q8_0 / Q6_K regrouped for GPUs that load 16 bytes at a time (the
+// CUDA device asks for them at load unless AKUNU_CUDA_REPACK=0, where a row
+// holds whole groups): 8 consecutive blocks of a row as one block, each part
+// of a block gathered over the 8 (Q4_0 / Q8_0: the 8 F16 scales, then the
+// quants, 16 / 32 bytes a block; Q6_K: the 8 ql, the 8 qh, the 8 scale
+// arrays, the 8 d). The same bytes per weight as GGUF's, but every block's
+// quants 16-byte aligned where the row is. Project codes, never valid in a
+// GGUF file.
 enum : uint32_t { kX8Base = 1100 };
-enum : uint32_t { AKUNU_Q4_0_X8 = kX8Base + 2, AKUNU_Q8_0_X8 = kX8Base + 8 };  // + the GGML code
-AKUNU_HD_CONSTEXPR bool is_x8_dtype(uint32_t d) { return d == AKUNU_Q4_0_X8 || d == AKUNU_Q8_0_X8; }
+enum : uint32_t { AKUNU_Q4_0_X8 = kX8Base + 2, AKUNU_Q8_0_X8 = kX8Base + 8, AKUNU_Q6_K_X8 = kX8Base + 14 };  // + the GGML code
+AKUNU_HD_CONSTEXPR bool is_x8_dtype(uint32_t d) {
+    return d == AKUNU_Q4_0_X8 || d == AKUNU_Q8_0_X8 || d == AKUNU_Q6_K_X8;
+}
 
 #if !defined(AKUNU_MSL)
 struct DTypeDescriptor {

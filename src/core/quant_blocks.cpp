@@ -2,6 +2,10 @@
 
 #include "core/dtype_descriptor.h"
 
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
 namespace akunu {
 namespace blocks {
 
@@ -24,6 +28,9 @@ void dequantize_row(uint32_t dtype, const uint8_t* src, float* dst, int64_t n) {
         case GGML_IQ4_XS: for (int64_t b = 0; b < n / 256; b++) dequant_iq4_xs(src + b * 136, dst + b * 256); return;
         case AKUNU_Q4_0_X8: for (int64_t b = 0; b < n / 256; b++) dequant_q4_0_x8(src + b * 144, dst + b * 256); return;
         case AKUNU_Q8_0_X8: for (int64_t b = 0; b < n / 256; b++) dequant_q8_0_x8(src + b * 272, dst + b * 256); return;
+        case AKUNU_Q6_K_X8:
+            for (int64_t b = 0; b < n / 256; b++) dequant_q6_k_x8_block(src + b / 8 * 1680, (int)(b % 8), dst + b * 256);
+            return;
         default:
             if (is_mlx_dtype(dtype)) {
                 const int g = mlx_group(dtype), bits = mlx_bits(dtype);
@@ -34,21 +41,41 @@ void dequantize_row(uint32_t dtype, const uint8_t* src, float* dst, int64_t n) {
     }
 }
 
-// Each group of 8 blocks: GGUF [d, quants] x 8 <-> x8 [d x 8][quants x 8].
+// A GGUF block as parts (offset, bytes): the x8 layout puts part p of block
+// i at (sum of the earlier parts' bytes) * 8 + i * bytes of p, in this order.
+struct BlockPart {
+    int at, bytes;
+};
+struct X8Parts {
+    int block_bytes, n;
+    BlockPart part[4];
+};
+static X8Parts x8_parts(uint32_t dtype) {
+    switch (dtype) {
+        case GGML_Q4_0: return {18, 2, {{0, 2}, {2, 16}}};
+        case GGML_Q8_0: return {34, 2, {{0, 2}, {2, 32}}};
+        case GGML_Q6_K: return {210, 4, {{0, 128}, {128, 64}, {192, 16}, {208, 2}}};  // ql, qh, scales, d
+        default: throw std::invalid_argument("no x8 layout for weight type " + std::to_string(dtype));
+    }
+}
+
+// Each group of 8 blocks: GGUF's blocks <-> the x8 layout's gathered parts.
 template <bool ToX8>
 static void regroup(uint32_t dtype, const uint8_t* src, uint8_t* dst, int64_t rows, int64_t cols) {
-    const int64_t qb = dtype == GGML_Q4_0 ? 16 : 32, block = 2 + qb, groups = rows * (cols / 256);
+    const X8Parts x = x8_parts(dtype);
+    const int64_t elems = dtype == GGML_Q6_K ? 256 : 32, groups = rows * (cols / (8 * elems));
     for (int64_t g = 0; g < groups; g++) {
-        const uint8_t* s = src + g * 8 * block;
-        uint8_t* d = dst + g * 8 * block;
-        for (int64_t i = 0; i < 8; i++) {
-            if (ToX8) {
-                std::memcpy(d + 2 * i, s + i * block, 2);
-                std::memcpy(d + 16 + qb * i, s + i * block + 2, (size_t)qb);
-            } else {
-                std::memcpy(d + i * block, s + 2 * i, 2);
-                std::memcpy(d + i * block + 2, s + 16 + qb * i, (size_t)qb);
+        const uint8_t* s = src + g * 8 * x.block_bytes;
+        uint8_t* d = dst + g * 8 * x.block_bytes;
+        int64_t base = 0;  // where this part's 8 copies start in the group
+        for (int p = 0; p < x.n; p++) {
+            const BlockPart& bp = x.part[p];
+            for (int64_t i = 0; i < 8; i++) {
+                const int64_t gguf_at = i * x.block_bytes + bp.at, x8_at = base + i * bp.bytes;
+                if (ToX8) std::memcpy(d + x8_at, s + gguf_at, (size_t)bp.bytes);
+                else std::memcpy(d + gguf_at, s + x8_at, (size_t)bp.bytes);
             }
+            base += 8 * bp.bytes;
         }
     }
 }

@@ -112,11 +112,12 @@ AKUNU_HD inline void dequant_q4_k(const AKUNU_GLOBAL uint8_t* b, AKUNU_PRIVATE f
 
 // Q6_K super-block of 256: ql[128] low nibbles, qh[64] high 2 bits, int8
 // scales[16], f16 d; x = d * scale * (q6 - 32)
-AKUNU_HD inline void dequant_q6_k(const AKUNU_GLOBAL uint8_t* b, AKUNU_PRIVATE float* y) {
-    const AKUNU_GLOBAL uint8_t* ql = b;
-    const AKUNU_GLOBAL uint8_t* qh = b + 128;
-    const AKUNU_GLOBAL int8_t* sc = (const AKUNU_GLOBAL int8_t*)(b + 192);
-    float d = h(b + 208);
+// Q6_K from its parts, wherever they lie: ql[128] low nibbles, qh[64] two
+// high bits, int8 sc[16] scales, f16 d.
+AKUNU_HD inline void dequant_q6_k_parts(const AKUNU_GLOBAL uint8_t* ql, const AKUNU_GLOBAL uint8_t* qh,
+                                        const AKUNU_GLOBAL int8_t* sc, const AKUNU_GLOBAL uint8_t* dp,
+                                        AKUNU_PRIVATE float* y) {
+    float d = h(dp);
     for (int n = 0; n < 256; n += 128) {
         for (int l = 0; l < 32; l++) {
             int is = l / 16;
@@ -133,6 +134,19 @@ AKUNU_HD inline void dequant_q6_k(const AKUNU_GLOBAL uint8_t* b, AKUNU_PRIVATE f
         qh += 32;
         sc += 8;
     }
+}
+AKUNU_HD inline void dequant_q6_k(const AKUNU_GLOBAL uint8_t* b, AKUNU_PRIVATE float* y) {
+    dequant_q6_k_parts(b, b + 128, (const AKUNU_GLOBAL int8_t*)(b + 192), b + 208, y);
+}
+
+// Q6_K_X8 (dtype_descriptor.h): block i (0..7, 256 weights) of a 2048-weight
+// group, whose parts lie at [ql x 8: 0][qh x 8: 1024][scales x 8: 1536][d x 8: 1664].
+AKUNU_HD inline void dequant_q6_k_x8_block(const AKUNU_GLOBAL uint8_t* g, int i, AKUNU_PRIVATE float* y) {
+    dequant_q6_k_parts(g + 128 * i, g + 1024 + 64 * i, (const AKUNU_GLOBAL int8_t*)(g + 1536 + 16 * i),
+                       g + 1664 + 2 * i, y);
+}
+AKUNU_HD inline void dequant_q6_k_x8(const AKUNU_GLOBAL uint8_t* g, AKUNU_PRIVATE float* y) {
+    for (int i = 0; i < 8; i++) dequant_q6_k_x8_block(g, i, y + 256 * i);
 }
 
 // Q4_1: f16 d, f16 m, nibbles q[16]; x = d * q + m
@@ -290,8 +304,9 @@ AKUNU_HD inline void dequant_mlx(const AKUNU_GLOBAL uint8_t* b, AKUNU_PRIVATE fl
 #if !defined(AKUNU_MSL)
 // Decode `n_blocks` consecutive blocks of a row (used by embedding lookup and tests).
 void dequantize_row(uint32_t dtype, const AKUNU_GLOBAL uint8_t* src, float* dst, int64_t n_elems);
-// Rows of Q4_0 / Q8_0 (`dtype`) regrouped into Q4_0_X8 / Q8_0_X8 (a byte
-// permutation within each 8-block group: cols % 256 == 0), and back.
+// Rows of Q4_0 / Q8_0 / Q6_K (`dtype`) regrouped into their x8 layouts (a
+// byte permutation within each 8-block group: cols a multiple of 8 blocks),
+// and back.
 void regroup_x8(uint32_t dtype, const uint8_t* src, uint8_t* dst, int64_t rows, int64_t cols);
 void ungroup_x8(uint32_t dtype, const uint8_t* src, uint8_t* dst, int64_t rows, int64_t cols);
 #endif

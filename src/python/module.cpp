@@ -148,6 +148,19 @@ PYBIND11_MODULE(_core, m) {
         return to_numpy(std::move(out), 1, (size_t)n);
     }, "Decode n elements of a GGML-typed buffer to float32 (the CPU reference meaning).");
 
+    // Test hook: the loader's regrouping of rows into a GPU layout (and back).
+    m.def("_regroup_x8", [](py::bytes data, uint32_t dtype, int64_t rows, int64_t cols, bool back) {
+        const DTypeDescriptor* dt = dtype_lookup(kX8Base + dtype);
+        std::string s = data;
+        if (!dt || !is_x8_dtype(kX8Base + dtype) || rows < 0 || cols <= 0 || cols % dt->block_elems != 0 ||
+            (uint64_t)s.size() != (uint64_t)rows * (cols / dt->block_elems) * dt->block_bytes)
+            throw Error("_regroup_x8: no x8 layout for this type, or the sizes do not match");
+        std::string out(s.size(), '\0');
+        (back ? blocks::ungroup_x8 : blocks::regroup_x8)(dtype, (const uint8_t*)s.data(), (uint8_t*)out.data(), rows,
+                                                        cols);
+        return py::bytes(out);
+    }, py::arg("data"), py::arg("dtype"), py::arg("rows"), py::arg("cols"), py::arg("back") = false);
+
     // Test hook: run one CPU kernel by name on numpy buffers (C-contiguous,
     // writable) with packed parameter bytes. The tests check every kernel
     // against numpy through this; it is not part of the public API.

@@ -37,8 +37,9 @@ Weight WeightProvider::matrix(const std::string& name, uint64_t cols, uint64_t r
         throw UnsupportedError("tensor '" + name + "' has weight type " + dtype_name(t.type) +
                                ", which this build does not support yet");
     const uint32_t layout = device_.weight_layout(t.type, rows, cols);
-    if (layout != t.type) {  // the device's regrouping (Q4_0 / Q8_0 -> x8; nothing else is asked for)
-        if (!is_x8_dtype(layout) || layout != kX8Base + t.type || cols % 256 != 0)
+    if (layout != t.type) {  // the device's regrouping (Q4_0 / Q8_0 / Q6_K -> x8; nothing else is asked for)
+        const DTypeDescriptor* x8 = dtype_lookup(layout);
+        if (!is_x8_dtype(layout) || layout != kX8Base + t.type || !x8 || cols % x8->block_elems != 0)
             throw UnsupportedError("tensor '" + name + "': the device asked for layout " + dtype_name(layout) +
                                    " of " + dtype_name(t.type));
         std::vector<uint8_t> regrouped(t.n_bytes);

@@ -307,9 +307,10 @@ AKUNU_MATMUL(f16, (float_matmul<float_rows<F16>>))
 AKUNU_MATMUL(bf16, (float_matmul<float_rows<BF16>>))
 #endif
 AKUNU_MATMUL(mlx, mlx_matmul)
-// The GPU layouts of Q4_0 / Q8_0 (dtype_descriptor.h): their meaning, for the tests.
+// The GPU layouts of Q4_0 / Q8_0 / Q6_K (dtype_descriptor.h): their meaning, for the tests.
 AKUNU_MATMUL(q4_0_x8, (dequant_block_matmul<blocks::dequant_q4_0_x8, 256, 144>))
 AKUNU_MATMUL(q8_0_x8, (dequant_block_matmul<blocks::dequant_q8_0_x8, 256, 272>))
+AKUNU_MATMUL(q6_k_x8, (dequant_block_matmul<blocks::dequant_q6_k_x8, 2048, 1680>))
 #if defined(__AVX2__) && defined(__FMA__)
 AKUNU_MATMUL(q8_0, q32_avx2<avx2::Q8_0>)
 AKUNU_MATMUL(q4_0, q32_avx2<avx2::Q4_0>)
@@ -352,6 +353,7 @@ extern const CpuKernelEntry kMatmulKernels[] = {
     {"gemv_mlx", gemv_mlx},   {"gemm_mlx", gemm_mlx},
     {"gemv_q4_0_x8", gemv_q4_0_x8}, {"gemm_q4_0_x8", gemm_q4_0_x8},
     {"gemv_q8_0_x8", gemv_q8_0_x8}, {"gemm_q8_0_x8", gemm_q8_0_x8},
+    {"gemv_q6_k_x8", gemv_q6_k_x8}, {"gemm_q6_k_x8", gemm_q6_k_x8},
     {nullptr, nullptr},
 };
 

@@ -10,7 +10,8 @@ namespace akunu {
 
 constexpr int kMaxBlockElems = 256;
 
-// Decodes one block (block_elems values) of GGML type `dtype` into y.
+// Decodes one block (block_elems values) of GGML type `dtype` into y (a
+// Q6_K_X8 group, 2048 values, goes through decode_unit below).
 __device__ inline void decode_block(uint32_t dtype, const uint8_t* b, float* y) {
     switch (dtype) {
         case GGML_F32: blocks::dequant_f32(b, y); break;
@@ -34,6 +35,23 @@ __device__ inline void decode_block(uint32_t dtype, const uint8_t* b, float* y) 
             if (is_mlx_dtype(dtype)) blocks::dequant_mlx(b, y, mlx_bits(dtype), mlx_group(dtype));
             break;
     }
+}
+
+// The general paths decode a row a unit at a time, kMaxBlockElems values at
+// most: a format's block, or one Q6_K block of a Q6_K_X8 group (2048 values).
+struct DecodeUnit {
+    int elems, bytes;
+};
+__host__ __device__ inline DecodeUnit decode_unit_of(uint32_t dtype, int block_elems, int block_bytes) {
+    return dtype == AKUNU_Q6_K_X8 ? DecodeUnit{256, 210} : DecodeUnit{block_elems, block_bytes};
+}
+// Unit u of a row (unit_bytes from decode_unit_of) into y.
+__device__ inline void decode_unit(uint32_t dtype, const uint8_t* row, int u, int unit_bytes, float* y) {
+    if (dtype == AKUNU_Q6_K_X8) {
+        blocks::dequant_q6_k_x8_block(row + (size_t)(u / 8) * 1680, u % 8, y);
+        return;
+    }
+    decode_block(dtype, row + (size_t)u * unit_bytes, y);
 }
 
 }  // namespace akunu

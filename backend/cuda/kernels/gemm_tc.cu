@@ -197,6 +197,7 @@ bool launch_gemm_tc(const CudaArgs& a, const MatmulParams& p, const float* x, fl
         case GGML_Q5_1: if (w % 2) return false; launch<TcQ5_1>(a, p, x, y, bias); return true;
         case AKUNU_Q8_0_X8: if (p.K % 256 || w % 16) return false; launch<TcQ8_0X8>(a, p, x, y, bias); return true;
         case AKUNU_Q4_0_X8: if (p.K % 256 || w % 16) return false; launch<TcQ4_0X8>(a, p, x, y, bias); return true;
+        case AKUNU_Q6_K_X8: if (p.K % 2048 || w % 16) return false; launch<TcQ6_KX8>(a, p, x, y, bias); return true;
         case GGML_Q4_K: if (p.K % 256 || w % 16) return false; launch<TcQ4_K>(a, p, x, y, bias); return true;
         case GGML_Q6_K: if (p.K % 256 || w % 2) return false; launch<TcQ6_K>(a, p, x, y, bias); return true;
         default: return false;

@@ -113,6 +113,7 @@ bool launch_gemv(const CudaArgs& a, const MatmulParams& p, const float* x, float
         // the regrouped layouts have no float lane path: the general matmul kernel where x does not fit
         case AKUNU_Q4_0_X8: if (p.K % 256 || w % 16) return false; return launch_q8<gemv_q8::Q4_0X8>(a, p, x, y, bias);
         case AKUNU_Q8_0_X8: if (p.K % 256 || w % 16) return false; return launch_q8<gemv_q8::Q8_0X8>(a, p, x, y, bias);
+        case AKUNU_Q6_K_X8: if (p.K % 2048 || w % 16) return false; return launch_q8<gemv_q8::Q6_KX8>(a, p, x, y, bias);
         // (and llama.cpp's fallback 32-blocks: the row kernels where x does not fit)
         case GGML_Q4_1: if (p.K % 32 || w % 2) return false; return launch_q8<gemv_q8::Q4_1>(a, p, x, y, bias);
         case GGML_Q5_0: if (p.K % 32 || w % 2) return false; return launch_q8<gemv_q8::Q5_0>(a, p, x, y, bias);

@@ -38,16 +38,17 @@ struct Geometry {
 template <int M>
 __device__ void generic_row_dot(uint32_t dtype, int be, int bb, const uint8_t* row, int K, const float* x, int m,
                                 float* acc) {
-    const int nb = K / be;
+    const DecodeUnit u = decode_unit_of(dtype, be, bb);
+    const int nb = K / u.elems;
     float tmp[kMaxBlockElems];
     for (int b = threadIdx.x % 32; b < nb; b += 32) {
-        decode_block(dtype, row + (size_t)b * bb, tmp);
+        decode_unit(dtype, row, b, u.bytes, tmp);
 #pragma unroll
         for (int t = 0; t < M; t++) {
             if (t >= m) break;
-            const float* xb = x + (size_t)t * K + (size_t)b * be;
+            const float* xb = x + (size_t)t * K + (size_t)b * u.elems;
             float s = 0.0f;
-            for (int j = 0; j < be; j++) s += tmp[j] * xb[j];
+            for (int j = 0; j < u.elems; j++) s += tmp[j] * xb[j];
             acc[t] += s;
         }
     }
@@ -387,6 +388,7 @@ LeanKernel lean_kernel(const MultiGemvParams& p, uint32_t used) {
             case GGML_Q6_K: return gemv_multi_lean_kernel<gemv_q8::Q6_K>;
             case AKUNU_Q4_0_X8: return gemv_multi_lean_kernel<gemv_q8::Q4_0X8>;
             case AKUNU_Q8_0_X8: return gemv_multi_lean_kernel<gemv_q8::Q8_0X8>;
+            case AKUNU_Q6_K_X8: return gemv_multi_lean_kernel<gemv_q8::Q6_KX8>;
             default: break;
         }
     }
@@ -486,6 +488,7 @@ bool lane_layout_fits(uint32_t dtype, uint32_t K, const void* W) {
         case GGML_Q4_0: case GGML_Q8_0: case GGML_Q4_1: case GGML_Q5_0: case GGML_Q5_1: return K % 32 == 0 && w % 2 == 0;
         case GGML_Q4_K: case AKUNU_Q4_0_X8: case AKUNU_Q8_0_X8: return K % 256 == 0 && w % 16 == 0;
         case GGML_Q6_K: return K % 256 == 0 && w % 2 == 0;
+        case AKUNU_Q6_K_X8: return K % 2048 == 0 && w % 16 == 0;
         case GGML_F16: case GGML_BF16: return K % 8 == 0 && w % 16 == 0;
         case GGML_F32: return K % 4 == 0 && w % 16 == 0;
         default: return true;  // the general path has no alignment needs

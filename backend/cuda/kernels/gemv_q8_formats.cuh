@@ -197,11 +197,53 @@ struct Q6_K {
     }
 };
 
+// Q6_K_X8 (dtype_descriptor.h): 8 Q6_K blocks as [ql x 8][qh x 8][scales x 8]
+// [d x 8], every part 16-byte aligned. A lane: block sub / 4, half n, 16
+// positions l = 16 k.. of that half: its quants are three aligned 16-byte
+// loads (GGUF's Q6_K above: six 2-byte ones for a quarter of the weights),
+// 64 weights in four runs of 16 (one scale each, j = 0..3 at 32 j).
+struct Q6_KX8 {
+    static constexpr int kElems = 2048, kBytes = 1680, kLanes = 32;
+    template <int M>
+    __device__ static void dot(const uint8_t* grp, int sub, const int8_t* xq, const float2* ds, int K, int m,
+                               float* acc) {
+        const int i = sub / 4, n = (sub / 2) % 2, k = sub % 2;
+        const uint4 qa = *reinterpret_cast<const uint4*>(grp + 128 * i + 64 * n + 16 * k);       // j = 0 low, 2 high
+        const uint4 qb = *reinterpret_cast<const uint4*>(grp + 128 * i + 64 * n + 32 + 16 * k);  // j = 1 low, 3 high
+        const uint4 qh = *reinterpret_cast<const uint4*>(grp + 1024 + 64 * i + 32 * n + 16 * k);
+        const uint2 sc8 = *reinterpret_cast<const uint2*>(grp + 1536 + 16 * i + 8 * n);  // scales 8n .. 8n + 7
+        const float d = f16_to_f32((uint16_t)ld_u16(grp + 1664 + 2 * i));
+        // scale of run j: byte 2j + k of sc8
+        const float s[4] = {d * (float)(int8_t)(sc8.x >> (8 * k)), d * (float)(int8_t)(sc8.x >> (8 * k + 16)),
+                            d * (float)(int8_t)(sc8.y >> (8 * k)), d * (float)(int8_t)(sc8.y >> (8 * k + 16))};
+        const uint32_t a[4] = {qa.x, qa.y, qa.z, qa.w}, b[4] = {qb.x, qb.y, qb.z, qb.w};
+        const uint32_t h[4] = {qh.x, qh.y, qh.z, qh.w};
+        uint32_t w[4][4];
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            w[0][e] = minus32((a[e] & kNibbles) | ((h[e] << 4) & 0x30303030u));
+            w[1][e] = minus32((b[e] & kNibbles) | ((h[e] << 2) & 0x30303030u));
+            w[2][e] = minus32(((a[e] >> 4) & kNibbles) | (h[e] & 0x30303030u));
+            w[3][e] = minus32(((b[e] >> 4) & kNibbles) | ((h[e] >> 2) & 0x30303030u));
+        }
+#pragma unroll
+        for (int t = 0; t < M; t++) {
+            if (t >= m) break;
+            const int8_t* xt = xq + (size_t)t * K + 256 * i + 128 * n + 16 * k;
+            const float2* et = ds + (size_t)t * (K / 32) + 8 * i + 4 * n;
+            float v = 0.0f;
+#pragma unroll
+            for (int j = 0; j < 4; j++) v += s[j] * et[j].x * (float)dp4a4(w[j], ld_i4(xt + 32 * j));
+            acc[t] += v;
+        }
+    }
+};
+
 // Whether `dtype` has a lane layout here.
 inline bool has_q8_layout(uint32_t dtype) {
     return dtype == GGML_Q4_0 || dtype == GGML_Q8_0 || dtype == GGML_Q4_K || dtype == GGML_Q6_K ||
-           dtype == AKUNU_Q4_0_X8 || dtype == AKUNU_Q8_0_X8 || dtype == GGML_Q4_1 || dtype == GGML_Q5_0 ||
-           dtype == GGML_Q5_1;
+           dtype == AKUNU_Q4_0_X8 || dtype == AKUNU_Q8_0_X8 || dtype == AKUNU_Q6_K_X8 || dtype == GGML_Q4_1 ||
+           dtype == GGML_Q5_0 || dtype == GGML_Q5_1;
 }
 
 // One row's dot products with the m tokens' 8-bit activations, the warp's
@@ -231,6 +273,7 @@ __device__ __forceinline__ void any_row_dot(uint32_t dtype, const uint8_t* row, 
         case GGML_Q4_K: row_dot<Q4_K, M>(row, K, xq, ds, m, acc, part, parts); break;
         case AKUNU_Q4_0_X8: row_dot<Q4_0X8, M>(row, K, xq, ds, m, acc, part, parts); break;
         case AKUNU_Q8_0_X8: row_dot<Q8_0X8, M>(row, K, xq, ds, m, acc, part, parts); break;
+        case AKUNU_Q6_K_X8: row_dot<Q6_KX8, M>(row, K, xq, ds, m, acc, part, parts); break;
         case GGML_Q4_1: row_dot<Q4_1, M>(row, K, xq, ds, m, acc, part, parts); break;
         case GGML_Q5_0: row_dot<Q5_0, M>(row, K, xq, ds, m, acc, part, parts); break;
         case GGML_Q5_1: row_dot<Q5_1, M>(row, K, xq, ds, m, acc, part, parts); break;

@@ -27,7 +27,8 @@ struct Geometry {
 Geometry geometry(uint32_t dtype) {
     const DTypeDescriptor* dt = dtype_lookup(dtype);
     if (!dt || !dt->supported) throw Error("CUDA matmul: unsupported weight type " + std::to_string(dtype));
-    return Geometry{(int)dt->block_elems, (int)dt->block_bytes};
+    const DecodeUnit u = decode_unit_of(dtype, (int)dt->block_elems, (int)dt->block_bytes);
+    return Geometry{u.elems, u.bytes};  // rows are decoded a unit at a time
 }
 
 // y[t, n] = sum_k W[n, k] x[t, k] (+ bias[n]); one warp per row n.
@@ -43,7 +44,7 @@ __global__ void matmul_kernel(MatmulParams p, Geometry g, const uint8_t* W, cons
     for (int t = 0; t < m; t++) acc[t] = 0.0f;
     float tmp[kMaxBlockElems];
     for (int b = lane; b < nb; b += 32) {
-        decode_block(p.dtype, row + (size_t)b * g.bb, tmp);
+        decode_unit(p.dtype, row, b, g.bb, tmp);
         for (int t = 0; t < m; t++) {
             const float* xb = x + (size_t)t * p.x_stride + (size_t)b * g.be;
             float s = 0.0f;
@@ -203,7 +204,7 @@ __global__ void gemm_tiled_kernel(MatmulParams p, Geometry g, int bk, const uint
                 const int r = j / blocks_per_tile, b = j % blocks_per_tile;
                 float* dst = ws + r * ld + b * g.be;
                 if (n0 + r < (int)p.N)
-                    decode_block(p.dtype, W + ((size_t)(n0 + r) * nb_row + k0 / g.be + b) * g.bb, dst);
+                    decode_unit(p.dtype, W + (size_t)(n0 + r) * nb_row * g.bb, k0 / g.be + b, g.bb, dst);
                 else
                     for (int e = 0; e < g.be; e++) dst[e] = 0.0f;
             }
@@ -290,7 +291,7 @@ __global__ void embedding_kernel(EmbeddingParams p, Geometry g, const uint8_t* t
     const uint8_t* row = table + (size_t)replay_slot(ids, replay_token)[t] * nb * g.bb;
     float tmp[kMaxBlockElems];
     for (int b = threadIdx.x; b < nb; b += blockDim.x) {
-        decode_block(p.dtype, row + (size_t)b * g.bb, tmp);
+        decode_unit(p.dtype, row, b, g.bb, tmp);
         for (int j = 0; j < g.be; j++) out[(size_t)t * p.dim + (size_t)b * g.be + j] = tmp[j] * p.scale;
     }
 }
@@ -309,7 +310,7 @@ extern const CudaKernelEntry kCudaMatmulKernels[] = {
     AKUNU_FORMAT(f32) AKUNU_FORMAT(f16) AKUNU_FORMAT(bf16) AKUNU_FORMAT(q8_0) AKUNU_FORMAT(q4_0)
     AKUNU_FORMAT(q4_1) AKUNU_FORMAT(q5_0) AKUNU_FORMAT(q5_1) AKUNU_FORMAT(q2_k) AKUNU_FORMAT(q3_k)
     AKUNU_FORMAT(q4_k) AKUNU_FORMAT(q5_k) AKUNU_FORMAT(q6_k) AKUNU_FORMAT(iq4_nl) AKUNU_FORMAT(iq4_xs)
-    AKUNU_FORMAT(mlx) AKUNU_FORMAT(q4_0_x8) AKUNU_FORMAT(q8_0_x8)
+    AKUNU_FORMAT(mlx) AKUNU_FORMAT(q4_0_x8) AKUNU_FORMAT(q8_0_x8) AKUNU_FORMAT(q6_k_x8)
 #undef AKUNU_FORMAT
     {nullptr, nullptr},
 };

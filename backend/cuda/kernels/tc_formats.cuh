@@ -268,18 +268,32 @@ struct TcQ6_K {
         uint32_t ql[4], qh[4], d;
         int sc;
     };
-    __device__ static Raw load(const uint8_t* row, int k0, int u) {
-        const uint8_t* blk = row + (size_t)(k0 / 256) * kBytes;
+    // From the block's parts (ql, qh, scales, d) wherever they lie; with
+    // Aligned (Q6_K_X8) the quants are whole 16-byte words.
+    template <bool Aligned>
+    __device__ static Raw load_parts(const uint8_t* ql, const uint8_t* qh, const int8_t* sc, const uint8_t* dp,
+                                     int k0, int u) {
         const int j = (k0 % 256) / 32, n = j / 4, r = j % 4;
         Raw w;
+        if constexpr (Aligned) {
+            const uint4 l = *reinterpret_cast<const uint4*>(ql + 64 * n + 32 * (r % 2) + 16 * u);
+            const uint4 h = *reinterpret_cast<const uint4*>(qh + 32 * n + 16 * u);
+            w.ql[0] = l.x, w.ql[1] = l.y, w.ql[2] = l.z, w.ql[3] = l.w;
+            w.qh[0] = h.x, w.qh[1] = h.y, w.qh[2] = h.z, w.qh[3] = h.w;
+        } else {
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
-            w.ql[i] = ld_u32_from_u16(blk + 64 * n + 32 * (r % 2) + 16 * u + 4 * i);
-            w.qh[i] = ld_u32_from_u16(blk + 128 + 32 * n + 16 * u + 4 * i);
+            for (int i = 0; i < 4; i++) {
+                w.ql[i] = ld_u32_from_u16(ql + 64 * n + 32 * (r % 2) + 16 * u + 4 * i);
+                w.qh[i] = ld_u32_from_u16(qh + 32 * n + 16 * u + 4 * i);
+            }
         }
-        w.d = ld_u16(blk + 208);
-        w.sc = reinterpret_cast<const int8_t*>(blk)[192 + 8 * n + 2 * r + u];
+        w.d = ld_u16(dp);
+        w.sc = sc[8 * n + 2 * r + u];
         return w;
+    }
+    __device__ static Raw load(const uint8_t* row, int k0, int u) {
+        const uint8_t* blk = row + (size_t)(k0 / 256) * kBytes;
+        return load_parts<false>(blk, blk + 128, reinterpret_cast<const int8_t*>(blk + 192), blk + 208, k0, u);
     }
     __device__ static void store(const Raw& w, __half* dst, int k0, int u) {
         const int r = ((k0 % 256) / 32) % 4;
@@ -294,6 +308,18 @@ struct TcQ6_K {
         }
         store8(dst + 16 * u, v);
         store8(dst + 16 * u + 8, v + 8);
+    }
+};
+
+// Q6_K_X8 (dtype_descriptor.h): block i of a 2048-weight group has its ql at
+// 128 i, qh at 1024 + 64 i, scales at 1536 + 16 i, d at 1664 + 2 i.
+struct TcQ6_KX8 : TcQ6_K {
+    static constexpr int kElems = 2048, kBytes = 1680;
+    __device__ static Raw load(const uint8_t* row, int k0, int u) {
+        const uint8_t* g = row + (size_t)(k0 / 2048) * kBytes;
+        const int i = (k0 % 2048) / 256;
+        return load_parts<true>(g + 128 * i, g + 1024 + 64 * i, reinterpret_cast<const int8_t*>(g + 1536 + 16 * i),
+                                g + 1664 + 2 * i, k0, u);
     }
 };
 
