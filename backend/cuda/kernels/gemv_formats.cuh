@@ -80,13 +80,22 @@ struct Q8_0 {
 struct Q4KGroup {
     float d_lo, m_lo, d_hi, m_hi;
 };
+// Sub-blocks 2g and 2g + 1 of a Q4_K block (16-byte aligned): d, dmin and
+// the 12 packed scale bytes are its first 16 bytes, one load; the two 6-bit
+// scales and mins come out of the words by shifts and masks, the same for
+// every g (blocks::q4k_scale_min's byte reads branch on the sub-block, so
+// a warp's lanes of different g split there).
 __device__ __forceinline__ Q4KGroup q4k_group(const uint8_t* blk, int g) {
-    const uint32_t dd = *reinterpret_cast<const uint32_t*>(blk);
-    const float d = f16_to_f32((uint16_t)(dd & 0xFFFF)), dmin = f16_to_f32((uint16_t)(dd >> 16));
-    uint8_t sc_lo, m_lo, sc_hi, m_hi;
-    blocks::q4k_scale_min(2 * g, blk + 4, &sc_lo, &m_lo);
-    blocks::q4k_scale_min(2 * g + 1, blk + 4, &sc_hi, &m_hi);
-    return Q4KGroup{d * sc_lo, dmin * m_lo, d * sc_hi, dmin * m_hi};
+    const uint4 head = *reinterpret_cast<const uint4*>(blk);
+    const float d = f16_to_f32((uint16_t)(head.x & 0xFFFF)), dmin = f16_to_f32((uint16_t)(head.x >> 16));
+    const int sh = 16 * (g % 2);  // this g's byte pair within a scale word
+    const uint32_t s0 = head.y >> sh, s1 = head.z >> sh, s2 = head.w >> sh;
+    // sub-blocks 0..3: the low 6 bits of bytes j (scale) and j + 4 (min);
+    // 4..7: the nibbles of byte j + 4 below the top 2 bits of bytes j - 4 / j
+    const uint32_t sc = g < 2 ? s0 & 0x3F3Fu : (s2 & 0x0F0Fu) | ((s0 >> 2) & 0x3030u);
+    const uint32_t mn = g < 2 ? s1 & 0x3F3Fu : ((s2 >> 4) & 0x0F0Fu) | ((s1 >> 2) & 0x3030u);
+    return Q4KGroup{d * (float)(sc & 0xFF), dmin * (float)(mn & 0xFF), d * (float)((sc >> 8) & 0xFF),
+                    dmin * (float)((mn >> 8) & 0xFF)};
 }
 
 struct Q4_K {

@@ -287,6 +287,7 @@ template <class F>
 constexpr int lean_blocks_per_sm() {
     return std::is_same_v<F, gemv_q8::Q4_0> || std::is_same_v<F, gemv_q8::Q8_0> ? 8
            : std::is_same_v<F, gemv_q8::Q4_0X8>                                 ? 6
+           : std::is_same_v<F, gemv_q8::Q6_KX8>                                 ? 4
                                                                                 : 5;
 }
 

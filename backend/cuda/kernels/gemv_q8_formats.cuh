@@ -218,23 +218,23 @@ struct Q6_KX8 {
                             d * (float)(int8_t)(sc8.y >> (8 * k)), d * (float)(int8_t)(sc8.y >> (8 * k + 16))};
         const uint32_t a[4] = {qa.x, qa.y, qa.z, qa.w}, b[4] = {qb.x, qb.y, qb.z, qb.w};
         const uint32_t h[4] = {qh.x, qh.y, qh.z, qh.w};
-        uint32_t w[4][4];
+        // run by run: one run's 16 weights decoded at a time (all four at once
+        // spill in the lean kernel's 48 registers)
 #pragma unroll
-        for (int e = 0; e < 4; e++) {
-            w[0][e] = minus32((a[e] & kNibbles) | ((h[e] << 4) & 0x30303030u));
-            w[1][e] = minus32((b[e] & kNibbles) | ((h[e] << 2) & 0x30303030u));
-            w[2][e] = minus32(((a[e] >> 4) & kNibbles) | (h[e] & 0x30303030u));
-            w[3][e] = minus32(((b[e] >> 4) & kNibbles) | ((h[e] >> 2) & 0x30303030u));
-        }
+        for (int j = 0; j < 4; j++) {
+            uint32_t w[4];
 #pragma unroll
-        for (int t = 0; t < M; t++) {
-            if (t >= m) break;
-            const int8_t* xt = xq + (size_t)t * K + 256 * i + 128 * n + 16 * k;
-            const float2* et = ds + (size_t)t * (K / 32) + 8 * i + 4 * n;
-            float v = 0.0f;
+            for (int e = 0; e < 4; e++) {
+                const uint32_t q = j % 2 ? b[e] : a[e];
+                w[e] = minus32(((j < 2 ? q : q >> 4) & kNibbles) | (((h[e] << 4) >> (2 * j)) & 0x30303030u));
+            }
 #pragma unroll
-            for (int j = 0; j < 4; j++) v += s[j] * et[j].x * (float)dp4a4(w[j], ld_i4(xt + 32 * j));
-            acc[t] += v;
+            for (int t = 0; t < M; t++) {
+                if (t >= m) break;
+                const int8_t* xt = xq + (size_t)t * K + 256 * i + 128 * n + 16 * k + 32 * j;
+                const float e = ds[(size_t)t * (K / 32) + 8 * i + 4 * n + j].x;
+                acc[t] += s[j] * e * (float)dp4a4(w, ld_i4(xt));
+            }
         }
     }
 };
@@ -244,6 +244,13 @@ inline bool has_q8_layout(uint32_t dtype) {
     return dtype == GGML_Q4_0 || dtype == GGML_Q8_0 || dtype == GGML_Q4_K || dtype == GGML_Q6_K ||
            dtype == AKUNU_Q4_0_X8 || dtype == AKUNU_Q8_0_X8 || dtype == AKUNU_Q6_K_X8 || dtype == GGML_Q4_1 ||
            dtype == GGML_Q5_0 || dtype == GGML_Q5_1;
+}
+
+// Row steps a warp keeps in flight: 4, but 2 for Q6_K_X8, whose lane step
+// is 64 weights (4 of them spill in the lean kernel's 48 registers).
+template <class F>
+constexpr int steps_in_flight() {
+    return F::kElems == 2048 ? 2 : 4;
 }
 
 // One row's dot products with the m tokens' 8-bit activations, the warp's
@@ -257,7 +264,7 @@ __device__ __forceinline__ void row_dot(const uint8_t* row, int K, const int8_t*
     constexpr int kBlocksPerStep = 32 / F::kLanes;
     const int lane = threadIdx.x % 32;
     const int nb = K / F::kElems, sub = lane % F::kLanes;
-#pragma unroll 4
+#pragma unroll(steps_in_flight<F>())
     for (int b = lane / F::kLanes + part * kBlocksPerStep; b < nb; b += parts * kBlocksPerStep)
         F::template dot<M>(row + (size_t)b * F::kBytes, sub, xq + (size_t)b * F::kElems,
                            ds + (size_t)b * (F::kElems / 32), K, m, acc);
