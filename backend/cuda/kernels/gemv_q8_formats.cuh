@@ -226,7 +226,8 @@ struct Q6_KX8 {
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 const uint32_t q = j % 2 ? b[e] : a[e];
-                w[e] = minus32(((j < 2 ? q : q >> 4) & kNibbles) | (((h[e] << 4) >> (2 * j)) & 0x30303030u));
+                const uint32_t hj = j == 0 ? h[e] << 4 : j == 1 ? h[e] << 2 : j == 2 ? h[e] : h[e] >> 2;
+                w[e] = minus32(((j < 2 ? q : q >> 4) & kNibbles) | (hj & 0x30303030u));
             }
 #pragma unroll
             for (int t = 0; t < M; t++) {
@@ -249,7 +250,7 @@ inline bool has_q8_layout(uint32_t dtype) {
 // Row steps a warp keeps in flight: 4, but 2 for Q6_K_X8, whose lane step
 // is 64 weights (4 of them spill in the lean kernel's 48 registers).
 template <class F>
-constexpr int steps_in_flight() {
+__host__ __device__ constexpr int steps_in_flight() {
     return F::kElems == 2048 ? 2 : 4;
 }
 
