@@ -74,9 +74,9 @@ PY
     [ -n "$BENCH_ENV" ] && step "benchmarks run with$BENCH_ENV" && export $BENCH_ENV
     for i in $(seq 1 120); do [ -f $S/models_done ] && break; sleep 5; done
     for i in $(seq 1 240); do [ -f $S/quant_done ] && break; sleep 5; done
-    step "decode A/B Q4_0"
+    step "decode A/B: regrouped weights"
     for s in qwen3-0.6b llama-3.2-1b llama-3.1-8b; do
-        for f in Q4_0 Q8_0; do ab $MODELS/$s-$f.gguf tg - AKUNU_CUDA_REPACK=0; done
+        for f in Q4_0 Q8_0 Q4_K_M; do ab $MODELS/$s-$f.gguf tg - AKUNU_CUDA_REPACK=0; done
     done > $S/decode_ab.txt 2>&1
     ab $MODELS/llama-3.1-8b-Q4_0.gguf pp - AKUNU_CUDA_REPACK=0 >> $S/decode_ab.txt 2>&1
     step "side-by-side benchmark"
@@ -86,6 +86,7 @@ PY
     step "ncu decode profiles"
     python3 tools/ncu_decode.py $MODELS/qwen3-0.6b-Q4_0.gguf 128 > $S/ncu_qwen3_q4_0.txt 2>&1
     python3 tools/ncu_decode.py $MODELS/llama-3.1-8b-Q4_0.gguf 128 > $S/ncu_8b_q4_0.txt 2>&1
+    python3 tools/ncu_decode.py $MODELS/llama-3.1-8b-Q4_K_M.gguf 128 > $S/ncu_8b_q4_k_m.txt 2>&1
     step "done"
     touch $S/all_done
 }
