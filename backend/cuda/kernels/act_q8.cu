@@ -3,6 +3,7 @@
 #include "act_q8.h"
 
 #include <cstdlib>
+#include <string>
 
 #include "act_q8.cuh"
 
@@ -11,15 +12,25 @@ namespace {
 
 constexpr int kThreads = 256, kNormThreads = 1024;
 
-template <bool Norm>
+// Lean: the norm's weights asked into L1 before the wait and the sum of
+// squares in float4 loads (rms_scale4); AKUNU_CUDA_NORM_LEAN=0 for A/B runs.
+template <bool Norm, bool Lean = false>
 __global__ void __launch_bounds__(Norm ? kNormThreads : kThreads)
     quantize_q8_kernel(const float* __restrict__ x, uint32_t x_stride, uint32_t K, ActQ8Norm norm, ActQ8 out) {
+    if (Lean)
+        for (uint32_t i = 4 * threadIdx.x; i < K; i += 4 * blockDim.x) prefetch_l1(norm.weight + i);
     pdl_wait();
     pdl_launch_dependents();
     const uint32_t t = blockIdx.y;
     if (!Norm) norm.weight = nullptr;
-    round_row_q8(x + (size_t)t * x_stride, K, norm, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x,
-                 out.q + (size_t)t * K, out.ds + (size_t)t * (K / kQ8Block));
+    const float* xr = x + (size_t)t * x_stride;
+    if (Lean) {
+        round_row_q8_scaled<false>(xr, K, rms_scale4(xr, K, norm.eps), norm, threadIdx.x, blockDim.x,
+                                   out.q + (size_t)t * K, out.ds + (size_t)t * (K / kQ8Block));
+        return;
+    }
+    round_row_q8(xr, K, norm, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x, out.q + (size_t)t * K,
+                 out.ds + (size_t)t * (K / kQ8Block));
 }
 
 // One block per token: x * scale * (weight + offset), as quantize_q8_kernel<true>.
@@ -36,6 +47,14 @@ __global__ void __launch_bounds__(kNormThreads)
 // Threads of the one block a token that normalizes and rounds (the sum of
 // squares is a whole-block reduction, so its steps are serial):
 // AKUNU_CUDA_NORM_THREADS=256|512|1024 (default 1024), for A/B runs.
+bool norm_lean() {
+    static const bool on = [] {
+        const char* e = std::getenv("AKUNU_CUDA_NORM_LEAN");
+        return !(e && std::string(e) == "0");
+    }();
+    return on;
+}
+
 unsigned norm_threads() {
     static const unsigned n = [] {
         const char* e = std::getenv("AKUNU_CUDA_NORM_THREADS");
@@ -76,7 +95,8 @@ bool quantize_activations(const CudaArgs& a, const float* x, uint32_t x_stride, 
     if (x_stride % 4 != 0 || (reinterpret_cast<uintptr_t>(x) & 15) != 0 || !act_q8_layout(a, m, K, 0, out))
         return false;
     if (norm.weight) {
-        launch_pdl(quantize_q8_kernel<true>, dim3(1, m), norm_threads(), 0, a.stream, x, x_stride, K, norm, *out);
+        launch_pdl(norm_lean() ? quantize_q8_kernel<true, true> : quantize_q8_kernel<true, false>, dim3(1, m),
+                   norm_threads(), 0, a.stream, x, x_stride, K, norm, *out);
     } else {
         const unsigned blocks = blocks_for(K / 4, kThreads);
         launch_pdl(quantize_q8_kernel<false>, dim3(blocks, m), kThreads, 0, a.stream, x, x_stride, K, norm, *out);

@@ -212,6 +212,9 @@ __device__ __forceinline__ void prefetch_l2(const void* p, size_t bytes) {
     for (size_t off = (size_t)(threadIdx.x % 32) * 128; off < bytes; off += 32 * 128)
         asm volatile("prefetch.global.L2 [%0];" ::"l"(b + off));
 }
+// Asks this SM's L1 for the line holding p (before pdl_wait: a norm's
+// weights, read after the block's reduction, then hit L1 instead of L2).
+__device__ __forceinline__ void prefetch_l1(const void* p) { asm volatile("prefetch.global.L1 [%0];" ::"l"(p)); }
 #endif
 
 }  // namespace akunu

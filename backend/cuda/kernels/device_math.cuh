@@ -28,6 +28,32 @@ __device__ inline float rms_scale(const float* x, uint32_t K, float eps) {
     return 1.0f / sqrtf((float)(ss / K) + eps);
 }
 
+// rms_scale for x 16-byte aligned and K % 4 == 0: a float4 a thread at a
+// time (a quarter of the loads), the partials summed by one warp's shuffles
+// where block_sum has every thread add them all in turn.
+__device__ inline float rms_scale4(const float* x, uint32_t K, float eps) {
+    __shared__ double partial[32];
+    double ss = 0;
+    for (uint32_t i = 4 * threadIdx.x; i < K; i += 4 * blockDim.x) {
+        const float4 v = *reinterpret_cast<const float4*>(x + i);
+        ss += (double)v.x * v.x;
+        ss += (double)v.y * v.y;
+        ss += (double)v.z * v.z;
+        ss += (double)v.w * v.w;
+    }
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = ss;
+    __syncthreads();
+    __shared__ float scale;
+    if (threadIdx.x < 32) {
+        double s = threadIdx.x < blockDim.x / 32 ? partial[threadIdx.x] : 0.0;
+        for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        if (threadIdx.x == 0) scale = 1.0f / sqrtf((float)(s / K) + eps);
+    }
+    __syncthreads();
+    return scale;
+}
+
 __device__ inline float silu(float x) { return x / (1.0f + expf(-x)); }
 __device__ inline float gelu(float x) {  // tanh form
     const float k = 0.7978845608028654f;
