@@ -348,6 +348,16 @@ def need_fused(device):
         pytest.skip("the Metal backend replays decode without the fused kernels")
 
 
+# Quantized gemv_multi against the CPU: both sides round x to 8 bits, the CPU
+# per its format's blocks (Q8_K: 256 values for the K-quants), the GPU per 32,
+# and the two roundings differ. For Q4_K (whose mins add a large common term)
+# that alone measured relative L2 0.011 on average and 0.025 at most over 300
+# draws of the qkv-q4_k_m case (GPU rounding emulated in float64; the CPU's own
+# error against exact math reaches 0.024): under 2e-2 two mixed Q4_K / Q6_K
+# cases failed once each in 8 H100 runs (session 13). Gated outputs carry gate's and up's (a 3-token gated case
+# measured 0.0201 in session 12).
+Q8_MULTI_TOL = 3e-2
+
 MULTI_CASES = {
     # name: mode, formats of the matrices, rows of each, K, tokens, input norm
     "qkv-q4_k_m": (kp.MULTI_SEPARATE, [T.Q4_K, T.Q4_K, T.Q6_K], [2048, 512, 512], 1024, 1, 1),
@@ -377,7 +387,7 @@ MULTI_CASES = {
 def test_gemv_multi(device, case):
     """Fused projections against the CPU's definition (the unfused rmsnorm,
     gemv, gated activation, residual add): relative L2 1e-5 for float formats,
-    2e-2 quantized (the CPU rounds activations to 8 bits there)."""
+    Q8_MULTI_TOL quantized (both round activations to 8 bits there, differently)."""
     need_fused(device)
     mode, formats, Ns, K, m, norm = MULTI_CASES[case]
     rng = rng_for(len(case) * 31 + K)
@@ -397,12 +407,7 @@ def test_gemv_multi(device, case):
         ys_all = ys + [np.zeros(1, np.float32) for _ in range(3 - len(ys))]
         _core._run_cpu_kernel("gemv_multi", [x.copy(), nw, *ws, *ys_all], params, device=dev)
         outs.append(ys[: len(formats)] if mode == kp.MULTI_SEPARATE else ys)
-    # Gate and up each carry the two sides' different activation roundings
-    # (the CPU's per-format blocks, the GPU's 32-value ones), and silu(g) * u
-    # carries both: sqrt(2) x the single bound (a 3-token Q6_K / Q4_K gated case
-    # measured 0.0201 in 1 of ~6 H100 runs against the single 2e-2).
-    gated = mode in (kp.MULTI_SILU, kp.MULTI_GELU)
-    tol = 1e-5 if all(q in (T.F32, T.F16, T.BF16) for q in formats) else 3e-2 if gated else 2e-2
+    tol = 1e-5 if all(q in (T.F32, T.F16, T.BF16) for q in formats) else Q8_MULTI_TOL
     for yc, yg in zip(*outs):
         assert not np.isnan(yg).any(), "unwritten outputs"
         assert rel_l2(yg, yc) < tol
@@ -459,8 +464,8 @@ X8_MULTI_CASES = {
 @pytest.mark.parametrize("case", X8_MULTI_CASES, ids=list(X8_MULTI_CASES))
 def test_gemv_multi_x8(device, case):
     """The fused one-token projections on the x8 layouts (alone and beside
-    Q4_K) against the CPU's definition: relative L2 2e-2 (3e-2 gated), as
-    the GGUF formats (8-bit activations)."""
+    Q4_K) against the CPU's definition: relative L2 Q8_MULTI_TOL, as the
+    GGUF formats (8-bit activations)."""
     need_x8(device)
     mode, qtypes, Ns, K = X8_MULTI_CASES[case]
     qtypes = qtypes if isinstance(qtypes, tuple) else (qtypes,) * len(Ns)
@@ -487,7 +492,7 @@ def test_gemv_multi_x8(device, case):
         outs.append(ys[: len(Ns)] if mode == kp.MULTI_SEPARATE else ys[:1])
     for yc, yg in zip(*outs):
         assert not np.isnan(yg).any(), "unwritten outputs"
-        assert rel_l2(yg, yc) < (3e-2 if mode == kp.MULTI_SILU else 2e-2)
+        assert rel_l2(yg, yc) < Q8_MULTI_TOL
 
 
 @pytest.mark.parametrize("norm,neox,factors,hd,n", [(1, 1, 0, 128, 1), (0, 0, 1, 64, 2), (1, 1, 0, 256, 1)])
