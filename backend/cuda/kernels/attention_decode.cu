@@ -244,11 +244,27 @@ __device__ __forceinline__ void halves8(const uint4& w, float* f) {
     }
 }
 
+// Before the wait (the previous kernel, the prologue, still writing this
+// step's row), asks L2 for the block's K and V rows: rows of earlier steps,
+// long evicted by the step's weights, so their DRAM latency overlaps the
+// prologue. A hint only: L2 is where the prologue's writes land, and the
+// loads after the wait read what is there (AKUNU_CUDA_ATTN_PREFETCH=0: off).
+template <int HD>
+__device__ __forceinline__ void prefetch_kv_rows(const uint16_t* kc, const uint16_t* vc, size_t first_row,
+                                                 uint32_t n_rows, uint32_t kv_dim, size_t koff) {
+    constexpr uint32_t kLines = (HD * 2 + 127) / 128;  // 128-byte lines a head's row
+    for (uint32_t i = threadIdx.x; i < n_rows * 2 * kLines; i += blockDim.x) {
+        const uint32_t row = i / (2 * kLines), line = i % kLines;
+        const uint16_t* base = (i / kLines) % 2 ? vc : kc;
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(base + (first_row + row) * kv_dim + koff + 64 * line));
+    }
+}
+
 template <int HD>
 __global__ void __launch_bounds__(kWarps * 32)
     attention_decode_groups_kernel(AttentionParams p, uint32_t n_splits, const float* q, const uint16_t* kc,
                                    const uint16_t* vc, float* out, float* partials, uint32_t* counters,
-                                   const uint32_t* replay_pos, ActQ8 q8) {
+                                   const uint32_t* replay_pos, ActQ8 q8, bool prefetch) {
     constexpr int L = HD / 32, KW = 32 / L, U = kKeyUnroll;
     const uint32_t h = blockIdx.x, split = blockIdx.y;
     const SplitRange r = split_range(p, n_splits, split, replay_pos);
@@ -260,6 +276,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     // is always used and waits): at the default 4096-position cache most of
     // the grid's 32 splits a head are such blocks.
     if (split >= r.used) return;
+    if (prefetch) prefetch_kv_rows<HD>(kc, vc, (size_t)r.lo + r.j0, r.j1 - r.j0, kv_dim, koff);
     pdl_wait();
     pdl_launch_dependents();
 
@@ -360,6 +377,14 @@ __global__ void __launch_bounds__(kWarps * 32)
     finish_head(p, h, split, r.used, n_splits, wm, wl, &wacc[0][0], HD, out, partials, counters, q8);
 }
 
+bool attention_prefetch() {
+    static const bool on = [] {
+        const char* e = std::getenv("AKUNU_CUDA_ATTN_PREFETCH");
+        return !(e && std::string(e) == "0");
+    }();
+    return on;
+}
+
 // Which kernel: lane groups per key (default) or AKUNU_CUDA_ATTN_DECODE=warp_per_key.
 bool warp_per_key() {
     static const bool on = [] {
@@ -401,11 +426,12 @@ bool launch_attention_decode(const CudaArgs& a, const AttentionParams& p) {
     const bool aligned = (reinterpret_cast<uintptr_t>(q) | reinterpret_cast<uintptr_t>(kc) |
                           reinterpret_cast<uintptr_t>(vc)) % 16 == 0;
     if (aligned && !warp_per_key()) {
+        const bool pf = attention_prefetch();
         switch (p.head_dim) {
-            case 32: launch_pdl(attention_decode_groups_kernel<32>, grid, kWarps * 32, 0, a.stream, p, n_splits, q, kc, vc, out, partials, counters, a.replay_pos, a.q8_out); return true;
-            case 64: launch_pdl(attention_decode_groups_kernel<64>, grid, kWarps * 32, 0, a.stream, p, n_splits, q, kc, vc, out, partials, counters, a.replay_pos, a.q8_out); return true;
-            case 128: launch_pdl(attention_decode_groups_kernel<128>, grid, kWarps * 32, 0, a.stream, p, n_splits, q, kc, vc, out, partials, counters, a.replay_pos, a.q8_out); return true;
-            case 256: launch_pdl(attention_decode_groups_kernel<256>, grid, kWarps * 32, 0, a.stream, p, n_splits, q, kc, vc, out, partials, counters, a.replay_pos, a.q8_out); return true;
+            case 32: launch_pdl(attention_decode_groups_kernel<32>, grid, kWarps * 32, 0, a.stream, p, n_splits, q, kc, vc, out, partials, counters, a.replay_pos, a.q8_out, pf); return true;
+            case 64: launch_pdl(attention_decode_groups_kernel<64>, grid, kWarps * 32, 0, a.stream, p, n_splits, q, kc, vc, out, partials, counters, a.replay_pos, a.q8_out, pf); return true;
+            case 128: launch_pdl(attention_decode_groups_kernel<128>, grid, kWarps * 32, 0, a.stream, p, n_splits, q, kc, vc, out, partials, counters, a.replay_pos, a.q8_out, pf); return true;
+            case 256: launch_pdl(attention_decode_groups_kernel<256>, grid, kWarps * 32, 0, a.stream, p, n_splits, q, kc, vc, out, partials, counters, a.replay_pos, a.q8_out, pf); return true;
             default: break;
         }
     }

@@ -151,7 +151,8 @@ inline int sm_count() {
 // previous kernel has finished and its writes are visible), on every path
 // (an exit before it would let the next kernel run ahead of this one's
 // predecessor); then pdl_launch_dependents() lets the next kernel start.
-// Only weights and parameters may be touched before the wait. (A block that
+// Only weights and parameters may be touched before the wait (and L2
+// prefetch hints of anything: nothing reads their result, L2 is coherent). (A block that
 // touches no memory at all may leave without waiting, so long as other blocks
 // of the grid always wait: the grid still ends after its predecessor.)
 // AKUNU_CUDA_PDL=0 launches plainly (A/B runs); GPUs before sm_90 never use it.
