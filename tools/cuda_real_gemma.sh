@@ -47,6 +47,10 @@ run() {
 
 case "${1:-}" in
 start)
+    if [ "${AKUNU_TREE_COPY:-}" != done ]; then  # run from a copy: the part calls re-sync this tree
+        bash tools/cuda_tree_copy.sh /tmp/gemma_tree
+        AKUNU_TREE_COPY=done exec bash /tmp/gemma_tree/tools/cuda_real_gemma.sh start
+    fi
     rm -rf $R && mkdir -p $R
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > $R/gpu.txt
     step "start on $(cat $R/gpu.txt)"

@@ -121,6 +121,10 @@ probe() {
 if [ "$1" = probe ]; then
     probe "$2"
 elif [ "$1" = start ]; then
+    if [ "${AKUNU_TREE_COPY:-}" != done ]; then  # run from a copy: the wait calls re-sync this tree
+        bash tools/cuda_tree_copy.sh /tmp/session_tree
+        AKUNU_TREE_COPY=done exec bash /tmp/session_tree/tools/cuda_session.sh start
+    fi
     rm -rf $S && mkdir -p $S
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader > $S/gpu.txt
     step "start on $(cat $S/gpu.txt)"
