@@ -282,7 +282,7 @@ __device__ __forceinline__ void lean_row_dot(uint32_t dtype, const uint8_t* r, i
 }
 
 // Blocks an SM each format's lean kernel is built for: the most whose
-// register budget (32, 40 or 48 a thread) its loop fits without spilling.
+// register budget (32, 40, 48 or 64 a thread) its loop fits without spilling.
 template <class F>
 constexpr int lean_blocks_per_sm() {
     return std::is_same_v<F, gemv_q8::Q4_0> || std::is_same_v<F, gemv_q8::Q8_0> ? 8

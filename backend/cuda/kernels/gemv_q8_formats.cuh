@@ -218,8 +218,8 @@ struct Q6_KX8 {
                             d * (float)(int8_t)(sc8.y >> (8 * k)), d * (float)(int8_t)(sc8.y >> (8 * k + 16))};
         const uint32_t a[4] = {qa.x, qa.y, qa.z, qa.w}, b[4] = {qb.x, qb.y, qb.z, qb.w};
         const uint32_t h[4] = {qh.x, qh.y, qh.z, qh.w};
-        // run by run: one run's 16 weights decoded at a time (all four at once
-        // spill in the lean kernel's 48 registers)
+        // run by run: one run's 16 weights decoded at a time, fewer registers
+        // live than all four at once
 #pragma unroll
         for (int j = 0; j < 4; j++) {
             uint32_t w[4];
@@ -248,7 +248,8 @@ inline bool has_q8_layout(uint32_t dtype) {
 }
 
 // Row steps a warp keeps in flight: 4, but 2 for Q6_K_X8, whose lane step
-// is 64 weights (4 of them spill in the lean kernel's 48 registers).
+// is 64 weights (its lean kernel, at 4 blocks an SM: 64 registers, no
+// spills with 2; at 5 blocks, 48 registers, it spilled even with 1).
 template <class F>
 __host__ __device__ constexpr int steps_in_flight() {
     return F::kElems == 2048 ? 2 : 4;
