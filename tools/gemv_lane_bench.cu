@@ -12,9 +12,8 @@
 
 #include <cstdint>
 #include <cstdio>
-#include <vector>
 
-#include "cuda_tool_check.h"
+#include "gemv_bench_harness.h"
 #include "gemv_q8_formats.cuh"
 
 using namespace akunu;
@@ -40,18 +39,7 @@ int main() {
     CHECK(cudaGetDeviceProperties(&prop, 0));
     std::printf("%s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
     const size_t pool = 2ull << 30;
-    uint8_t* W;
-    CHECK(cudaMalloc(&W, pool));
-    {  // random bytes; every 16-bit word a finite, modest f16 (scales anywhere in any layout)
-        std::vector<uint8_t> h(pool);
-        uint32_t s = 12345;
-        for (size_t i = 0; i < pool; i++) {
-            s = s * 1664525u + 1013904223u;
-            h[i] = (uint8_t)(s >> 24);
-            if (i % 2 == 1) h[i] &= 0x3B;
-        }
-        CHECK(cudaMemcpy(W, h.data(), pool, cudaMemcpyHostToDevice));
-    }
+    const uint8_t* W = random_weight_pool(pool);
     int8_t* xq;
     float2* ds;
     float* y;
@@ -62,28 +50,10 @@ int main() {
     CHECK(cudaMemset(ds, 0, 1 << 16));
     cudaStream_t st;
     CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-    cudaEvent_t e0, e1;
-    CHECK(cudaEventCreate(&e0));
-    CHECK(cudaEventCreate(&e1));
     auto run = [&](auto kernel, size_t bytes, const Shape& sh) {
-        const int copies = (int)(pool / bytes), reps = 100, blocks = (sh.N + 7) / 8;
-        cudaGraph_t graph;
-        cudaGraphExec_t exec;
-        CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-        for (int i = 0; i < reps; i++) kernel<<<blocks, 256, 0, st>>>(W + (size_t)(i % copies) * bytes, xq, ds, y, sh.N, sh.K);
-        CHECK(cudaStreamEndCapture(st, &graph));
-        CHECK(cudaGraphInstantiate(&exec, graph, 0));
-        CHECK(cudaGraphLaunch(exec, st));
-        CHECK(cudaEventRecord(e0, st));
-        CHECK(cudaGraphLaunch(exec, st));
-        CHECK(cudaEventRecord(e1, st));
-        CHECK(cudaEventSynchronize(e1));
-        CHECK(cudaGetLastError());
-        float ms;
-        CHECK(cudaEventElapsedTime(&ms, e0, e1));
-        CHECK(cudaGraphExecDestroy(exec));
-        CHECK(cudaGraphDestroy(graph));
-        return (double)bytes * reps / ms / 1e6;
+        return graph_gbps(st, W, pool, bytes, 100, [&](const uint8_t* w) {
+            kernel<<<(sh.N + 7) / 8, 256, 0, st>>>(w, xq, ds, y, sh.N, sh.K);
+        });
     };
     const Shape shapes[] = {{"8B output", 128256, 4096}, {"8B down", 4096, 14336}, {"8B gate+up", 28672, 4096},
                             {"8B attn_v", 1024, 4096},   {"1B output", 128256, 2048}, {"1B down", 2048, 8192}};

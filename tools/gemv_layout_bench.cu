@@ -16,7 +16,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "cuda_tool_check.h"
+#include "gemv_bench_harness.h"
 
 constexpr uint32_t kNib = 0x0F0F0F0Fu;
 __device__ __forceinline__ uint32_t ld16(const uint8_t* p) { return *reinterpret_cast<const uint16_t*>(p); }
@@ -127,19 +127,7 @@ int main() {
     CHECK(cudaGetDeviceProperties(&prop, 0));
     std::printf("%s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
     const size_t pool = 1ull << 30;  // 1 GiB of weights rotated over (L2 50 MB)
-    uint8_t* W;
-    CHECK(cudaMalloc(&W, pool));
-    {  // random bytes, then every 2-byte scale slot a small f16 (both layouts' scale slots differ:
-       // fill all bytes with values whose f16 reading is finite: high byte < 0x7C)
-        std::vector<uint8_t> h(pool);
-        uint32_t st = 12345;
-        for (size_t i = 0; i < pool; i++) {
-            st = st * 1664525u + 1013904223u;
-            h[i] = (uint8_t)(st >> 24);
-            if (i % 2 == 1) h[i] &= 0x3B;  // every 16-bit word a finite, modest f16
-        }
-        CHECK(cudaMemcpy(W, h.data(), pool, cudaMemcpyHostToDevice));
-    }
+    uint8_t* W = random_weight_pool(pool);
     int8_t* xq;
     float2* ds;
     float* y;
@@ -173,27 +161,9 @@ int main() {
     for (const Shape& sh : shapes) {
         for (int q8 = 0; q8 < 2; q8++) {
             const size_t bytes = (size_t)sh.N * (sh.K / 32) * (q8 ? 34 : 18);
-            const int copies = (int)(pool / bytes);
             auto run = [&](auto launch, int rows_per_warp) {
                 const int blocks = (sh.N / rows_per_warp + 7) / 8;
-                const int reps = 200;  // one graph of reps launches: no launch gaps
-                cudaGraph_t graph;
-                cudaGraphExec_t exec;
-                CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-                for (int i = 0; i < reps; i++) launch(W + (size_t)(i % copies) * bytes, blocks);
-                CHECK(cudaStreamEndCapture(st, &graph));
-                CHECK(cudaGraphInstantiate(&exec, graph, 0));
-                CHECK(cudaGraphLaunch(exec, st));
-                CHECK(cudaEventRecord(e0, st));
-                CHECK(cudaGraphLaunch(exec, st));
-                CHECK(cudaEventRecord(e1, st));
-                CHECK(cudaEventSynchronize(e1));
-                CHECK(cudaGetLastError());
-                float ms;
-                CHECK(cudaEventElapsedTime(&ms, e0, e1));
-                CHECK(cudaGraphExecDestroy(exec));
-                CHECK(cudaGraphDestroy(graph));
-                return (double)bytes * reps / ms / 1e6;  // GB/s
+                return graph_gbps(st, W, pool, bytes, 200, [&](const uint8_t* w) { launch(w, blocks); });
             };
             double g, a, b, c, d;
             if (q8) {
