@@ -6,6 +6,7 @@
 #include "core/dtype_descriptor.h"
 #include "core/error.h"
 #include "kernels/act_q8.h"
+#include "kernels/cuda_kernel.h"
 
 namespace akunu {
 
@@ -134,10 +135,7 @@ Buffer CudaDevice::allocate(const void* data, size_t bytes) {
 // GEMV streamed 8B's output / ffn_down 2338 -> 2965 / 1767 -> 2124 GB/s,
 // tools/gemv_lane_bench.cu). AKUNU_CUDA_REPACK=0 keeps GGUF's layout.
 uint32_t CudaDevice::weight_layout(uint32_t dtype, uint64_t rows, uint64_t cols) const {
-    static const bool on = [] {
-        const char* e = std::getenv("AKUNU_CUDA_REPACK");
-        return !(e && std::string(e) == "0");
-    }();
+    static const bool on = !env_switched_off("AKUNU_CUDA_REPACK");
     (void)rows;
     if (!on) return dtype;
     if ((dtype == GGML_Q4_0 || dtype == GGML_Q8_0) && cols % 256 == 0)

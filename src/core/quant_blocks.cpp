@@ -47,14 +47,14 @@ struct BlockPart {
     int at, bytes;
 };
 struct X8Parts {
-    int block_bytes, n;
+    int block_elems, block_bytes, n;
     BlockPart part[4];
 };
 static X8Parts x8_parts(uint32_t dtype) {
     switch (dtype) {
-        case GGML_Q4_0: return {18, 2, {{0, 2}, {2, 16}}};
-        case GGML_Q8_0: return {34, 2, {{0, 2}, {2, 32}}};
-        case GGML_Q6_K: return {210, 4, {{0, 128}, {128, 64}, {192, 16}, {208, 2}}};  // ql, qh, scales, d
+        case GGML_Q4_0: return {32, 18, 2, {{0, 2}, {2, 16}}};
+        case GGML_Q8_0: return {32, 34, 2, {{0, 2}, {2, 32}}};
+        case GGML_Q6_K: return {256, 210, 4, {{0, 128}, {128, 64}, {192, 16}, {208, 2}}};  // ql, qh, scales, d
         default: throw std::invalid_argument("no x8 layout for weight type " + std::to_string(dtype));
     }
 }
@@ -63,7 +63,7 @@ static X8Parts x8_parts(uint32_t dtype) {
 template <bool ToX8>
 static void regroup(uint32_t dtype, const uint8_t* src, uint8_t* dst, int64_t rows, int64_t cols) {
     const X8Parts x = x8_parts(dtype);
-    const int64_t elems = dtype == GGML_Q6_K ? 256 : 32, groups = rows * (cols / (8 * elems));
+    const int64_t groups = rows * (cols / (8 * x.block_elems));
     for (int64_t g = 0; g < groups; g++) {
         const uint8_t* s = src + g * 8 * x.block_bytes;
         uint8_t* d = dst + g * 8 * x.block_bytes;

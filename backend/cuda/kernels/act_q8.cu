@@ -3,7 +3,6 @@
 #include "act_q8.h"
 
 #include <cstdlib>
-#include <string>
 
 #include "act_q8.cuh"
 
@@ -44,17 +43,14 @@ __global__ void __launch_bounds__(kNormThreads)
         out[(size_t)blockIdx.y * K + i] = xr[i] * scale * (norm.weight[i] + norm.offset);
 }
 
-// Threads of the one block a token that normalizes and rounds (the sum of
-// squares is a whole-block reduction, so its steps are serial):
-// AKUNU_CUDA_NORM_THREADS=256|512|1024 (default 1024), for A/B runs.
 bool norm_lean() {
-    static const bool on = [] {
-        const char* e = std::getenv("AKUNU_CUDA_NORM_LEAN");
-        return !(e && std::string(e) == "0");
-    }();
+    static const bool on = !env_switched_off("AKUNU_CUDA_NORM_LEAN");
     return on;
 }
 
+// Threads of the one block a token that normalizes and rounds (the sum of
+// squares is a whole-block reduction, so its steps are serial):
+// AKUNU_CUDA_NORM_THREADS=256|512|1024 (default 1024), for A/B runs.
 unsigned norm_threads() {
     static const unsigned n = [] {
         const char* e = std::getenv("AKUNU_CUDA_NORM_THREADS");

@@ -378,10 +378,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 }
 
 bool attention_prefetch() {
-    static const bool on = [] {
-        const char* e = std::getenv("AKUNU_CUDA_ATTN_PREFETCH");
-        return !(e && std::string(e) == "0");
-    }();
+    static const bool on = !env_switched_off("AKUNU_CUDA_ATTN_PREFETCH");
     return on;
 }
 

@@ -155,6 +155,13 @@ inline int sm_count() {
 // prefetch hints of anything: nothing reads their result, L2 is coherent). (A block that
 // touches no memory at all may leave without waiting, so long as other blocks
 // of the grid always wait: the grid still ends after its predecessor.)
+// Whether the environment sets `name` to "0": the A/B switches that turn a
+// default path off (callers keep the answer in a static).
+inline bool env_switched_off(const char* name) {
+    const char* e = std::getenv(name);
+    return e && e[0] == '0' && e[1] == '\0';
+}
+
 // AKUNU_CUDA_PDL=0 launches plainly (A/B runs); GPUs before sm_90 never use it.
 inline bool pdl_enabled() {
     static const bool on = [] {
