@@ -45,32 +45,30 @@ if [ -f $GEMMA ]; then
 else
     echo "real Gemma 3 270M: $GEMMA not here (tools/cuda_carry_big.sh)" | tee "$OUT/test_gemma3_cuda.log"
 fi
-# Q8Link (a writer rounds or normalizes the next command's input as it writes
-# it): the bytes are the rounding / norm kernels' (the norm's sum of squares
-# in another order of double additions, which moves its float result only
-# in a tie), so decode logits (step by step) and generated tokens (the step
-# graph) must be identical with it off (both through the general GEMV kernel:
-# the lean one's row splits add in another order). Integer GEMVs (Q4_K, Q4_0, Q8_0 with
-# QK norm), float ones behind a norm (Q4_1, F16), post-norm layers (Gemma 3).
-$PY -c "import random_gguf; random_gguf.write_model('/tmp/link_qwen3_f16.gguf', 'qwen3', 'F16', seed=4)"
-for link in all 0; do
-    AKUNU_CUDA_GEMV_LEAN=0 AKUNU_CUDA_Q8_LINK=$link $PY - <<'PY' > "$OUT/q8_link_$link.txt" 2>&1
-import hashlib, akunu, numpy as np
-for path in ("tests/models/llama-q4_k_m.gguf", "tests/models/llama-q4_0.gguf", "tests/models/qwen3-q8_0.gguf",
-             "tests/models/llama-q4_1.gguf", "/tmp/link_qwen3_f16.gguf", "tests/models/gemma3-q4_k_m.gguf"):
-    m = akunu.load(path, device="cuda", n_ctx=128)
-    core = m._core()
-    core.prefill(m.tokenize("hello world, the quick brown fox"))
-    rows = [core.decode_logits(t) for t in (5, 17, 99, 3)]
-    print(path, hashlib.sha256(np.concatenate(rows).tobytes()).hexdigest())
-    print(m.generate("once upon a time", max_tokens=24).tokens)
-PY
-done
-if cmp -s "$OUT/q8_link_all.txt" "$OUT/q8_link_0.txt" && grep -q tests/models "$OUT/q8_link_all.txt"; then
-    echo "q8 link: identical logits and tokens with and without" | tee -a "$OUT/test_cuda.log"
-else
-    echo "q8 link: OUTPUTS DIFFER (or failed)" | tee -a "$OUT/test_cuda.log"; diff "$OUT/q8_link_all.txt" "$OUT/q8_link_0.txt" | head; status=1
-fi
+# A/B switches whose outputs must not move a bit: decode logits (step by
+# step) and generated tokens (the step graph) under each side of a pair
+# (tools/decode_digest.py). Q8Link (a writer rounds or normalizes the next
+# command's input as it writes it): the bytes are the rounding / norm
+# kernels' (the norm's sum of squares in another order of double additions,
+# which moves its float result only in a tie); both sides through the
+# general GEMV kernel (the lean one's row splits add in another order).
+# Integer GEMVs (Q4_K, Q4_0, Q8_0 with QK norm), float ones behind a norm
+# (Q4_1, F16), post-norm layers (Gemma 3). The attention absorbing
+# qk_norm_rope_kv: the same head arithmetic (head_prologue.cuh), also over
+# several key splits (--long).
+same_outputs() {  # name, setting A, setting B, digest arguments
+    local name=$1 a=$2 b=$3; shift 3
+    env $a $PY tools/decode_digest.py "$@" > "$OUT/${name}_a.txt" 2>&1
+    env $b $PY tools/decode_digest.py "$@" > "$OUT/${name}_b.txt" 2>&1
+    if cmp -s "$OUT/${name}_a.txt" "$OUT/${name}_b.txt" && grep -q tests/models "$OUT/${name}_a.txt"; then
+        echo "$name: identical logits and tokens ($a / $b)" | tee -a "$OUT/test_cuda.log"
+    else
+        echo "$name: OUTPUTS DIFFER (or failed) ($a / $b)" | tee -a "$OUT/test_cuda.log"
+        diff "$OUT/${name}_a.txt" "$OUT/${name}_b.txt" | head; status=1
+    fi
+}
+same_outputs q8_link "AKUNU_CUDA_GEMV_LEAN=0 AKUNU_CUDA_Q8_LINK=all" "AKUNU_CUDA_GEMV_LEAN=0 AKUNU_CUDA_Q8_LINK=0"
+same_outputs attn_fuse "AKUNU_CUDA_ATTN_FUSE=1" "AKUNU_CUDA_ATTN_FUSE=0" --long
 if command -v compute-sanitizer > /dev/null; then
     compute-sanitizer --tool memcheck --error-exitcode 3 $PY - <<'PY' > "$OUT/memcheck.log" 2>&1
 import akunu, random_gguf

@@ -263,6 +263,20 @@ static void link_q8(const CudaKernelEntry* we, CudaArgs& writer, const CudaKerne
     writer.q8_out_norm = in.norm;
 }
 
+// Whether the next command's launch does this one's work too (see
+// CudaKernelEntry::absorbs): this one is then not launched.
+// AKUNU_CUDA_ABSORB=0: every command launches, for A/B runs.
+static bool absorb(const CudaKernelEntry* entry, const CudaArgs& a, const CudaKernelEntry* next_entry,
+                   CudaArgs& next) {
+    static const bool off = env_switched_off("AKUNU_CUDA_ABSORB");
+    if (off || !next_entry->absorbs || a.q8_out.q || a.f32_out || !next_entry->absorbs(next, entry->name, a))
+        return false;
+    std::memcpy(next.absorbed.buf, a.buf, sizeof a.buf);
+    std::memcpy(next.absorbed.params, a.params, sizeof a.params);
+    next.absorbed.set = true;
+    return true;
+}
+
 void CudaDevice::launch_commands(const DispatchTable& table, const ReplayState& st, bool in_graph) {
     const size_t n = table.commands.size();
     if (n == 0) return;
@@ -270,11 +284,14 @@ void CudaDevice::launch_commands(const DispatchTable& table, const ReplayState& 
     for (size_t i = 0; i < n; i++) {
         const auto* entry = (const CudaKernelEntry*)table.commands[i].pso.handle;
         CudaArgs next;
+        bool absorbed = false;
         if (i + 1 < n) {
+            const auto* next_entry = (const CudaKernelEntry*)table.commands[i + 1].pso.handle;
             next = command_args(table.commands[i + 1], st, in_graph);
-            link_q8(entry, a, (const CudaKernelEntry*)table.commands[i + 1].pso.handle, next);
+            link_q8(entry, a, next_entry, next);
+            absorbed = absorb(entry, a, next_entry, next);
         }
-        entry->launch(a);
+        if (!absorbed) entry->launch(a);
         a = next;
     }
 }

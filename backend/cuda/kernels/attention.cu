@@ -146,7 +146,7 @@ bool attention_q8_output(const CudaArgs& a, Q8Link* link) {
 }  // namespace
 
 extern const CudaKernelEntry kCudaAttentionKernels[] = {
-    {"attention", launch_attention, true, attention_q8_output},
+    {"attention", launch_attention, true, attention_q8_output, nullptr, attention_absorbs},
     {nullptr, nullptr},
 };
 

@@ -19,7 +19,9 @@
 #include <string>
 
 #include "act_q8.cuh"
+#include "core/error.h"
 #include "core/half.h"
+#include "head_prologue.cuh"
 
 namespace akunu {
 namespace {
@@ -133,7 +135,7 @@ __device__ void finish_head(const AttentionParams& p, uint32_t h, uint32_t split
 
 // This block's key range after lo and the splits in use (see the kernels).
 struct SplitRange {
-    uint32_t lo, j0, j1, used;
+    uint32_t pos, lo, j0, j1, used;
 };
 __device__ __forceinline__ SplitRange split_range(const AttentionParams& p, uint32_t n_splits, uint32_t split,
                                                   const uint32_t* replay_pos) {
@@ -143,7 +145,7 @@ __device__ __forceinline__ SplitRange split_range(const AttentionParams& p, uint
     const uint32_t chunk = max(kMinKeysPerSplit, (n + n_splits - 1) / n_splits);
     const uint32_t j0 = split * chunk;
     // Splits past the keys exit at once; the rest combine only when there are several.
-    return {lo, j0, min(n, j0 + chunk), min(n_splits, (n + chunk - 1) / chunk)};
+    return {pos, lo, j0, min(n, j0 + chunk), min(n_splits, (n + chunk - 1) / chunk)};
 }
 
 // Grid (n_heads, n_splits), kWarps warps per block; a warp takes one key at
@@ -260,11 +262,18 @@ __device__ __forceinline__ void prefetch_kv_rows(const uint16_t* kc, const uint1
     }
 }
 
-template <int HD>
+// qk_norm_rope_kv's inputs when the attention does its work (Fused): q is
+// the attention's own, k and v this step's rows, the caches the attention's.
+struct HeadPrologue {
+    QKRopeKVParams p;
+    const float *k, *v, *q_norm, *k_norm, *factors;
+};
+
+template <int HD, bool Fused>
 __global__ void __launch_bounds__(kWarps * 32)
-    attention_decode_groups_kernel(AttentionParams p, uint32_t n_splits, const float* q, const uint16_t* kc,
-                                   const uint16_t* vc, float* out, float* partials, uint32_t* counters,
-                                   const uint32_t* replay_pos, ActQ8 q8, bool prefetch) {
+    attention_decode_groups_kernel(AttentionParams p, uint32_t n_splits, const float* q, uint16_t* kc,
+                                   uint16_t* vc, float* out, float* partials, uint32_t* counters,
+                                   const uint32_t* replay_pos, ActQ8 q8, bool prefetch, HeadPrologue pro) {
     constexpr int L = HD / 32, KW = 32 / L, U = kKeyUnroll;
     const uint32_t h = blockIdx.x, split = blockIdx.y;
     const SplitRange r = split_range(p, n_splits, split, replay_pos);
@@ -280,10 +289,46 @@ __global__ void __launch_bounds__(kWarps * 32)
     pdl_wait();
     pdl_launch_dependents();
 
+    // Fused: the prologue's work for this head (qk_norm_rope_kv, whose kernel
+    // is not launched): every block normalizes and rotates its q head; the
+    // blocks of the last split also this step's key, which their loop reads
+    // from shared memory (new_j), and one block of each KV head stores the
+    // step's K / V rows to the caches (no block of this grid reads them there).
+    const float* qhead = q + (size_t)h * HD;
+    __shared__ __align__(16) float qs[Fused ? HD : 4], ks[Fused ? HD : 4];
+    __shared__ __align__(16) uint16_t knew[Fused ? HD : 8], vnew[Fused ? HD : 8];
+    uint32_t new_j = UINT32_MAX;
+    if constexpr (Fused) {
+        const uint32_t group = p.n_heads / p.n_kv_heads, kvh = h / group;
+        const bool has_new = split == r.used - 1;
+        for (uint32_t d = threadIdx.x; d < HD; d += blockDim.x) {
+            qs[d] = qhead[d];
+            if (has_new) {
+                ks[d] = pro.k[kvh * HD + d];
+                vnew[d] = f32_to_f16(pro.v[kvh * HD + d]);
+            }
+        }
+        __syncthreads();
+        norm_rope_heads(pro.p, r.pos, pro.factors, qs, pro.q_norm, has_new ? ks : nullptr, pro.k_norm);
+        if (has_new) {
+            const size_t at = (size_t)r.pos * kv_dim + kvh * HD;
+            for (uint32_t d = threadIdx.x; d < HD; d += blockDim.x) {
+                knew[d] = f32_to_f16(ks[d]);
+                if (h % group == 0) {
+                    kc[at + d] = knew[d];
+                    vc[at + d] = vnew[d];
+                }
+            }
+            new_j = r.pos - r.lo;
+            __syncthreads();
+        }
+        qhead = qs;
+    }
+
     // This lane's 32 dims of q, rounded to F16 as the CPU twin does (and kept
     // so: 16 registers instead of 32, two blocks an SM).
     __half2 qh[16];
-    const float4* qsrc = reinterpret_cast<const float4*>(q + (size_t)h * HD + sub * 32);
+    const float4* qsrc = reinterpret_cast<const float4*>(qhead + sub * 32);
 #pragma unroll
     for (int i = 0; i < 8; i++) {
         const float4 v = qsrc[i];
@@ -306,6 +351,10 @@ __global__ void __launch_bounds__(kWarps * 32)
             if (j < r.j1) {
                 const uint4* kp = reinterpret_cast<const uint4*>(kbase + (size_t)j * kv_dim);
                 const uint4* vp = reinterpret_cast<const uint4*>(vbase + (size_t)j * kv_dim);
+                if (Fused && j == new_j) {
+                    kp = reinterpret_cast<const uint4*>(knew + sub * 32);
+                    vp = reinterpret_cast<const uint4*>(vnew + sub * 32);
+                }
 #pragma unroll
                 for (int i = 0; i < 4; i++) {
                     kr[u][i] = kp[i];
@@ -377,6 +426,13 @@ __global__ void __launch_bounds__(kWarps * 32)
     finish_head(p, h, split, r.used, n_splits, wm, wl, &wacc[0][0], HD, out, partials, counters, q8);
 }
 
+// Whether the attention does the prologue's work when it follows it
+// (attention_absorbs); AKUNU_CUDA_ATTN_FUSE=0: the prologue's own kernel.
+bool attention_fuse() {
+    static const bool on = !env_switched_off("AKUNU_CUDA_ATTN_FUSE");
+    return on;
+}
+
 bool attention_prefetch() {
     static const bool on = !env_switched_off("AKUNU_CUDA_ATTN_PREFETCH");
     return on;
@@ -400,8 +456,51 @@ bool attention_decode_takes(const AttentionParams& p) {
            p.n_kv_heads != 0 && p.n_heads % p.n_kv_heads == 0;
 }
 
+namespace {
+
+// Whether the lane-group kernel takes `p` (head_dim 32 to 256, 16-byte aligned
+// q and caches): the one kernel that can absorb the prologue.
+bool groups_kernel_takes(const CudaArgs& a, const AttentionParams& p) {
+    const bool aligned = (reinterpret_cast<uintptr_t>(a.buf[0]) | reinterpret_cast<uintptr_t>(a.buf[1]) |
+                          reinterpret_cast<uintptr_t>(a.buf[2])) % 16 == 0;
+    return attention_decode_takes(p) && aligned && !warp_per_key() &&
+           (p.head_dim == 32 || p.head_dim == 64 || p.head_dim == 128 || p.head_dim == 256);
+}
+
+template <int HD>
+void launch_groups(const CudaArgs& a, const AttentionParams& p, dim3 grid, uint32_t n_splits, float* partials,
+                   uint32_t* counters) {
+    void (*kernel)(AttentionParams, uint32_t, const float*, uint16_t*, uint16_t*, float*, float*, uint32_t*,
+                   const uint32_t*, ActQ8, bool, HeadPrologue) = attention_decode_groups_kernel<HD, false>;
+    HeadPrologue pro{};
+    if (a.absorbed.set) {
+        kernel = attention_decode_groups_kernel<HD, true>;
+        const CudaArgs::Absorbed& qk = a.absorbed;
+        pro = HeadPrologue{qk.p<QKRopeKVParams>(), qk.b<float>(1), qk.b<float>(2), qk.b<float>(3), qk.b<float>(4),
+                           nullptr};
+        if (pro.p.has_freq_factors) pro.factors = qk.b<float>(5);
+    }
+    launch_pdl(kernel, grid, kWarps * 32, 0, a.stream, p, n_splits, a.b<float>(0), a.b<uint16_t>(1),
+               a.b<uint16_t>(2), a.b<float>(3), partials, counters, a.replay_pos, a.q8_out, attention_prefetch(), pro);
+}
+
+}  // namespace
+
+bool attention_absorbs(const CudaArgs& self, const char* prev, const CudaArgs& prev_args) {
+    if (!attention_fuse() || std::string(prev) != "qk_norm_rope_kv") return false;
+    const AttentionParams p = self.p<AttentionParams>();
+    const QKRopeKVParams q = prev_args.p<QKRopeKVParams>();
+    // the same token, heads and caches; q the prologue's (buffers: see QKRopeKVParams)
+    return groups_kernel_takes(self, p) && q.n_tokens == 1 && q.head_dim == p.head_dim && q.n_heads == p.n_heads &&
+           q.n_kv_heads == p.n_kv_heads && q.pos0 == p.pos0 && prev_args.replay_pos == self.replay_pos &&
+           prev_args.buf[0] == self.buf[0] && prev_args.buf[6] == self.buf[1] && prev_args.buf[7] == self.buf[2];
+}
+
 bool launch_attention_decode(const CudaArgs& a, const AttentionParams& p) {
-    if (!attention_decode_takes(p)) return false;
+    if (!attention_decode_takes(p)) {
+        if (a.absorbed.set) throw Error("attention: cannot do the absorbed prologue's work here");
+        return false;
+    }
     const uint32_t dims_per_lane = p.head_dim / 32;
     // Split count from the cache size and head count (never the position):
     // at most about two blocks an SM (a full cache still fills the GPU; fewer
@@ -416,22 +515,19 @@ bool launch_attention_decode(const CudaArgs& a, const AttentionParams& p) {
     uint32_t* counters = reinterpret_cast<uint32_t*>(a.workspace);
     float* partials = reinterpret_cast<float*>(a.workspace + partials_at);
     const dim3 grid(p.n_heads, n_splits);
+    if (groups_kernel_takes(a, p)) {
+        switch (p.head_dim) {
+            case 32: launch_groups<32>(a, p, grid, n_splits, partials, counters); return true;
+            case 64: launch_groups<64>(a, p, grid, n_splits, partials, counters); return true;
+            case 128: launch_groups<128>(a, p, grid, n_splits, partials, counters); return true;
+            default: launch_groups<256>(a, p, grid, n_splits, partials, counters); return true;
+        }
+    }
+    if (a.absorbed.set) throw Error("attention: cannot do the absorbed prologue's work here");
     const float* q = a.b<float>(0);
     const uint16_t* kc = a.b<uint16_t>(1);
     const uint16_t* vc = a.b<uint16_t>(2);
     float* out = a.b<float>(3);
-    const bool aligned = (reinterpret_cast<uintptr_t>(q) | reinterpret_cast<uintptr_t>(kc) |
-                          reinterpret_cast<uintptr_t>(vc)) % 16 == 0;
-    if (aligned && !warp_per_key()) {
-        const bool pf = attention_prefetch();
-        switch (p.head_dim) {
-            case 32: launch_pdl(attention_decode_groups_kernel<32>, grid, kWarps * 32, 0, a.stream, p, n_splits, q, kc, vc, out, partials, counters, a.replay_pos, a.q8_out, pf); return true;
-            case 64: launch_pdl(attention_decode_groups_kernel<64>, grid, kWarps * 32, 0, a.stream, p, n_splits, q, kc, vc, out, partials, counters, a.replay_pos, a.q8_out, pf); return true;
-            case 128: launch_pdl(attention_decode_groups_kernel<128>, grid, kWarps * 32, 0, a.stream, p, n_splits, q, kc, vc, out, partials, counters, a.replay_pos, a.q8_out, pf); return true;
-            case 256: launch_pdl(attention_decode_groups_kernel<256>, grid, kWarps * 32, 0, a.stream, p, n_splits, q, kc, vc, out, partials, counters, a.replay_pos, a.q8_out, pf); return true;
-            default: break;
-        }
-    }
     switch (dims_per_lane) {
         case 1: launch_pdl(attention_decode_kernel<1>, grid, kWarps * 32, 0, a.stream, p, n_splits, q, kc, vc, out, partials, counters, a.replay_pos, a.q8_out); break;
         case 2: launch_pdl(attention_decode_kernel<2>, grid, kWarps * 32, 0, a.stream, p, n_splits, q, kc, vc, out, partials, counters, a.replay_pos, a.q8_out); break;

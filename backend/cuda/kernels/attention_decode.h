@@ -13,4 +13,9 @@ bool launch_attention_decode(const CudaArgs& a, const AttentionParams& p);
 // to 8 bits as it is written: CudaArgs::q8_out).
 bool attention_decode_takes(const AttentionParams& p);
 
+// CudaKernelEntry::absorbs for the attention: a one-token decode pass right
+// after the qk_norm_rope_kv of the same heads, caches and position does that
+// command's work itself (AKUNU_CUDA_ATTN_FUSE=0: never).
+bool attention_absorbs(const CudaArgs& self, const char* prev, const CudaArgs& prev_args);
+
 }  // namespace akunu

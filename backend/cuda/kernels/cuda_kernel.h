@@ -87,6 +87,21 @@ struct CudaArgs {
     // and their per-block partial sums (sums of squares for a norm)
     double* q8_partials = nullptr;
     uint32_t q8_partial_count = 0;
+    // The command before this one, when this launch does its work too
+    // (CudaKernelEntry::absorbs; that command is then not launched).
+    struct Absorbed {
+        uint8_t* buf[8];
+        uint8_t params[64];
+        bool set = false;
+        template <typename T>
+        T p() const {
+            T v;
+            std::memcpy(&v, params, sizeof(T));
+            return v;
+        }
+        template <typename T>
+        T* b(int i) const { return reinterpret_cast<T*>(buf[i]); }
+    } absorbed;
 
     template <typename T>
     T p() const {
@@ -112,6 +127,10 @@ struct CudaKernelEntry {
     // reading it (honouring CudaArgs::q8_in); false when it has none.
     bool (*q8_output)(const CudaArgs&, Q8Link*) = nullptr;
     bool (*q8_input)(const CudaArgs&, Q8Link*) = nullptr;
+    // Whether this launch can also do the work of the command before it (the
+    // entry named prev, launched with prev_args) in the same kernel: one
+    // dependent step fewer (the decode attention absorbs qk_norm_rope_kv).
+    bool (*absorbs)(const CudaArgs& self, const char* prev, const CudaArgs& prev_args) = nullptr;
 };
 
 #ifdef __CUDACC__

@@ -1,12 +1,14 @@
 // The decode attention prologue in one launch (qk_norm_rope_kv, see
 // QKRopeKVParams): per head, RMSNorm (QK norm), RoPE, and the K/V rows into
 // the F16 cache. One block per (token, head) over the q, k and v heads; the
-// arithmetic is the rmsnorm, rope and kv_write kernels' (elementwise.cu).
+// arithmetic is the rmsnorm, rope and kv_write kernels' (elementwise.cu), in
+// head_prologue.cuh. In a decode step the attention after it usually does
+// this work itself (attention_decode.cu) and this kernel is not launched.
 #include "core/error.h"
 #include "core/half.h"
 #include "core/kernel_params.h"
 #include "cuda_kernel.h"
-#include "device_math.cuh"
+#include "head_prologue.cuh"
 
 namespace akunu {
 namespace {
@@ -34,25 +36,10 @@ __global__ void __launch_bounds__(kThreads)
     __shared__ float r[256];
     for (uint32_t d = threadIdx.x; d < hd; d += blockDim.x) r[d] = row[d];
     __syncthreads();
-    if (p.has_qk_norm) {  // the rmsnorm kernel's arithmetic, per head
-        __shared__ double partial[32];
-        double ss = 0;
-        for (uint32_t d = threadIdx.x; d < hd; d += blockDim.x) ss += (double)r[d] * r[d];
-        ss = block_sum(ss, partial);
-        const float scale = 1.0f / sqrtf((float)(ss / hd) + p.eps);
-        const float* w = is_q ? q_norm : k_norm;
-        for (uint32_t d = threadIdx.x; d < hd; d += blockDim.x) r[d] = r[d] * scale * (w[d] + p.weight_offset);
-    }
-    __syncthreads();
-    const uint32_t half = hd / 2;
-    for (uint32_t i = threadIdx.x; i < half; i += blockDim.x) {
-        uint32_t i0, i1;
-        float o0, o1;
-        rope_pair(i, hd, p.neox != 0, (float)pos, p.freq_scale, p.freq_base, factors, r, row, i0, i1, o0, o1);
-        if (!is_q) {
-            kc[(size_t)pos * kvd + j * hd + i0] = f32_to_f16(o0);
-            kc[(size_t)pos * kvd + j * hd + i1] = f32_to_f16(o1);
-        }
+    norm_rope_heads(p, pos, factors, r, is_q ? q_norm : k_norm, nullptr, nullptr);
+    for (uint32_t d = threadIdx.x; d < hd; d += blockDim.x) {
+        row[d] = r[d];
+        if (!is_q) kc[(size_t)pos * kvd + j * hd + d] = f32_to_f16(r[d]);
     }
 }
 
