@@ -285,43 +285,55 @@ __global__ void __launch_bounds__(kWarps * 32)
     // is always used and waits): at the default 4096-position cache most of
     // the grid's 32 splits a head are such blocks.
     if (split >= r.used) return;
-    if (prefetch) prefetch_kv_rows<HD>(kc, vc, (size_t)r.lo + r.j0, r.j1 - r.j0, kv_dim, koff);
-    pdl_wait();
-    pdl_launch_dependents();
 
     // Fused: the prologue's work for this head (qk_norm_rope_kv, whose kernel
-    // is not launched): every block normalizes and rotates its q head; the
-    // blocks of the last split also this step's key, which their loop reads
-    // from shared memory (new_j), and one block of each KV head stores the
-    // step's K / V rows to the caches (no block of this grid reads them there).
+    // is not launched; head_prologue.cuh): every block normalizes and rotates
+    // its q head; the blocks of the last split also this step's key, which
+    // their loop reads from shared memory (new_j), and one block of each KV
+    // head stores the step's K / V rows to the caches (no block of this grid
+    // reads them there). The RoPE angles are taken before the wait.
     const float* qhead = q + (size_t)h * HD;
     __shared__ __align__(16) float qs[Fused ? HD : 4], ks[Fused ? HD : 4];
     __shared__ __align__(16) uint16_t knew[Fused ? HD : 8], vnew[Fused ? HD : 8];
     uint32_t new_j = UINT32_MAX;
+    HeadPairs pairs{};
+    if constexpr (Fused) pairs = head_pairs_at(pro.p, r.pos, pro.factors);
+    if (prefetch) prefetch_kv_rows<HD>(kc, vc, (size_t)r.lo + r.j0, r.j1 - r.j0, kv_dim, koff);
+    pdl_wait();
+    pdl_launch_dependents();
     if constexpr (Fused) {
         const uint32_t group = p.n_heads / p.n_kv_heads, kvh = h / group;
         const bool has_new = split == r.used - 1;
-        for (uint32_t d = threadIdx.x; d < HD; d += blockDim.x) {
-            qs[d] = qhead[d];
+        const uint32_t i0 = pairs.at.i0, i1 = pairs.at.i1;
+        if (pairs.active) {
+            pairs.a0 = qhead[i0];
+            pairs.a1 = qhead[i1];
             if (has_new) {
-                ks[d] = pro.k[kvh * HD + d];
-                vnew[d] = f32_to_f16(pro.v[kvh * HD + d]);
+                const float* kr = pro.k + kvh * HD;
+                pairs.b0 = kr[i0];
+                pairs.b1 = kr[i1];
+                vnew[i0] = f32_to_f16(pro.v[kvh * HD + i0]);
+                vnew[i1] = f32_to_f16(pro.v[kvh * HD + i1]);
             }
         }
-        __syncthreads();
-        norm_rope_heads(pro.p, r.pos, pro.factors, qs, pro.q_norm, has_new ? ks : nullptr, pro.k_norm);
-        if (has_new) {
-            const size_t at = (size_t)r.pos * kv_dim + kvh * HD;
-            for (uint32_t d = threadIdx.x; d < HD; d += blockDim.x) {
-                knew[d] = f32_to_f16(ks[d]);
+        norm_rope_pairs(pro.p, pairs, has_new, qs, pro.q_norm, ks, pro.k_norm);
+        if (pairs.active) {
+            qs[i0] = pairs.a0;
+            qs[i1] = pairs.a1;
+            if (has_new) {
+                knew[i0] = f32_to_f16(pairs.b0);
+                knew[i1] = f32_to_f16(pairs.b1);
                 if (h % group == 0) {
-                    kc[at + d] = knew[d];
-                    vc[at + d] = vnew[d];
+                    const size_t at = (size_t)r.pos * kv_dim + kvh * HD;
+                    kc[at + i0] = knew[i0];
+                    kc[at + i1] = knew[i1];
+                    vc[at + i0] = vnew[i0];
+                    vc[at + i1] = vnew[i1];
                 }
             }
-            new_j = r.pos - r.lo;
-            __syncthreads();
         }
+        if (has_new) new_j = r.pos - r.lo;
+        __syncthreads();
         qhead = qs;
     }
 
@@ -348,13 +360,17 @@ __global__ void __launch_bounds__(kWarps * 32)
             const uint32_t j = jb + u * KW + g;
 #pragma unroll
             for (int i = 0; i < 4; i++) kr[u][i] = vr[u][i] = make_uint4(0, 0, 0, 0);
-            if (j < r.j1) {
+            if (Fused && j == new_j) {  // (a branch: the cache loads keep to the global space)
+                const uint4* kp = reinterpret_cast<const uint4*>(knew + sub * 32);
+                const uint4* vp = reinterpret_cast<const uint4*>(vnew + sub * 32);
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    kr[u][i] = kp[i];
+                    vr[u][i] = vp[i];
+                }
+            } else if (j < r.j1) {
                 const uint4* kp = reinterpret_cast<const uint4*>(kbase + (size_t)j * kv_dim);
                 const uint4* vp = reinterpret_cast<const uint4*>(vbase + (size_t)j * kv_dim);
-                if (Fused && j == new_j) {
-                    kp = reinterpret_cast<const uint4*>(knew + sub * 32);
-                    vp = reinterpret_cast<const uint4*>(vnew + sub * 32);
-                }
 #pragma unroll
                 for (int i = 0; i < 4; i++) {
                     kr[u][i] = kp[i];

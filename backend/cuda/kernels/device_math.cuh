@@ -60,22 +60,42 @@ __device__ inline float gelu(float x) {  // tanh form
     return 0.5f * x * (1.0f + tanhf(k * x * (1.0f + 0.044715f * x * x)));
 }
 
-// RoPE: rotates pair i of a head (i, i + d/2 for NeoX, 2i, 2i + 1 otherwise)
-// at position pos; theta_i = pos * scale * base^(-2i/d) / factor_i. Reads
-// from `in`, writes the rotated pair to `out` and returns it in o0 / o1.
+// RoPE pair i of a head: its elements (i, i + d/2 for NeoX, 2i, 2i + 1
+// otherwise) and its angle's sine and cosine at position pos, theta_i = pos *
+// scale * base^(-2i/d) / factor_i (position and weights only: a kernel may
+// take them before its programmatic wait).
+struct RopePair {
+    uint32_t i0, i1;
+    float s, c;
+};
+__device__ inline RopePair rope_pair_at(uint32_t i, uint32_t head_dim, bool neox, float pos, float freq_scale,
+                                        float freq_base, const float* factors) {
+    RopePair r;
+    float theta = freq_scale * pos * powf(freq_base, -2.0f * (float)i / (float)head_dim);
+    if (factors) theta /= factors[i];
+    sincosf(theta, &r.s, &r.c);
+    r.i0 = neox ? i : 2 * i;
+    r.i1 = neox ? i + head_dim / 2 : 2 * i + 1;
+    return r;
+}
+// The pair (x0, x1) rotated, in place.
+__device__ inline void rope_rotate(const RopePair& r, float& x0, float& x1) {
+    const float o0 = x0 * r.c - x1 * r.s, o1 = x0 * r.s + x1 * r.c;
+    x0 = o0;
+    x1 = o1;
+}
+
+// Rotates pair i of a head at position pos (rope_pair_at): reads from `in`,
+// writes the rotated pair to `out` and returns it in o0 / o1.
 __device__ inline void rope_pair(uint32_t i, uint32_t head_dim, bool neox, float pos, float freq_scale,
                                  float freq_base, const float* factors, const float* in, float* out, uint32_t& i0,
                                  uint32_t& i1, float& o0, float& o1) {
-    const uint32_t half = head_dim / 2;
-    float theta = freq_scale * pos * powf(freq_base, -2.0f * (float)i / (float)head_dim);
-    if (factors) theta /= factors[i];
-    float s, c;
-    sincosf(theta, &s, &c);
-    i0 = neox ? i : 2 * i;
-    i1 = neox ? i + half : 2 * i + 1;
-    const float x0 = in[i0], x1 = in[i1];
-    o0 = x0 * c - x1 * s;
-    o1 = x0 * s + x1 * c;
+    const RopePair r = rope_pair_at(i, head_dim, neox, pos, freq_scale, freq_base, factors);
+    i0 = r.i0;
+    i1 = r.i1;
+    o0 = in[i0];
+    o1 = in[i1];
+    rope_rotate(r, o0, o1);
     out[i0] = o0;
     out[i1] = o1;
 }

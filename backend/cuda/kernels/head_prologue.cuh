@@ -8,38 +8,63 @@
 
 namespace akunu {
 
-// Normalizes (QK norm, weights wa / wb, when p.has_qk_norm) and rotates (RoPE
-// at pos) the head rows ra and, unless nullptr, rb (shared memory, p.head_dim
-// floats each) in place: the rmsnorm and rope kernels' arithmetic. Every
-// thread of the block calls it; warp 0 sums ra's squares, warp 1 rb's, in
-// double, in an order that does not depend on the block size.
-__device__ inline void norm_rope_heads(const QKRopeKVParams& p, uint32_t pos, const float* factors, float* ra,
-                                       const float* wa, float* rb, const float* wb) {
-    const uint32_t hd = p.head_dim;
+// Thread j < head_dim / 2 of a block holds RoPE pair j of one or two head
+// rows (HeadPairs: a, and b where two_rows), as registers. The pair's angle
+// depends on the position and weights only (rope_pair_at: before the wait).
+struct HeadPairs {
+    RopePair at;
+    bool active;          // threadIdx.x < head_dim / 2
+    float a0, a1, b0, b1;  // the rows' pair elements
+};
+
+__device__ inline HeadPairs head_pairs_at(const QKRopeKVParams& p, uint32_t pos, const float* factors) {
+    HeadPairs h{};
+    h.active = threadIdx.x < p.head_dim / 2;
+    if (h.active)
+        h.at = rope_pair_at(threadIdx.x, p.head_dim, p.neox != 0, (float)pos, p.freq_scale, p.freq_base, factors);
+    return h;
+}
+
+// Normalizes (QK norm, weights wa / wb, when p.has_qk_norm) and rotates the
+// held pairs: the rmsnorm and rope kernels' arithmetic. Every thread of the
+// block calls it; with the norm, the pairs go to the shared rows sa / sb
+// (head_dim floats) and warp 0 sums a's squares, warp 1 b's, in double, in an
+// order that does not depend on the block size.
+__device__ inline void norm_rope_pairs(const QKRopeKVParams& p, HeadPairs& h, bool two_rows, float* sa,
+                                       const float* wa, float* sb, const float* wb) {
     if (p.has_qk_norm) {
         __shared__ float scale[2];
-        const uint32_t warp = threadIdx.x / 32;
-        if (warp == 0 || (warp == 1 && rb)) {
-            const float* r = warp == 0 ? ra : rb;
+        const uint32_t hd = p.head_dim, warp = threadIdx.x / 32;
+        if (h.active) {
+            sa[h.at.i0] = h.a0;
+            sa[h.at.i1] = h.a1;
+            if (two_rows) {
+                sb[h.at.i0] = h.b0;
+                sb[h.at.i1] = h.b1;
+            }
+        }
+        __syncthreads();
+        if (warp == 0 || (warp == 1 && two_rows)) {
+            const float* r = warp == 0 ? sa : sb;
             double ss = 0;
             for (uint32_t d = threadIdx.x % 32; d < hd; d += 32) ss += (double)r[d] * r[d];
             for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
             if (threadIdx.x % 32 == 0) scale[warp] = 1.0f / sqrtf((float)(ss / hd) + p.eps);
         }
         __syncthreads();
-        for (uint32_t d = threadIdx.x; d < hd; d += blockDim.x) {
-            ra[d] = ra[d] * scale[0] * (wa[d] + p.weight_offset);
-            if (rb) rb[d] = rb[d] * scale[1] * (wb[d] + p.weight_offset);
+        if (h.active) {
+            h.a0 = h.a0 * scale[0] * (wa[h.at.i0] + p.weight_offset);
+            h.a1 = h.a1 * scale[0] * (wa[h.at.i1] + p.weight_offset);
+            if (two_rows) {
+                h.b0 = h.b0 * scale[1] * (wb[h.at.i0] + p.weight_offset);
+                h.b1 = h.b1 * scale[1] * (wb[h.at.i1] + p.weight_offset);
+            }
         }
-        __syncthreads();
     }
-    for (uint32_t j = threadIdx.x; j < hd / 2; j += blockDim.x) {
-        uint32_t i0, i1;
-        float o0, o1;
-        rope_pair(j, hd, p.neox != 0, (float)pos, p.freq_scale, p.freq_base, factors, ra, ra, i0, i1, o0, o1);
-        if (rb) rope_pair(j, hd, p.neox != 0, (float)pos, p.freq_scale, p.freq_base, factors, rb, rb, i0, i1, o0, o1);
+    if (h.active) {
+        rope_rotate(h.at, h.a0, h.a1);
+        if (two_rows) rope_rotate(h.at, h.b0, h.b1);
     }
-    __syncthreads();
 }
 
 }  // namespace akunu

@@ -22,6 +22,7 @@ __global__ void __launch_bounds__(kThreads)
     const uint32_t t = blockIdx.x, head = blockIdx.y, hd = p.head_dim;
     const uint32_t qd = p.n_heads * hd, kvd = p.n_kv_heads * hd;
     const uint32_t pos = replay_position(replay_pos, p.pos0) + t;
+    HeadPairs pairs = head_pairs_at(p, pos, factors);  // (position and weights only: before the wait)
     pdl_wait();
     pdl_launch_dependents();
     if (head >= p.n_heads + p.n_kv_heads) {  // a V head: straight to the cache
@@ -33,13 +34,18 @@ __global__ void __launch_bounds__(kThreads)
     const bool is_q = head < p.n_heads;
     const uint32_t j = is_q ? head : head - p.n_heads;
     float* row = is_q ? q + (size_t)t * qd + j * hd : k + (size_t)t * kvd + j * hd;
+    if (pairs.active) {
+        pairs.a0 = row[pairs.at.i0];
+        pairs.a1 = row[pairs.at.i1];
+    }
     __shared__ float r[256];
-    for (uint32_t d = threadIdx.x; d < hd; d += blockDim.x) r[d] = row[d];
-    __syncthreads();
-    norm_rope_heads(p, pos, factors, r, is_q ? q_norm : k_norm, nullptr, nullptr);
-    for (uint32_t d = threadIdx.x; d < hd; d += blockDim.x) {
-        row[d] = r[d];
-        if (!is_q) kc[(size_t)pos * kvd + j * hd + d] = f32_to_f16(r[d]);
+    norm_rope_pairs(p, pairs, false, r, is_q ? q_norm : k_norm, nullptr, nullptr);
+    if (!pairs.active) return;
+    row[pairs.at.i0] = pairs.a0;
+    row[pairs.at.i1] = pairs.a1;
+    if (!is_q) {
+        kc[(size_t)pos * kvd + j * hd + pairs.at.i0] = f32_to_f16(pairs.a0);
+        kc[(size_t)pos * kvd + j * hd + pairs.at.i1] = f32_to_f16(pairs.a1);
     }
 }
 

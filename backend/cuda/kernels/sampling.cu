@@ -78,14 +78,18 @@ __global__ void argmax_kernel(ArgmaxParams p, const float* logits, int32_t* out,
     if (threadIdx.x == 0) replay_slot(out, replay_token)[row] = bi;
 }
 
+// Threads of an argmax block: a 256-thread block's reduction (8 warps) is
+// shorter than a 1024-thread one's; more blocks make up the loads.
+constexpr int kArgmaxThreads = 256;
+
 void launch_argmax(const CudaArgs& a) {
     ArgmaxParams p = a.p<ArgmaxParams>();
-    // Parts per row: about one block per 4k logits, at most kThreads (the
-    // final reduction's one value per thread), when the workspace holds them.
-    uint32_t parts = std::min<uint32_t>(kThreads, std::max<uint32_t>(1, p.vocab / 4096));
+    // Parts per row: about one block per 1k logits, at most kArgmaxThreads
+    // (the final reduction's one value per thread), when the workspace holds them.
+    uint32_t parts = std::min<uint32_t>(kArgmaxThreads, std::max<uint32_t>(1, p.vocab / 1024));
     const size_t partials_at = ((size_t)p.n_rows * sizeof(uint32_t) + 255) / 256 * 256;
     if (!a.workspace || partials_at + (size_t)p.n_rows * parts * sizeof(float2) > a.workspace_bytes) parts = 1;
-    launch_pdl(argmax_kernel, dim3(parts, p.n_rows), kThreads, 0, a.stream, p, a.b<float>(0), a.b<int32_t>(1),
+    launch_pdl(argmax_kernel, dim3(parts, p.n_rows), kArgmaxThreads, 0, a.stream, p, a.b<float>(0), a.b<int32_t>(1),
                a.replay_token, reinterpret_cast<float2*>(a.workspace + partials_at),
                reinterpret_cast<uint32_t*>(a.workspace));
 }
