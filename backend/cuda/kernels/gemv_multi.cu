@@ -414,7 +414,12 @@ bool lean_fits(const MultiGemvParams& p, const Geometry& g) {
         const char* e = std::getenv("AKUNU_CUDA_GEMV_LEAN_MB");
         return (e ? (size_t)std::strtoull(e, nullptr, 10) : 8) << 20;
     }();
+    static const uint32_t min_k = [] {
+        const char* e = std::getenv("AKUNU_CUDA_GEMV_LEAN_MIN_K");
+        return e ? (uint32_t)std::strtoul(e, nullptr, 10) : 0u;
+    }();
     if (forced >= 0) return forced != 0;
+    if (min_k) return p.K >= min_k;
     if ((size_t)total_rows(p) * (is_gated(p) ? 2 : 1) < (size_t)3 * sm_count() * kWarps) return false;
     size_t bytes = 0;
     for (uint32_t i = 0; i < matrices_used(p); i++)
