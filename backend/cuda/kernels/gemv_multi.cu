@@ -398,12 +398,15 @@ LeanKernel lean_kernel(const MultiGemvParams& p, uint32_t used) {
 
 // Whether a one-token launch takes the lean kernel: where its weights are
 // many (8 MiB and up) and its grid long (3 blocks an SM and up), so that
-// warps resident set the pace. A short grid of long rows (Llama-3.2-1B's
-// down projection: 256 blocks of K = 8192) or a small launch runs faster on
+// warps resident set the pace; and (AKUNU_CUDA_GEMV_LEAN_LONG=0: not) where
+// its rows are long and many (K and rows both 2048 and up). Short rows
+// (Qwen3-0.6B's: K 1024 to 3072, 1024 rows for O / down) run faster on
 // gemv_multi_kernel, whose larger register budget keeps more of each warp's
-// loads in flight. H100 tg128 (BENCHMARKS.md, files of the real shapes with a
-// 32768 vocabulary): 8B Q4_0 lean everywhere 1375 tok/s vs nowhere 1166;
-// 1B Q8_0 gate/up alone lean 1132, everywhere from 8 MiB 1101, nowhere 1041.
+// loads in flight. H100 tg128 (BENCHMARKS.md, files of the real shapes with
+// a 32768 vocabulary): 8B Q4_0 lean everywhere 1375 tok/s vs nowhere 1166;
+// Llama-3.2-1B, every GEMV lean vs from 8 MiB and 3 blocks an SM (gate / up
+// alone): Q4_0 1531 vs 1422, Q8_0 1324 vs 1197; Qwen3-0.6B Q4_0 the other
+// way, 1273 vs 1426 (its O and down alone lean: 1345).
 // AKUNU_CUDA_GEMV_LEAN=0 / 1: never / always; AKUNU_CUDA_GEMV_LEAN_MB: the size.
 bool lean_fits(const MultiGemvParams& p, const Geometry& g) {
     static const int forced = [] {
@@ -414,12 +417,9 @@ bool lean_fits(const MultiGemvParams& p, const Geometry& g) {
         const char* e = std::getenv("AKUNU_CUDA_GEMV_LEAN_MB");
         return (e ? (size_t)std::strtoull(e, nullptr, 10) : 8) << 20;
     }();
-    static const uint32_t min_k = [] {
-        const char* e = std::getenv("AKUNU_CUDA_GEMV_LEAN_MIN_K");
-        return e ? (uint32_t)std::strtoul(e, nullptr, 10) : 0u;
-    }();
+    static const bool long_rows = !env_switched_off("AKUNU_CUDA_GEMV_LEAN_LONG");
     if (forced >= 0) return forced != 0;
-    if (min_k) return p.K >= min_k;
+    if (long_rows && p.K >= 2048 && total_rows(p) * (is_gated(p) ? 2 : 1) >= 2048) return true;
     if ((size_t)total_rows(p) * (is_gated(p) ? 2 : 1) < (size_t)3 * sm_count() * kWarps) return false;
     size_t bytes = 0;
     for (uint32_t i = 0; i < matrices_used(p); i++)
