@@ -76,7 +76,7 @@ PY
     for i in $(seq 1 240); do [ -f $S/quant_done ] && break; sleep 5; done
     step "decode A/B: lean kernel for long rows, fused attention prologue"
     for s in qwen3-0.6b llama-3.2-1b llama-3.1-8b; do
-        for f in Q4_0 Q8_0 Q4_K_M; do ab $MODELS/$s-$f.gguf tg - AKUNU_CUDA_GEMV_LEAN_LONG=0 AKUNU_CUDA_ATTN_FUSE=1; done
+        for f in Q4_0 Q8_0 Q4_K_M; do ab $MODELS/$s-$f.gguf tg - AKUNU_CUDA_GEMV_LEAN_LONG=0 AKUNU_CUDA_ATTN_FUSE=0; done
     done > $S/decode_ab.txt 2>&1
     ab $MODELS/llama-3.1-8b-Q4_0.gguf pp - AKUNU_CUDA_REPACK=0 >> $S/decode_ab.txt 2>&1
     step "side-by-side benchmark"

@@ -443,16 +443,15 @@ __global__ void __launch_bounds__(kWarps * 32)
 }
 
 // Whether the attention does the prologue's work when it follows it
-// (attention_absorbs): AKUNU_CUDA_ATTN_FUSE=1. Off by default: on the H100
-// the launch it saves costs less than the prologue adds to the attention's
-// critical path (tg128 ABAB, files of every layer, 32768 vocabulary, fused
-// vs not: Llama-3.2-1B Q4_0 1410-1420 vs 1435-1445, Q8_0 1193-1197 vs
-// 1200-1206; Qwen3-0.6B Q4_0 1408 vs 1418-1423, Q8_0 1250 vs 1241).
+// (attention_absorbs); AKUNU_CUDA_ATTN_FUSE=0: the prologue's own kernel.
+// It paid once the GEMVs of long rows took the lean kernel (tg128 on the
+// H100, fused vs not, BENCHMARKS.md session 14: 8B Q4_0 427.1 vs 420.3,
+// Q4_K_M 372.7 vs 367.7; files of every layer with a 32768 vocabulary, two
+// rounds ABAB: 1B Q4_0 1524 / 1518 vs 1502 / 1506, Q8_0 1321 / 1321 vs
+// 1308 / 1310, 0.6B Q8_0 1255 / 1267 vs 1218 / 1230). Before that, with
+// those GEMVs on gemv_multi_kernel, it cost 1B 1-2%.
 bool attention_fuse() {
-    static const bool on = [] {
-        const char* e = std::getenv("AKUNU_CUDA_ATTN_FUSE");
-        return e && std::string(e) == "1";
-    }();
+    static const bool on = !env_switched_off("AKUNU_CUDA_ATTN_FUSE");
     return on;
 }
 

@@ -15,7 +15,7 @@ bool attention_decode_takes(const AttentionParams& p);
 
 // CudaKernelEntry::absorbs for the attention: a one-token decode pass right
 // after the qk_norm_rope_kv of the same heads, caches and position does that
-// command's work itself when AKUNU_CUDA_ATTN_FUSE=1 (off by default: see attention_fuse).
+// command's work itself (AKUNU_CUDA_ATTN_FUSE=0: never; see attention_fuse).
 bool attention_absorbs(const CudaArgs& self, const char* prev, const CudaArgs& prev_args);
 
 }  // namespace akunu
