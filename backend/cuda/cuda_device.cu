@@ -265,14 +265,11 @@ static void link_q8(const CudaKernelEntry* we, CudaArgs& writer, const CudaKerne
 
 // Whether the next command's launch does this one's work too (see
 // CudaKernelEntry::absorbs): this one is then not launched.
-// AKUNU_CUDA_ABSORB=0: every command launches, for A/B runs.
 static bool absorb(const CudaKernelEntry* entry, const CudaArgs& a, const CudaKernelEntry* next_entry,
                    CudaArgs& next) {
-    static const bool off = env_switched_off("AKUNU_CUDA_ABSORB");
-    if (off || !next_entry->absorbs || a.q8_out.q || a.f32_out || !next_entry->absorbs(next, entry->name, a))
+    if (!next_entry->absorbs || a.q8_out.q || a.f32_out || !next_entry->absorbs(next, entry->name, a))
         return false;
-    std::memcpy(next.absorbed.buf, a.buf, sizeof a.buf);
-    std::memcpy(next.absorbed.params, a.params, sizeof a.params);
+    static_cast<CommandBytes&>(next.absorbed) = a;
     next.absorbed.set = true;
     return true;
 }

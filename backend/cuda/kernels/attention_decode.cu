@@ -519,10 +519,9 @@ bool attention_absorbs(const CudaArgs& self, const char* prev, const CudaArgs& p
 }
 
 bool launch_attention_decode(const CudaArgs& a, const AttentionParams& p) {
-    if (!attention_decode_takes(p)) {
-        if (a.absorbed.set) throw Error("attention: cannot do the absorbed prologue's work here");
-        return false;
-    }
+    // (attention_absorbs said yes only where the lane-group kernel takes p)
+    if (a.absorbed.set && !groups_kernel_takes(a, p)) throw Error("attention: cannot do the absorbed prologue's work here");
+    if (!attention_decode_takes(p)) return false;
     const uint32_t dims_per_lane = p.head_dim / 32;
     // Split count from the cache size and head count (never the position):
     // at most about two blocks an SM (a full cache still fills the GPU; fewer
@@ -545,7 +544,6 @@ bool launch_attention_decode(const CudaArgs& a, const AttentionParams& p) {
             default: launch_groups<256>(a, p, grid, n_splits, partials, counters); return true;
         }
     }
-    if (a.absorbed.set) throw Error("attention: cannot do the absorbed prologue's work here");
     const float* q = a.b<float>(0);
     const uint16_t* kc = a.b<uint16_t>(1);
     const uint16_t* vc = a.b<uint16_t>(2);

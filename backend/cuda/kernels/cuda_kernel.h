@@ -53,9 +53,22 @@ struct Q8Link {
     uint32_t kind = 0;      // writer: its Q8LinkKind
 };
 
-struct CudaArgs {
+// A command's bound buffers (already offset) and patched parameter bytes.
+struct CommandBytes {
     uint8_t* buf[8];
     uint8_t params[64];
+
+    template <typename T>
+    T p() const {
+        T v;
+        std::memcpy(&v, params, sizeof(T));
+        return v;
+    }
+    template <typename T>
+    T* b(int i) const { return reinterpret_cast<T*>(buf[i]); }
+};
+
+struct CudaArgs : CommandBytes {
     cudaStream_t stream;
     // Set only while a decode step is captured into a CUDA graph (one graph
     // serves every position): the replay state lives in device memory and a
@@ -89,28 +102,9 @@ struct CudaArgs {
     uint32_t q8_partial_count = 0;
     // The command before this one, when this launch does its work too
     // (CudaKernelEntry::absorbs; that command is then not launched).
-    struct Absorbed {
-        uint8_t* buf[8];
-        uint8_t params[64];
+    struct Absorbed : CommandBytes {
         bool set = false;
-        template <typename T>
-        T p() const {
-            T v;
-            std::memcpy(&v, params, sizeof(T));
-            return v;
-        }
-        template <typename T>
-        T* b(int i) const { return reinterpret_cast<T*>(buf[i]); }
     } absorbed;
-
-    template <typename T>
-    T p() const {
-        T v;
-        std::memcpy(&v, params, sizeof(T));
-        return v;
-    }
-    template <typename T>
-    T* b(int i) const { return reinterpret_cast<T*>(buf[i]); }
 };
 
 using CudaLauncher = void (*)(const CudaArgs&);

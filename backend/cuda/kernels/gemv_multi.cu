@@ -479,18 +479,6 @@ size_t round_in_block_bytes() {
     return bytes;
 }
 
-// The same for plain x (no norm before it: the down projection's, after the
-// gate) where no writer rounded it already (a Q8Link): rounding alone is a
-// 32-value step of 8 lanes, no whole-block reduction as behind a norm.
-// AKUNU_CUDA_GEMV_ROUND_PLAIN_KB=N (default 0: the kernel).
-size_t round_plain_in_block_bytes() {
-    static const size_t bytes = [] {
-        const char* e = std::getenv("AKUNU_CUDA_GEMV_ROUND_PLAIN_KB");
-        return e ? (size_t)std::strtoull(e, nullptr, 10) * 1024 : 0;
-    }();
-    return bytes;
-}
-
 // Lets kernel k take the shared memory the input norm may need (once per kernel).
 void allow_shared(const void* k) {
     static std::vector<const void*> done;
@@ -524,12 +512,10 @@ uint32_t total_rows(const MultiGemvParams& p) {
     return rows;
 }
 
-// Whether every block rounds x itself (see round_in_block_bytes; plain: x
-// without a norm, see round_plain_in_block_bytes).
-bool rounds_in_block(const MultiGemvParams& p, bool plain = false) {
+// Whether every block rounds x itself (see round_in_block_bytes).
+bool rounds_in_block(const MultiGemvParams& p) {
     const unsigned blocks = (total_rows(p) + kWarps - 1) / kWarps;
-    const size_t limit = plain ? (p.norm ? 0 : round_plain_in_block_bytes()) : round_in_block_bytes();
-    return p.K % kQ8Block == 0 && (size_t)blocks * p.K * sizeof(float) <= limit &&
+    return p.K % kQ8Block == 0 && (size_t)blocks * p.K * sizeof(float) <= round_in_block_bytes() &&
            in_block_bytes((int)p.n_tokens, (int)p.K) <= kMaxShared;
 }
 
@@ -600,7 +586,7 @@ void launch_gemv_multi(const CudaArgs& a) {
     ActQ8 xq;  // q == nullptr: every block rounds x itself
     ActQ8Norm norm;
     if (p.norm) norm = ActQ8Norm{a.b<float>(1), p.eps, p.weight_offset};
-    const bool in_block = q8 && (rounds_in_block(p) || (!a.q8_in.q && rounds_in_block(p, true)));
+    const bool in_block = q8 && rounds_in_block(p);
     if (q8 && a.q8_in.q && !in_block)
         xq = a.q8_in;  // rounded (and normalized) by the command before: a Q8Link
     else if (!in_block)
