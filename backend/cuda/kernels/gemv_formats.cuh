@@ -162,38 +162,79 @@ struct Q6_K {
     }
 };
 
-// Half-precision and float rows: a lane's "block" is 16 bytes.
-template <bool Bf16>
+// 16 weight bytes read once: not kept in L1 (x, read by every warp, stays).
+__device__ __forceinline__ uint4 ld_stream_u4(const uint8_t* p) {
+    uint4 v;
+    asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+        : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+        : "l"(p));
+    return v;
+}
+
+// Half-precision and float rows: a lane's "block" is 16 bytes, `load`ed then
+// `apply`ed to one token's x (the lean kernel issues a few loads first).
+// Stream: the weights bypass L1 (ld_stream_u4).
+template <bool Bf16, bool Stream = false>
 struct Half {
     static constexpr int kElems = 8, kBytes = 16, kLanes = 1;
-    template <int M>
-    __device__ static void dot(const uint8_t* blk, int, const float* x, uint32_t xs, int m, float* acc) {
-        const uint4 w = *reinterpret_cast<const uint4*>(blk);
+    __device__ static uint4 load(const uint8_t* blk) {
+        return Stream ? ld_stream_u4(blk) : *reinterpret_cast<const uint4*>(blk);
+    }
+    __device__ static float apply(uint4 w, const float* xt) {
         const uint16_t* h = reinterpret_cast<const uint16_t*>(&w);
         float v[8];
 #pragma unroll
         for (int i = 0; i < 8; i++) v[i] = Bf16 ? bf16_to_f32(h[i]) : f16_to_f32(h[i]);
+        return dot4(v[0], v[1], v[2], v[3], ld_x4(xt)) + dot4(v[4], v[5], v[6], v[7], ld_x4(xt + 4));
+    }
+    template <int M>
+    __device__ static void dot(const uint8_t* blk, int, const float* x, uint32_t xs, int m, float* acc) {
+        const uint4 w = load(blk);
 #pragma unroll
         for (int t = 0; t < M; t++) {
             if (t >= m) break;
-            const float* xt = x + (size_t)t * xs;
-            acc[t] += dot4(v[0], v[1], v[2], v[3], ld_x4(xt)) + dot4(v[4], v[5], v[6], v[7], ld_x4(xt + 4));
+            acc[t] += apply(w, x + (size_t)t * xs);
         }
     }
 };
 
 struct F32 {
     static constexpr int kElems = 4, kBytes = 16, kLanes = 1;
+    __device__ static uint4 load(const uint8_t* blk) { return *reinterpret_cast<const uint4*>(blk); }
+    __device__ static float apply(uint4 w, const float* xt) {
+        return dot4(__uint_as_float(w.x), __uint_as_float(w.y), __uint_as_float(w.z), __uint_as_float(w.w),
+                    ld_x4(xt));
+    }
     template <int M>
     __device__ static void dot(const uint8_t* blk, int, const float* x, uint32_t xs, int m, float* acc) {
-        const float4 w = *reinterpret_cast<const float4*>(blk);
+        const uint4 w = load(blk);
 #pragma unroll
         for (int t = 0; t < M; t++) {
             if (t >= m) break;
-            acc[t] += dot4(w.x, w.y, w.z, w.w, ld_x4(x + (size_t)t * xs));
+            acc[t] += apply(w, x + (size_t)t * xs);
         }
     }
 };
+
+// One token's dot of a float-format row (kLanes 1) split among `parts` warps
+// by warp steps, four steps' loads issued before their arithmetic: with the
+// split's stride known only at run time the compiler's own unrolling had
+// each step wait on its load in turn.
+template <class F>
+__device__ __forceinline__ void float_row_dot(const uint8_t* row, int K, const float* x, float* acc, int part,
+                                              int parts) {
+    static_assert(F::kLanes == 1, "a lane a block");
+    const int nb = K / F::kElems, stride = 32 * parts;
+    int b = threadIdx.x % 32 + 32 * part;
+    for (; b + 3 * stride < nb; b += 4 * stride) {
+        uint4 w[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) w[i] = F::load(row + (size_t)(b + i * stride) * F::kBytes);
+#pragma unroll
+        for (int i = 0; i < 4; i++) *acc += F::apply(w[i], x + (size_t)(b + i * stride) * F::kElems);
+    }
+    for (; b < nb; b += stride) *acc += F::apply(F::load(row + (size_t)b * F::kBytes), x + (size_t)b * F::kElems);
+}
 
 // One row's dot products with x for the m tokens, the warp's lanes splitting
 // the row (acc is per lane: the caller reduces over the warp).

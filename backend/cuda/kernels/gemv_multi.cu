@@ -270,15 +270,30 @@ __global__ void __launch_bounds__(kWarps * 32)
 // ncu on the H100, Llama-3.1-8B Q4_0 gate+up: 50.8 us at 51 registers; a
 // standalone 32-register kernel of the same loads 27.6 us
 // (tools/gemv_layout_bench.cu). F: one format for every matrix, or AnyQ8.
+// The float formats (F16, BF16, F32 rows against float x, already
+// normalized) take the same kernel: their GEMVs are bound by the same thing.
 struct AnyQ8 {};
 
 template <class F>
-__device__ __forceinline__ void lean_row_dot(uint32_t dtype, const uint8_t* r, int K, ActQ8 xq, float* acc, int part,
-                                             int parts) {
+constexpr bool is_float_format() {
+    return std::is_same_v<F, Half<false, true>> || std::is_same_v<F, Half<true, true>> || std::is_same_v<F, F32>;
+}
+
+// The lean kernel's x: 8-bit (the integer formats) or float (is_float_format).
+struct LeanX {
+    ActQ8 q;
+    const float* f;
+};
+
+template <class F>
+__device__ __forceinline__ void lean_row_dot(uint32_t dtype, const uint8_t* r, int K, const LeanX& x, float* acc,
+                                             int part, int parts) {
     if constexpr (std::is_same_v<F, AnyQ8>)
-        gemv_q8::any_row_dot<1>(dtype, r, K, xq.q, xq.ds, 1, acc, part, parts);
+        gemv_q8::any_row_dot<1>(dtype, r, K, x.q.q, x.q.ds, 1, acc, part, parts);
+    else if constexpr (is_float_format<F>())
+        float_row_dot<F>(r, K, x.f, acc, part, parts);
     else
-        gemv_q8::row_dot<F, 1>(r, K, xq.q, xq.ds, 1, acc, part, parts);
+        gemv_q8::row_dot<F, 1>(r, K, x.q.q, x.q.ds, 1, acc, part, parts);
 }
 
 // Blocks an SM each format's lean kernel is built for: the most whose
@@ -286,7 +301,7 @@ __device__ __forceinline__ void lean_row_dot(uint32_t dtype, const uint8_t* r, i
 template <class F>
 constexpr int lean_blocks_per_sm() {
     return std::is_same_v<F, gemv_q8::Q4_0> || std::is_same_v<F, gemv_q8::Q8_0> ? 8
-           : std::is_same_v<F, gemv_q8::Q4_0X8>                                 ? 6
+           : std::is_same_v<F, gemv_q8::Q4_0X8> || is_float_format<F>()         ? 6
            : std::is_same_v<F, gemv_q8::Q6_KX8>                                 ? 4
                                                                                 : 5;
 }
@@ -298,7 +313,7 @@ constexpr int lean_blocks_per_sm() {
 // a thread per output row adds them up in a fixed order.
 template <class F>
 __global__ void __launch_bounds__(kWarps * 32, lean_blocks_per_sm<F>())
-    gemv_multi_lean_kernel(MultiGemvParams p, Geometry g, ActQ8 xq, uint32_t prefetch, int split, const uint8_t* W0,
+    gemv_multi_lean_kernel(MultiGemvParams p, Geometry g, LeanX x, uint32_t prefetch, int split, const uint8_t* W0,
                            const uint8_t* W1, const uint8_t* W2, float* y0, float* y1, float* y2) {
     __shared__ float sums[kWarps];
     const int K = (int)p.K, warp = threadIdx.x / 32;
@@ -319,7 +334,7 @@ __global__ void __launch_bounds__(kWarps * 32, lean_blocks_per_sm<F>())
     pdl_wait();
     pdl_launch_dependents();
     float acc = 0.0f;
-    if (active) lean_row_dot<F>(p.dtype[mat], W + row * ((size_t)(K / g.elems[mat]) * g.bytes[mat]), K, xq, &acc, part, split);
+    if (active) lean_row_dot<F>(p.dtype[mat], W + row * ((size_t)(K / g.elems[mat]) * g.bytes[mat]), K, x, &acc, part, split);
     acc = warp_sum(acc);
     if (per_row == 1) {
         if (active && threadIdx.x % 32 == 0) {
@@ -353,7 +368,7 @@ __global__ void __launch_bounds__(kWarps * 32, lean_blocks_per_sm<F>())
     }
 }
 
-using LeanKernel = void (*)(MultiGemvParams, Geometry, ActQ8, uint32_t, int, const uint8_t*, const uint8_t*,
+using LeanKernel = void (*)(MultiGemvParams, Geometry, LeanX, uint32_t, int, const uint8_t*, const uint8_t*,
                             const uint8_t*, float*, float*, float*);
 
 uint32_t total_rows(const MultiGemvParams& p);
@@ -361,6 +376,24 @@ uint32_t matrices_used(const MultiGemvParams& p);
 
 // Gate + up + activation modes: two matrices an output row.
 bool is_gated(const MultiGemvParams& p) { return p.mode == kGemvSiluGate || p.mode == kGemvGeluGate; }
+
+// Float rows (F16: 2 bytes a weight, 3.6x Q4_0's) split among warps until
+// the grid holds 4096 warps, each with at least 4 steps of its row: Qwen3-0.6B's
+// O / down projections (1024 rows) would otherwise run 8 warps an SM.
+// AKUNU_CUDA_GEMV_FLOAT_SPLIT=N: at most N (1: never split). H100 tg128 as
+// in float_lean_kernel: 1105 / 921 tok/s split vs 1025 / 893 not.
+int float_lean_split(const MultiGemvParams& p, int pair) {
+    static const int most = [] {
+        const char* e = std::getenv("AKUNU_CUDA_GEMV_FLOAT_SPLIT");
+        const int n = e ? std::atoi(e) : 4;
+        return n == 1 || n == 2 || n == 4 ? n : 4;
+    }();
+    const uint32_t steps = p.K / (8 * 32);  // 16-byte lane loads of F16 (F32: twice as many)
+    int split = 1;
+    while (split < most && (size_t)total_rows(p) * pair * split < 4096 && steps >= 4u * split && pair * split < kWarps)
+        split *= 2;
+    return split;
+}
 
 // Warps a matrix row (see gemv_multi_lean_kernel): 1 unless
 // AKUNU_CUDA_GEMV_SPLIT=2|4|8 asks for more. On the H100 splitting gave the
@@ -373,6 +406,7 @@ int lean_split(const MultiGemvParams& p) {
         return e ? std::atoi(e) : 1;
     }();
     const int pair = is_gated(p) ? 2 : 1;
+    if (!gemv_q8::has_q8_layout(p.dtype[0])) return float_lean_split(p, pair);
     return fixed == 2 || fixed == 4 || (fixed == 8 && pair == 1) ? fixed : 1;
 }
 
@@ -394,6 +428,27 @@ LeanKernel lean_kernel(const MultiGemvParams& p, uint32_t used) {
         }
     }
     return gemv_multi_lean_kernel<AnyQ8>;
+}
+
+// The lean kernel for float rows where every matrix shares one float format
+// and x needs no norm in the blocks (kp.norm clear: a kernel of its own or a
+// Q8Link writer normalized it); nullptr otherwise, or with
+// AKUNU_CUDA_GEMV_FLOAT_LEAN=0 (the general float kernel, AnyFormat: 16
+// warps an SM, no split rows). The weights bypass L1 (Half's Stream). H100
+// tg128, every layer of Qwen3-0.6B / Llama-3.2-1B in F16 (32768 vocabulary,
+// BENCHMARKS.md): 1105 / 921 tok/s vs 1002 / 859 with the general kernel;
+// at 4 blocks an SM (64 registers) 1045 / 897, at 8 (32, spilling) 1036 / 922.
+LeanKernel float_lean_kernel(const MultiGemvParams& kp, uint32_t used) {
+    static const bool off = env_switched_off("AKUNU_CUDA_GEMV_FLOAT_LEAN");
+    if (off || kp.norm || kp.n_tokens != 1) return nullptr;
+    for (uint32_t i = 1; i < used; i++)
+        if (kp.dtype[i] != kp.dtype[0]) return nullptr;
+    switch (kp.dtype[0]) {
+        case GGML_F16: return gemv_multi_lean_kernel<Half<false, true>>;
+        case GGML_BF16: return gemv_multi_lean_kernel<Half<true, true>>;
+        case GGML_F32: return gemv_multi_lean_kernel<F32>;
+        default: return nullptr;
+    }
 }
 
 // Whether a one-token launch takes the lean kernel: where its weights are
@@ -614,11 +669,14 @@ void launch_gemv_multi(const CudaArgs& a) {
     const size_t shared = std::max(reserve, x_shared);
     if (shared > kMaxShared) throw Error("gemv_multi: K " + std::to_string(p.K) + " too large to normalize in shared memory");
     const uint32_t prefetch = norm_at() == NormAt::BlockPrefetch ? UINT32_MAX : gemv_prefetch_bytes();
-    if (q8 && xq.q && p.n_tokens == 1 && !a.q8_out.q && !a.f32_out && lean_fits(p, g)) {
+    LeanKernel lean = nullptr;
+    if (q8 && xq.q && p.n_tokens == 1 && !a.q8_out.q && !a.f32_out && lean_fits(p, g)) lean = lean_kernel(p, used);
+    else if (!q8 && !a.q8_out.q && !a.f32_out) lean = float_lean_kernel(kp, used);
+    if (lean) {
         const int split = lean_split(p);
         const int rows_per_block = kWarps / (split * (is_gated(p) ? 2 : 1));
         const unsigned lean_blocks = (total_rows(p) + rows_per_block - 1) / rows_per_block;
-        launch_pdl(lean_kernel(p, used), lean_blocks, kWarps * 32, 0, a.stream, kp, g, xq, prefetch, split,
+        launch_pdl(lean, lean_blocks, kWarps * 32, 0, a.stream, kp, g, LeanX{xq, x}, prefetch, split,
                    a.b<uint8_t>(2), a.b<uint8_t>(3), a.b<uint8_t>(4), a.b<float>(5), a.b<float>(6), a.b<float>(7));
         return;
     }
