@@ -3,7 +3,7 @@
 # full session. Uses a carried stage (build-cuda/stage, built here for sm_90
 # with the same Python) when it imports, else builds; writes files of every
 # layer of Qwen3-0.6B and Llama-3.2-1B (32768 vocabulary; QUICK_FORMATS,
-# default "Q4_0 Q8_0"), runs the kernel tests QUICK_TESTS selects, then tg128
+# default "Q4_0 Q8_0"; QUICK_SHAPES, default both), runs the kernel tests QUICK_TESTS selects, then tg128
 # of each file under each setting in turn, QUICK_ROUNDS times (ABAB: drift in
 # the GPU's clocks falls on every setting alike).
 #   QUICK_TESTS="attention" tools/cuda_quick_ab.sh OUT - AKUNU_X=0 ...
@@ -16,7 +16,7 @@ export PYTHONPATH="$PWD/build-cuda/stage:$PWD/tools:${PYTHONPATH:-}"
 python3 - <<'PY' > "$OUT/models.log" 2>&1 &
 import os, random_gguf as r
 from bench_cuda import SHAPES
-for name in ("llama-3.2-1b", "qwen3-0.6b"):
+for name in os.environ.get("QUICK_SHAPES", "llama-3.2-1b qwen3-0.6b").split():
     arch, shape = SHAPES[name]
     for q in os.environ.get("QUICK_FORMATS", "Q4_0 Q8_0").split():
         r.write_model(f"/tmp/quick-models/{name}-{q}.gguf", arch, q, seed=1,

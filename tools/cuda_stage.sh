@@ -7,9 +7,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LOG="$1"
-BUILD=build-cuda
+BUILD=${STAGE_BUILD:-build-cuda}  # STAGE_BUILD / STAGE_CUDA_FLAGS: a second build for an A/B
 {
-    cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DAKUNU_CUDA=ON \
+    cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DAKUNU_CUDA=ON ${STAGE_CUDA_FLAGS:+"-DCMAKE_CUDA_FLAGS=$STAGE_CUDA_FLAGS"} \
         -Dpybind11_DIR="$(python3 -c 'import pybind11; print(pybind11.get_cmake_dir())')" &&
         cmake --build "$BUILD" -j 16
 } > "$LOG" 2>&1 || { tail -50 "$LOG"; exit 1; }
