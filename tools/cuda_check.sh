@@ -20,9 +20,11 @@ status=${PIPESTATUS[0]}
 # plain (not programmatic) launches, every prefill GEMM through cuBLAS (an
 # error if it does not load) and none (gemm_tc alone), the warp-per-key
 # decode attention, every one-token GEMV through the lean kernel (by default
-# only those of 8 MiB and up), also with its rows split over 8 warps.
+# only those of 8 MiB and up), also with its rows split over 8 warps, and the
+# float rows through the general kernel (by default the lean one's).
 for setting in AKUNU_CUDA_GEMV_ROUND_KB=65536 AKUNU_CUDA_PDL=0 AKUNU_CUDA_GEMM=blas AKUNU_CUDA_GEMM=tc \
-        AKUNU_CUDA_ATTN_DECODE=warp_per_key AKUNU_CUDA_GEMV_LEAN=1 "AKUNU_CUDA_GEMV_LEAN=1 AKUNU_CUDA_GEMV_SPLIT=8"; do
+        AKUNU_CUDA_ATTN_DECODE=warp_per_key AKUNU_CUDA_GEMV_LEAN=1 "AKUNU_CUDA_GEMV_LEAN=1 AKUNU_CUDA_GEMV_SPLIT=8" \
+        AKUNU_CUDA_GEMV_FLOAT_LEAN=0; do
     echo "== $setting" | tee -a "$OUT/test_kernels.log"
     env $setting $PY -m pytest -q tests/test_device_kernels.py -k "gemv_multi or matmul or attention" 2>&1 |
         tail -3 | tee -a "$OUT/test_kernels.log"

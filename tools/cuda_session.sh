@@ -74,9 +74,9 @@ PY
     [ -n "$BENCH_ENV" ] && step "benchmarks run with$BENCH_ENV" && export $BENCH_ENV
     for i in $(seq 1 120); do [ -f $S/models_done ] && break; sleep 5; done
     for i in $(seq 1 240); do [ -f $S/quant_done ] && break; sleep 5; done
-    step "decode A/B: lean kernel for long rows, fused attention prologue"
+    step "decode A/B: the lean kernel for float rows"
     for s in qwen3-0.6b llama-3.2-1b llama-3.1-8b; do
-        for f in Q4_0 Q8_0 Q4_K_M; do ab $MODELS/$s-$f.gguf tg - AKUNU_CUDA_GEMV_LEAN_LONG=0 AKUNU_CUDA_ATTN_FUSE=0; done
+        ab $MODELS/$s-F16.gguf tg - AKUNU_CUDA_GEMV_FLOAT_LEAN=0 AKUNU_CUDA_GEMV_FLOAT_SPLIT=1
     done > $S/decode_ab.txt 2>&1
     ab $MODELS/llama-3.1-8b-Q4_0.gguf pp - AKUNU_CUDA_REPACK=0 >> $S/decode_ab.txt 2>&1
     step "side-by-side benchmark"
