@@ -14,7 +14,9 @@ bash tools/cuda_stage.sh "$OUT/build.log" || exit 1
 export PYTHONPATH="build-cuda/stage:tools:${PYTHONPATH:-}"
 # Per-op tests first, in their own process: a kernel fault poisons the CUDA
 # context of the process, which would hide every later result.
-PYTHONUNBUFFERED=1 $PY -m pytest -q -rs tests/test_device_kernels.py 2>&1 | tee "$OUT/test_kernels.log"
+export AKUNU_TEST_SEED=${AKUNU_TEST_SEED:-$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')}
+echo "AKUNU_TEST_SEED=$AKUNU_TEST_SEED" > "$OUT/test_kernels.log"
+PYTHONUNBUFFERED=1 $PY -m pytest -q -rs tests/test_device_kernels.py 2>&1 | tee -a "$OUT/test_kernels.log"
 status=${PIPESTATUS[0]}
 # The paths the defaults leave out: x rounded to 8 bits in every GEMV block,
 # plain (not programmatic) launches, every prefill GEMM through cuBLAS (an
@@ -25,9 +27,11 @@ status=${PIPESTATUS[0]}
 for setting in AKUNU_CUDA_GEMV_ROUND_KB=65536 AKUNU_CUDA_PDL=0 AKUNU_CUDA_GEMM=blas AKUNU_CUDA_GEMM=tc \
         AKUNU_CUDA_ATTN_DECODE=warp_per_key AKUNU_CUDA_GEMV_LEAN=1 "AKUNU_CUDA_GEMV_LEAN=1 AKUNU_CUDA_GEMV_SPLIT=8" \
         AKUNU_CUDA_GEMV_FLOAT_LEAN=0; do
-    echo "== $setting" | tee -a "$OUT/test_kernels.log"
-    env $setting $PY -m pytest -q tests/test_device_kernels.py -k "gemv_multi or matmul or attention" 2>&1 |
-        tail -3 | tee -a "$OUT/test_kernels.log"
+    # a seed of its own, logged with the failures' messages: a failure can be run again
+    seed=$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')
+    echo "== $setting (AKUNU_TEST_SEED=$seed)" | tee -a "$OUT/test_kernels.log"
+    env $setting AKUNU_TEST_SEED=$seed $PY -m pytest -q tests/test_device_kernels.py -k "gemv_multi or matmul or attention" 2>&1 |
+        grep -E "^E |^FAILED|passed|failed" | tail -12 | tee -a "$OUT/test_kernels.log"
     [ "${PIPESTATUS[0]}" = 0 ] || status=1
 done
 PYTHONUNBUFFERED=1 $PY -m pytest -q -rs -s tests/test_cuda.py 2>&1 | tee "$OUT/test_cuda.log"
