@@ -187,13 +187,20 @@ struct Half {
         for (int i = 0; i < 8; i++) v[i] = Bf16 ? bf16_to_f32(h[i]) : f16_to_f32(h[i]);
         return dot4(v[0], v[1], v[2], v[3], ld_x4(xt)) + dot4(v[4], v[5], v[6], v[7], ld_x4(xt + 4));
     }
+    // (the general kernels' step, written out apart from load / apply: as
+    // one, the 128-register general kernel compiled differently)
     template <int M>
     __device__ static void dot(const uint8_t* blk, int, const float* x, uint32_t xs, int m, float* acc) {
-        const uint4 w = load(blk);
+        const uint4 w = *reinterpret_cast<const uint4*>(blk);
+        const uint16_t* h = reinterpret_cast<const uint16_t*>(&w);
+        float v[8];
+#pragma unroll
+        for (int i = 0; i < 8; i++) v[i] = Bf16 ? bf16_to_f32(h[i]) : f16_to_f32(h[i]);
 #pragma unroll
         for (int t = 0; t < M; t++) {
             if (t >= m) break;
-            acc[t] += apply(w, x + (size_t)t * xs);
+            const float* xt = x + (size_t)t * xs;
+            acc[t] += dot4(v[0], v[1], v[2], v[3], ld_x4(xt)) + dot4(v[4], v[5], v[6], v[7], ld_x4(xt + 4));
         }
     }
 };
@@ -207,11 +214,11 @@ struct F32 {
     }
     template <int M>
     __device__ static void dot(const uint8_t* blk, int, const float* x, uint32_t xs, int m, float* acc) {
-        const uint4 w = load(blk);
+        const float4 w = *reinterpret_cast<const float4*>(blk);
 #pragma unroll
         for (int t = 0; t < M; t++) {
             if (t >= m) break;
-            acc[t] += apply(w, x + (size_t)t * xs);
+            acc[t] += dot4(w.x, w.y, w.z, w.w, ld_x4(x + (size_t)t * xs));
         }
     }
 };
