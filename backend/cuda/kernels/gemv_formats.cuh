@@ -163,6 +163,8 @@ struct Q6_K {
 };
 
 // 16 weight bytes read once: not kept in L1 (x, read by every warp, stays).
+// No "memory" clobber: the compiler may move it, even above pdl_wait, which
+// is safe for weights alone (they never change during a step).
 __device__ __forceinline__ uint4 ld_stream_u4(const uint8_t* p) {
     uint4 v;
     asm("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
