@@ -380,6 +380,13 @@ MULTI_CASES = {
     "qkv-gemma-q5_0-q8_0": (kp.MULTI_SEPARATE, [T.Q5_0, T.Q5_0, T.Q8_0], [1024, 256, 256], 640, 1, 1),
     "gate-up-gelu-gemma-q5_0": (kp.MULTI_GELU, [T.Q5_0, T.Q5_0], [2048, 2048], 640, 1, 1),
     "qkv-q5_1-q4_1-2tok": (kp.MULTI_SEPARATE, [T.Q5_1, T.Q4_1, T.Q5_1], [512, 128, 128], 1024, 2, 1),
+    # one token of float rows: CUDA's lean kernel for them, its rows split
+    # among warps where the grid is short (Qwen3-0.6B's gate / up and down
+    # projections; BF16 and F32 rows split 2 and 4 ways)
+    "gate-up-silu-f16-0.6b": (kp.MULTI_SILU, [T.F16, T.F16], [3072, 3072], 1024, 1, 1),
+    "down-residual-f16-0.6b": (kp.MULTI_ACCUMULATE, [T.F16], [1024], 3072, 1, 0),
+    "gate-up-gelu-bf16-1tok": (kp.MULTI_GELU, [T.BF16, T.BF16], [1024, 1024], 2048, 1, 1),
+    "o-residual-f32-1tok": (kp.MULTI_ACCUMULATE, [T.F32], [1000], 2048, 1, 0),
 }
 
 
