@@ -74,11 +74,6 @@ same_outputs() {  # name, setting A, setting B, digest arguments
     fi
 }
 same_outputs q8_link "AKUNU_CUDA_GEMV_LEAN=0 AKUNU_CUDA_Q8_LINK=all" "AKUNU_CUDA_GEMV_LEAN=0 AKUNU_CUDA_Q8_LINK=0"
-# the gate writer's two ways (a cluster a 32-row group, or counters) and on the lean kernel (one warp a row)
-same_outputs q8_gate_counters "AKUNU_CUDA_GEMV_LEAN=0 AKUNU_CUDA_Q8_LINK=gate AKUNU_CUDA_Q8_CLUSTER=0" \
-    "AKUNU_CUDA_GEMV_LEAN=0 AKUNU_CUDA_Q8_LINK=0"
-same_outputs q8_gate_lean "AKUNU_CUDA_GEMV_LEAN=1 AKUNU_CUDA_Q8_LINK=attention,gate" \
-    "AKUNU_CUDA_GEMV_LEAN=1 AKUNU_CUDA_Q8_LINK=attention"
 same_outputs attn_fuse "AKUNU_CUDA_ATTN_FUSE=1" "AKUNU_CUDA_ATTN_FUSE=0" --long
 if command -v compute-sanitizer > /dev/null; then
     compute-sanitizer --tool memcheck --error-exitcode 3 $PY - <<'PY' > "$OUT/memcheck.log" 2>&1

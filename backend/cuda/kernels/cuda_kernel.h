@@ -188,47 +188,21 @@ inline bool pdl_enabled() {
 }
 
 // kernel<<<grid, block, shared, stream>>>(args...), as a programmatic
-// dependent of the stream's previous kernel when `programmatic`, its blocks
-// in clusters of `cluster` along x when more than 1 (sm_90; grid.x a multiple).
+// dependent of the stream's previous kernel when `programmatic`.
 template <typename... Params, typename... Args>
-cudaError_t launch_clustered(bool programmatic, unsigned cluster, void (*kernel)(Params...), dim3 grid, dim3 block,
-                             size_t shared, cudaStream_t stream, Args&&... args) {
-    cudaLaunchAttribute attr[2];
-    unsigned n = 0;
-    if (programmatic) {
-        attr[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attr[n++].val.programmaticStreamSerializationAllowed = 1;
-    }
-    if (cluster > 1) {
-        attr[n].id = cudaLaunchAttributeClusterDimension;
-        attr[n].val.clusterDim.x = cluster;
-        attr[n].val.clusterDim.y = 1;
-        attr[n++].val.clusterDim.z = 1;
-    }
+cudaError_t launch_maybe_pdl(bool programmatic, void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared,
+                             cudaStream_t stream, Args&&... args) {
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;
     cfg.dynamicSmemBytes = shared;
     cfg.stream = stream;
     cfg.attrs = attr;
-    cfg.numAttrs = n;
+    cfg.numAttrs = programmatic ? 1 : 0;
     return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
-}
-
-template <typename... Params, typename... Args>
-cudaError_t launch_maybe_pdl(bool programmatic, void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared,
-                             cudaStream_t stream, Args&&... args) {
-    return launch_clustered(programmatic, 1, kernel, grid, block, shared, stream, std::forward<Args>(args)...);
-}
-
-// Whether `kernel` was compiled for sm_90 or later and the GPU is one: its
-// launches may use thread-block clusters.
-inline bool kernel_has_clusters(const void* kernel) {
-    cudaFuncAttributes fa{};
-    int dev = 0, major = 0;
-    return cudaFuncGetAttributes(&fa, kernel) == cudaSuccess && fa.binaryVersion >= 90 &&
-           cudaGetDevice(&dev) == cudaSuccess &&
-           cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
 }
 
 // launch_maybe_pdl where pdl_enabled(). A failed launch is reported as with

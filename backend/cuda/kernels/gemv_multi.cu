@@ -12,8 +12,6 @@
 #include <type_traits>
 #include <vector>
 
-#include <cooperative_groups.h>
-
 #include "core/error.h"
 #include "core/kernel_params.h"
 #include "act_q8.cuh"
@@ -142,33 +140,6 @@ __device__ void round_rows_for_next(const MultiGemvParams& p, const float* y0, c
     if (threadIdx.x == 0) next.counters[group] = 0;
 }
 
-// The gate writer on a thread-block cluster (sm_90), the blocks of one
-// 32-row group forming one cluster: each puts its outputs in the first
-// block's shared memory (put_in_group), the cluster barrier (release /
-// acquire) makes them visible there, and the first block rounds the group:
-// no global fence, counter or second read of the outputs, which made
-// round_rows_for_next cost more than the rounding kernel it saved.
-__device__ __forceinline__ void put_in_group(float (*vals)[kQ8Block], int t, int pos, float v) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    *cooperative_groups::this_cluster().map_shared_rank(&vals[t][pos], 0) = v;
-#endif
-}
-
-// Every thread of every block of the cluster calls this after its puts; a
-// warp a token of the first block rounds. (K: values per token.)
-__device__ __forceinline__ void round_group_in_cluster(float (*vals)[kQ8Block], int m, uint32_t K, ActQ8 out) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    cooperative_groups::cluster_group c = cooperative_groups::this_cluster();
-    c.sync();
-    if (c.block_rank() != 0) return;
-    const int warp = threadIdx.x / 32;
-    const uint32_t group = blockIdx.x / c.num_blocks();
-    if (warp < m)
-        round_block32_warp(vals[warp][threadIdx.x % 32], out.q + (size_t)warp * K + group * kQ8Block,
-                           out.ds + (size_t)warp * (K / kQ8Block) + group);
-#endif
-}
-
 __device__ void norm_round_for_next(const MultiGemvParams& p, const float* y0, const Q8Out& next,
                                     const double (*row_sq)[kMaxTokens]) {
     __shared__ bool last;
@@ -204,11 +175,8 @@ __device__ void norm_round_for_next(const MultiGemvParams& p, const float* y0, c
     if (threadIdx.x == 0) *counter = 0;
 }
 
-// Cluster: gate modes linked to the down projection, the blocks of a 32-row
-// group launched as one cluster (round_group_in_cluster; a variant of its
-// own so that the others keep their registers).
-template <bool Q8, int M, class F, bool Cluster = false>
-__global__ void __launch_bounds__(kWarps * 32, Cluster && M == 1 ? 4 : 0)
+template <bool Q8, int M, class F>
+__global__ void __launch_bounds__(kWarps * 32)
     gemv_multi_kernel(MultiGemvParams p, Geometry g, const float* __restrict__ x, const float* __restrict__ norm_w,
                       ActQ8 xq, uint32_t prefetch, const uint8_t* W0, const uint8_t* W1, const uint8_t* W2, float* y0,
                       float* y1, float* y2, Q8Out next) {
@@ -273,8 +241,6 @@ __global__ void __launch_bounds__(kWarps * 32, Cluster && M == 1 ? 4 : 0)
     matrix_row_dot<Q8, M, F>(p, g, 0, W0, row, xin, xq, acc);
     if (p.mode != kGemvAccumulate) matrix_row_dot<Q8, M, F>(p, g, 1, W1, row, xin, xq, acc2);
     __shared__ double row_sq[kWarps][kMaxTokens];  // accumulate + Q8Link: each row's new value squared
-    __shared__ float group_vals[Cluster ? kMaxTokens : 1][kQ8Block];  // Cluster: the group's outputs
-    const int group_pos = (int)(blockIdx.x % (kQ8Block / kWarps)) * kWarps + threadIdx.x / 32;
 #pragma unroll
     for (int t = 0; t < M; t++) {
         if (t >= m) break;
@@ -288,16 +254,11 @@ __global__ void __launch_bounds__(kWarps * 32, Cluster && M == 1 ? 4 : 0)
             }
         } else {
             const float u = warp_sum(acc2[t]);
-            const float y = (p.mode == kGemvGeluGate ? gelu(v) : silu(v)) * u;
-            if (lane0) {
-                *out = y;
-                if constexpr (Cluster) put_in_group(group_vals, t, group_pos, y);
-            }
+            if (lane0) *out = (p.mode == kGemvGeluGate ? gelu(v) : silu(v)) * u;
         }
     }
     // (linked only where N[0] % 32 == 0: every warp of every block is active and gets here)
     if ((next.r.q || next.f32) && p.mode == kGemvAccumulate) norm_round_for_next(p, y0, next, row_sq);
-    else if (Cluster) round_group_in_cluster(group_vals, m, p.N[0], next.r);
     else if (next.r.q) round_rows_for_next(p, y0, next);
 }
 
@@ -350,13 +311,10 @@ constexpr int lean_blocks_per_sm() {
 // to warps of their own (twice the rows in flight that one warp doing both
 // in turn would have). The block's warps leave their sums in shared memory;
 // a thread per output row adds them up in a fixed order.
-// Link (gate modes, one warp a matrix row): the outputs rounded to 8 bits
-// for the down projection too (a Q8Link), the blocks of one 32-row group
-// launched as one cluster (round_group_in_cluster).
-template <class F, bool Link = false>
+template <class F>
 __global__ void __launch_bounds__(kWarps * 32, lean_blocks_per_sm<F>())
     gemv_multi_lean_kernel(MultiGemvParams p, Geometry g, LeanX x, uint32_t prefetch, int split, const uint8_t* W0,
-                           const uint8_t* W1, const uint8_t* W2, float* y0, float* y1, float* y2, ActQ8 next) {
+                           const uint8_t* W1, const uint8_t* W2, float* y0, float* y1, float* y2) {
     __shared__ float sums[kWarps];
     const int K = (int)p.K, warp = threadIdx.x / 32;
     const bool gated = p.mode == kGemvSiluGate || p.mode == kGemvGeluGate;
@@ -387,18 +345,6 @@ __global__ void __launch_bounds__(kWarps * 32, lean_blocks_per_sm<F>())
     }
     if (threadIdx.x % 32 == 0) sums[warp] = acc;
     __syncthreads();
-    if constexpr (Link) {  // gated, split 1: 2 warps a row, rows_per_block = kWarps / 2
-        __shared__ float group_vals[1][kQ8Block];
-        if (threadIdx.x < rows_per_block) {
-            row = blockIdx.x * rows_per_block + threadIdx.x;
-            const float v = sums[2 * threadIdx.x], u = sums[2 * threadIdx.x + 1];
-            const float y = (p.mode == kGemvGeluGate ? gelu(v) : silu(v)) * u;
-            y0[row] = y;
-            put_in_group(group_vals, 0, (int)(blockIdx.x % (kQ8Block / rows_per_block)) * rows_per_block + threadIdx.x, y);
-        }
-        round_group_in_cluster(group_vals, 1, p.N[0], next);
-        return;
-    }
     if (threadIdx.x >= rows_per_block) return;
     // thread t: output row t of the block, its warps t * per_row ...
     const int w0 = threadIdx.x * per_row;
@@ -423,7 +369,7 @@ __global__ void __launch_bounds__(kWarps * 32, lean_blocks_per_sm<F>())
 }
 
 using LeanKernel = void (*)(MultiGemvParams, Geometry, LeanX, uint32_t, int, const uint8_t*, const uint8_t*,
-                            const uint8_t*, float*, float*, float*, ActQ8);
+                            const uint8_t*, float*, float*, float*);
 
 uint32_t total_rows(const MultiGemvParams& p);
 uint32_t matrices_used(const MultiGemvParams& p);
@@ -482,36 +428,6 @@ LeanKernel lean_kernel(const MultiGemvParams& p, uint32_t used) {
         }
     }
     return gemv_multi_lean_kernel<AnyQ8>;
-}
-
-// Whether the gate writer's kernel k may round its 32-row groups on a
-// cluster (round_group_in_cluster): compiled for sm_90 and on one, and not
-// AKUNU_CUDA_Q8_CLUSTER=0 (round_rows_for_next's counters instead, A/B runs).
-bool gate_link_on_cluster(const void* k) {
-    static const bool off = env_switched_off("AKUNU_CUDA_Q8_CLUSTER");
-    static std::vector<std::pair<const void*, bool>> known;
-    if (off) return false;
-    for (const auto& e : known)
-        if (e.first == k) return e.second;
-    known.emplace_back(k, kernel_has_clusters(k));
-    return known.back().second;
-}
-
-// The lean kernel that also rounds its outputs for the down projection (a
-// gate Q8Link, on a cluster), or nullptr where none fits.
-LeanKernel lean_linked_kernel(const MultiGemvParams& p, uint32_t used) {
-    if (!is_gated(p) || lean_split(p) != 1 || p.N[0] % kQ8Block != 0) return nullptr;
-    LeanKernel k = gemv_multi_lean_kernel<AnyQ8, true>;
-    if (p.dtype[1] == p.dtype[0]) {
-        switch (p.dtype[0]) {
-            case AKUNU_Q4_0_X8: k = gemv_multi_lean_kernel<gemv_q8::Q4_0X8, true>; break;
-            case AKUNU_Q8_0_X8: k = gemv_multi_lean_kernel<gemv_q8::Q8_0X8, true>; break;
-            case GGML_Q4_K: k = gemv_multi_lean_kernel<gemv_q8::Q4_K, true>; break;
-            default: break;
-        }
-    }
-    (void)used;
-    return gate_link_on_cluster(reinterpret_cast<const void*>(k)) ? k : nullptr;
 }
 
 // The lean kernel for float rows where every matrix shares one float format
@@ -754,17 +670,14 @@ void launch_gemv_multi(const CudaArgs& a) {
     if (shared > kMaxShared) throw Error("gemv_multi: K " + std::to_string(p.K) + " too large to normalize in shared memory");
     const uint32_t prefetch = norm_at() == NormAt::BlockPrefetch ? UINT32_MAX : gemv_prefetch_bytes();
     LeanKernel lean = nullptr;
-    if (q8 && xq.q && p.n_tokens == 1 && !a.f32_out && lean_fits(p, g))
-        lean = a.q8_out.q ? lean_linked_kernel(p, used) : lean_kernel(p, used);
+    if (q8 && xq.q && p.n_tokens == 1 && !a.q8_out.q && !a.f32_out && lean_fits(p, g)) lean = lean_kernel(p, used);
     else if (!q8 && !a.q8_out.q && !a.f32_out) lean = float_lean_kernel(kp, used);
     if (lean) {
         const int split = lean_split(p);
         const int rows_per_block = kWarps / (split * (is_gated(p) ? 2 : 1));
         const unsigned lean_blocks = (total_rows(p) + rows_per_block - 1) / rows_per_block;
-        const unsigned cluster = a.q8_out.q ? kQ8Block / rows_per_block : 1;  // (lean_linked_kernel)
-        launch_clustered(pdl_enabled(), cluster, lean, lean_blocks, kWarps * 32, 0, a.stream, kp, g, LeanX{xq, x},
-                         prefetch, split, a.b<uint8_t>(2), a.b<uint8_t>(3), a.b<uint8_t>(4), a.b<float>(5),
-                         a.b<float>(6), a.b<float>(7), a.q8_out);
+        launch_pdl(lean, lean_blocks, kWarps * 32, 0, a.stream, kp, g, LeanX{xq, x}, prefetch, split,
+                   a.b<uint8_t>(2), a.b<uint8_t>(3), a.b<uint8_t>(4), a.b<float>(5), a.b<float>(6), a.b<float>(7));
         return;
     }
     auto* k = q8 ? kernel_for<true, AnyFormat>(p.n_tokens) : float_kernel(p, used);
@@ -772,19 +685,8 @@ void launch_gemv_multi(const CudaArgs& a) {
     Q8Out next;  // gemv_multi_q8_output said yes
     if (a.q8_out.q || a.f32_out)
         next = Q8Out{a.q8_out, a.q8_out_norm, a.q8_counters, a.q8_counter_count, a.q8_partials, a.f32_out};
-    bool cluster = false;
-    if (q8 && a.q8_out.q && is_gated(p)) {
-        auto* kc = p.n_tokens == 1 ? gemv_multi_kernel<true, 1, AnyFormat, true>
-                                   : gemv_multi_kernel<true, kMaxTokens, AnyFormat, true>;
-        cluster = gate_link_on_cluster(reinterpret_cast<const void*>(kc));
-        if (cluster) {
-            k = kc;
-            if (shared > 0) allow_shared(reinterpret_cast<const void*>(k));
-        }
-    }
-    launch_clustered(pdl_enabled(), cluster ? kQ8Block / kWarps : 1, k, blocks, kWarps * 32, shared, a.stream,
-                     kp, g, x, a.b<float>(1), xq, prefetch, a.b<uint8_t>(2), a.b<uint8_t>(3), a.b<uint8_t>(4),
-                     a.b<float>(5), a.b<float>(6), a.b<float>(7), next);
+    launch_pdl(k, blocks, kWarps * 32, shared, a.stream, kp, g, x, a.b<float>(1), xq, prefetch, a.b<uint8_t>(2),
+               a.b<uint8_t>(3), a.b<uint8_t>(4), a.b<float>(5), a.b<float>(6), a.b<float>(7), next);
 }
 
 }  // namespace
