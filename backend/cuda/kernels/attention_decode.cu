@@ -17,7 +17,6 @@
 #include <cfloat>
 #include <cstdlib>
 #include <string>
-#include <type_traits>
 
 #include "act_q8.cuh"
 #include "core/error.h"
@@ -228,41 +227,13 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 // Grid (n_heads, n_splits), kWarps warps per block (the default kernel): a
 // warp takes KW = 32 / L keys at a time, L = HD / 32 lanes a key with 32
-// dimensions each, so a lane's K slice is four 16-byte loads and a key's dot
-// product is 32 lane-local FMAs and log2(L) shuffles (the warp-per-key
-// kernel above: D FMAs and 5 shuffles a key, 8-byte loads). kKeyUnroll
-// steps in flight: 8 warps x 8 keys x 2 = 128 keys of head_dim 128 per
-// memory round trip. The softmax is the warp's (its max over the step's keys
-// by shuffles); the weighted V sum goes by dimension, HD / 32 of them a
-// lane over every key of the step (each key's weight shuffled from its
-// group), so the warps meet in shared memory with no reduction across lane
-// groups. (Each lane group's own online softmax and weighted sum over its
-// 32 dims, combined across the 8 groups by 3 x 32 shuffles, cost a warp
-// ~410 of its ~770 instructions at Qwen3-0.6B's decode shape: ncu.)
+// dimensions each, so a lane's K and V slices are four 16-byte loads each
+// and a key's dot product is 32 lane-local FMAs and log2(L) shuffles (the
+// warp-per-key kernel above: D FMAs and 5 shuffles a key, 8-byte loads).
+// kKeyUnroll steps in flight: 8 warps x 8 keys x 2 = 128 keys of head_dim
+// 128 per memory round trip. Each lane group keeps its own online softmax;
+// the groups of a warp meet by shuffles, the warps in shared memory.
 constexpr int kKeyUnroll = 2;
-
-// A lane's DV consecutive F16 values of a V row (DV = 1, 2, 4, 8: one load).
-template <int DV>
-struct VSlice {
-    using Word = std::conditional_t<DV == 1, uint16_t, std::conditional_t<DV == 2, uint32_t,
-                                    std::conditional_t<DV == 4, uint2, uint4>>>;
-    Word w;
-    __device__ __forceinline__ void clear() { w = Word{}; }
-    __device__ __forceinline__ void load(const uint16_t* src) { w = *reinterpret_cast<const Word*>(src); }
-    __device__ __forceinline__ void to_floats(float* f) const {
-        if constexpr (DV == 1) {
-            f[0] = __half2float(__ushort_as_half(w));
-        } else {
-            const __half2* h = reinterpret_cast<const __half2*>(&w);
-#pragma unroll
-            for (int i = 0; i < DV / 2; i++) {
-                const float2 v = __half22float2(h[i]);
-                f[2 * i] = v.x;
-                f[2 * i + 1] = v.y;
-            }
-        }
-    }
-};
 
 // Eight F16 values (one 16-byte load) as floats.
 __device__ __forceinline__ void halves8(const uint4& w, float* f) {
@@ -376,41 +347,38 @@ __global__ void __launch_bounds__(kWarps * 32)
         qh[2 * i] = __floats2half2_rn(v.x, v.y);
         qh[2 * i + 1] = __floats2half2_rn(v.z, v.w);
     }
-    constexpr int DV = HD / 32, KS = KW * U;  // V dims a lane, keys a warp's step
     const uint16_t* kbase = kc + (size_t)r.lo * kv_dim + koff + sub * 32;
-    const uint16_t* vbase = vc + (size_t)r.lo * kv_dim + koff + lane * DV;
+    const uint16_t* vbase = vc + (size_t)r.lo * kv_dim + koff + sub * 32;
 
-    float m = -FLT_MAX, l = 0.0f, acc[DV];
+    float m = -FLT_MAX, l = 0.0f, acc[32];
 #pragma unroll
-    for (int d = 0; d < DV; d++) acc[d] = 0.0f;
-    for (uint32_t jb = r.j0 + warp * KS; jb < r.j1; jb += kWarps * KS) {  // warp-uniform
-        // key jb + u * KW + g: its K slice in this lane group; every key's V
-        // slice (DV dims) in every lane
-        uint4 kr[U][4];
-        VSlice<DV> vr[KS];
+    for (int d = 0; d < 32; d++) acc[d] = 0.0f;
+    for (uint32_t jb = r.j0 + warp * KW * U; jb < r.j1; jb += kWarps * KW * U) {  // warp-uniform
+        uint4 kr[U][4], vr[U][4];
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const uint32_t j = jb + u * KW + g;
 #pragma unroll
-            for (int i = 0; i < 4; i++) kr[u][i] = make_uint4(0, 0, 0, 0);
+            for (int i = 0; i < 4; i++) kr[u][i] = vr[u][i] = make_uint4(0, 0, 0, 0);
             if (Fused && j == new_j) {  // (a branch: the cache loads keep to the global space)
                 const uint4* kp = reinterpret_cast<const uint4*>(knew + sub * 32);
+                const uint4* vp = reinterpret_cast<const uint4*>(vnew + sub * 32);
 #pragma unroll
-                for (int i = 0; i < 4; i++) kr[u][i] = kp[i];
+                for (int i = 0; i < 4; i++) {
+                    kr[u][i] = kp[i];
+                    vr[u][i] = vp[i];
+                }
             } else if (j < r.j1) {
                 const uint4* kp = reinterpret_cast<const uint4*>(kbase + (size_t)j * kv_dim);
+                const uint4* vp = reinterpret_cast<const uint4*>(vbase + (size_t)j * kv_dim);
 #pragma unroll
-                for (int i = 0; i < 4; i++) kr[u][i] = kp[i];
+                for (int i = 0; i < 4; i++) {
+                    kr[u][i] = kp[i];
+                    vr[u][i] = vp[i];
+                }
             }
         }
-#pragma unroll
-        for (int k = 0; k < KS; k++) {
-            const uint32_t j = jb + k;
-            vr[k].clear();
-            if (Fused && j == new_j) vr[k].load(vnew + lane * DV);
-            else if (j < r.j1) vr[k].load(vbase + (size_t)j * kv_dim);
-        }
-        float s[U], smax = -FLT_MAX;
+        float s[U];
 #pragma unroll
         for (int u = 0; u < U; u++) {
             s[u] = 0.0f;
@@ -427,40 +395,49 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
             for (int o = 1; o < L; o <<= 1) s[u] += __shfl_xor_sync(0xffffffffu, s[u], o);
             s[u] *= p.scale;
-            if (jb + u * KW + g < r.j1) smax = fmaxf(smax, s[u]);
         }
+        float mnew = m;
 #pragma unroll
-        for (int o = L; o < 32; o <<= 1) smax = fmaxf(smax, __shfl_xor_sync(0xffffffffu, smax, o));
-        const float mnew = fmaxf(m, smax);  // (key jb is always in range: smax is a score)
+        for (int u = 0; u < U; u++)
+            if (jb + u * KW + g < r.j1) mnew = fmaxf(mnew, s[u]);
         const float corr = expf(m - mnew);
         l *= corr;
 #pragma unroll
-        for (int d = 0; d < DV; d++) acc[d] *= corr;
-        float e[U];
+        for (int d = 0; d < 32; d++) acc[d] *= corr;
 #pragma unroll
         for (int u = 0; u < U; u++) {
-            e[u] = jb + u * KW + g < r.j1 ? expf(s[u] - mnew) : 0.0f;
-            if (sub == 0) l += e[u];  // (one lane a key; the warp's lanes add up at the end)
-        }
+            if (jb + u * KW + g >= r.j1) continue;
+            const float e = expf(s[u] - mnew);
+            l += e;
 #pragma unroll
-        for (int k = 0; k < KS; k++) {
-            const float w = __shfl_sync(0xffffffffu, e[k / KW], (k % KW) * L);
-            float vf[DV];
-            vr[k].to_floats(vf);
+            for (int i = 0; i < 4; i++) {
+                float vf[8];
+                halves8(vr[u][i], vf);
 #pragma unroll
-            for (int d = 0; d < DV; d++) acc[d] += w * vf[d];
+                for (int x = 0; x < 8; x++) acc[8 * i + x] += e * vf[x];
+            }
         }
         m = mnew;
     }
+    // The warp's lane groups meet (lanes sub, sub + L, ... hold the same dims).
 #pragma unroll
-    for (int o = 1; o < 32; o <<= 1) l += __shfl_xor_sync(0xffffffffu, l, o);
+    for (int o = L; o < 32; o <<= 1) {
+        const float m2 = __shfl_xor_sync(0xffffffffu, m, o), l2 = __shfl_xor_sync(0xffffffffu, l, o);
+        const float mn = fmaxf(m, m2), c1 = expf(m - mn), c2 = expf(m2 - mn);
+        l = l * c1 + l2 * c2;
+#pragma unroll
+        for (int d = 0; d < 32; d++) acc[d] = acc[d] * c1 + __shfl_xor_sync(0xffffffffu, acc[d], o) * c2;
+        m = mn;
+    }
     __shared__ float wm[kWarps], wl[kWarps], wacc[kWarps][HD];
     if (lane == 0) {
         wm[warp] = m;
         wl[warp] = l;
     }
+    if (lane < L) {
 #pragma unroll
-    for (int d = 0; d < DV; d++) wacc[warp][lane * DV + d] = acc[d];
+        for (int d = 0; d < 32; d++) wacc[warp][sub * 32 + d] = acc[d];
+    }
     __syncthreads();
     finish_head(p, h, split, r.used, n_splits, wm, wl, &wacc[0][0], HD, out, partials, counters, q8);
 }
