@@ -311,14 +311,10 @@ constexpr int lean_blocks_per_sm() {
 // to warps of their own (twice the rows in flight that one warp doing both
 // in turn would have). The block's warps leave their sums in shared memory;
 // a thread per output row adds them up in a fixed order.
-// Norm (float formats, p.norm): every block applies the input RMSNorm to x
-// into shared memory (K floats of dynamic shared memory) itself, so no
-// normalize kernel runs before this one (AKUNU_CUDA_GEMV_FLOAT_NORM=block).
-template <class F, bool Norm = false>
+template <class F>
 __global__ void __launch_bounds__(kWarps * 32, lean_blocks_per_sm<F>())
     gemv_multi_lean_kernel(MultiGemvParams p, Geometry g, LeanX x, uint32_t prefetch, int split, const uint8_t* W0,
-                           const uint8_t* W1, const uint8_t* W2, float* y0, float* y1, float* y2,
-                           const float* norm_w) {
+                           const uint8_t* W1, const uint8_t* W2, float* y0, float* y1, float* y2) {
     __shared__ float sums[kWarps];
     const int K = (int)p.K, warp = threadIdx.x / 32;
     const bool gated = p.mode == kGemvSiluGate || p.mode == kGemvGeluGate;
@@ -335,23 +331,8 @@ __global__ void __launch_bounds__(kWarps * 32, lean_blocks_per_sm<F>())
                         row < (int)p.N[p.mode == kGemvSeparate ? mat : 0];
     const uint8_t* W = mat == 0 ? W0 : mat == 1 ? W1 : W2;
     if (active && prefetch && part == 0) prefetch_row(W, g.elems[mat], g.bytes[mat], row, K, prefetch);  // (as gemv_multi_kernel)
-    if constexpr (Norm)
-        for (int i = 4 * threadIdx.x; i < K; i += 4 * blockDim.x) prefetch_l1(norm_w + i);
     pdl_wait();
     pdl_launch_dependents();
-    if constexpr (Norm) {  // as the normalize kernel: x * scale * (w + offset)
-        extern __shared__ __align__(16) float xn[];
-        const float scale = rms_scale4(x.f, (uint32_t)K, p.eps);
-        for (int i = 4 * threadIdx.x; i < K; i += 4 * blockDim.x) {
-            const float4 v = *reinterpret_cast<const float4*>(x.f + i);
-            const float* w = norm_w + i;  // (the norm weights may be only 4-byte aligned)
-            *reinterpret_cast<float4*>(xn + i) =
-                make_float4(v.x * scale * (w[0] + p.weight_offset), v.y * scale * (w[1] + p.weight_offset),
-                            v.z * scale * (w[2] + p.weight_offset), v.w * scale * (w[3] + p.weight_offset));
-        }
-        __syncthreads();
-        x.f = xn;
-    }
     float acc = 0.0f;
     if (active) lean_row_dot<F>(p.dtype[mat], W + row * ((size_t)(K / g.elems[mat]) * g.bytes[mat]), K, x, &acc, part, split);
     acc = warp_sum(acc);
@@ -388,7 +369,7 @@ __global__ void __launch_bounds__(kWarps * 32, lean_blocks_per_sm<F>())
 }
 
 using LeanKernel = void (*)(MultiGemvParams, Geometry, LeanX, uint32_t, int, const uint8_t*, const uint8_t*,
-                            const uint8_t*, float*, float*, float*, const float*);
+                            const uint8_t*, float*, float*, float*);
 
 uint32_t total_rows(const MultiGemvParams& p);
 uint32_t matrices_used(const MultiGemvParams& p);
@@ -449,18 +430,6 @@ LeanKernel lean_kernel(const MultiGemvParams& p, uint32_t used) {
     return gemv_multi_lean_kernel<AnyQ8>;
 }
 
-// Whether a one-token float GEMV behind the input norm takes the lean
-// kernel with the norm in every block (its Norm variant) instead of a
-// normalize kernel before it: AKUNU_CUDA_GEMV_FLOAT_NORM=block (A/B runs),
-// where x fits 48 KiB of shared memory.
-bool float_norm_in_block(const MultiGemvParams& p) {
-    static const bool on = [] {
-        const char* e = std::getenv("AKUNU_CUDA_GEMV_FLOAT_NORM");
-        return e && std::string(e) == "block";
-    }();
-    return on && p.norm && p.n_tokens == 1 && p.K % 4 == 0 && (size_t)p.K * sizeof(float) <= 48 * 1024;
-}
-
 // The lean kernel for float rows where every matrix shares one float format
 // and x needs no norm in the blocks (kp.norm clear: a kernel of its own or a
 // Q8Link writer normalized it); nullptr otherwise, or with
@@ -471,16 +440,13 @@ bool float_norm_in_block(const MultiGemvParams& p) {
 // at 4 blocks an SM (64 registers) 1045 / 897, at 8 (32, spilling) 1036 / 922.
 LeanKernel float_lean_kernel(const MultiGemvParams& kp, uint32_t used) {
     static const bool off = env_switched_off("AKUNU_CUDA_GEMV_FLOAT_LEAN");
-    if (off || kp.n_tokens != 1) return nullptr;
-    if (kp.norm && !float_norm_in_block(kp)) return nullptr;
+    if (off || kp.norm || kp.n_tokens != 1) return nullptr;
     for (uint32_t i = 1; i < used; i++)
         if (kp.dtype[i] != kp.dtype[0]) return nullptr;
     switch (kp.dtype[0]) {
-        case GGML_F16:
-            return kp.norm ? gemv_multi_lean_kernel<Half<false, true>, true> : gemv_multi_lean_kernel<Half<false, true>>;
-        case GGML_BF16:
-            return kp.norm ? gemv_multi_lean_kernel<Half<true, true>, true> : gemv_multi_lean_kernel<Half<true, true>>;
-        case GGML_F32: return kp.norm ? gemv_multi_lean_kernel<F32, true> : gemv_multi_lean_kernel<F32>;
+        case GGML_F16: return gemv_multi_lean_kernel<Half<false, true>>;
+        case GGML_BF16: return gemv_multi_lean_kernel<Half<true, true>>;
+        case GGML_F32: return gemv_multi_lean_kernel<F32>;
         default: return nullptr;
     }
 }
@@ -621,7 +587,7 @@ bool gemv_multi_q8_input(const CudaArgs& a, Q8Link* link) {
         q8 = q8 && gemv_q8::has_q8_layout(p.dtype[i]) && lane_layout_fits(p.dtype[i], p.K, a.buf[2 + i]);
     if (q8 && rounds_in_block(p)) return false;
     // float GEMVs read x itself, or behind the norm a kernel of its own computes (which a writer may do instead)
-    if (!q8 && (!p.norm || norm_at() != NormAt::Kernel || float_norm_in_block(p))) return false;
+    if (!q8 && (!p.norm || norm_at() != NormAt::Kernel)) return false;
     *link = Q8Link{a.b<float>(0), p.K, p.n_tokens};
     if (p.norm) link->norm = ActQ8Norm{a.b<float>(1), p.eps, p.weight_offset};
     link->f32 = !q8;
@@ -685,7 +651,7 @@ void launch_gemv_multi(const CudaArgs& a) {
     if (p.norm && !q8 && a.f32_in) {
         x = a.f32_in;  // normalized by the command before: a Q8Link
         kp.norm = 0;
-    } else if (p.norm && !q8 && norm_at() == NormAt::Kernel && !(float_norm_in_block(p) && float_lean_kernel(p, used))) {
+    } else if (p.norm && !q8 && norm_at() == NormAt::Kernel) {
         float* xn = nullptr;
         if (normalize_activations(a, x, p.n_tokens, p.K, norm, &xn)) {
             x = xn;
@@ -710,10 +676,8 @@ void launch_gemv_multi(const CudaArgs& a) {
         const int split = lean_split(p);
         const int rows_per_block = kWarps / (split * (is_gated(p) ? 2 : 1));
         const unsigned lean_blocks = (total_rows(p) + rows_per_block - 1) / rows_per_block;
-        const size_t lean_shared = !q8 && kp.norm ? (size_t)p.K * sizeof(float) : 0;  // (float_norm_in_block)
-        launch_pdl(lean, lean_blocks, kWarps * 32, lean_shared, a.stream, kp, g, LeanX{xq, x}, prefetch, split,
-                   a.b<uint8_t>(2), a.b<uint8_t>(3), a.b<uint8_t>(4), a.b<float>(5), a.b<float>(6), a.b<float>(7),
-                   a.b<float>(1));
+        launch_pdl(lean, lean_blocks, kWarps * 32, 0, a.stream, kp, g, LeanX{xq, x}, prefetch, split,
+                   a.b<uint8_t>(2), a.b<uint8_t>(3), a.b<uint8_t>(4), a.b<float>(5), a.b<float>(6), a.b<float>(7));
         return;
     }
     auto* k = q8 ? kernel_for<true, AnyFormat>(p.n_tokens) : float_kernel(p, used);
