@@ -75,6 +75,7 @@ same_outputs() {  # name, setting A, setting B, digest arguments
 }
 same_outputs q8_link "AKUNU_CUDA_GEMV_LEAN=0 AKUNU_CUDA_Q8_LINK=all" "AKUNU_CUDA_GEMV_LEAN=0 AKUNU_CUDA_Q8_LINK=0"
 same_outputs attn_fuse "AKUNU_CUDA_ATTN_FUSE=1" "AKUNU_CUDA_ATTN_FUSE=0" --long
+same_outputs attn_early "AKUNU_CUDA_ATTN_EARLY=1" "AKUNU_CUDA_ATTN_EARLY=0" --long
 if command -v compute-sanitizer > /dev/null; then
     compute-sanitizer --tool memcheck --error-exitcode 3 $PY - <<'PY' > "$OUT/memcheck.log" 2>&1
 import akunu, random_gguf

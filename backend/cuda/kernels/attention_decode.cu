@@ -273,7 +273,8 @@ template <int HD, bool Fused>
 __global__ void __launch_bounds__(kWarps * 32)
     attention_decode_groups_kernel(AttentionParams p, uint32_t n_splits, const float* q, uint16_t* kc,
                                    uint16_t* vc, float* out, float* partials, uint32_t* counters,
-                                   const uint32_t* replay_pos, ActQ8 q8, bool prefetch, HeadPrologue pro) {
+                                   const uint32_t* replay_pos, ActQ8 q8, bool prefetch, bool early,
+                                   HeadPrologue pro) {
     constexpr int L = HD / 32, KW = 32 / L, U = kKeyUnroll;
     const uint32_t h = blockIdx.x, split = blockIdx.y;
     const SplitRange r = split_range(p, n_splits, split, replay_pos);
@@ -297,10 +298,40 @@ __global__ void __launch_bounds__(kWarps * 32)
     __shared__ __align__(16) uint16_t knew[Fused ? HD : 8], vnew[Fused ? HD : 8];
     uint32_t new_j = UINT32_MAX;
     HeadPairs pairs{};
-    if constexpr (Fused) pairs = head_pairs_at(pro.p, r.pos, pro.factors);
+    if constexpr (Fused) pairs = head_pairs_at(pro.p, r.pos, pro.factors, pro.q_norm, pro.k_norm);
     if (prefetch) prefetch_kv_rows<HD>(kc, vc, (size_t)r.lo + r.j0, r.j1 - r.j0, kv_dim, koff);
+    // The K / V rows of the warp's first step, into registers before the wait
+    // (AKUNU_CUDA_ATTN_EARLY=0: after it). Rows of keys before this step's
+    // were written by earlier steps, by kernels that had finished before the
+    // one ahead of this started (launch_pdl: every kernel waits before it
+    // lets its dependents start), so only this step's row (jnew, the
+    // prologue's) waits. Their latency overlaps the kernel ahead.
+    const uint16_t* kbase = kc + (size_t)r.lo * kv_dim + koff + sub * 32;
+    const uint16_t* vbase = vc + (size_t)r.lo * kv_dim + koff + sub * 32;
+    const uint32_t jnew = r.pos - r.lo;
+    auto load_rows = [&](uint32_t jb, uint4 (&kr)[U][4], uint4 (&vr)[U][4]) {
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const uint32_t j = jb + u * KW + g;
+#pragma unroll
+            for (int i = 0; i < 4; i++) kr[u][i] = vr[u][i] = make_uint4(0, 0, 0, 0);
+            if (j < r.j1 && j != jnew) {
+                const uint4* kp = reinterpret_cast<const uint4*>(kbase + (size_t)j * kv_dim);
+                const uint4* vp = reinterpret_cast<const uint4*>(vbase + (size_t)j * kv_dim);
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    kr[u][i] = kp[i];
+                    vr[u][i] = vp[i];
+                }
+            }
+        }
+    };
+    uint4 kr[U][4], vr[U][4];
+    const uint32_t jfirst = r.j0 + warp * KW * U;
+    if (early) load_rows(jfirst, kr, vr);
     pdl_wait();
     pdl_launch_dependents();
+    if (!early) load_rows(jfirst, kr, vr);
     if constexpr (Fused) {
         const uint32_t group = p.n_heads / p.n_kv_heads, kvh = h / group;
         const bool has_new = split == r.used - 1;
@@ -316,7 +347,7 @@ __global__ void __launch_bounds__(kWarps * 32)
                 vnew[i1] = f32_to_f16(pro.v[kvh * HD + i1]);
             }
         }
-        norm_rope_pairs(pro.p, pairs, has_new, qs, pro.q_norm, ks, pro.k_norm);
+        norm_rope_pairs(pro.p, pairs, has_new, qs, ks);
         if (pairs.active) {
             qs[i0] = pairs.a0;
             qs[i1] = pairs.a1;
@@ -347,20 +378,17 @@ __global__ void __launch_bounds__(kWarps * 32)
         qh[2 * i] = __floats2half2_rn(v.x, v.y);
         qh[2 * i + 1] = __floats2half2_rn(v.z, v.w);
     }
-    const uint16_t* kbase = kc + (size_t)r.lo * kv_dim + koff + sub * 32;
-    const uint16_t* vbase = vc + (size_t)r.lo * kv_dim + koff + sub * 32;
-
     float m = -FLT_MAX, l = 0.0f, acc[32];
 #pragma unroll
     for (int d = 0; d < 32; d++) acc[d] = 0.0f;
-    for (uint32_t jb = r.j0 + warp * KW * U; jb < r.j1; jb += kWarps * KW * U) {  // warp-uniform
-        uint4 kr[U][4], vr[U][4];
+    for (uint32_t jb = jfirst; jb < r.j1; jb += kWarps * KW * U) {  // warp-uniform
+        if (jb != jfirst) load_rows(jb, kr, vr);
+        // this step's key: Fused, from shared memory (the cache row is this
+        // kernel's to write); else from the cache, which the prologue wrote
 #pragma unroll
         for (int u = 0; u < U; u++) {
-            const uint32_t j = jb + u * KW + g;
-#pragma unroll
-            for (int i = 0; i < 4; i++) kr[u][i] = vr[u][i] = make_uint4(0, 0, 0, 0);
-            if (Fused && j == new_j) {  // (a branch: the cache loads keep to the global space)
+            if (jb + u * KW + g != jnew || jnew >= r.j1) continue;
+            if (Fused && new_j == jnew) {  // (a branch: the cache loads keep to the global space)
                 const uint4* kp = reinterpret_cast<const uint4*>(knew + sub * 32);
                 const uint4* vp = reinterpret_cast<const uint4*>(vnew + sub * 32);
 #pragma unroll
@@ -368,9 +396,9 @@ __global__ void __launch_bounds__(kWarps * 32)
                     kr[u][i] = kp[i];
                     vr[u][i] = vp[i];
                 }
-            } else if (j < r.j1) {
-                const uint4* kp = reinterpret_cast<const uint4*>(kbase + (size_t)j * kv_dim);
-                const uint4* vp = reinterpret_cast<const uint4*>(vbase + (size_t)j * kv_dim);
+            } else {
+                const uint4* kp = reinterpret_cast<const uint4*>(kbase + (size_t)jnew * kv_dim);
+                const uint4* vp = reinterpret_cast<const uint4*>(vbase + (size_t)jnew * kv_dim);
 #pragma unroll
                 for (int i = 0; i < 4; i++) {
                     kr[u][i] = kp[i];
@@ -460,6 +488,13 @@ bool attention_prefetch() {
     return on;
 }
 
+// Whether the lane-group kernel loads its first step's K / V rows before the
+// programmatic wait (see there); AKUNU_CUDA_ATTN_EARLY=0: after it.
+bool attention_early() {
+    static const bool on = !env_switched_off("AKUNU_CUDA_ATTN_EARLY");
+    return on;
+}
+
 // Which kernel: lane groups per key (default) or AKUNU_CUDA_ATTN_DECODE=warp_per_key.
 bool warp_per_key() {
     static const bool on = [] {
@@ -493,7 +528,7 @@ template <int HD>
 void launch_groups(const CudaArgs& a, const AttentionParams& p, dim3 grid, uint32_t n_splits, float* partials,
                    uint32_t* counters) {
     void (*kernel)(AttentionParams, uint32_t, const float*, uint16_t*, uint16_t*, float*, float*, uint32_t*,
-                   const uint32_t*, ActQ8, bool, HeadPrologue) = attention_decode_groups_kernel<HD, false>;
+                   const uint32_t*, ActQ8, bool, bool, HeadPrologue) = attention_decode_groups_kernel<HD, false>;
     HeadPrologue pro{};
     if (a.absorbed.set) {
         kernel = attention_decode_groups_kernel<HD, true>;
@@ -503,7 +538,8 @@ void launch_groups(const CudaArgs& a, const AttentionParams& p, dim3 grid, uint3
         if (pro.p.has_freq_factors) pro.factors = qk.b<float>(5);
     }
     launch_pdl(kernel, grid, kWarps * 32, 0, a.stream, p, n_splits, a.b<float>(0), a.b<uint16_t>(1),
-               a.b<uint16_t>(2), a.b<float>(3), partials, counters, a.replay_pos, a.q8_out, attention_prefetch(), pro);
+               a.b<uint16_t>(2), a.b<float>(3), partials, counters, a.replay_pos, a.q8_out, attention_prefetch(),
+               attention_early(), pro);
 }
 
 }  // namespace

@@ -10,28 +10,40 @@ namespace akunu {
 
 // Thread j < head_dim / 2 of a block holds RoPE pair j of one or two head
 // rows (HeadPairs: a, and b where two_rows), as registers. The pair's angle
-// depends on the position and weights only (rope_pair_at: before the wait).
+// and its QK-norm weights (wa for row a, wb for row b, when p.has_qk_norm)
+// depend on the position and weights only: taken before the wait, the
+// weights' load latency is off the path after it.
 struct HeadPairs {
     RopePair at;
-    bool active;          // threadIdx.x < head_dim / 2
+    bool active;           // threadIdx.x < head_dim / 2
     float a0, a1, b0, b1;  // the rows' pair elements
+    float wa0, wa1, wb0, wb1;  // the pair's norm weights, offset added
 };
 
-__device__ inline HeadPairs head_pairs_at(const QKRopeKVParams& p, uint32_t pos, const float* factors) {
+__device__ inline HeadPairs head_pairs_at(const QKRopeKVParams& p, uint32_t pos, const float* factors,
+                                          const float* wa, const float* wb) {
     HeadPairs h{};
     h.active = threadIdx.x < p.head_dim / 2;
-    if (h.active)
+    if (h.active) {
         h.at = rope_pair_at(threadIdx.x, p.head_dim, p.neox != 0, (float)pos, p.freq_scale, p.freq_base, factors);
+        if (p.has_qk_norm) {
+            h.wa0 = wa[h.at.i0] + p.weight_offset;
+            h.wa1 = wa[h.at.i1] + p.weight_offset;
+            if (wb) {
+                h.wb0 = wb[h.at.i0] + p.weight_offset;
+                h.wb1 = wb[h.at.i1] + p.weight_offset;
+            }
+        }
+    }
     return h;
 }
 
-// Normalizes (QK norm, weights wa / wb, when p.has_qk_norm) and rotates the
-// held pairs: the rmsnorm and rope kernels' arithmetic. Every thread of the
-// block calls it; with the norm, the pairs go to the shared rows sa / sb
-// (head_dim floats) and warp 0 sums a's squares, warp 1 b's, in double, in an
-// order that does not depend on the block size.
-__device__ inline void norm_rope_pairs(const QKRopeKVParams& p, HeadPairs& h, bool two_rows, float* sa,
-                                       const float* wa, float* sb, const float* wb) {
+// Normalizes (QK norm, the weights head_pairs_at took, when p.has_qk_norm)
+// and rotates the held pairs: the rmsnorm and rope kernels' arithmetic.
+// Every thread of the block calls it; with the norm, the pairs go to the
+// shared rows sa / sb (head_dim floats) and warp 0 sums a's squares, warp 1
+// b's, in double, in an order that does not depend on the block size.
+__device__ inline void norm_rope_pairs(const QKRopeKVParams& p, HeadPairs& h, bool two_rows, float* sa, float* sb) {
     if (p.has_qk_norm) {
         __shared__ float scale[2];
         const uint32_t hd = p.head_dim, warp = threadIdx.x / 32;
@@ -53,11 +65,11 @@ __device__ inline void norm_rope_pairs(const QKRopeKVParams& p, HeadPairs& h, bo
         }
         __syncthreads();
         if (h.active) {
-            h.a0 = h.a0 * scale[0] * (wa[h.at.i0] + p.weight_offset);
-            h.a1 = h.a1 * scale[0] * (wa[h.at.i1] + p.weight_offset);
+            h.a0 = h.a0 * scale[0] * h.wa0;
+            h.a1 = h.a1 * scale[0] * h.wa1;
             if (two_rows) {
-                h.b0 = h.b0 * scale[1] * (wb[h.at.i0] + p.weight_offset);
-                h.b1 = h.b1 * scale[1] * (wb[h.at.i1] + p.weight_offset);
+                h.b0 = h.b0 * scale[1] * h.wb0;
+                h.b1 = h.b1 * scale[1] * h.wb1;
             }
         }
     }

@@ -22,7 +22,9 @@ __global__ void __launch_bounds__(kThreads)
     const uint32_t t = blockIdx.x, head = blockIdx.y, hd = p.head_dim;
     const uint32_t qd = p.n_heads * hd, kvd = p.n_kv_heads * hd;
     const uint32_t pos = replay_position(replay_pos, p.pos0) + t;
-    HeadPairs pairs = head_pairs_at(p, pos, factors);  // (position and weights only: before the wait)
+    // (position and weights only: before the wait; a V head's blocks take none)
+    const bool is_q = head < p.n_heads;
+    HeadPairs pairs = head_pairs_at(p, pos, factors, is_q ? q_norm : k_norm, nullptr);
     pdl_wait();
     pdl_launch_dependents();
     if (head >= p.n_heads + p.n_kv_heads) {  // a V head: straight to the cache
@@ -31,7 +33,6 @@ __global__ void __launch_bounds__(kThreads)
             vc[(size_t)pos * kvd + j * hd + d] = f32_to_f16(v[(size_t)t * kvd + j * hd + d]);
         return;
     }
-    const bool is_q = head < p.n_heads;
     const uint32_t j = is_q ? head : head - p.n_heads;
     float* row = is_q ? q + (size_t)t * qd + j * hd : k + (size_t)t * kvd + j * hd;
     if (pairs.active) {
@@ -39,7 +40,7 @@ __global__ void __launch_bounds__(kThreads)
         pairs.a1 = row[pairs.at.i1];
     }
     __shared__ float r[256];
-    norm_rope_pairs(p, pairs, false, r, is_q ? q_norm : k_norm, nullptr, nullptr);
+    norm_rope_pairs(p, pairs, false, r, nullptr);
     if (!pairs.active) return;
     row[pairs.at.i0] = pairs.a0;
     row[pairs.at.i1] = pairs.a1;
