@@ -17,7 +17,10 @@ cd "$(dirname "$0")/.."
 S=/tmp/sess
 MODELS=/tmp/bench-models
 LLB=/tmp/llama.cpp/build/bin
-ALL=qwen3-0.6b,llama-3.2-1b,llama-3.1-8b
+# SESSION_SHAPES: fewer shapes; SESSION_QUICK=1: the side-by-side table alone
+# (no checks, A/B, bandwidth or profiles: when device time is short)
+ALL=${SESSION_SHAPES:-qwen3-0.6b,llama-3.2-1b,llama-3.1-8b}
+QUICK=${SESSION_QUICK:-0}
 
 step() { echo "[$(date +%T)] $*" >> $S/progress.txt; }
 
@@ -64,6 +67,14 @@ m = akunu.load("/tmp/blas.gguf", device="cuda", n_ctx=256)
 print("forced cuBLAS prefill generate ok:", m.generate("hello world " * 20, max_tokens=4).tokens)
 PY
 )"
+    if [ "$QUICK" = 1 ]; then
+        for i in $(seq 1 240); do [ -f $S/quant_done ] && break; sleep 5; done
+        step "side-by-side benchmark"
+        SHAPES=$ALL python3 tools/bench_cuda.py bench $MODELS $LLB > $S/bench.md 2> $S/bench.err
+        step "done"
+        touch $S/all_done
+        return
+    fi
     step "cuda_check"
     bash tools/cuda_check.sh $S/check > $S/check.log 2>&1
     step "cuda_check exit $? ($(grep -h -E '[0-9]+ (passed|failed)|q8 link' $S/check/test_kernels.log $S/check/test_cuda.log | tr '\n' ' '))"
@@ -74,10 +85,11 @@ PY
     [ -n "$BENCH_ENV" ] && step "benchmarks run with$BENCH_ENV" && export $BENCH_ENV
     for i in $(seq 1 120); do [ -f $S/models_done ] && break; sleep 5; done
     for i in $(seq 1 240); do [ -f $S/quant_done ] && break; sleep 5; done
-    step "decode A/B: the lean kernel for float rows"
-    for s in qwen3-0.6b llama-3.2-1b llama-3.1-8b; do
-        ab $MODELS/$s-F16.gguf tg - AKUNU_CUDA_GEMV_FLOAT_LEAN=0 AKUNU_CUDA_GEMV_FLOAT_SPLIT=1
+    step "decode A/B: the attention's K/V loads before the wait, the lean kernel for float rows"
+    for f in qwen3-0.6b-F16 qwen3-0.6b-Q4_0; do
+        ab $MODELS/$f.gguf tg - AKUNU_CUDA_ATTN_EARLY=0
     done > $S/decode_ab.txt 2>&1
+    ab $MODELS/llama-3.1-8b-F16.gguf tg - AKUNU_CUDA_GEMV_FLOAT_LEAN=0 >> $S/decode_ab.txt 2>&1
     ab $MODELS/llama-3.1-8b-Q4_0.gguf pp - AKUNU_CUDA_REPACK=0 >> $S/decode_ab.txt 2>&1
     step "side-by-side benchmark"
     SHAPES=$ALL python3 tools/bench_cuda.py bench $MODELS $LLB > $S/bench.md 2> $S/bench.err
