@@ -246,6 +246,17 @@ __device__ __forceinline__ void halves8(const uint4& w, float* f) {
     }
 }
 
+// A lane's 32 dims of one key's K and V rows (64 bytes each, 16-byte aligned).
+__device__ __forceinline__ void load_slices(const uint16_t* k, const uint16_t* v, uint4 (&kr)[4], uint4 (&vr)[4]) {
+    const uint4* kp = reinterpret_cast<const uint4*>(k);
+    const uint4* vp = reinterpret_cast<const uint4*>(v);
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        kr[i] = kp[i];
+        vr[i] = vp[i];
+    }
+}
+
 // Before the wait (the previous kernel, the prologue, still writing this
 // step's row), asks L2 for the block's K and V rows: rows of earlier steps,
 // long evicted by the step's weights, so their DRAM latency overlaps the
@@ -315,15 +326,7 @@ __global__ void __launch_bounds__(kWarps * 32)
             const uint32_t j = jb + u * KW + g;
 #pragma unroll
             for (int i = 0; i < 4; i++) kr[u][i] = vr[u][i] = make_uint4(0, 0, 0, 0);
-            if (j < r.j1 && j != jnew) {
-                const uint4* kp = reinterpret_cast<const uint4*>(kbase + (size_t)j * kv_dim);
-                const uint4* vp = reinterpret_cast<const uint4*>(vbase + (size_t)j * kv_dim);
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    kr[u][i] = kp[i];
-                    vr[u][i] = vp[i];
-                }
-            }
+            if (j < r.j1 && j != jnew) load_slices(kbase + (size_t)j * kv_dim, vbase + (size_t)j * kv_dim, kr[u], vr[u]);
         }
     };
     uint4 kr[U][4], vr[U][4];
@@ -388,23 +391,10 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
         for (int u = 0; u < U; u++) {
             if (jb + u * KW + g != jnew || jnew >= r.j1) continue;
-            if (Fused && new_j == jnew) {  // (a branch: the cache loads keep to the global space)
-                const uint4* kp = reinterpret_cast<const uint4*>(knew + sub * 32);
-                const uint4* vp = reinterpret_cast<const uint4*>(vnew + sub * 32);
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    kr[u][i] = kp[i];
-                    vr[u][i] = vp[i];
-                }
-            } else {
-                const uint4* kp = reinterpret_cast<const uint4*>(kbase + (size_t)jnew * kv_dim);
-                const uint4* vp = reinterpret_cast<const uint4*>(vbase + (size_t)jnew * kv_dim);
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    kr[u][i] = kp[i];
-                    vr[u][i] = vp[i];
-                }
-            }
+            if (Fused && new_j == jnew)  // (a branch: the cache loads keep to the global space)
+                load_slices(knew + sub * 32, vnew + sub * 32, kr[u], vr[u]);
+            else
+                load_slices(kbase + (size_t)jnew * kv_dim, vbase + (size_t)jnew * kv_dim, kr[u], vr[u]);
         }
         float s[U];
 #pragma unroll
