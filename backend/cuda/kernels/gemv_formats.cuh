@@ -85,8 +85,7 @@ struct Q4KGroup {
 // scales and mins come out of the words by shifts and masks, the same for
 // every g (blocks::q4k_scale_min's byte reads branch on the sub-block, so
 // a warp's lanes of different g split there).
-__device__ __forceinline__ Q4KGroup q4k_group(const uint8_t* blk, int g) {
-    const uint4 head = *reinterpret_cast<const uint4*>(blk);
+__device__ __forceinline__ Q4KGroup q4k_group(const uint4 head, int g) {
     const float d = f16_to_f32((uint16_t)(head.x & 0xFFFF)), dmin = f16_to_f32((uint16_t)(head.x >> 16));
     const int sh = 16 * (g % 2);  // this g's byte pair within a scale word
     const uint32_t s0 = head.y >> sh, s1 = head.z >> sh, s2 = head.w >> sh;
@@ -96,6 +95,9 @@ __device__ __forceinline__ Q4KGroup q4k_group(const uint8_t* blk, int g) {
     const uint32_t mn = g < 2 ? s1 & 0x3F3Fu : ((s2 >> 4) & 0x0F0Fu) | ((s1 >> 2) & 0x3030u);
     return Q4KGroup{d * (float)(sc & 0xFF), dmin * (float)(mn & 0xFF), d * (float)((sc >> 8) & 0xFF),
                     dmin * (float)((mn >> 8) & 0xFF)};
+}
+__device__ __forceinline__ Q4KGroup q4k_group(const uint8_t* blk, int g) {
+    return q4k_group(*reinterpret_cast<const uint4*>(blk), g);
 }
 
 struct Q4_K {

@@ -176,7 +176,7 @@ __device__ void norm_round_for_next(const MultiGemvParams& p, const float* y0, c
 }
 
 template <bool Q8, int M, class F>
-__global__ void __launch_bounds__(kWarps * 32)
+__global__ void __launch_bounds__(kWarps * 32, Q8 && M == 1 ? 4 : 1)
     gemv_multi_kernel(MultiGemvParams p, Geometry g, const float* __restrict__ x, const float* __restrict__ norm_w,
                       ActQ8 xq, uint32_t prefetch, const uint8_t* W0, const uint8_t* W1, const uint8_t* W2, float* y0,
                       float* y1, float* y2, Q8Out next) {
@@ -300,10 +300,9 @@ __device__ __forceinline__ void lean_row_dot(uint32_t dtype, const uint8_t* r, i
 // register budget (32, 40, 48 or 64 a thread) its loop fits without spilling.
 template <class F>
 constexpr int lean_blocks_per_sm() {
-    return std::is_same_v<F, gemv_q8::Q4_0> || std::is_same_v<F, gemv_q8::Q8_0> ? 8
-           : std::is_same_v<F, gemv_q8::Q4_0X8> || is_float_format<F>()         ? 6
-           : std::is_same_v<F, gemv_q8::Q6_KX8>                                 ? 4
-                                                                                : 5;
+    return std::is_same_v<F, gemv_q8::Q4_0> || is_float_format<F>()       ? 6
+           : std::is_same_v<F, gemv_q8::Q6_KX8> || std::is_same_v<F, AnyQ8> ? 4
+                                                                            : 5;
 }
 
 // Warps an output row takes: `split` warps a matrix row (each a share of its

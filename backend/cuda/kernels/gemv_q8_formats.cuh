@@ -40,19 +40,29 @@ __device__ __forceinline__ int4 ld_i4(const int8_t* p) { return *reinterpret_cas
 // 32-register budget: checked with ptxas).
 template <int Bytes, int QhAt, int QsAt, bool HasMin, int Offset>
 struct Nibble32 {
-    static constexpr int kElems = 32, kBytes = Bytes, kLanes = 2;
+    static constexpr int kElems = 32, kBytes = Bytes, kLanes = 2, kInFlight = 4;
     // Bits 0..3 of n as bit 4 of bytes 0..3 (the fifth bits of four values).
     __device__ static uint32_t fifth_bits(uint32_t n) { return (((n & 0xFu) * 0x00204081u) & 0x01010101u) << 4; }
+    struct Regs {
+        uint32_t dm, q0, q1, qh;  // d (and m above it), the lane's 8 nibble bytes, the fifth bits
+    };
+    __device__ static Regs load(const uint8_t* blk, int sub) {
+        Regs r;
+        r.dm = HasMin ? ld_u32_from_u16(blk) : ld_u16(blk);
+        r.q0 = ld_u32_from_u16(blk + QsAt + 8 * sub);
+        r.q1 = ld_u32_from_u16(blk + QsAt + 4 + 8 * sub);
+        r.qh = QhAt >= 0 ? ld_u32_from_u16(blk + (QhAt >= 0 ? QhAt : 0)) : 0u;
+        return r;
+    }
     template <int M>
-    __device__ static void dot(const uint8_t* blk, int sub, const int8_t* xq, const float2* ds, int K, int m,
-                               float* acc) {
-        const float d = f16_to_f32((uint16_t)ld_u16(blk));
+    __device__ static void apply(const Regs& r, int sub, const int8_t* xq, const float2* ds, int K, int m,
+                                 float* acc) {
+        const float d = f16_to_f32((uint16_t)(r.dm & 0xFFFFu));
         float mn = 0.0f;
-        if constexpr (HasMin) mn = f16_to_f32((uint16_t)ld_u16(blk + 2));
-        const uint32_t q0 = ld_u32_from_u16(blk + QsAt + 8 * sub), q1 = ld_u32_from_u16(blk + QsAt + 4 + 8 * sub);
-        uint32_t lo0 = q0 & kNibbles, lo1 = q1 & kNibbles, hi0 = (q0 >> 4) & kNibbles, hi1 = (q1 >> 4) & kNibbles;
+        if constexpr (HasMin) mn = f16_to_f32((uint16_t)(r.dm >> 16));
+        uint32_t lo0 = r.q0 & kNibbles, lo1 = r.q1 & kNibbles, hi0 = (r.q0 >> 4) & kNibbles, hi1 = (r.q1 >> 4) & kNibbles;
         if constexpr (QhAt >= 0) {
-            const uint32_t qh = ld_u32_from_u16(blk + QhAt), l = qh >> (8 * sub), h = qh >> (16 + 8 * sub);
+            const uint32_t l = r.qh >> (8 * sub), h = r.qh >> (16 + 8 * sub);
             lo0 |= fifth_bits(l), lo1 |= fifth_bits(l >> 4), hi0 |= fifth_bits(h), hi1 |= fifth_bits(h >> 4);
         }
 #pragma unroll
@@ -76,18 +86,25 @@ using Q5_0 = Nibble32<22, 2, 6, false, 16>;
 using Q5_1 = Nibble32<24, 4, 8, true, 0>;
 
 struct Q8_0 {
-    static constexpr int kElems = 32, kBytes = 34, kLanes = 2;  // a lane: 16 weights
-    template <int M>
-    __device__ static void dot(const uint8_t* blk, int sub, const int8_t* xq, const float2* ds, int K, int m,
-                               float* acc) {
-        const float d = f16_to_f32((uint16_t)ld_u16(blk));
-        uint32_t w[4];
+    static constexpr int kElems = 32, kBytes = 34, kLanes = 2, kInFlight = 4;  // a lane: 16 weights
+    struct Regs {
+        uint32_t d, w[4];
+    };
+    __device__ static Regs load(const uint8_t* blk, int sub) {
+        Regs r;
+        r.d = ld_u16(blk);
 #pragma unroll
-        for (int i = 0; i < 4; i++) w[i] = ld_u32_from_u16(blk + 2 + 16 * sub + 4 * i);
+        for (int i = 0; i < 4; i++) r.w[i] = ld_u32_from_u16(blk + 2 + 16 * sub + 4 * i);
+        return r;
+    }
+    template <int M>
+    __device__ static void apply(const Regs& r, int sub, const int8_t* xq, const float2* ds, int K, int m,
+                                 float* acc) {
+        const float d = f16_to_f32((uint16_t)r.d);
 #pragma unroll
         for (int t = 0; t < M; t++) {
             if (t >= m) break;
-            const int s = dp4a4(w, ld_i4(xq + (size_t)t * K + 16 * sub));
+            const int s = dp4a4(r.w, ld_i4(xq + (size_t)t * K + 16 * sub));
             acc[t] += d * ds[(size_t)t * (K / 32)].x * (float)s;
         }
     }
@@ -95,13 +112,20 @@ struct Q8_0 {
 
 // Q4_K (layout: gemv_formats::Q4_K).
 struct Q4_K {
-    static constexpr int kElems = 256, kBytes = 144, kLanes = 8;  // a lane: 16 bytes, 32 weights
-    template <int M>
-    __device__ static void dot(const uint8_t* blk, int sub, const int8_t* xq, const float2* ds, int K, int m,
-                               float* acc) {
+    static constexpr int kElems = 256, kBytes = 144, kLanes = 8, kInFlight = 2;  // a lane: 16 bytes, 32 weights
+    struct Regs {
+        uint4 head, q;  // d, dmin and the packed scales; the lane's nibbles
+    };
+    __device__ static Regs load(const uint8_t* blk, int sub) {
         const int g = sub / 2, o = 16 * (sub % 2);
-        const gemv_formats::Q4KGroup s = gemv_formats::q4k_group(blk, g);
-        const uint4 q = *reinterpret_cast<const uint4*>(blk + 16 + 32 * g + o);
+        return Regs{*reinterpret_cast<const uint4*>(blk), *reinterpret_cast<const uint4*>(blk + 16 + 32 * g + o)};
+    }
+    template <int M>
+    __device__ static void apply(const Regs& r, int sub, const int8_t* xq, const float2* ds, int K, int m,
+                                 float* acc) {
+        const int g = sub / 2, o = 16 * (sub % 2);
+        const gemv_formats::Q4KGroup s = gemv_formats::q4k_group(r.head, g);
+        const uint4 q = r.q;
         const uint32_t lo[4] = {q.x & kNibbles, q.y & kNibbles, q.z & kNibbles, q.w & kNibbles};
         const uint32_t hi[4] = {(q.x >> 4) & kNibbles, (q.y >> 4) & kNibbles, (q.z >> 4) & kNibbles,
                                 (q.w >> 4) & kNibbles};
@@ -121,12 +145,19 @@ struct Q4_K {
 // a lane a block: its d, then its quants in one (Q4_0) or two (Q8_0) aligned
 // 16-byte loads, where the GGUF layouts take 2-byte loads.
 struct Q4_0X8 {
-    static constexpr int kElems = 256, kBytes = 144, kLanes = 8;  // a lane: block `sub` of the group
+    static constexpr int kElems = 256, kBytes = 144, kLanes = 8, kInFlight = 4;  // a lane: block `sub` of the group
+    struct Regs {
+        uint32_t d;
+        uint4 q;
+    };
+    __device__ static Regs load(const uint8_t* grp, int sub) {
+        return Regs{ld_u16(grp + 2 * sub), *reinterpret_cast<const uint4*>(grp + 16 + 16 * sub)};
+    }
     template <int M>
-    __device__ static void dot(const uint8_t* grp, int sub, const int8_t* xq, const float2* ds, int K, int m,
-                               float* acc) {
-        const float d = f16_to_f32((uint16_t)ld_u16(grp + 2 * sub));
-        const uint4 q = *reinterpret_cast<const uint4*>(grp + 16 + 16 * sub);
+    __device__ static void apply(const Regs& r, int sub, const int8_t* xq, const float2* ds, int K, int m,
+                                 float* acc) {
+        const float d = f16_to_f32((uint16_t)r.d);
+        const uint4 q = r.q;
         const uint32_t lo[4] = {q.x & kNibbles, q.y & kNibbles, q.z & kNibbles, q.w & kNibbles};
         const uint32_t hi[4] = {(q.x >> 4) & kNibbles, (q.y >> 4) & kNibbles, (q.z >> 4) & kNibbles,
                                 (q.w >> 4) & kNibbles};
@@ -142,14 +173,20 @@ struct Q4_0X8 {
 };
 
 struct Q8_0X8 {
-    static constexpr int kElems = 256, kBytes = 272, kLanes = 8;  // a lane: block `sub` of the group
+    static constexpr int kElems = 256, kBytes = 272, kLanes = 8, kInFlight = 2;  // a lane: block `sub` of the group
+    struct Regs {
+        uint32_t d;
+        uint4 q0, q1;
+    };
+    __device__ static Regs load(const uint8_t* grp, int sub) {
+        return Regs{ld_u16(grp + 2 * sub), *reinterpret_cast<const uint4*>(grp + 16 + 32 * sub),
+                    *reinterpret_cast<const uint4*>(grp + 32 + 32 * sub)};
+    }
     template <int M>
-    __device__ static void dot(const uint8_t* grp, int sub, const int8_t* xq, const float2* ds, int K, int m,
-                               float* acc) {
-        const float d = f16_to_f32((uint16_t)ld_u16(grp + 2 * sub));
-        const uint4 q0 = *reinterpret_cast<const uint4*>(grp + 16 + 32 * sub);
-        const uint4 q1 = *reinterpret_cast<const uint4*>(grp + 32 + 32 * sub);
-        const uint32_t w0[4] = {q0.x, q0.y, q0.z, q0.w}, w1[4] = {q1.x, q1.y, q1.z, q1.w};
+    __device__ static void apply(const Regs& r, int sub, const int8_t* xq, const float2* ds, int K, int m,
+                                 float* acc) {
+        const float d = f16_to_f32((uint16_t)r.d);
+        const uint32_t w0[4] = {r.q0.x, r.q0.y, r.q0.z, r.q0.w}, w1[4] = {r.q1.x, r.q1.y, r.q1.z, r.q1.w};
 #pragma unroll
         for (int t = 0; t < M; t++) {
             if (t >= m) break;
@@ -168,17 +205,31 @@ __device__ __forceinline__ uint32_t minus32(uint32_t w) { return ((w | 0x8080808
 // Half n (128 elements) at l: ql[64n + l] and ql[64n + 32 + l] give elements
 // 128n + {0, 64} + l and 128n + {32, 96} + l through low / high nibbles.
 struct Q6_K {
-    static constexpr int kElems = 256, kBytes = 210, kLanes = 16;  // a lane: 4 positions l, 16 weights
-    template <int M>
-    __device__ static void dot(const uint8_t* blk, int sub, const int8_t* xq, const float2* ds, int K, int m,
-                               float* acc) {
+    static constexpr int kElems = 256, kBytes = 210, kLanes = 16, kInFlight = 4;  // a lane: 4 positions l, 16 weights
+    struct Regs {
+        uint32_t qa, qb, qh;  // elements 128n + {0, 64} + l; 128n + {32, 96} + l; their high bits
+        uint32_t sc;          // the int8 scales 2j of the lane's half (bytes j = 0..3)
+        uint32_t d;
+    };
+    __device__ static Regs load(const uint8_t* blk, int sub) {
         const int n = sub / 8, l0 = 4 * (sub % 8);
-        const uint32_t qa = ld_u32_from_u16(blk + 64 * n + l0);       // elements 128n + l, + 64 (high)
-        const uint32_t qb = ld_u32_from_u16(blk + 64 * n + 32 + l0);  // elements 128n + 32 + l, + 96
-        const uint32_t qh = ld_u32_from_u16(blk + 128 + 32 * n + l0);
-        const int8_t* sc = reinterpret_cast<const int8_t*>(blk + 192 + 8 * n + l0 / 16);
-        const float d = f16_to_f32((uint16_t)ld_u16(blk + 208));
-        const float s[4] = {d * sc[0], d * sc[2], d * sc[4], d * sc[6]};
+        const uint8_t* sc = blk + 192 + 8 * n + l0 / 16;
+        Regs r;
+        r.qa = ld_u32_from_u16(blk + 64 * n + l0);
+        r.qb = ld_u32_from_u16(blk + 64 * n + 32 + l0);
+        r.qh = ld_u32_from_u16(blk + 128 + 32 * n + l0);
+        r.sc = (uint32_t)sc[0] | (uint32_t)sc[2] << 8 | (uint32_t)sc[4] << 16 | (uint32_t)sc[6] << 24;
+        r.d = ld_u16(blk + 208);
+        return r;
+    }
+    template <int M>
+    __device__ static void apply(const Regs& r, int sub, const int8_t* xq, const float2* ds, int K, int m,
+                                 float* acc) {
+        const int n = sub / 8, l0 = 4 * (sub % 8);
+        const uint32_t qa = r.qa, qb = r.qb, qh = r.qh;
+        const float d = f16_to_f32((uint16_t)r.d);
+        const float s[4] = {d * (float)(int8_t)(r.sc & 0xFF), d * (float)(int8_t)(r.sc >> 8),
+                            d * (float)(int8_t)(r.sc >> 16), d * (float)(int8_t)(r.sc >> 24)};
         const uint32_t w[4] = {minus32((qa & kNibbles) | ((qh << 4) & 0x30303030u)),
                                minus32((qb & kNibbles) | ((qh << 2) & 0x30303030u)),
                                minus32(((qa >> 4) & kNibbles) | (qh & 0x30303030u)),
@@ -203,21 +254,30 @@ struct Q6_K {
 // loads (GGUF's Q6_K above: six 2-byte ones for a quarter of the weights),
 // 64 weights in four runs of 16 (one scale each, j = 0..3 at 32 j).
 struct Q6_KX8 {
-    static constexpr int kElems = 2048, kBytes = 1680, kLanes = 32;
-    template <int M>
-    __device__ static void dot(const uint8_t* grp, int sub, const int8_t* xq, const float2* ds, int K, int m,
-                               float* acc) {
+    static constexpr int kElems = 2048, kBytes = 1680, kLanes = 32, kInFlight = 1;
+    struct Regs {
+        uint4 qa, qb, qh;  // j = 0 low, 2 high; j = 1 low, 3 high; the high bits
+        uint2 sc8;         // scales 8n .. 8n + 7 of block i
+        uint32_t d;
+    };
+    __device__ static Regs load(const uint8_t* grp, int sub) {
         const int i = sub / 4, n = (sub / 2) % 2, k = sub % 2;
-        const uint4 qa = *reinterpret_cast<const uint4*>(grp + 128 * i + 64 * n + 16 * k);       // j = 0 low, 2 high
-        const uint4 qb = *reinterpret_cast<const uint4*>(grp + 128 * i + 64 * n + 32 + 16 * k);  // j = 1 low, 3 high
-        const uint4 qh = *reinterpret_cast<const uint4*>(grp + 1024 + 64 * i + 32 * n + 16 * k);
-        const uint2 sc8 = *reinterpret_cast<const uint2*>(grp + 1536 + 16 * i + 8 * n);  // scales 8n .. 8n + 7
-        const float d = f16_to_f32((uint16_t)ld_u16(grp + 1664 + 2 * i));
+        return Regs{*reinterpret_cast<const uint4*>(grp + 128 * i + 64 * n + 16 * k),
+                    *reinterpret_cast<const uint4*>(grp + 128 * i + 64 * n + 32 + 16 * k),
+                    *reinterpret_cast<const uint4*>(grp + 1024 + 64 * i + 32 * n + 16 * k),
+                    *reinterpret_cast<const uint2*>(grp + 1536 + 16 * i + 8 * n), ld_u16(grp + 1664 + 2 * i)};
+    }
+    template <int M>
+    __device__ static void apply(const Regs& r, int sub, const int8_t* xq, const float2* ds, int K, int m,
+                                 float* acc) {
+        const int i = sub / 4, n = (sub / 2) % 2, k = sub % 2;
+        const uint2 sc8 = r.sc8;
+        const float d = f16_to_f32((uint16_t)r.d);
         // scale of run j: byte 2j + k of sc8
         const float s[4] = {d * (float)(int8_t)(sc8.x >> (8 * k)), d * (float)(int8_t)(sc8.x >> (8 * k + 16)),
                             d * (float)(int8_t)(sc8.y >> (8 * k)), d * (float)(int8_t)(sc8.y >> (8 * k + 16))};
-        const uint32_t a[4] = {qa.x, qa.y, qa.z, qa.w}, b[4] = {qb.x, qb.y, qb.z, qb.w};
-        const uint32_t h[4] = {qh.x, qh.y, qh.z, qh.w};
+        const uint32_t a[4] = {r.qa.x, r.qa.y, r.qa.z, r.qa.w}, b[4] = {r.qb.x, r.qb.y, r.qb.z, r.qb.w};
+        const uint32_t h[4] = {r.qh.x, r.qh.y, r.qh.z, r.qh.w};
         // run by run: one run's 16 weights decoded at a time, fewer registers
         // live than all four at once
 #pragma unroll
@@ -247,12 +307,13 @@ inline bool has_q8_layout(uint32_t dtype) {
            dtype == GGML_Q5_0 || dtype == GGML_Q5_1;
 }
 
-// Row steps a warp keeps in flight: 4, but 2 for Q6_K_X8, whose lane step
-// is 64 weights (its lean kernel, at 4 blocks an SM: 64 registers, no
-// spills with 2; at 5 blocks, 48 registers, it spilled even with 1).
+// Row steps a warp keeps in flight, their weight loads issued together
+// (F::kInFlight): about 64 bytes a lane, so 4 of the 8- to 16-byte lane
+// steps, 2 of Q8_0_X8's and Q4_K's 32 (quants and block head), 1 of
+// Q6_K_X8's 58.
 template <class F>
 __host__ __device__ constexpr int steps_in_flight() {
-    return F::kElems == 2048 ? 2 : 4;
+    return F::kInFlight;
 }
 
 // One row's dot products with the m tokens' 8-bit activations, the warp's
@@ -260,16 +321,31 @@ __host__ __device__ constexpr int steps_in_flight() {
 // With parts > 1 the row is split among that many warps, interleaved by warp
 // steps (each warp's step still reads one contiguous span): this warp does
 // part `part`, and the caller adds the parts.
+// Each batch of steps_in_flight<F>() steps issues every weight load before
+// the first dot product. A loop of load-and-dot steps, even unrolled, had
+// each step wait on its own load (its trip count is known only at run
+// time: the SASS checked each bound between steps), so a warp kept one 16-byte
+// load a lane in flight; rows of 2 to 4 steps (Llama-3.2-1B's K = 2048) were
+// latency-bound on it.
 template <class F, int M>
 __device__ __forceinline__ void row_dot(const uint8_t* row, int K, const int8_t* xq, const float2* ds, int m,
                                         float* acc, int part = 0, int parts = 1) {
-    constexpr int kBlocksPerStep = 32 / F::kLanes;
+    constexpr int kBlocksPerStep = 32 / F::kLanes, kInFlight = steps_in_flight<F>();
     const int lane = threadIdx.x % 32;
-    const int nb = K / F::kElems, sub = lane % F::kLanes;
-#pragma unroll(steps_in_flight<F>())
-    for (int b = lane / F::kLanes + part * kBlocksPerStep; b < nb; b += parts * kBlocksPerStep)
-        F::template dot<M>(row + (size_t)b * F::kBytes, sub, xq + (size_t)b * F::kElems,
-                           ds + (size_t)b * (F::kElems / 32), K, m, acc);
+    const int nb = K / F::kElems, sub = lane % F::kLanes, stride = parts * kBlocksPerStep;
+    for (int b = lane / F::kLanes + part * kBlocksPerStep; b < nb; b += kInFlight * stride) {
+        typename F::Regs r[kInFlight];
+#pragma unroll
+        for (int i = 0; i < kInFlight; i++)
+            if (b + i * stride < nb) r[i] = F::load(row + (size_t)(b + i * stride) * F::kBytes, sub);
+#pragma unroll
+        for (int i = 0; i < kInFlight; i++) {
+            const int bi = b + i * stride;
+            if (bi < nb)
+                F::template apply<M>(r[i], sub, xq + (size_t)bi * F::kElems, ds + (size_t)bi * (F::kElems / 32), K,
+                                     m, acc);
+        }
+    }
 }
 
 // row_dot for a format chosen at run time (has_q8_layout(dtype) holds).
