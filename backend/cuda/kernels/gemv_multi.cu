@@ -300,9 +300,10 @@ __device__ __forceinline__ void lean_row_dot(uint32_t dtype, const uint8_t* r, i
 // register budget (32, 40, 48 or 64 a thread) its loop fits without spilling.
 template <class F>
 constexpr int lean_blocks_per_sm() {
-    return std::is_same_v<F, gemv_q8::Q4_0> || is_float_format<F>()       ? 6
-           : std::is_same_v<F, gemv_q8::Q6_KX8> || std::is_same_v<F, AnyQ8> ? 4
-                                                                            : 5;
+    return std::is_same_v<F, gemv_q8::Q4_0>                                   ? 8
+           : std::is_same_v<F, gemv_q8::Q4_0X8> || is_float_format<F>()         ? 6
+           : std::is_same_v<F, gemv_q8::Q6_KX8>                                 ? 4
+                                                                                : 5;
 }
 
 // Warps an output row takes: `split` warps a matrix row (each a share of its

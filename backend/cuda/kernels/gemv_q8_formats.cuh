@@ -40,7 +40,7 @@ __device__ __forceinline__ int4 ld_i4(const int8_t* p) { return *reinterpret_cas
 // 32-register budget: checked with ptxas).
 template <int Bytes, int QhAt, int QsAt, bool HasMin, int Offset>
 struct Nibble32 {
-    static constexpr int kElems = 32, kBytes = Bytes, kLanes = 2, kInFlight = 4;
+    static constexpr int kElems = 32, kBytes = Bytes, kLanes = 2, kInFlight = 1;
     // Bits 0..3 of n as bit 4 of bytes 0..3 (the fifth bits of four values).
     __device__ static uint32_t fifth_bits(uint32_t n) { return (((n & 0xFu) * 0x00204081u) & 0x01010101u) << 4; }
     struct Regs {
@@ -112,7 +112,7 @@ struct Q8_0 {
 
 // Q4_K (layout: gemv_formats::Q4_K).
 struct Q4_K {
-    static constexpr int kElems = 256, kBytes = 144, kLanes = 8, kInFlight = 2;  // a lane: 16 bytes, 32 weights
+    static constexpr int kElems = 256, kBytes = 144, kLanes = 8, kInFlight = 1;  // a lane: 16 bytes, 32 weights
     struct Regs {
         uint4 head, q;  // d, dmin and the packed scales; the lane's nibbles
     };
@@ -145,7 +145,7 @@ struct Q4_K {
 // a lane a block: its d, then its quants in one (Q4_0) or two (Q8_0) aligned
 // 16-byte loads, where the GGUF layouts take 2-byte loads.
 struct Q4_0X8 {
-    static constexpr int kElems = 256, kBytes = 144, kLanes = 8, kInFlight = 4;  // a lane: block `sub` of the group
+    static constexpr int kElems = 256, kBytes = 144, kLanes = 8, kInFlight = 1;  // a lane: block `sub` of the group
     struct Regs {
         uint32_t d;
         uint4 q;
@@ -205,7 +205,7 @@ __device__ __forceinline__ uint32_t minus32(uint32_t w) { return ((w | 0x8080808
 // Half n (128 elements) at l: ql[64n + l] and ql[64n + 32 + l] give elements
 // 128n + {0, 64} + l and 128n + {32, 96} + l through low / high nibbles.
 struct Q6_K {
-    static constexpr int kElems = 256, kBytes = 210, kLanes = 16, kInFlight = 4;  // a lane: 4 positions l, 16 weights
+    static constexpr int kElems = 256, kBytes = 210, kLanes = 16, kInFlight = 1;  // a lane: 4 positions l, 16 weights
     struct Regs {
         uint32_t qa, qb, qh;  // elements 128n + {0, 64} + l; 128n + {32, 96} + l; their high bits
         uint32_t sc;          // the int8 scales 2j of the lane's half (bytes j = 0..3)
@@ -308,9 +308,11 @@ inline bool has_q8_layout(uint32_t dtype) {
 }
 
 // Row steps a warp keeps in flight, their weight loads issued together
-// (F::kInFlight): about 64 bytes a lane, so 4 of the 8- to 16-byte lane
-// steps, 2 of Q8_0_X8's and Q4_K's 32 (quants and block head), 1 of
-// Q6_K_X8's 58.
+// (F::kInFlight): 4 for Q8_0 (16-byte lane steps), 2 for Q8_0_X8 (32), 1
+// (a step's load, then its dot) for the rest. On the H100 (tg128, every layer
+// of Llama-3.2-1B / Qwen3-0.6B, BENCHMARKS.md session 17) batching gained
+// 1-2% on Q8_0 files and cost 0.5-2% on Q4_0_X8 (2 or 4 in flight: 5 blocks
+// an SM instead of 6, or no gain at 6) and Q4_K / Q6_K.
 template <class F>
 __host__ __device__ constexpr int steps_in_flight() {
     return F::kInFlight;
