@@ -311,10 +311,30 @@ constexpr int lean_blocks_per_sm() {
 // to warps of their own (twice the rows in flight that one warp doing both
 // in turn would have). The block's warps leave their sums in shared memory;
 // a thread per output row adds them up in a fixed order.
-template <class F>
+// Paired (gated modes, one integer format): a warp takes an output row's
+// gate and up rows together (gemv_q8::row_dot_pair), no split, no shared sums.
+template <class F, bool Paired = false>
 __global__ void __launch_bounds__(kWarps * 32, lean_blocks_per_sm<F>())
     gemv_multi_lean_kernel(MultiGemvParams p, Geometry g, LeanX x, uint32_t prefetch, int split, const uint8_t* W0,
                            const uint8_t* W1, const uint8_t* W2, float* y0, float* y1, float* y2) {
+    if constexpr (Paired) {
+        const int K = (int)p.K, row = blockIdx.x * kWarps + threadIdx.x / 32;
+        const bool active = row < (int)p.N[0];
+        const size_t row_bytes = (size_t)(K / g.elems[0]) * g.bytes[0];
+        if (active && prefetch) {
+            prefetch_row(W0, g.elems[0], g.bytes[0], row, K, prefetch);
+            prefetch_row(W1, g.elems[0], g.bytes[0], row, K, prefetch);
+        }
+        pdl_wait();
+        pdl_launch_dependents();
+        if (!active) return;
+        float v = 0.0f, u = 0.0f;
+        gemv_q8::row_dot_pair<F>(W0 + row * row_bytes, W1 + row * row_bytes, K, x.q.q, x.q.ds, &v, &u);
+        v = warp_sum(v);
+        u = warp_sum(u);
+        if (threadIdx.x % 32 == 0) y0[row] = (p.mode == kGemvGeluGate ? gelu(v) : silu(v)) * u;
+        return;
+    }
     __shared__ float sums[kWarps];
     const int K = (int)p.K, warp = threadIdx.x / 32;
     const bool gated = p.mode == kGemvSiluGate || p.mode == kGemvGeluGate;
@@ -428,6 +448,24 @@ LeanKernel lean_kernel(const MultiGemvParams& p, uint32_t used) {
         }
     }
     return gemv_multi_lean_kernel<AnyQ8>;
+}
+
+// The paired lean kernel (gate and up rows on one warp) for a gated launch
+// whose two matrices share one integer format; nullptr otherwise, or with
+// AKUNU_CUDA_GEMV_PAIR=0 (a warp a matrix row, for A/B runs).
+LeanKernel paired_lean_kernel(const MultiGemvParams& p) {
+    static const bool off = env_switched_off("AKUNU_CUDA_GEMV_PAIR");
+    if (off || !is_gated(p) || p.dtype[1] != p.dtype[0] || lean_split(p) != 1) return nullptr;
+    switch (p.dtype[0]) {
+        case GGML_Q4_0: return gemv_multi_lean_kernel<gemv_q8::Q4_0, true>;
+        case GGML_Q8_0: return gemv_multi_lean_kernel<gemv_q8::Q8_0, true>;
+        case GGML_Q4_K: return gemv_multi_lean_kernel<gemv_q8::Q4_K, true>;
+        case GGML_Q6_K: return gemv_multi_lean_kernel<gemv_q8::Q6_K, true>;
+        case AKUNU_Q4_0_X8: return gemv_multi_lean_kernel<gemv_q8::Q4_0X8, true>;
+        case AKUNU_Q8_0_X8: return gemv_multi_lean_kernel<gemv_q8::Q8_0X8, true>;
+        case AKUNU_Q6_K_X8: return gemv_multi_lean_kernel<gemv_q8::Q6_KX8, true>;
+        default: return nullptr;
+    }
 }
 
 // The lean kernel for float rows where every matrix shares one float format
@@ -670,8 +708,17 @@ void launch_gemv_multi(const CudaArgs& a) {
     if (shared > kMaxShared) throw Error("gemv_multi: K " + std::to_string(p.K) + " too large to normalize in shared memory");
     const uint32_t prefetch = norm_at() == NormAt::BlockPrefetch ? UINT32_MAX : gemv_prefetch_bytes();
     LeanKernel lean = nullptr;
-    if (q8 && xq.q && p.n_tokens == 1 && !a.q8_out.q && !a.f32_out && lean_fits(p, g)) lean = lean_kernel(p, used);
-    else if (!q8 && !a.q8_out.q && !a.f32_out) lean = float_lean_kernel(kp, used);
+    if (q8 && xq.q && p.n_tokens == 1 && !a.q8_out.q && !a.f32_out && lean_fits(p, g)) {
+        if (LeanKernel paired = paired_lean_kernel(p)) {
+            launch_pdl(paired, (p.N[0] + kWarps - 1) / kWarps, kWarps * 32, 0, a.stream, kp, g, LeanX{xq, x}, prefetch,
+                       1, a.b<uint8_t>(2), a.b<uint8_t>(3), a.b<uint8_t>(4), a.b<float>(5), a.b<float>(6),
+                       a.b<float>(7));
+            return;
+        }
+        lean = lean_kernel(p, used);
+    } else if (!q8 && !a.q8_out.q && !a.f32_out) {
+        lean = float_lean_kernel(kp, used);
+    }
     if (lean) {
         const int split = lean_split(p);
         const int rows_per_block = kWarps / (split * (is_gated(p) ? 2 : 1));
