@@ -453,9 +453,18 @@ LeanKernel lean_kernel(const MultiGemvParams& p, uint32_t used) {
 // The paired lean kernel (gate and up rows on one warp) for a gated launch
 // whose two matrices share one integer format; nullptr otherwise, or with
 // AKUNU_CUDA_GEMV_PAIR=0 (a warp a matrix row, for A/B runs).
+// AKUNU_CUDA_GEMV_PAIR=all: also where the lean rule (lean_fits) says no.
+enum class PairAt { Never, Lean, All };
+PairAt pair_at() {
+    static const PairAt at = [] {
+        const char* e = std::getenv("AKUNU_CUDA_GEMV_PAIR");
+        const std::string v = e ? e : "";
+        return v == "0" ? PairAt::Never : v == "all" ? PairAt::All : PairAt::Lean;
+    }();
+    return at;
+}
 LeanKernel paired_lean_kernel(const MultiGemvParams& p) {
-    static const bool off = env_switched_off("AKUNU_CUDA_GEMV_PAIR");
-    if (off || !is_gated(p) || p.dtype[1] != p.dtype[0] || lean_split(p) != 1) return nullptr;
+    if (pair_at() == PairAt::Never || !is_gated(p) || p.dtype[1] != p.dtype[0] || lean_split(p) != 1) return nullptr;
     switch (p.dtype[0]) {
         case GGML_Q4_0: return gemv_multi_lean_kernel<gemv_q8::Q4_0, true>;
         case GGML_Q8_0: return gemv_multi_lean_kernel<gemv_q8::Q8_0, true>;
@@ -708,14 +717,15 @@ void launch_gemv_multi(const CudaArgs& a) {
     if (shared > kMaxShared) throw Error("gemv_multi: K " + std::to_string(p.K) + " too large to normalize in shared memory");
     const uint32_t prefetch = norm_at() == NormAt::BlockPrefetch ? UINT32_MAX : gemv_prefetch_bytes();
     LeanKernel lean = nullptr;
-    if (q8 && xq.q && p.n_tokens == 1 && !a.q8_out.q && !a.f32_out && lean_fits(p, g)) {
+    const bool lean_q8 = q8 && xq.q && p.n_tokens == 1 && !a.q8_out.q && !a.f32_out;
+    if (lean_q8 && (pair_at() == PairAt::All || lean_fits(p, g))) {
         if (LeanKernel paired = paired_lean_kernel(p)) {
             launch_pdl(paired, (p.N[0] + kWarps - 1) / kWarps, kWarps * 32, 0, a.stream, kp, g, LeanX{xq, x}, prefetch,
                        1, a.b<uint8_t>(2), a.b<uint8_t>(3), a.b<uint8_t>(4), a.b<float>(5), a.b<float>(6),
                        a.b<float>(7));
             return;
         }
-        lean = lean_kernel(p, used);
+        if (lean_fits(p, g)) lean = lean_kernel(p, used);
     } else if (!q8 && !a.q8_out.q && !a.f32_out) {
         lean = float_lean_kernel(kp, used);
     }
