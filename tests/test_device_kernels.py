@@ -465,6 +465,9 @@ X8_MULTI_CASES = {
     "qkv-q4_k-q6_k": (kp.MULTI_SEPARATE, (T.Q4_K, T.Q4_K, T.Q6_K), [4096, 1024, 1024], 4096),
     "qkv-q4_k-q6_k-small": (kp.MULTI_SEPARATE, (T.Q4_K, T.Q4_K, T.Q6_K), [1024, 256, 256], 2048),
     "gate-up-silu-q6_k": (kp.MULTI_SILU, T.Q6_K, [2048, 2048], 2048),
+    # Llama-3.2-1B's gate / up rows: CUDA's paired lean kernel (gate and up on one warp)
+    "gate-up-silu-q4_0-1b": (kp.MULTI_SILU, T.Q4_0, [8192, 8192], 2048),
+    "gate-up-silu-q4_k-1b": (kp.MULTI_SILU, T.Q4_K, [8192, 8192], 2048),
 }
 
 

@@ -308,8 +308,8 @@ constexpr int lean_blocks_per_sm() {
 
 // Warps an output row takes: `split` warps a matrix row (each a share of its
 // K: a short grid still fills the GPU), times 2 where gate and up rows go
-// to warps of their own (twice the rows in flight that one warp doing both
-// in turn would have). The block's warps leave their sums in shared memory;
+// to warps of their own (AKUNU_CUDA_GEMV_PAIR=0; the default pairs them on
+// one warp, see Paired, since each such warp loaded all of x for its row). The block's warps leave their sums in shared memory;
 // a thread per output row adds them up in a fixed order.
 // Paired (gated modes, one integer format): a warp takes an output row's
 // gate and up rows together (gemv_q8::row_dot_pair), no split, no shared sums.
