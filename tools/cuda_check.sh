@@ -23,10 +23,11 @@ status=${PIPESTATUS[0]}
 # error if it does not load) and none (gemm_tc alone), the warp-per-key
 # decode attention, every one-token GEMV through the lean kernel (by default
 # only those of 8 MiB and up), also with its rows split over 8 warps, and the
-# float rows through the general kernel (by default the lean one's).
+# float rows through the general kernel (by default the lean one's), gate and
+# up rows on warps of their own / paired on one warp everywhere.
 for setting in AKUNU_CUDA_GEMV_ROUND_KB=65536 AKUNU_CUDA_PDL=0 AKUNU_CUDA_GEMM=blas AKUNU_CUDA_GEMM=tc \
         AKUNU_CUDA_ATTN_DECODE=warp_per_key AKUNU_CUDA_GEMV_LEAN=1 "AKUNU_CUDA_GEMV_LEAN=1 AKUNU_CUDA_GEMV_SPLIT=8" \
-        AKUNU_CUDA_GEMV_FLOAT_LEAN=0; do
+        AKUNU_CUDA_GEMV_FLOAT_LEAN=0 AKUNU_CUDA_GEMV_PAIR=0 AKUNU_CUDA_GEMV_PAIR=all; do
     # a seed of its own, logged with the failures' messages: a failure can be run again
     seed=$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')
     echo "== $setting (AKUNU_TEST_SEED=$seed)" | tee -a "$OUT/test_kernels.log"
