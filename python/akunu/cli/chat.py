@@ -9,7 +9,9 @@ text is one user message and the answer is printed.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 from typing import Dict, List, Optional
 
 from .common import CliError, add_model_args, add_sampling_args, load_model, run, sampling_kwargs
@@ -42,18 +44,33 @@ class Chat:
 
     def answer(self, text: str, out=sys.stdout) -> None:
         self.messages.append({"role": "user", "content": text})
-        stream = self.model.chat(self.messages, max_tokens=self.args.max_tokens, stream=True,
-                                 **sampling_kwargs(self.args, self.model))
         reply = []
         interrupted = False
+        # Ctrl-C sets a flag that the loop reads after each piece. A
+        # KeyboardInterrupt raised wherever Python code happened to run
+        # could be lost (an exception in a finalizer is only printed): the
+        # answer then ran on to its end.
+        stop = threading.Event()
+        main_thread = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGINT, lambda signum, frame: stop.set()) if main_thread else None
         try:
-            for piece in stream:
-                reply.append(piece)
-                out.write(piece)
-                out.flush()
-        except KeyboardInterrupt:
-            interrupted = True
-            stream.close()
+            stream = self.model.chat(self.messages, max_tokens=self.args.max_tokens, stream=True,
+                                     **sampling_kwargs(self.args, self.model))
+            try:
+                for piece in stream:
+                    reply.append(piece)
+                    out.write(piece)
+                    out.flush()
+                    if stop.is_set():
+                        break
+            except KeyboardInterrupt:  # where the flag's handler could not be set
+                stop.set()
+            if stop.is_set():
+                interrupted = True
+                stream.close()
+        finally:
+            if main_thread:
+                signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
         out.write("\n")
         self.messages.append({"role": "assistant", "content": "".join(reply)})
         if interrupted:
