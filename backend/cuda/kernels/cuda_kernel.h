@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <string>
 #include <cstring>
 #include <utility>
 
@@ -173,6 +174,13 @@ inline int sm_count() {
 inline bool env_switched_off(const char* name) {
     const char* e = std::getenv(name);
     return e && e[0] == '0' && e[1] == '\0';
+}
+
+// The environment's value of `name`, "" when unset (A/B switches with a
+// choice of paths; callers keep the answer in a static).
+inline std::string env_string(const char* name) {
+    const char* e = std::getenv(name);
+    return e ? e : "";
 }
 
 // AKUNU_CUDA_PDL=0 launches plainly (A/B runs); GPUs before sm_90 never use it.

@@ -430,23 +430,29 @@ int lean_split(const MultiGemvParams& p) {
     return fixed == 2 || fixed == 4 || (fixed == 8 && pair == 1) ? fixed : 1;
 }
 
+// The lean kernel compiled for one integer format (Paired: gate and up rows
+// on one warp); nullptr for a format without one.
+template <bool Paired>
+LeanKernel typed_lean_kernel(uint32_t dtype) {
+    switch (dtype) {
+        case GGML_Q4_0: return gemv_multi_lean_kernel<gemv_q8::Q4_0, Paired>;
+        case GGML_Q8_0: return gemv_multi_lean_kernel<gemv_q8::Q8_0, Paired>;
+        case GGML_Q4_K: return gemv_multi_lean_kernel<gemv_q8::Q4_K, Paired>;
+        case GGML_Q6_K: return gemv_multi_lean_kernel<gemv_q8::Q6_K, Paired>;
+        case AKUNU_Q4_0_X8: return gemv_multi_lean_kernel<gemv_q8::Q4_0X8, Paired>;
+        case AKUNU_Q8_0_X8: return gemv_multi_lean_kernel<gemv_q8::Q8_0X8, Paired>;
+        case AKUNU_Q6_K_X8: return gemv_multi_lean_kernel<gemv_q8::Q6_KX8, Paired>;
+        default: return nullptr;
+    }
+}
+
 // The lean kernel for these matrices: compiled for their one format, or the
 // switch where they mix (Q4_K_M files: Q4_K beside Q6_K).
 LeanKernel lean_kernel(const MultiGemvParams& p, uint32_t used) {
     bool uniform = true;
     for (uint32_t i = 1; i < used; i++) uniform = uniform && p.dtype[i] == p.dtype[0];
-    if (uniform) {
-        switch (p.dtype[0]) {
-            case GGML_Q4_0: return gemv_multi_lean_kernel<gemv_q8::Q4_0>;
-            case GGML_Q8_0: return gemv_multi_lean_kernel<gemv_q8::Q8_0>;
-            case GGML_Q4_K: return gemv_multi_lean_kernel<gemv_q8::Q4_K>;
-            case GGML_Q6_K: return gemv_multi_lean_kernel<gemv_q8::Q6_K>;
-            case AKUNU_Q4_0_X8: return gemv_multi_lean_kernel<gemv_q8::Q4_0X8>;
-            case AKUNU_Q8_0_X8: return gemv_multi_lean_kernel<gemv_q8::Q8_0X8>;
-            case AKUNU_Q6_K_X8: return gemv_multi_lean_kernel<gemv_q8::Q6_KX8>;
-            default: break;
-        }
-    }
+    if (uniform)
+        if (LeanKernel k = typed_lean_kernel<false>(p.dtype[0])) return k;
     return gemv_multi_lean_kernel<AnyQ8>;
 }
 
@@ -457,24 +463,14 @@ LeanKernel lean_kernel(const MultiGemvParams& p, uint32_t used) {
 enum class PairAt { Never, Lean, All };
 PairAt pair_at() {
     static const PairAt at = [] {
-        const char* e = std::getenv("AKUNU_CUDA_GEMV_PAIR");
-        const std::string v = e ? e : "";
+        const std::string v = env_string("AKUNU_CUDA_GEMV_PAIR");
         return v == "0" ? PairAt::Never : v == "all" ? PairAt::All : PairAt::Lean;
     }();
     return at;
 }
 LeanKernel paired_lean_kernel(const MultiGemvParams& p) {
     if (pair_at() == PairAt::Never || !is_gated(p) || p.dtype[1] != p.dtype[0] || lean_split(p) != 1) return nullptr;
-    switch (p.dtype[0]) {
-        case GGML_Q4_0: return gemv_multi_lean_kernel<gemv_q8::Q4_0, true>;
-        case GGML_Q8_0: return gemv_multi_lean_kernel<gemv_q8::Q8_0, true>;
-        case GGML_Q4_K: return gemv_multi_lean_kernel<gemv_q8::Q4_K, true>;
-        case GGML_Q6_K: return gemv_multi_lean_kernel<gemv_q8::Q6_K, true>;
-        case AKUNU_Q4_0_X8: return gemv_multi_lean_kernel<gemv_q8::Q4_0X8, true>;
-        case AKUNU_Q8_0_X8: return gemv_multi_lean_kernel<gemv_q8::Q8_0X8, true>;
-        case AKUNU_Q6_K_X8: return gemv_multi_lean_kernel<gemv_q8::Q6_KX8, true>;
-        default: return nullptr;
-    }
+    return typed_lean_kernel<true>(p.dtype[0]);
 }
 
 // The lean kernel for float rows where every matrix shares one float format
@@ -539,8 +535,7 @@ using Kernel = void (*)(MultiGemvParams, Geometry, const float*, const float*, A
 enum class NormAt { Kernel, Block, BlockPrefetch };
 NormAt norm_at() {
     static const NormAt at = [] {
-        const char* e = std::getenv("AKUNU_CUDA_GEMV_NORM");
-        const std::string v = e ? e : "";
+        const std::string v = env_string("AKUNU_CUDA_GEMV_NORM");
         return v == "block" ? NormAt::Block : v == "prefetch" ? NormAt::BlockPrefetch : NormAt::Kernel;
     }();
     return at;

@@ -51,7 +51,8 @@ struct Nibble32 {
         r.dm = HasMin ? ld_u32_from_u16(blk) : ld_u16(blk);
         r.q0 = ld_u32_from_u16(blk + QsAt + 8 * sub);
         r.q1 = ld_u32_from_u16(blk + QsAt + 4 + 8 * sub);
-        r.qh = QhAt >= 0 ? ld_u32_from_u16(blk + (QhAt >= 0 ? QhAt : 0)) : 0u;
+        r.qh = 0u;
+        if constexpr (QhAt >= 0) r.qh = ld_u32_from_u16(blk + QhAt);
         return r;
     }
     template <int M>
