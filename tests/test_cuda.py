@@ -56,6 +56,22 @@ def test_quantized_models_match_cpu(path):
     compare(path, 3e-2)
 
 
+@pytest.mark.parametrize("path", QUANTIZED, ids=[os.path.basename(p) for p in QUANTIZED])
+def test_decode_steps_match_cpu(path):
+    """One-token decode steps, logits step by step: the decode GEMVs and the
+    Q8Links between them (a writer rounding the next command's input), which
+    the logits of a prefill do not run and greedy tokens check only loosely."""
+    other = cuda_or_skip(path, n_ctx=256)
+    cpu = akunu.load(path, n_ctx=256)
+    ids = np.random.default_rng(7).integers(0, cpu.config["vocab_size"], 20).tolist()
+    for m in (cpu, other):
+        m._core().prefill(ids)
+    for t in ids[:6]:
+        lc, lo = cpu._core().decode_logits(t), other._core().decode_logits(t)
+        err = rel_l2(lo, lc)
+        assert err < 3e-2, f"{os.path.basename(path)}: decode step relative L2 {err:.2e}"
+
+
 @pytest.mark.parametrize("arch", ["llama", "gemma"])
 def test_regrouped_q6_k_model_matches_cpu(tmp_path, arch):
     """Q4_K / Q6_K blocks placed as Q4_K_M places them, at a width (2048)

@@ -37,6 +37,16 @@ for setting in AKUNU_CUDA_GEMV_ROUND_KB=65536 AKUNU_CUDA_PDL=0 AKUNU_CUDA_GEMM=b
 done
 PYTHONUNBUFFERED=1 $PY -m pytest -q -rs -s tests/test_cuda.py 2>&1 | tee "$OUT/test_cuda.log"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
+# The Q8Links the defaults leave out, decode step by step against the CPU:
+# the attention's alone; gate + up's in-block writer everywhere; every
+# writer (the counters' where no in-block one fits), also with the counters alone.
+for setting in AKUNU_CUDA_Q8_LINK=attention AKUNU_CUDA_Q8_LINK_BLOCK=all AKUNU_CUDA_Q8_LINK=all \
+        "AKUNU_CUDA_Q8_LINK=all AKUNU_CUDA_Q8_LINK_BLOCK=0"; do
+    echo "== $setting" | tee -a "$OUT/test_cuda.log"
+    env $setting $PY -m pytest -q tests/test_cuda.py -k "decode_steps or quantized_models or regrouped" 2>&1 |
+        grep -E "^E |^FAILED|passed|failed" | tail -8 | tee -a "$OUT/test_cuda.log"
+    [ "${PIPESTATUS[0]}" = 0 ] || status=1
+done
 # Q4_0 / Q8_0 weights in GGUF's layout (the default regroups them at load): the models again.
 echo "== AKUNU_CUDA_REPACK=0" | tee -a "$OUT/test_cuda.log"
 AKUNU_CUDA_REPACK=0 $PY -m pytest -q tests/test_cuda.py -k "models_match_cpu or greedy or hf_directories" 2>&1 |
@@ -74,7 +84,10 @@ same_outputs() {  # name, setting A, setting B, digest arguments
         diff "$OUT/${name}_a.txt" "$OUT/${name}_b.txt" | head; status=1
     fi
 }
-same_outputs q8_link "AKUNU_CUDA_GEMV_LEAN=0 AKUNU_CUDA_Q8_LINK=all" "AKUNU_CUDA_GEMV_LEAN=0 AKUNU_CUDA_Q8_LINK=0"
+same_outputs q8_link "AKUNU_CUDA_GEMV_LEAN=0 AKUNU_CUDA_Q8_LINK=all AKUNU_CUDA_Q8_LINK_BLOCK=0" "AKUNU_CUDA_GEMV_LEAN=0 AKUNU_CUDA_Q8_LINK=0"
+# (gate + up's in-block writer rounds as the rounding kernel does; the
+# residual one rounds ahead of the norm's scale, so it is not in a pair)
+same_outputs gate_block "AKUNU_CUDA_Q8_LINK=attention,gate-block AKUNU_CUDA_Q8_LINK_BLOCK=all" "AKUNU_CUDA_Q8_LINK=attention"
 same_outputs attn_fuse "AKUNU_CUDA_ATTN_FUSE=1" "AKUNU_CUDA_ATTN_FUSE=0" --long
 same_outputs attn_early "AKUNU_CUDA_ATTN_EARLY=1" "AKUNU_CUDA_ATTN_EARLY=0" --long
 if command -v compute-sanitizer > /dev/null; then

@@ -1,5 +1,6 @@
 #include "cuda_device.h"
 
+#include <algorithm>
 #include <string>
 
 #include "core/dispatch_table.h"
@@ -219,17 +220,27 @@ CudaArgs CudaDevice::command_args(const DispatchCmd& cmd, const ReplayState& st,
 // default the attention's (its output rounded for the O projection as it is
 // written: one kernel a layer fewer; H100 tg128 Q4_0 Llama-3.1-8B 351.0 vs
 // 342.3 tok/s, Qwen3-0.6B 1155.7 vs 1125.7). The gate and residual writers
-// run on gemv_multi_kernel, not the lean one, and were slower (BENCHMARKS.md).
-// "0" none, "all", or a list of attention / gate / residual.
+// with counters run on gemv_multi_kernel, not the lean one, and were slower
+// (BENCHMARKS.md). A comma list of attention, gate, residual (each with its
+// 32-row block writer), gate-block, residual-block (those alone); "all"; "0".
 static uint32_t q8_link_kinds() {
     static const uint32_t kinds = [] {
         const char* e = std::getenv("AKUNU_CUDA_Q8_LINK");
-        const std::string v = e ? e : "attention";
-        if (v == "all") return (uint32_t)(kQ8LinkAttention | kQ8LinkGate | kQ8LinkResidual);
+        const std::string v = e ? e : "attention,gate-block,residual-block";
+        if (v == "all") return (uint32_t)(kQ8LinkAttention | kQ8LinkGate | kQ8LinkResidual | kQ8LinkGateBlock |
+                                          kQ8LinkResidualBlock);
         uint32_t k = 0;
-        if (v.find("attention") != std::string::npos) k |= kQ8LinkAttention;
-        if (v.find("gate") != std::string::npos) k |= kQ8LinkGate;
-        if (v.find("residual") != std::string::npos) k |= kQ8LinkResidual;
+        size_t at = 0;
+        while (at <= v.size()) {
+            const size_t end = std::min(v.find(',', at), v.size());
+            const std::string name = v.substr(at, end - at);
+            if (name == "attention") k |= kQ8LinkAttention;
+            if (name == "gate") k |= kQ8LinkGate | kQ8LinkGateBlock;
+            if (name == "residual") k |= kQ8LinkResidual | kQ8LinkResidualBlock;
+            if (name == "gate-block") k |= kQ8LinkGateBlock;
+            if (name == "residual-block") k |= kQ8LinkResidualBlock;
+            at = end + 1;
+        }
         return k;
     }();
     return kinds;
@@ -244,6 +255,7 @@ static void link_q8(const CudaKernelEntry* we, CudaArgs& writer, const CudaKerne
         !re->q8_input(reader, &in) || !(out.kind & q8_link_kinds()))
         return;
     if ((in.norm.weight || in.f32) && !out.norms) return;
+    if (out.defers_norm && (in.f32 || (in.norm.weight && !in.scales))) return;
     if (out.x != in.x || out.K != in.K || out.m != in.m) return;
     // the half the writer does not read its own linked input from (its own
     // rounding or normalization goes to half 0)
@@ -257,6 +269,8 @@ static void link_q8(const CudaKernelEntry* we, CudaArgs& writer, const CudaKerne
     } else {
         ActQ8 region;
         if (!act_q8_layout(reader, in.m, in.K, half, &region)) return;
+        if (out.defers_norm && in.norm.weight && !act_q8_sumsq_layout(reader, in.m, in.K, half, in.norm.eps, &region))
+            return;
         writer.q8_out = region;
         reader.q8_in = region;
     }

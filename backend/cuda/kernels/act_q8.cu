@@ -86,6 +86,16 @@ bool act_q8_layout(const CudaArgs& a, uint32_t m, uint32_t K, int half, ActQ8* o
     return true;
 }
 
+bool act_q8_sumsq_layout(const CudaArgs& a, uint32_t m, uint32_t K, int half, float eps, ActQ8* out) {
+    const size_t half_bytes = a.act_scratch_bytes / 2 / 256 * 256;
+    const uint8_t* base = a.act_scratch + (half ? half_bytes : 0);
+    const size_t at = (reinterpret_cast<const uint8_t*>(out->ds + (size_t)m * (K / kQ8Block)) - base + 255) / 256 * 256;
+    if (m != 1 || at + (K / kQ8Block) * sizeof(float) > half_bytes) return false;
+    out->sumsq = reinterpret_cast<float*>(a.act_scratch + (half ? half_bytes : 0) + at);
+    out->eps = eps;
+    return true;
+}
+
 bool quantize_activations(const CudaArgs& a, const float* x, uint32_t x_stride, uint32_t m, uint32_t K,
                           const ActQ8Norm& norm, ActQ8* out) {
     if (x_stride % 4 != 0 || (reinterpret_cast<uintptr_t>(x) & 15) != 0 || !act_q8_layout(a, m, K, 0, out))

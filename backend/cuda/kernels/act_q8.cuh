@@ -59,6 +59,9 @@ __device__ inline void round_row_q8(const float* __restrict__ xr, uint32_t K, co
 // One 32-value block held one value a lane by a whole warp (lane i: value
 // i): the same bytes as round_row_q8 writes for it (the same d, reciprocal
 // and rounding), to q[0..32) and *ds. Every lane of the warp calls it.
+// HalfScale false: d kept in float (values ahead of their norm's scale,
+// ActQ8::sumsq, whose size F16 would not bound).
+template <bool HalfScale = true>
 __device__ inline void round_block32_warp(float v, int8_t* q, float2* ds) {
     float amax = fabsf(v);
 #pragma unroll
@@ -71,9 +74,22 @@ __device__ inline void round_block32_warp(float v, int8_t* q, float2* ds) {
     const int lane = threadIdx.x % 32;
     q[lane] = (int8_t)qi;
     if (lane == 0) {
-        const float d16 = __half2float(__float2half_rn(d));
+        const float d16 = HalfScale ? __half2float(__float2half_rn(d)) : d;
         *ds = make_float2(d16, d16 * (float)sum);
     }
+}
+
+// The scale a reader of x applies to its dot products: 1, or where x was
+// rounded ahead of its RMSNorm's scale (ActQ8::sumsq) 1 / sqrt(sum(x^2) / K +
+// eps), the K / 32 partial sums added by the warp in a fixed order (every
+// warp gets the same float). Every lane of the warp calls it.
+__device__ __forceinline__ float act_scale(const ActQ8& x, int K) {
+    if (!x.sumsq) return 1.0f;
+    float s = 0.0f;
+    for (int i = threadIdx.x % 32; i < K / kQ8Block; i += 32) s += x.sumsq[i];
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    return 1.0f / sqrtf(s / (float)K + x.eps);
 }
 
 }  // namespace akunu

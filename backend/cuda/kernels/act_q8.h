@@ -20,6 +20,11 @@ constexpr int kQ8Block = 32;
 // writer writes the other half from the one it reads (CudaDevice::launch_commands).
 bool act_q8_layout(const CudaArgs& a, uint32_t m, uint32_t K, int half, ActQ8* out);
 
+// Room after that rounding (out as act_q8_layout gave it) for the sums of
+// squares of a rounding done ahead of its norm's scale (ActQ8::sumsq; one
+// token); false when it does not fit.
+bool act_q8_sumsq_layout(const CudaArgs& a, uint32_t m, uint32_t K, int half, float eps, ActQ8* out);
+
 // The same for m tokens of K floats (a float reader's Q8Link).
 bool act_f32_layout(const CudaArgs& a, uint32_t m, uint32_t K, int half, float** out);
 

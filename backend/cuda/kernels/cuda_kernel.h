@@ -20,6 +20,13 @@ class BlasGemm;  // gemm_blas.h
 struct ActQ8 {
     int8_t* q = nullptr;
     float2* ds = nullptr;
+    // Set where the rounding was done ahead of its RMSNorm's scale (a block
+    // writer sees only 32 of the values): q, ds are x * (weight + offset)
+    // rounded, with d kept in float, and sumsq holds the sums of x^2 of each
+    // 32 values; the reader multiplies its dot products by
+    // 1 / sqrt(sum / K + eps) (act_scale). One token only.
+    float* sumsq = nullptr;
+    float eps = 0.0f;
 };
 
 // The RMSNorm applied before rounding to 8 bits (x * scale * (weight +
@@ -43,6 +50,11 @@ enum Q8LinkKind : uint32_t {
     kQ8LinkAttention = 1,  // decode attention -> output projection
     kQ8LinkGate = 2,       // gate + up + activation -> down projection
     kQ8LinkResidual = 4,   // projection + residual -> the next normed projection
+    // The same two rounded inside 32-row blocks (no counters, fences or
+    // serial tail; one token); the residual one leaves the norm's scale to
+    // the reader (ActQ8::sumsq).
+    kQ8LinkGateBlock = 8,
+    kQ8LinkResidualBlock = 16,
 };
 
 struct Q8Link {
@@ -52,6 +64,8 @@ struct Q8Link {
     bool norms = false;     // writer: whether it can apply one (it sees every value)
     bool f32 = false;       // reader: wants the normalized values as floats, not rounded
     uint32_t kind = 0;      // writer: its Q8LinkKind
+    bool defers_norm = false;  // writer: rounds x * (weight + offset), the reader scales (ActQ8::sumsq)
+    bool scales = false;       // reader: can apply that scale
 };
 
 // A command's bound buffers (already offset) and patched parameter bytes.

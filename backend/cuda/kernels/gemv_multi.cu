@@ -223,6 +223,7 @@ __global__ void __launch_bounds__(kWarps * 32, Q8 && M == 1 ? 4 : 1)
     }
     if (!active) return;
     const bool lane0 = threadIdx.x % 32 == 0;
+    const float xscale = Q8 ? act_scale(xq, K) : 1.0f;  // (x rounded ahead of its norm's scale: ActQ8::sumsq)
     float acc[M], acc2[M];
 #pragma unroll
     for (int t = 0; t < M; t++) acc[t] = acc2[t] = 0.0f;
@@ -233,7 +234,7 @@ __global__ void __launch_bounds__(kWarps * 32, Q8 && M == 1 ? 4 : 1)
 #pragma unroll
         for (int t = 0; t < M; t++) {
             if (t >= m) break;
-            const float v = warp_sum(acc[t]);
+            const float v = warp_sum(acc[t]) * xscale;
             if (lane0) y[(size_t)t * p.N[i] + row] = v;
         }
         return;
@@ -244,7 +245,7 @@ __global__ void __launch_bounds__(kWarps * 32, Q8 && M == 1 ? 4 : 1)
 #pragma unroll
     for (int t = 0; t < M; t++) {
         if (t >= m) break;
-        const float v = warp_sum(acc[t]);
+        const float v = warp_sum(acc[t]) * xscale;
         float* out = y0 + (size_t)t * p.N[0] + row;
         if (p.mode == kGemvAccumulate) {
             if (lane0) {
@@ -253,7 +254,7 @@ __global__ void __launch_bounds__(kWarps * 32, Q8 && M == 1 ? 4 : 1)
                 if (next.r.q || next.f32) row_sq[threadIdx.x / 32][t] = (double)h * h;  // only when linked
             }
         } else {
-            const float u = warp_sum(acc2[t]);
+            const float u = warp_sum(acc2[t]) * xscale;
             if (lane0) *out = (p.mode == kGemvGeluGate ? gelu(v) : silu(v)) * u;
         }
     }
@@ -330,8 +331,9 @@ __global__ void __launch_bounds__(kWarps * 32, lean_blocks_per_sm<F>())
         if (!active) return;
         float v = 0.0f, u = 0.0f;
         gemv_q8::row_dot_pair<F>(W0 + row * row_bytes, W1 + row * row_bytes, K, x.q.q, x.q.ds, &v, &u);
-        v = warp_sum(v);
-        u = warp_sum(u);
+        const float scale = act_scale(x.q, K);
+        v = warp_sum(v) * scale;
+        u = warp_sum(u) * scale;
         if (threadIdx.x % 32 == 0) y0[row] = (p.mode == kGemvGeluGate ? gelu(v) : silu(v)) * u;
         return;
     }
@@ -356,6 +358,7 @@ __global__ void __launch_bounds__(kWarps * 32, lean_blocks_per_sm<F>())
     float acc = 0.0f;
     if (active) lean_row_dot<F>(p.dtype[mat], W + row * ((size_t)(K / g.elems[mat]) * g.bytes[mat]), K, x, &acc, part, split);
     acc = warp_sum(acc);
+    if constexpr (!is_float_format<F>()) acc *= act_scale(x.q, K);
     if (per_row == 1) {
         if (active && threadIdx.x % 32 == 0) {
             if (p.mode == kGemvAccumulate) y0[row] += acc;
@@ -387,6 +390,108 @@ __global__ void __launch_bounds__(kWarps * 32, lean_blocks_per_sm<F>())
         (mat == 0 ? y0 : mat == 1 ? y1 : y2)[row] = v;
     }
 }
+
+// Gate + up + activation for one token, its outputs also rounded to 8 bits
+// for the down projection (a Q8Link gate writer) inside the block: 32 warps
+// take 32 output rows, one 32-value block of the rounding, each warp an
+// output row's gate and up rows (gemv_q8::row_dot_pair). The rounding needs
+// only the block's shared memory and one barrier, where round_rows_for_next
+// (8-row blocks) costs each block a fence and an atomic and the last of 4 a
+// reload: that path lost more than the rounding kernel it saves (BENCHMARKS.md).
+// The same bytes as the rounding kernel writes (round_block32_warp).
+constexpr int kRoundWarps = kQ8Block;
+template <class F>
+__global__ void __launch_bounds__(kRoundWarps * 32, 1)
+    gemv_gate_round_kernel(MultiGemvParams p, Geometry g, ActQ8 xq, uint32_t prefetch, const uint8_t* W0,
+                           const uint8_t* W1, float* y0, ActQ8 out) {
+    __shared__ float h[kRoundWarps];
+    const int K = (int)p.K, warp = threadIdx.x / 32, row = blockIdx.x * kRoundWarps + warp;
+    const size_t row_bytes = (size_t)(K / g.elems[0]) * g.bytes[0];
+    if (prefetch) {  // (every row is there: the launcher asks for N % 32 == 0)
+        prefetch_row(W0, g.elems[0], g.bytes[0], row, K, prefetch);
+        prefetch_row(W1, g.elems[0], g.bytes[0], row, K, prefetch);
+    }
+    pdl_wait();
+    pdl_launch_dependents();
+    float v = 0.0f, u = 0.0f;
+    gemv_q8::row_dot_pair<F>(W0 + row * row_bytes, W1 + row * row_bytes, K, xq.q, xq.ds, &v, &u);
+    const float scale = act_scale(xq, K);
+    v = warp_sum(v) * scale;
+    u = warp_sum(u) * scale;
+    if (threadIdx.x % 32 == 0) {
+        const float y = (p.mode == kGemvGeluGate ? gelu(v) : silu(v)) * u;
+        y0[row] = y;
+        h[warp] = y;
+    }
+    __syncthreads();
+    if (warp == 0) round_block32_warp(h[threadIdx.x], out.q + (size_t)blockIdx.x * kQ8Block, out.ds + blockIdx.x);
+}
+
+// A projection added to the residual stream (y0 += W x) for one token, the
+// new values also rounded for the next normed projection (a Q8Link residual
+// writer) inside 32-row blocks as gemv_gate_round_kernel: the block sees 32
+// of the values, not the norm's sum over all of them, so it rounds
+// y * (weight + offset) and leaves its 32 values' sum of squares; the
+// reader applies the scale (ActQ8::sumsq, act_scale).
+template <class F>
+__global__ void __launch_bounds__(kRoundWarps * 32, 1)
+    gemv_residual_round_kernel(MultiGemvParams p, Geometry g, ActQ8 xq, uint32_t prefetch, const uint8_t* W0,
+                               float* y0, ActQ8 out, ActQ8Norm norm) {
+    __shared__ float h[kRoundWarps];
+    const int K = (int)p.K, warp = threadIdx.x / 32, row = blockIdx.x * kRoundWarps + warp;
+    const size_t row_bytes = (size_t)(K / g.elems[0]) * g.bytes[0];
+    if (prefetch) prefetch_row(W0, g.elems[0], g.bytes[0], row, K, prefetch);
+    // (the norm's weights never change during a step: read before the wait)
+    const float w = warp == 0 && norm.weight ? norm.weight[blockIdx.x * kRoundWarps + threadIdx.x] + norm.offset : 1.0f;
+    pdl_wait();
+    pdl_launch_dependents();
+    const float old = threadIdx.x % 32 == 0 ? y0[row] : 0.0f;  // (its latency under the dot's)
+    float acc = 0.0f;
+    gemv_q8::row_dot<F, 1>(W0 + row * row_bytes, K, xq.q, xq.ds, 1, &acc);
+    acc = warp_sum(acc) * act_scale(xq, K);
+    if (threadIdx.x % 32 == 0) {
+        const float y = old + acc;
+        y0[row] = y;
+        h[warp] = y;
+    }
+    __syncthreads();
+    if (warp != 0) return;
+    const float y = h[threadIdx.x];
+    round_block32_warp<false>(y * w, out.q + (size_t)blockIdx.x * kQ8Block, out.ds + blockIdx.x);
+    if (out.sumsq) {
+        const float ss = warp_sum(y * y);
+        if (threadIdx.x == 0) out.sumsq[blockIdx.x] = ss;
+    }
+}
+
+using GateRoundKernel = void (*)(MultiGemvParams, Geometry, ActQ8, uint32_t, const uint8_t*, const uint8_t*, float*,
+                                 ActQ8);
+using ResidualRoundKernel = void (*)(MultiGemvParams, Geometry, ActQ8, uint32_t, const uint8_t*, float*, ActQ8,
+                                     ActQ8Norm);
+
+// The in-block writer kernels compiled for one integer format; nullptr for
+// a format without one.
+template <template <class> class Kernel, class Ptr>
+Ptr typed_round_kernel(uint32_t dtype) {
+    switch (dtype) {
+        case GGML_Q4_0: return Kernel<gemv_q8::Q4_0>::get();
+        case GGML_Q8_0: return Kernel<gemv_q8::Q8_0>::get();
+        case GGML_Q4_K: return Kernel<gemv_q8::Q4_K>::get();
+        case GGML_Q6_K: return Kernel<gemv_q8::Q6_K>::get();
+        case AKUNU_Q4_0_X8: return Kernel<gemv_q8::Q4_0X8>::get();
+        case AKUNU_Q8_0_X8: return Kernel<gemv_q8::Q8_0X8>::get();
+        case AKUNU_Q6_K_X8: return Kernel<gemv_q8::Q6_KX8>::get();
+        default: return nullptr;
+    }
+}
+template <class F>
+struct GateRound {
+    static GateRoundKernel get() { return gemv_gate_round_kernel<F>; }
+};
+template <class F>
+struct ResidualRound {
+    static ResidualRoundKernel get() { return gemv_residual_round_kernel<F>; }
+};
 
 using LeanKernel = void (*)(MultiGemvParams, Geometry, LeanX, uint32_t, int, const uint8_t*, const uint8_t*,
                             const uint8_t*, float*, float*, float*);
@@ -616,6 +721,42 @@ bool rounds_in_block(const MultiGemvParams& p) {
            in_block_bytes((int)p.n_tokens, (int)p.K) <= kMaxShared;
 }
 
+// Whether this launch, a Q8Link gate or residual writer, rounds its outputs
+// inside 32-row blocks (gemv_gate_round_kernel, gemv_residual_round_kernel):
+// one token whose x is rounded to 8 bits ahead of it, one integer format,
+// whole blocks; gate + up only where the lean rule leaves it to
+// gemv_multi_kernel (Qwen3-0.6B's; at Llama-3.2-1B's the paired lean kernel
+// and a rounding kernel after it were faster). AKUNU_CUDA_Q8_LINK_BLOCK=0:
+// never (the counters of gemv_multi_kernel instead, for A/B runs); =all:
+// gate + up wherever it can.
+enum class BlockWriters { Never, Default, All };
+BlockWriters block_writers() {
+    static const BlockWriters at = [] {
+        const std::string v = env_string("AKUNU_CUDA_Q8_LINK_BLOCK");
+        return v == "0" ? BlockWriters::Never : v == "all" ? BlockWriters::All : BlockWriters::Default;
+    }();
+    return at;
+}
+bool block_writer_fits(const CudaArgs& a, const MultiGemvParams& p) {
+    if (block_writers() == BlockWriters::Never || p.n_tokens != 1 || p.N[0] % kQ8Block != 0 ||
+        p.K % kQ8Block != 0 || rounds_in_block(p))
+        return false;
+    if ((reinterpret_cast<uintptr_t>(a.buf[0]) & 15) != 0) return false;
+    ActQ8 own;  // where its own rounding of x goes, when no writer ahead did it
+    if (!a.q8_in.q && !act_q8_layout(a, 1, p.K, 0, &own)) return false;
+    Geometry g{};
+    for (uint32_t i = 0; i < matrices_used(p); i++) {
+        if (!gemv_q8::has_q8_layout(p.dtype[i]) || !lane_layout_fits(p.dtype[i], p.K, a.buf[2 + i])) return false;
+        const DTypeDescriptor* dt = dtype_lookup(p.dtype[i]);
+        g.elems[i] = (int)dt->block_elems;
+        g.bytes[i] = (int)dt->block_bytes;
+    }
+    if (is_gated(p))
+        return p.dtype[1] == p.dtype[0] && typed_round_kernel<GateRound, GateRoundKernel>(p.dtype[0]) &&
+               (block_writers() == BlockWriters::All || !lean_fits(p, g));
+    return p.mode == kGemvAccumulate && typed_round_kernel<ResidualRound, ResidualRoundKernel>(p.dtype[0]);
+}
+
 // Q8Link reader: x (behind the input norm, if any) rounded to 8 bits by a
 // kernel of its own before integer GEMVs; a writer ahead may round it instead.
 bool gemv_multi_q8_input(const CudaArgs& a, Q8Link* link) {
@@ -633,6 +774,7 @@ bool gemv_multi_q8_input(const CudaArgs& a, Q8Link* link) {
     *link = Q8Link{a.b<float>(0), p.K, p.n_tokens};
     if (p.norm) link->norm = ActQ8Norm{a.b<float>(1), p.eps, p.weight_offset};
     link->f32 = !q8;
+    link->scales = q8 && p.n_tokens == 1;  // (every kernel of the one-token q8 path applies act_scale)
     return true;
 }
 
@@ -642,6 +784,12 @@ bool gemv_multi_q8_output(const CudaArgs& a, Q8Link* link) {
     const MultiGemvParams p = a.p<MultiGemvParams>();
     if (p.N[0] % kQ8Block != 0 || p.n_tokens == 0 || p.n_tokens > (uint32_t)kMaxTokens || !a.q8_counters)
         return false;
+    if (block_writer_fits(a, p)) {
+        *link = Q8Link{a.b<float>(5), p.N[0], p.n_tokens};
+        link->kind = is_gated(p) ? kQ8LinkGateBlock : kQ8LinkResidualBlock;
+        link->norms = link->defers_norm = !is_gated(p);
+        return true;
+    }
     if (p.mode == kGemvAccumulate) {  // the residual stream, behind the reader's norm if it has one
         if (p.n_mats < 1 || (size_t)p.n_tokens * (p.N[0] / kWarps) > a.q8_partial_count || !a.q8_partials)
             return false;
@@ -711,6 +859,17 @@ void launch_gemv_multi(const CudaArgs& a) {
     const size_t shared = std::max(reserve, x_shared);
     if (shared > kMaxShared) throw Error("gemv_multi: K " + std::to_string(p.K) + " too large to normalize in shared memory");
     const uint32_t prefetch = norm_at() == NormAt::BlockPrefetch ? UINT32_MAX : gemv_prefetch_bytes();
+    if (a.q8_out.q && block_writer_fits(a, p)) {  // (so q8 holds and xq.q is set)
+        const unsigned round_blocks = p.N[0] / kRoundWarps;
+        if (is_gated(p))
+            launch_pdl(typed_round_kernel<GateRound, GateRoundKernel>(p.dtype[0]), round_blocks, kRoundWarps * 32, 0,
+                       a.stream, kp, g, xq, prefetch, a.b<uint8_t>(2), a.b<uint8_t>(3), a.b<float>(5), a.q8_out);
+        else
+            launch_pdl(typed_round_kernel<ResidualRound, ResidualRoundKernel>(p.dtype[0]), round_blocks,
+                       kRoundWarps * 32, 0, a.stream, kp, g, xq, prefetch, a.b<uint8_t>(2), a.b<float>(5), a.q8_out,
+                       a.q8_out_norm);
+        return;
+    }
     LeanKernel lean = nullptr;
     const bool lean_q8 = q8 && xq.q && p.n_tokens == 1 && !a.q8_out.q && !a.f32_out;
     if (lean_q8 && (pair_at() == PairAt::All || lean_fits(p, g))) {
