@@ -255,7 +255,7 @@ static void link_q8(const CudaKernelEntry* we, CudaArgs& writer, const CudaKerne
         !re->q8_input(reader, &in) || !(out.kind & q8_link_kinds()))
         return;
     if ((in.norm.weight || in.f32) && !out.norms) return;
-    if (out.defers_norm && (in.f32 || (in.norm.weight && !in.scales))) return;
+    if (out.defers_norm && in.norm.weight && !in.scales) return;
     if (out.x != in.x || out.K != in.K || out.m != in.m) return;
     // the half the writer does not read its own linked input from (its own
     // rounding or normalization goes to half 0)
@@ -263,9 +263,14 @@ static void link_q8(const CudaKernelEntry* we, CudaArgs& writer, const CudaKerne
     const int half = input && input != (const void*)reader.act_scratch ? 0 : 1;
     if (in.f32) {
         float* region = nullptr;
-        if (!act_f32_layout(reader, in.m, in.K, half, &region)) return;
+        float* sumsq = nullptr;
+        const bool deferred = out.defers_norm && in.norm.weight;
+        if (!act_f32_layout(reader, in.m, in.K, half, &region, deferred ? &sumsq : nullptr)) return;
         writer.f32_out = region;
         reader.f32_in = region;
+        writer.f32_out_sumsq = sumsq;
+        reader.f32_in_sumsq = sumsq;
+        reader.f32_in_eps = in.norm.eps;
     } else {
         ActQ8 region;
         if (!act_q8_layout(reader, in.m, in.K, half, &region)) return;

@@ -25,8 +25,9 @@ bool act_q8_layout(const CudaArgs& a, uint32_t m, uint32_t K, int half, ActQ8* o
 // token); false when it does not fit.
 bool act_q8_sumsq_layout(const CudaArgs& a, uint32_t m, uint32_t K, int half, float eps, ActQ8* out);
 
-// The same for m tokens of K floats (a float reader's Q8Link).
-bool act_f32_layout(const CudaArgs& a, uint32_t m, uint32_t K, int half, float** out);
+// The same for m tokens of K floats (a float reader's Q8Link); with sumsq,
+// also room after them for K / 32 sums of squares (one token).
+bool act_f32_layout(const CudaArgs& a, uint32_t m, uint32_t K, int half, float** out, float** sumsq = nullptr);
 
 // Enqueues the rounding of m tokens of x (row stride x_stride floats, x
 // 16-byte aligned) into the device's activation scratch. False (nothing

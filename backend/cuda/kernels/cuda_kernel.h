@@ -108,6 +108,11 @@ struct CudaArgs : CommandBytes {
     ActQ8Norm q8_out_norm;  // the norm the writer applies first (weight == nullptr: none)
     float* f32_out = nullptr;       // a float reader's link: the normalized values, not rounded
     const float* f32_in = nullptr;
+    // (a writer that defers the norm's scale, Q8Link::defers_norm, to a float
+    // reader: the sums of squares as ActQ8::sumsq holds them, and the eps)
+    float* f32_out_sumsq = nullptr;
+    const float* f32_in_sumsq = nullptr;
+    float f32_in_eps = 0.0f;
     // Device counters for writers that round in groups of blocks (zeroed at
     // creation; every use leaves them at zero).
     uint32_t* q8_counters = nullptr;

@@ -223,7 +223,7 @@ __global__ void __launch_bounds__(kWarps * 32, Q8 && M == 1 ? 4 : 1)
     }
     if (!active) return;
     const bool lane0 = threadIdx.x % 32 == 0;
-    const float xscale = Q8 ? act_scale(xq, K) : 1.0f;  // (x rounded ahead of its norm's scale: ActQ8::sumsq)
+    const float xscale = act_scale(xq, K);  // (x made ahead of its norm's scale: ActQ8::sumsq)
     float acc[M], acc2[M];
 #pragma unroll
     for (int t = 0; t < M; t++) acc[t] = acc2[t] = 0.0f;
@@ -357,8 +357,7 @@ __global__ void __launch_bounds__(kWarps * 32, lean_blocks_per_sm<F>())
     pdl_launch_dependents();
     float acc = 0.0f;
     if (active) lean_row_dot<F>(p.dtype[mat], W + row * ((size_t)(K / g.elems[mat]) * g.bytes[mat]), K, x, &acc, part, split);
-    acc = warp_sum(acc);
-    if constexpr (!is_float_format<F>()) acc *= act_scale(x.q, K);
+    acc = warp_sum(acc) * act_scale(x.q, K);  // (float x too: a writer may defer its norm's scale)
     if (per_row == 1) {
         if (active && threadIdx.x % 32 == 0) {
             if (p.mode == kGemvAccumulate) y0[row] += acc;
@@ -428,15 +427,17 @@ __global__ void __launch_bounds__(kRoundWarps * 32, 1)
 }
 
 // A projection added to the residual stream (y0 += W x) for one token, the
-// new values also rounded for the next normed projection (a Q8Link residual
-// writer) inside 32-row blocks as gemv_gate_round_kernel: the block sees 32
-// of the values, not the norm's sum over all of them, so it rounds
-// y * (weight + offset) and leaves its 32 values' sum of squares; the
-// reader applies the scale (ActQ8::sumsq, act_scale).
+// new values also made ready for the next normed projection (a Q8Link
+// residual writer) inside 32-row blocks as gemv_gate_round_kernel: rounded
+// to 8 bits (out.q) or as floats (out_f32, a float reader). The block sees
+// 32 of the values, not the norm's sum over all of them, so it writes
+// y * (weight + offset) and leaves its 32 values' sum of squares; the reader
+// applies the scale (ActQ8::sumsq, act_scale). F: an integer lane format
+// against x rounded to 8 bits, or a float one against float x (lean_row_dot).
 template <class F>
 __global__ void __launch_bounds__(kRoundWarps * 32, 1)
-    gemv_residual_round_kernel(MultiGemvParams p, Geometry g, ActQ8 xq, uint32_t prefetch, const uint8_t* W0,
-                               float* y0, ActQ8 out, ActQ8Norm norm) {
+    gemv_residual_round_kernel(MultiGemvParams p, Geometry g, LeanX x, uint32_t prefetch, const uint8_t* W0,
+                               float* y0, ActQ8 out, float* out_f32, ActQ8Norm norm) {
     __shared__ float h[kRoundWarps];
     const int K = (int)p.K, warp = threadIdx.x / 32, row = blockIdx.x * kRoundWarps + warp;
     const size_t row_bytes = (size_t)(K / g.elems[0]) * g.bytes[0];
@@ -447,8 +448,8 @@ __global__ void __launch_bounds__(kRoundWarps * 32, 1)
     pdl_launch_dependents();
     const float old = threadIdx.x % 32 == 0 ? y0[row] : 0.0f;  // (its latency under the dot's)
     float acc = 0.0f;
-    gemv_q8::row_dot<F, 1>(W0 + row * row_bytes, K, xq.q, xq.ds, 1, &acc);
-    acc = warp_sum(acc) * act_scale(xq, K);
+    lean_row_dot<F>(p.dtype[0], W0 + row * row_bytes, K, x, &acc, 0, 1);
+    acc = warp_sum(acc) * act_scale(x.q, K);
     if (threadIdx.x % 32 == 0) {
         const float y = old + acc;
         y0[row] = y;
@@ -457,7 +458,8 @@ __global__ void __launch_bounds__(kRoundWarps * 32, 1)
     __syncthreads();
     if (warp != 0) return;
     const float y = h[threadIdx.x];
-    round_block32_warp<false>(y * w, out.q + (size_t)blockIdx.x * kQ8Block, out.ds + blockIdx.x);
+    if (out.q) round_block32_warp<false>(y * w, out.q + (size_t)blockIdx.x * kQ8Block, out.ds + blockIdx.x);
+    if (out_f32) out_f32[blockIdx.x * kRoundWarps + threadIdx.x] = y * w;
     if (out.sumsq) {
         const float ss = warp_sum(y * y);
         if (threadIdx.x == 0) out.sumsq[blockIdx.x] = ss;
@@ -466,13 +468,21 @@ __global__ void __launch_bounds__(kRoundWarps * 32, 1)
 
 using GateRoundKernel = void (*)(MultiGemvParams, Geometry, ActQ8, uint32_t, const uint8_t*, const uint8_t*, float*,
                                  ActQ8);
-using ResidualRoundKernel = void (*)(MultiGemvParams, Geometry, ActQ8, uint32_t, const uint8_t*, float*, ActQ8,
-                                     ActQ8Norm);
+using ResidualRoundKernel = void (*)(MultiGemvParams, Geometry, LeanX, uint32_t, const uint8_t*, float*, ActQ8,
+                                     float*, ActQ8Norm);
 
-// The in-block writer kernels compiled for one integer format; nullptr for
-// a format without one.
-template <template <class> class Kernel, class Ptr>
+// The in-block writer kernels compiled for one integer format (Float: or
+// one float format); nullptr for a format without one.
+template <template <class> class Kernel, class Ptr, bool Float = false>
 Ptr typed_round_kernel(uint32_t dtype) {
+    if constexpr (Float) {
+        switch (dtype) {
+            case GGML_F16: return Kernel<Half<false, true>>::get();
+            case GGML_BF16: return Kernel<Half<true, true>>::get();
+            case GGML_F32: return Kernel<F32>::get();
+            default: break;
+        }
+    }
     switch (dtype) {
         case GGML_Q4_0: return Kernel<gemv_q8::Q4_0>::get();
         case GGML_Q8_0: return Kernel<gemv_q8::Q8_0>::get();
@@ -737,11 +747,26 @@ BlockWriters block_writers() {
     }();
     return at;
 }
+// The float residual writer (a warp a row, 32 warps a block) against the
+// lean float kernel, which splits short grids' rows over warps: H100 tg128,
+// every layer of the shape in F16 (32768 vocabulary, BENCHMARKS.md session
+// 18), Llama-3.2-1B (2048 rows, the lean kernel splits them in 2) 956 vs
+// 895 tok/s; Qwen3-0.6B (1024 rows: 32 blocks, a quarter of the SMs) 1076
+// vs 1117. So: 64 blocks or more, where the lean kernel would split; not
+// measured where it does not (Llama-3.1-8B's 4096 rows), so not there.
+bool float_block_writer_pays(const MultiGemvParams& p) {
+    return p.N[0] >= 64 * (uint32_t)kRoundWarps && float_lean_split(p, 1) > 1;
+}
+
 bool block_writer_fits(const CudaArgs& a, const MultiGemvParams& p) {
     if (block_writers() == BlockWriters::Never || p.n_tokens != 1 || p.N[0] % kQ8Block != 0 ||
         p.K % kQ8Block != 0 || rounds_in_block(p))
         return false;
     if ((reinterpret_cast<uintptr_t>(a.buf[0]) & 15) != 0) return false;
+    if (p.mode == kGemvAccumulate && !gemv_q8::has_q8_layout(p.dtype[0]))  // float rows against float x
+        return lane_layout_fits(p.dtype[0], p.K, a.buf[2]) &&
+               typed_round_kernel<ResidualRound, ResidualRoundKernel, true>(p.dtype[0]) &&
+               (block_writers() == BlockWriters::All || float_block_writer_pays(p));
     ActQ8 own;  // where its own rounding of x goes, when no writer ahead did it
     if (!a.q8_in.q && !act_q8_layout(a, 1, p.K, 0, &own)) return false;
     Geometry g{};
@@ -774,7 +799,7 @@ bool gemv_multi_q8_input(const CudaArgs& a, Q8Link* link) {
     *link = Q8Link{a.b<float>(0), p.K, p.n_tokens};
     if (p.norm) link->norm = ActQ8Norm{a.b<float>(1), p.eps, p.weight_offset};
     link->f32 = !q8;
-    link->scales = q8 && p.n_tokens == 1;  // (every kernel of the one-token q8 path applies act_scale)
+    link->scales = p.n_tokens == 1;  // (every one-token kernel applies act_scale)
     return true;
 }
 
@@ -841,6 +866,8 @@ void launch_gemv_multi(const CudaArgs& a) {
     if (p.norm && !q8 && a.f32_in) {
         x = a.f32_in;  // normalized by the command before: a Q8Link
         kp.norm = 0;
+        xq.sumsq = const_cast<float*>(a.f32_in_sumsq);  // (or ahead of the norm's scale)
+        xq.eps = a.f32_in_eps;
     } else if (p.norm && !q8 && norm_at() == NormAt::Kernel) {
         float* xn = nullptr;
         if (normalize_activations(a, x, p.n_tokens, p.K, norm, &xn)) {
@@ -859,15 +886,18 @@ void launch_gemv_multi(const CudaArgs& a) {
     const size_t shared = std::max(reserve, x_shared);
     if (shared > kMaxShared) throw Error("gemv_multi: K " + std::to_string(p.K) + " too large to normalize in shared memory");
     const uint32_t prefetch = norm_at() == NormAt::BlockPrefetch ? UINT32_MAX : gemv_prefetch_bytes();
-    if (a.q8_out.q && block_writer_fits(a, p)) {  // (so q8 holds and xq.q is set)
+    if ((a.q8_out.q || a.f32_out) && block_writer_fits(a, p)) {  // (integer rows: q8 holds and xq.q is set)
         const unsigned round_blocks = p.N[0] / kRoundWarps;
-        if (is_gated(p))
+        if (is_gated(p)) {
             launch_pdl(typed_round_kernel<GateRound, GateRoundKernel>(p.dtype[0]), round_blocks, kRoundWarps * 32, 0,
                        a.stream, kp, g, xq, prefetch, a.b<uint8_t>(2), a.b<uint8_t>(3), a.b<float>(5), a.q8_out);
-        else
-            launch_pdl(typed_round_kernel<ResidualRound, ResidualRoundKernel>(p.dtype[0]), round_blocks,
-                       kRoundWarps * 32, 0, a.stream, kp, g, xq, prefetch, a.b<uint8_t>(2), a.b<float>(5), a.q8_out,
-                       a.q8_out_norm);
+        } else {
+            ActQ8 out = a.q8_out;
+            if (a.f32_out) out.sumsq = a.f32_out_sumsq;
+            launch_pdl(typed_round_kernel<ResidualRound, ResidualRoundKernel, true>(p.dtype[0]), round_blocks,
+                       kRoundWarps * 32, 0, a.stream, kp, g, LeanX{xq, x}, prefetch, a.b<uint8_t>(2), a.b<float>(5),
+                       out, a.f32_out, a.q8_out_norm);
+        }
         return;
     }
     LeanKernel lean = nullptr;
