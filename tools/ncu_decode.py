@@ -13,7 +13,7 @@ import sys
 from collections import defaultdict
 
 # The decode step's kernels (prefill runs other ones, or rmsnorm, left out here).
-DECODE_KERNELS = ("regex:gemv_multi|gemv_kernel|gemv_q8_kernel|quantize_q8|attention_decode|qk_rope_kv|embedding|argmax|"
+DECODE_KERNELS = ("regex:gemv_multi|gemv_gate_round|gemv_residual_round|gemv_kernel|gemv_q8_kernel|quantize_q8|attention_decode|qk_rope_kv|embedding|argmax|"
                   "add_kernel|rope_kernel")
 
 
