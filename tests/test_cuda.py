@@ -81,6 +81,25 @@ def test_float_decode_steps_match_cpu(float_models):
         compare_decode_steps(path, 2e-3)
 
 
+QWEN3_06B_WIDTHS = dict(dim=1024, ffn_dim=3072, n_heads=16, n_kv_heads=8, head_dim=128)
+LLAMA_1B_WIDTHS = dict(dim=2048, ffn_dim=8192, n_heads=32, n_kv_heads=8, head_dim=64)
+
+
+@pytest.mark.parametrize("arch,dtype,widths,tol", [
+    ("qwen3", "Q4_0", QWEN3_06B_WIDTHS, 3e-2),  # gate + up's in-block writer, the residual writer (1024 rows)
+    ("llama", "Q8_0", LLAMA_1B_WIDTHS, 3e-2),  # the paired lean gate + up, the residual writer (2048 rows)
+    ("llama", "Q4_K_M-blocks", LLAMA_1B_WIDTHS, 3e-2),  # Q4_K / Q6_K rows, regrouped at this width
+    ("llama", "F16", LLAMA_1B_WIDTHS, 2e-3),  # the float residual writer
+], ids=["qwen3-0.6b-q4_0", "llama-1b-q8_0", "llama-1b-q4_k_m", "llama-1b-f16"])
+def test_decode_steps_at_real_widths(tmp_path, arch, dtype, widths, tol):
+    """Decode steps of two layers at the real models' widths, where the
+    decode GEMVs and Q8Link writers take the kernels the benchmarks time
+    (the test models above are too narrow for most of them)."""
+    p = str(tmp_path / f"{arch}-{dtype}.gguf")
+    random_gguf.write_model(p, arch, dtype, seed=3, shape=random_gguf.Shape(n_layers=2, vocab=512, ctx=512, **widths))
+    compare_decode_steps(p, tol)
+
+
 @pytest.mark.parametrize("arch", ["llama", "gemma"])
 def test_regrouped_q6_k_model_matches_cpu(tmp_path, arch):
     """Q4_K / Q6_K blocks placed as Q4_K_M places them, at a width (2048)

@@ -202,6 +202,15 @@ inline std::string env_string(const char* name) {
     return e ? e : "";
 }
 
+// A path's reach set by the environment (A/B switches): "0" never, "all"
+// wherever it can run, else where the default rule puts it (callers keep
+// the answer in a static).
+enum class EnvReach { Never, Default, All };
+inline EnvReach env_reach(const char* name) {
+    const std::string v = env_string(name);
+    return v == "0" ? EnvReach::Never : v == "all" ? EnvReach::All : EnvReach::Default;
+}
+
 // AKUNU_CUDA_PDL=0 launches plainly (A/B runs); GPUs before sm_90 never use it.
 inline bool pdl_enabled() {
     static const bool on = [] {

@@ -575,16 +575,12 @@ LeanKernel lean_kernel(const MultiGemvParams& p, uint32_t used) {
 // whose two matrices share one integer format; nullptr otherwise, or with
 // AKUNU_CUDA_GEMV_PAIR=0 (a warp a matrix row, for A/B runs).
 // AKUNU_CUDA_GEMV_PAIR=all: also where the lean rule (lean_fits) says no.
-enum class PairAt { Never, Lean, All };
-PairAt pair_at() {
-    static const PairAt at = [] {
-        const std::string v = env_string("AKUNU_CUDA_GEMV_PAIR");
-        return v == "0" ? PairAt::Never : v == "all" ? PairAt::All : PairAt::Lean;
-    }();
+EnvReach pair_at() {
+    static const EnvReach at = env_reach("AKUNU_CUDA_GEMV_PAIR");
     return at;
 }
 LeanKernel paired_lean_kernel(const MultiGemvParams& p) {
-    if (pair_at() == PairAt::Never || !is_gated(p) || p.dtype[1] != p.dtype[0] || lean_split(p) != 1) return nullptr;
+    if (pair_at() == EnvReach::Never || !is_gated(p) || p.dtype[1] != p.dtype[0] || lean_split(p) != 1) return nullptr;
     return typed_lean_kernel<true>(p.dtype[0]);
 }
 
@@ -731,22 +727,6 @@ bool rounds_in_block(const MultiGemvParams& p) {
            in_block_bytes((int)p.n_tokens, (int)p.K) <= kMaxShared;
 }
 
-// Whether this launch, a Q8Link gate or residual writer, rounds its outputs
-// inside 32-row blocks (gemv_gate_round_kernel, gemv_residual_round_kernel):
-// one token whose x is rounded to 8 bits ahead of it, one integer format,
-// whole blocks; gate + up only where the lean rule leaves it to
-// gemv_multi_kernel (Qwen3-0.6B's; at Llama-3.2-1B's the paired lean kernel
-// and a rounding kernel after it were faster). AKUNU_CUDA_Q8_LINK_BLOCK=0:
-// never (the counters of gemv_multi_kernel instead, for A/B runs); =all:
-// gate + up wherever it can.
-enum class BlockWriters { Never, Default, All };
-BlockWriters block_writers() {
-    static const BlockWriters at = [] {
-        const std::string v = env_string("AKUNU_CUDA_Q8_LINK_BLOCK");
-        return v == "0" ? BlockWriters::Never : v == "all" ? BlockWriters::All : BlockWriters::Default;
-    }();
-    return at;
-}
 // The float residual writer (a warp a row, 32 warps a block) against the
 // lean float kernel, which splits short grids' rows over warps: H100 tg128,
 // every layer of the shape in F16 (32768 vocabulary, BENCHMARKS.md session
@@ -758,15 +738,30 @@ bool float_block_writer_pays(const MultiGemvParams& p) {
     return p.N[0] >= 64 * (uint32_t)kRoundWarps && float_lean_split(p, 1) > 1;
 }
 
+// Where the in-block writers run (AKUNU_CUDA_Q8_LINK_BLOCK, for A/B runs):
+// "0" never (the counters of gemv_multi_kernel instead), "all" wherever they
+// can (gate + up's and the float residual writer past their rules).
+EnvReach block_writers() {
+    static const EnvReach at = env_reach("AKUNU_CUDA_Q8_LINK_BLOCK");
+    return at;
+}
+
+// Whether this launch, a Q8Link gate or residual writer, prepares its
+// outputs inside 32-row blocks (gemv_gate_round_kernel,
+// gemv_residual_round_kernel): one token, whole blocks, one integer format
+// whose x is rounded to 8 bits ahead of it, or float rows (the residual
+// writer, where float_block_writer_pays); gate + up only where the lean rule
+// leaves it to gemv_multi_kernel (Qwen3-0.6B's; at Llama-3.2-1B's the paired
+// lean kernel and a rounding kernel after it were faster).
 bool block_writer_fits(const CudaArgs& a, const MultiGemvParams& p) {
-    if (block_writers() == BlockWriters::Never || p.n_tokens != 1 || p.N[0] % kQ8Block != 0 ||
+    if (block_writers() == EnvReach::Never || p.n_tokens != 1 || p.N[0] % kQ8Block != 0 ||
         p.K % kQ8Block != 0 || rounds_in_block(p))
         return false;
     if ((reinterpret_cast<uintptr_t>(a.buf[0]) & 15) != 0) return false;
     if (p.mode == kGemvAccumulate && !gemv_q8::has_q8_layout(p.dtype[0]))  // float rows against float x
         return lane_layout_fits(p.dtype[0], p.K, a.buf[2]) &&
                typed_round_kernel<ResidualRound, ResidualRoundKernel, true>(p.dtype[0]) &&
-               (block_writers() == BlockWriters::All || float_block_writer_pays(p));
+               (block_writers() == EnvReach::All || float_block_writer_pays(p));
     ActQ8 own;  // where its own rounding of x goes, when no writer ahead did it
     if (!a.q8_in.q && !act_q8_layout(a, 1, p.K, 0, &own)) return false;
     Geometry g{};
@@ -778,7 +773,7 @@ bool block_writer_fits(const CudaArgs& a, const MultiGemvParams& p) {
     }
     if (is_gated(p))
         return p.dtype[1] == p.dtype[0] && typed_round_kernel<GateRound, GateRoundKernel>(p.dtype[0]) &&
-               (block_writers() == BlockWriters::All || !lean_fits(p, g));
+               (block_writers() == EnvReach::All || !lean_fits(p, g));
     return p.mode == kGemvAccumulate && typed_round_kernel<ResidualRound, ResidualRoundKernel>(p.dtype[0]);
 }
 
@@ -902,7 +897,7 @@ void launch_gemv_multi(const CudaArgs& a) {
     }
     LeanKernel lean = nullptr;
     const bool lean_q8 = q8 && xq.q && p.n_tokens == 1 && !a.q8_out.q && !a.f32_out;
-    if (lean_q8 && (pair_at() == PairAt::All || lean_fits(p, g))) {
+    if (lean_q8 && (pair_at() == EnvReach::All || lean_fits(p, g))) {
         if (LeanKernel paired = paired_lean_kernel(p)) {
             launch_pdl(paired, (p.N[0] + kWarps - 1) / kWarps, kWarps * 32, 0, a.stream, kp, g, LeanX{xq, x}, prefetch,
                        1, a.b<uint8_t>(2), a.b<uint8_t>(3), a.b<uint8_t>(4), a.b<float>(5), a.b<float>(6),
