@@ -271,10 +271,12 @@ static void link_q8(const CudaKernelEntry* we, CudaArgs& writer, const CudaKerne
         writer.f32_out_sumsq = sumsq;
         reader.f32_in_sumsq = sumsq;
         reader.f32_in_eps = in.norm.eps;
+        reader.f32_in_sumsq_rows = out.sumsq_rows;
     } else {
         ActQ8 region;
         if (!act_q8_layout(reader, in.m, in.K, half, &region)) return;
-        if (out.defers_norm && in.norm.weight && !act_q8_sumsq_layout(reader, in.m, in.K, half, in.norm.eps, &region))
+        if (out.defers_norm && in.norm.weight &&
+            (out.sumsq_rows != kQ8Block || !act_q8_sumsq_layout(reader, in.m, in.K, half, in.norm.eps, &region)))
             return;
         writer.q8_out = region;
         reader.q8_in = region;

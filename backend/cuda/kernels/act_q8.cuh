@@ -81,12 +81,13 @@ __device__ inline void round_block32_warp(float v, int8_t* q, float2* ds) {
 
 // The scale a reader of x applies to its dot products: 1, or where x was
 // rounded ahead of its RMSNorm's scale (ActQ8::sumsq) 1 / sqrt(sum(x^2) / K +
-// eps), the K / 32 partial sums added by the warp in a fixed order (every
-// warp gets the same float). Every lane of the warp calls it.
+// eps), the K / sumsq_rows partial sums added by the warp in a fixed order
+// (every warp gets the same float). Every lane of the warp calls it.
 __device__ __forceinline__ float act_scale(const ActQ8& x, int K) {
     if (!x.sumsq) return 1.0f;
     float s = 0.0f;
-    for (int i = threadIdx.x % 32; i < K / kQ8Block; i += 32) s += x.sumsq[i];
+    const int n = K / (int)x.sumsq_rows;
+    for (int i = threadIdx.x % 32; i < n; i += 32) s += x.sumsq[i];
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
     return 1.0f / sqrtf(s / (float)K + x.eps);

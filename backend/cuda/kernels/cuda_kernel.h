@@ -23,10 +23,12 @@ struct ActQ8 {
     // Set where the rounding was done ahead of its RMSNorm's scale (a block
     // writer sees only 32 of the values): q, ds are x * (weight + offset)
     // rounded, with d kept in float, and sumsq holds the sums of x^2 of each
-    // 32 values; the reader multiplies its dot products by
+    // sumsq_rows values (32; a float writer whose blocks hold fewer rows: 8
+    // or 16); the reader multiplies its dot products by
     // 1 / sqrt(sum / K + eps) (act_scale). One token only.
     float* sumsq = nullptr;
     float eps = 0.0f;
+    uint32_t sumsq_rows = 32;
 };
 
 // The RMSNorm applied before rounding to 8 bits (x * scale * (weight +
@@ -65,6 +67,7 @@ struct Q8Link {
     bool f32 = false;       // reader: wants the normalized values as floats, not rounded
     uint32_t kind = 0;      // writer: its Q8LinkKind
     bool defers_norm = false;  // writer: rounds x * (weight + offset), the reader scales (ActQ8::sumsq)
+    uint32_t sumsq_rows = 32;  // writer that defers: values a sum of squares (ActQ8::sumsq_rows)
     bool scales = false;       // reader: can apply that scale
 };
 
@@ -113,6 +116,7 @@ struct CudaArgs : CommandBytes {
     float* f32_out_sumsq = nullptr;
     const float* f32_in_sumsq = nullptr;
     float f32_in_eps = 0.0f;
+    uint32_t f32_in_sumsq_rows = 32;
     // Device counters for writers that round in groups of blocks (zeroed at
     // creation; every use leaves them at zero).
     uint32_t* q8_counters = nullptr;

@@ -428,48 +428,57 @@ __global__ void __launch_bounds__(kRoundWarps * 32, 1)
 
 // A projection added to the residual stream (y0 += W x) for one token, the
 // new values also made ready for the next normed projection (a Q8Link
-// residual writer) inside 32-row blocks as gemv_gate_round_kernel: rounded
-// to 8 bits (out.q) or as floats (out_f32, a float reader). The block sees
-// 32 of the values, not the norm's sum over all of them, so it writes
-// y * (weight + offset) and leaves its 32 values' sum of squares; the reader
+// residual writer) inside blocks of 32 warps as gemv_gate_round_kernel:
+// rounded to 8 bits (out.q: 32 rows a block, a warp a row) or as floats
+// (out_f32, a float reader; `split` warps a row as the lean float kernel
+// splits them, so a block holds 32 / split rows). The block sees only its
+// rows, not the norm's sum over all of them, so it writes
+// y * (weight + offset) and leaves its rows' sum of squares; the reader
 // applies the scale (ActQ8::sumsq, act_scale). F: an integer lane format
 // against x rounded to 8 bits, or a float one against float x (lean_row_dot).
 template <class F>
 __global__ void __launch_bounds__(kRoundWarps * 32, 1)
-    gemv_residual_round_kernel(MultiGemvParams p, Geometry g, LeanX x, uint32_t prefetch, const uint8_t* W0,
-                               float* y0, ActQ8 out, float* out_f32, ActQ8Norm norm) {
+    gemv_residual_round_kernel(MultiGemvParams p, Geometry g, LeanX x, uint32_t prefetch, int split,
+                               const uint8_t* W0, float* y0, ActQ8 out, float* out_f32, ActQ8Norm norm) {
     __shared__ float h[kRoundWarps];
-    const int K = (int)p.K, warp = threadIdx.x / 32, row = blockIdx.x * kRoundWarps + warp;
+    const int parts = is_float_format<F>() ? split : 1;  // (rounding to 8 bits needs a warp a row)
+    const int rows = kRoundWarps / parts, first = blockIdx.x * rows, lane = threadIdx.x % 32;
+    const int K = (int)p.K, warp = threadIdx.x / 32, row = first + warp / parts, part = warp % parts;
     const size_t row_bytes = (size_t)(K / g.elems[0]) * g.bytes[0];
-    if (prefetch) prefetch_row(W0, g.elems[0], g.bytes[0], row, K, prefetch);
-    // (the norm's weights never change during a step: read before the wait)
-    const float w = warp == 0 && norm.weight ? norm.weight[blockIdx.x * kRoundWarps + threadIdx.x] + norm.offset : 1.0f;
+    if (prefetch && part == 0) prefetch_row(W0, g.elems[0], g.bytes[0], row, K, prefetch);
+    // warp 0's lane i finishes row first + i: its norm weight (which never
+    // changes during a step) before the wait, its old value after it, both
+    // under the dot's latency
+    const bool finishes = warp == 0 && lane < rows;
+    const float w = finishes && norm.weight ? norm.weight[first + lane] + norm.offset : 1.0f;
     pdl_wait();
     pdl_launch_dependents();
-    const float old = threadIdx.x % 32 == 0 ? y0[row] : 0.0f;  // (its latency under the dot's)
+    const float old = finishes ? y0[first + lane] : 0.0f;
     float acc = 0.0f;
-    lean_row_dot<F>(p.dtype[0], W0 + row * row_bytes, K, x, &acc, 0, 1);
+    lean_row_dot<F>(p.dtype[0], W0 + row * row_bytes, K, x, &acc, part, parts);
     acc = warp_sum(acc) * act_scale(x.q, K);
-    if (threadIdx.x % 32 == 0) {
-        const float y = old + acc;
-        y0[row] = y;
-        h[warp] = y;
-    }
+    if (lane == 0) h[warp] = acc;
     __syncthreads();
     if (warp != 0) return;
-    const float y = h[threadIdx.x];
+    float y = 0.0f;
+    if (finishes) {
+        float v = 0.0f;
+        for (int i = 0; i < parts; i++) v += h[lane * parts + i];
+        y = old + v;
+        y0[first + lane] = y;
+        if (out_f32) out_f32[first + lane] = y * w;
+    }
     if (out.q) round_block32_warp<false>(y * w, out.q + (size_t)blockIdx.x * kQ8Block, out.ds + blockIdx.x);
-    if (out_f32) out_f32[blockIdx.x * kRoundWarps + threadIdx.x] = y * w;
     if (out.sumsq) {
         const float ss = warp_sum(y * y);
-        if (threadIdx.x == 0) out.sumsq[blockIdx.x] = ss;
+        if (lane == 0) out.sumsq[blockIdx.x] = ss;
     }
 }
 
 using GateRoundKernel = void (*)(MultiGemvParams, Geometry, ActQ8, uint32_t, const uint8_t*, const uint8_t*, float*,
                                  ActQ8);
-using ResidualRoundKernel = void (*)(MultiGemvParams, Geometry, LeanX, uint32_t, const uint8_t*, float*, ActQ8,
-                                     float*, ActQ8Norm);
+using ResidualRoundKernel = void (*)(MultiGemvParams, Geometry, LeanX, uint32_t, int, const uint8_t*, float*,
+                                     ActQ8, float*, ActQ8Norm);
 
 // The in-block writer kernels compiled for one integer format (Float: or
 // one float format); nullptr for a format without one.
@@ -727,15 +736,28 @@ bool rounds_in_block(const MultiGemvParams& p) {
            in_block_bytes((int)p.n_tokens, (int)p.K) <= kMaxShared;
 }
 
-// The float residual writer (a warp a row, 32 warps a block) against the
-// lean float kernel, which splits short grids' rows over warps: H100 tg128,
-// every layer of the shape in F16 (32768 vocabulary, BENCHMARKS.md session
-// 18), Llama-3.2-1B (2048 rows, the lean kernel splits them in 2) 956 vs
-// 895 tok/s; Qwen3-0.6B (1024 rows: 32 blocks, a quarter of the SMs) 1076
-// vs 1117. So: 64 blocks or more, where the lean kernel would split; not
-// measured where it does not (Llama-3.1-8B's 4096 rows), so not there.
+// Warps a row of the float residual writer: as the lean float kernel would
+// split it (float_lean_split), so the writer's grid fills the GPU as that
+// kernel's does; 1 for integer rows (rounding to 8 bits needs a warp a row).
+// AKUNU_CUDA_FLOAT_WRITER_SPLIT=1|2: at most that (A/B runs).
+int residual_writer_split(const MultiGemvParams& p) {
+    static const int most = [] {
+        const char* e = std::getenv("AKUNU_CUDA_FLOAT_WRITER_SPLIT");
+        const int n = e ? std::atoi(e) : 4;
+        return n == 1 || n == 2 ? n : 4;
+    }();
+    return gemv_q8::has_q8_layout(p.dtype[0]) ? 1 : std::min(most, float_lean_split(p, 1));
+}
+
+// The float residual writer against the lean float kernel plus a normalize
+// kernel before the reader. Unsplit (a warp a row, 32 warps a block), H100
+// tg128, every layer of the shape in F16 (32768 vocabulary, BENCHMARKS.md
+// session 18): Llama-3.2-1B (2048 rows, 64 blocks) 956 vs 895 tok/s;
+// Qwen3-0.6B (1024 rows: 32 blocks, a quarter of the SMs) 1076 vs 1117.
+// Split as the lean kernel splits (residual_writer_split) its grid holds
+// 128 blocks at both.
 bool float_block_writer_pays(const MultiGemvParams& p) {
-    return p.N[0] >= 64 * (uint32_t)kRoundWarps && float_lean_split(p, 1) > 1;
+    return p.N[0] / (kRoundWarps / residual_writer_split(p)) >= 64;
 }
 
 // Where the in-block writers run (AKUNU_CUDA_Q8_LINK_BLOCK, for A/B runs):
@@ -808,6 +830,7 @@ bool gemv_multi_q8_output(const CudaArgs& a, Q8Link* link) {
         *link = Q8Link{a.b<float>(5), p.N[0], p.n_tokens};
         link->kind = is_gated(p) ? kQ8LinkGateBlock : kQ8LinkResidualBlock;
         link->norms = link->defers_norm = !is_gated(p);
+        if (!is_gated(p)) link->sumsq_rows = kRoundWarps / residual_writer_split(p);
         return true;
     }
     if (p.mode == kGemvAccumulate) {  // the residual stream, behind the reader's norm if it has one
@@ -863,6 +886,7 @@ void launch_gemv_multi(const CudaArgs& a) {
         kp.norm = 0;
         xq.sumsq = const_cast<float*>(a.f32_in_sumsq);  // (or ahead of the norm's scale)
         xq.eps = a.f32_in_eps;
+        xq.sumsq_rows = a.f32_in_sumsq_rows;
     } else if (p.norm && !q8 && norm_at() == NormAt::Kernel) {
         float* xn = nullptr;
         if (normalize_activations(a, x, p.n_tokens, p.K, norm, &xn)) {
@@ -889,9 +913,10 @@ void launch_gemv_multi(const CudaArgs& a) {
         } else {
             ActQ8 out = a.q8_out;
             if (a.f32_out) out.sumsq = a.f32_out_sumsq;
-            launch_pdl(typed_round_kernel<ResidualRound, ResidualRoundKernel, true>(p.dtype[0]), round_blocks,
-                       kRoundWarps * 32, 0, a.stream, kp, g, LeanX{xq, x}, prefetch, a.b<uint8_t>(2), a.b<float>(5),
-                       out, a.f32_out, a.q8_out_norm);
+            const int split = residual_writer_split(p);
+            launch_pdl(typed_round_kernel<ResidualRound, ResidualRoundKernel, true>(p.dtype[0]),
+                       round_blocks * split, kRoundWarps * 32, 0, a.stream, kp, g, LeanX{xq, x}, prefetch, split,
+                       a.b<uint8_t>(2), a.b<float>(5), out, a.f32_out, a.q8_out_norm);
         }
         return;
     }
