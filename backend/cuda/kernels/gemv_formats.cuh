@@ -247,6 +247,29 @@ __device__ __forceinline__ void float_row_dot(const uint8_t* row, int K, const f
     for (; b < nb; b += stride) *acc += F::apply(F::load(row + (size_t)b * F::kBytes), x + (size_t)b * F::kElems);
 }
 
+// Two float-format rows' dots with the same x (gate and up rows: a warp
+// takes both, so x is read once for the two), two steps of each row's loads
+// issued before their arithmetic, as many loads in flight as float_row_dot.
+template <class F>
+__device__ __forceinline__ void float_row_dot_pair(const uint8_t* r0, const uint8_t* r1, int K, const float* x,
+                                                   float* acc0, float* acc1) {
+    static_assert(F::kLanes == 1, "a lane a block");
+    const int nb = K / F::kElems;
+    int b = threadIdx.x % 32;
+    for (; b + 32 < nb; b += 64) {
+        const uint4 w0 = F::load(r0 + (size_t)b * F::kBytes), w1 = F::load(r1 + (size_t)b * F::kBytes);
+        const uint4 w2 = F::load(r0 + (size_t)(b + 32) * F::kBytes), w3 = F::load(r1 + (size_t)(b + 32) * F::kBytes);
+        *acc0 += F::apply(w0, x + (size_t)b * F::kElems);
+        *acc1 += F::apply(w1, x + (size_t)b * F::kElems);
+        *acc0 += F::apply(w2, x + (size_t)(b + 32) * F::kElems);
+        *acc1 += F::apply(w3, x + (size_t)(b + 32) * F::kElems);
+    }
+    for (; b < nb; b += 32) {
+        *acc0 += F::apply(F::load(r0 + (size_t)b * F::kBytes), x + (size_t)b * F::kElems);
+        *acc1 += F::apply(F::load(r1 + (size_t)b * F::kBytes), x + (size_t)b * F::kElems);
+    }
+}
+
 // One row's dot products with x for the m tokens, the warp's lanes splitting
 // the row (acc is per lane: the caller reduces over the warp).
 template <class F, int M>

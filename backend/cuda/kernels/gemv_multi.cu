@@ -330,7 +330,10 @@ __global__ void __launch_bounds__(kWarps * 32, lean_blocks_per_sm<F>())
         pdl_launch_dependents();
         if (!active) return;
         float v = 0.0f, u = 0.0f;
-        gemv_q8::row_dot_pair<F>(W0 + row * row_bytes, W1 + row * row_bytes, K, x.q.q, x.q.ds, &v, &u);
+        if constexpr (is_float_format<F>())
+            float_row_dot_pair<F>(W0 + row * row_bytes, W1 + row * row_bytes, K, x.f, &v, &u);
+        else
+            gemv_q8::row_dot_pair<F>(W0 + row * row_bytes, W1 + row * row_bytes, K, x.q.q, x.q.ds, &v, &u);
         const float scale = act_scale(x.q, K);
         v = warp_sum(v) * scale;
         u = warp_sum(u) * scale;
@@ -610,6 +613,21 @@ LeanKernel float_lean_kernel(const MultiGemvParams& kp, uint32_t used) {
         case GGML_F16: return gemv_multi_lean_kernel<Half<false, true>>;
         case GGML_BF16: return gemv_multi_lean_kernel<Half<true, true>>;
         case GGML_F32: return gemv_multi_lean_kernel<F32>;
+        default: return nullptr;
+    }
+}
+
+// The paired lean float kernel (gate and up rows of one output on one warp,
+// x read once for both: float_row_dot_pair) for a gated launch the lean
+// float kernel takes unsplit; nullptr otherwise, or with
+// AKUNU_CUDA_GEMV_PAIR=0.
+LeanKernel paired_float_lean_kernel(const MultiGemvParams& kp, uint32_t used) {
+    if (pair_at() == EnvReach::Never || !is_gated(kp) || !float_lean_kernel(kp, used) || lean_split(kp) != 1)
+        return nullptr;
+    switch (kp.dtype[0]) {
+        case GGML_F16: return gemv_multi_lean_kernel<Half<false, true>, true>;
+        case GGML_BF16: return gemv_multi_lean_kernel<Half<true, true>, true>;
+        case GGML_F32: return gemv_multi_lean_kernel<F32, true>;
         default: return nullptr;
     }
 }
@@ -920,17 +938,24 @@ void launch_gemv_multi(const CudaArgs& a) {
         }
         return;
     }
+    // a paired lean kernel: a warp an output row, both its matrices' rows
+    auto launch_paired = [&](LeanKernel paired) {
+        launch_pdl(paired, (p.N[0] + kWarps - 1) / kWarps, kWarps * 32, 0, a.stream, kp, g, LeanX{xq, x}, prefetch, 1,
+                   a.b<uint8_t>(2), a.b<uint8_t>(3), a.b<uint8_t>(4), a.b<float>(5), a.b<float>(6), a.b<float>(7));
+    };
     LeanKernel lean = nullptr;
     const bool lean_q8 = q8 && xq.q && p.n_tokens == 1 && !a.q8_out.q && !a.f32_out;
     if (lean_q8 && (pair_at() == EnvReach::All || lean_fits(p, g))) {
         if (LeanKernel paired = paired_lean_kernel(p)) {
-            launch_pdl(paired, (p.N[0] + kWarps - 1) / kWarps, kWarps * 32, 0, a.stream, kp, g, LeanX{xq, x}, prefetch,
-                       1, a.b<uint8_t>(2), a.b<uint8_t>(3), a.b<uint8_t>(4), a.b<float>(5), a.b<float>(6),
-                       a.b<float>(7));
+            launch_paired(paired);
             return;
         }
         if (lean_fits(p, g)) lean = lean_kernel(p, used);
     } else if (!q8 && !a.q8_out.q && !a.f32_out) {
+        if (LeanKernel paired = paired_float_lean_kernel(kp, used)) {
+            launch_paired(paired);
+            return;
+        }
         lean = float_lean_kernel(kp, used);
     }
     if (lean) {
