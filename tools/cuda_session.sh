@@ -90,6 +90,9 @@ PY
         ab $MODELS/$f.gguf tg - AKUNU_CUDA_Q8_LINK=attention AKUNU_CUDA_Q8_LINK_BLOCK=all
     done > $S/decode_ab.txt 2>&1
     ab $MODELS/llama-3.2-1b-Q4_K_M.gguf tg - AKUNU_CUDA_GEMV_PAIR=0 >> $S/decode_ab.txt 2>&1
+    for f in llama-3.2-1b-F16 llama-3.1-8b-F16; do  # the float residual writer; float gate and up on one warp
+        ab $MODELS/$f.gguf tg - AKUNU_CUDA_Q8_LINK=attention AKUNU_CUDA_GEMV_PAIR=0
+    done >> $S/decode_ab.txt 2>&1
     ab $MODELS/qwen3-0.6b-F16.gguf tg - AKUNU_CUDA_ATTN_EARLY=0 >> $S/decode_ab.txt 2>&1
     ab $MODELS/llama-3.1-8b-Q4_0.gguf pp - AKUNU_CUDA_REPACK=0 >> $S/decode_ab.txt 2>&1
     step "side-by-side benchmark"

@@ -620,7 +620,9 @@ LeanKernel float_lean_kernel(const MultiGemvParams& kp, uint32_t used) {
 // The paired lean float kernel (gate and up rows of one output on one warp,
 // x read once for both: float_row_dot_pair) for a gated launch the lean
 // float kernel takes unsplit; nullptr otherwise, or with
-// AKUNU_CUDA_GEMV_PAIR=0.
+// AKUNU_CUDA_GEMV_PAIR=0. H100 tg128, F16, 32768 vocabulary (session 19):
+// 0.6B 1287 vs 1227, 1B 1072 vs 1004, 8B 193.8 vs 190.8 tok/s (its gate +
+// up 80.7 vs 85.0 us a layer: 2.91 TB/s).
 LeanKernel paired_float_lean_kernel(const MultiGemvParams& kp, uint32_t used) {
     if (pair_at() == EnvReach::Never || !is_gated(kp) || !float_lean_kernel(kp, used) || lean_split(kp) != 1)
         return nullptr;
@@ -773,7 +775,13 @@ int residual_writer_split(const MultiGemvParams& p) {
 // session 18): Llama-3.2-1B (2048 rows, 64 blocks) 956 vs 895 tok/s;
 // Qwen3-0.6B (1024 rows: 32 blocks, a quarter of the SMs) 1076 vs 1117.
 // Split as the lean kernel splits (residual_writer_split) its grid holds
-// 128 blocks at both.
+// 128 blocks at all three shapes, and it pays at each (session 19, same
+// method; vs AKUNU_CUDA_Q8_LINK=attention): 0.6B 1222 vs 1118, 1B 1002 vs
+// 893 (unsplit: 952), Llama-3.1-8B 190.7 vs 173.8 (there its O / down read
+// 2.95 TB/s by tools/trace_decode.py, the lean kernel's gate + up 2.76).
+// 16- or 32-warp blocks for the lean float kernel lost at every shape (8B
+// 187.0 / 168.3 vs 191.0), as did splitting its rows to 8192 or 16384
+// warps (8B 191.0 / 186.3 vs 194.0 with float pairing).
 bool float_block_writer_pays(const MultiGemvParams& p) {
     return p.N[0] / (kRoundWarps / residual_writer_split(p)) >= 64;
 }
