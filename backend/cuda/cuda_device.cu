@@ -265,6 +265,7 @@ static void link_q8(const CudaKernelEntry* we, CudaArgs& writer, const CudaKerne
         float* region = nullptr;
         float* sumsq = nullptr;
         const bool deferred = out.defers_norm && in.norm.weight;
+        if (deferred && out.sumsq_rows < (uint32_t)kMinSumsqRows) return;  // (no room for that many sums)
         if (!act_f32_layout(reader, in.m, in.K, half, &region, deferred ? &sumsq : nullptr)) return;
         writer.f32_out = region;
         reader.f32_in = region;

@@ -72,8 +72,8 @@ bool normalize_activations(const CudaArgs& a, const float* x, uint32_t m, uint32
 bool act_f32_layout(const CudaArgs& a, uint32_t m, uint32_t K, int half, float** out, float** sumsq) {
     const size_t half_bytes = a.act_scratch_bytes / 2 / 256 * 256;
     const size_t bytes = ((size_t)m * K * sizeof(float) + 255) / 256 * 256;
-    // (sums of squares of as few as 8 values: ActQ8::sumsq_rows)
-    if (!a.act_scratch || m == 0 || bytes + (sumsq ? (K / 8) * sizeof(float) : 0) > half_bytes) return false;
+    if (!a.act_scratch || m == 0 || bytes + (sumsq ? (K / kMinSumsqRows) * sizeof(float) : 0) > half_bytes)
+        return false;
     if (sumsq && m != 1) return false;
     *out = reinterpret_cast<float*>(a.act_scratch + (half ? half_bytes : 0));
     if (sumsq) *sumsq = reinterpret_cast<float*>(a.act_scratch + (half ? half_bytes : 0) + bytes);

@@ -13,6 +13,9 @@
 namespace akunu {
 
 constexpr int kQ8Block = 32;
+// The fewest values one of ActQ8::sumsq's sums of squares may cover (a float
+// residual writer whose rows are split over 4 warps: 8 rows a block).
+constexpr int kMinSumsqRows = 8;
 
 // Where the rounding of m tokens of K values lies in half `half` (0 or 1) of
 // the device's activation scratch; false when it does not fit (or K is not a
@@ -26,7 +29,7 @@ bool act_q8_layout(const CudaArgs& a, uint32_t m, uint32_t K, int half, ActQ8* o
 bool act_q8_sumsq_layout(const CudaArgs& a, uint32_t m, uint32_t K, int half, float eps, ActQ8* out);
 
 // The same for m tokens of K floats (a float reader's Q8Link); with sumsq,
-// also room after them for K / 32 sums of squares (one token).
+// also room after them for K / kMinSumsqRows sums of squares (one token).
 bool act_f32_layout(const CudaArgs& a, uint32_t m, uint32_t K, int half, float** out, float** sumsq = nullptr);
 
 // Enqueues the rounding of m tokens of x (row stride x_stride floats, x

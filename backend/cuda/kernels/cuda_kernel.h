@@ -21,7 +21,7 @@ struct ActQ8 {
     int8_t* q = nullptr;
     float2* ds = nullptr;
     // Set where the rounding was done ahead of its RMSNorm's scale (a block
-    // writer sees only 32 of the values): q, ds are x * (weight + offset)
+    // writer sees only its block's values): q, ds are x * (weight + offset)
     // rounded, with d kept in float, and sumsq holds the sums of x^2 of each
     // sumsq_rows values (32; a float writer whose blocks hold fewer rows: 8
     // or 16); the reader multiplies its dot products by

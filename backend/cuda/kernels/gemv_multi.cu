@@ -312,8 +312,9 @@ constexpr int lean_blocks_per_sm() {
 // to warps of their own (AKUNU_CUDA_GEMV_PAIR=0; the default pairs them on
 // one warp, see Paired, since each such warp loaded all of x for its row). The block's warps leave their sums in shared memory;
 // a thread per output row adds them up in a fixed order.
-// Paired (gated modes, one integer format): a warp takes an output row's
-// gate and up rows together (gemv_q8::row_dot_pair), no split, no shared sums.
+// Paired (gated modes, one format for both matrices): a warp takes an output
+// row's gate and up rows together (gemv_q8::row_dot_pair, or
+// float_row_dot_pair for float rows), no split, no shared sums.
 template <class F, bool Paired = false>
 __global__ void __launch_bounds__(kWarps * 32, lean_blocks_per_sm<F>())
     gemv_multi_lean_kernel(MultiGemvParams p, Geometry g, LeanX x, uint32_t prefetch, int split, const uint8_t* W0,
@@ -596,6 +597,18 @@ LeanKernel paired_lean_kernel(const MultiGemvParams& p) {
     return typed_lean_kernel<true>(p.dtype[0]);
 }
 
+// The lean kernel compiled for one float format (Paired: gate and up rows on
+// one warp); nullptr for any other format.
+template <bool Paired>
+LeanKernel typed_float_lean_kernel(uint32_t dtype) {
+    switch (dtype) {
+        case GGML_F16: return gemv_multi_lean_kernel<Half<false, true>, Paired>;
+        case GGML_BF16: return gemv_multi_lean_kernel<Half<true, true>, Paired>;
+        case GGML_F32: return gemv_multi_lean_kernel<F32, Paired>;
+        default: return nullptr;
+    }
+}
+
 // The lean kernel for float rows where every matrix shares one float format
 // and x needs no norm in the blocks (kp.norm clear: a kernel of its own or a
 // Q8Link writer normalized it); nullptr otherwise, or with
@@ -609,12 +622,7 @@ LeanKernel float_lean_kernel(const MultiGemvParams& kp, uint32_t used) {
     if (off || kp.norm || kp.n_tokens != 1) return nullptr;
     for (uint32_t i = 1; i < used; i++)
         if (kp.dtype[i] != kp.dtype[0]) return nullptr;
-    switch (kp.dtype[0]) {
-        case GGML_F16: return gemv_multi_lean_kernel<Half<false, true>>;
-        case GGML_BF16: return gemv_multi_lean_kernel<Half<true, true>>;
-        case GGML_F32: return gemv_multi_lean_kernel<F32>;
-        default: return nullptr;
-    }
+    return typed_float_lean_kernel<false>(kp.dtype[0]);
 }
 
 // The paired lean float kernel (gate and up rows of one output on one warp,
@@ -626,12 +634,7 @@ LeanKernel float_lean_kernel(const MultiGemvParams& kp, uint32_t used) {
 LeanKernel paired_float_lean_kernel(const MultiGemvParams& kp, uint32_t used) {
     if (pair_at() == EnvReach::Never || !is_gated(kp) || !float_lean_kernel(kp, used) || lean_split(kp) != 1)
         return nullptr;
-    switch (kp.dtype[0]) {
-        case GGML_F16: return gemv_multi_lean_kernel<Half<false, true>, true>;
-        case GGML_BF16: return gemv_multi_lean_kernel<Half<true, true>, true>;
-        case GGML_F32: return gemv_multi_lean_kernel<F32, true>;
-        default: return nullptr;
-    }
+    return typed_float_lean_kernel<true>(kp.dtype[0]);
 }
 
 // Whether a one-token launch takes the lean kernel: where its weights are
@@ -759,12 +762,14 @@ bool rounds_in_block(const MultiGemvParams& p) {
 // Warps a row of the float residual writer: as the lean float kernel would
 // split it (float_lean_split), so the writer's grid fills the GPU as that
 // kernel's does; 1 for integer rows (rounding to 8 bits needs a warp a row).
-// AKUNU_CUDA_FLOAT_WRITER_SPLIT=1|2: at most that (A/B runs).
+// At most kRoundWarps / kMinSumsqRows (the room act_f32_layout leaves for
+// the sums of squares); AKUNU_CUDA_FLOAT_WRITER_SPLIT=1|2: at most that (A/B runs).
 int residual_writer_split(const MultiGemvParams& p) {
+    constexpr int kMost = kRoundWarps / kMinSumsqRows;
     static const int most = [] {
         const char* e = std::getenv("AKUNU_CUDA_FLOAT_WRITER_SPLIT");
-        const int n = e ? std::atoi(e) : 4;
-        return n == 1 || n == 2 ? n : 4;
+        const int n = e ? std::atoi(e) : kMost;
+        return n >= 1 && n < kMost && (n & (n - 1)) == 0 ? n : kMost;
     }();
     return gemv_q8::has_q8_layout(p.dtype[0]) ? 1 : std::min(most, float_lean_split(p, 1));
 }
