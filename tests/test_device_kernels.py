@@ -245,6 +245,18 @@ def test_embedding_every_format(device, qtype):
     np.testing.assert_allclose(em, (w[ids] * 2.5).astype(np.float32), rtol=1e-6, atol=1e-7)
 
 
+@pytest.mark.parametrize("qtype", [T.F32, T.F16, T.BF16], ids=lambda t: t.name)
+@pytest.mark.parametrize("dim", [4096, 2052])  # 16-byte loads (Llama-3.1-8B's width); rows they cannot take
+def test_float_embedding_rows(device, qtype, dim):
+    rng = rng_for(int(qtype) + dim)
+    raw, w = random_matrix(qtype, 40, dim, rng)
+    ids = rng.integers(0, 40, 3).astype(np.int32)
+    (ec,), (em,) = run_both(device, f"embedding_{qtype.name.lower()}", [raw, ids], [np.zeros((3, dim), np.float32)],
+                            kp.embedding(dim, 3, int(qtype), 0.75))
+    np.testing.assert_allclose(em, ec, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(em, (w[ids] * 0.75).astype(np.float32), rtol=1e-6, atol=1e-7)
+
+
 # -- norms, RoPE, element-wise ------------------------------------------------------------------
 
 @pytest.mark.parametrize("dim,rows,row0", [(1024, 1, 0), (896, 1, 3), (128, 16, 0), (2560, 1, 0)])

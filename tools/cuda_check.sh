@@ -40,9 +40,11 @@ PYTHONUNBUFFERED=1 $PY -m pytest -q -rs -s tests/test_cuda.py 2>&1 | tee "$OUT/t
 # The Q8Links the defaults leave out, decode step by step against the CPU:
 # the attention's alone; gate + up's in-block writer everywhere; every
 # writer (the counters' where no in-block one fits), also with the counters alone;
-# the float residual writer unsplit; gate and up rows on warps of their own.
+# the float residual writer unsplit; gate and up rows on warps of their own;
+# a graph a decode step (not 8).
 for setting in AKUNU_CUDA_Q8_LINK=attention AKUNU_CUDA_Q8_LINK_BLOCK=all AKUNU_CUDA_Q8_LINK=all \
-        "AKUNU_CUDA_Q8_LINK=all AKUNU_CUDA_Q8_LINK_BLOCK=0" AKUNU_CUDA_FLOAT_WRITER_SPLIT=1 AKUNU_CUDA_GEMV_PAIR=0; do
+        "AKUNU_CUDA_Q8_LINK=all AKUNU_CUDA_Q8_LINK_BLOCK=0" AKUNU_CUDA_FLOAT_WRITER_SPLIT=1 AKUNU_CUDA_GEMV_PAIR=0 \
+        AKUNU_CUDA_GRAPH_STEPS=1; do
     echo "== $setting" | tee -a "$OUT/test_cuda.log"
     env $setting $PY -m pytest -q tests/test_cuda.py -k "decode_steps or quantized_models or regrouped" 2>&1 |
         grep -E "^E |^FAILED|passed|failed" | tail -8 | tee -a "$OUT/test_cuda.log"

@@ -85,16 +85,12 @@ PY
     [ -n "$BENCH_ENV" ] && step "benchmarks run with$BENCH_ENV" && export $BENCH_ENV
     for i in $(seq 1 120); do [ -f $S/models_done ] && break; sleep 5; done
     for i in $(seq 1 240); do [ -f $S/quant_done ] && break; sleep 5; done
-    step "decode A/B: the in-block Q8Link writers (off: the attention's link alone; gate + up's everywhere), gate and up on one warp"
-    for f in qwen3-0.6b-Q4_0 qwen3-0.6b-Q8_0 llama-3.2-1b-Q4_0 llama-3.1-8b-Q4_0 llama-3.1-8b-Q8_0; do
-        ab $MODELS/$f.gguf tg - AKUNU_CUDA_Q8_LINK=attention AKUNU_CUDA_Q8_LINK_BLOCK=all
+    step "decode A/B: a graph a step (not 8), float rows' L2 prefetch"
+    for f in llama-3.2-1b-F16 llama-3.1-8b-F16; do
+        ab $MODELS/$f.gguf tg - AKUNU_CUDA_GRAPH_STEPS=1 AKUNU_CUDA_GEMV_FLOAT_PREFETCH=0
     done > $S/decode_ab.txt 2>&1
-    ab $MODELS/llama-3.2-1b-Q4_K_M.gguf tg - AKUNU_CUDA_GEMV_PAIR=0 >> $S/decode_ab.txt 2>&1
-    for f in llama-3.2-1b-F16 llama-3.1-8b-F16; do  # the float residual writer; float gate and up on one warp
-        ab $MODELS/$f.gguf tg - AKUNU_CUDA_Q8_LINK=attention AKUNU_CUDA_GEMV_PAIR=0
-    done >> $S/decode_ab.txt 2>&1
-    ab $MODELS/qwen3-0.6b-F16.gguf tg - AKUNU_CUDA_ATTN_EARLY=0 >> $S/decode_ab.txt 2>&1
-    ab $MODELS/llama-3.1-8b-Q4_0.gguf pp - AKUNU_CUDA_REPACK=0 >> $S/decode_ab.txt 2>&1
+    ab $MODELS/qwen3-0.6b-F16.gguf tg - AKUNU_CUDA_GEMV_FLOAT_PREFETCH=0 AKUNU_CUDA_GRAPH_STEPS=1 >> $S/decode_ab.txt 2>&1
+    ab $MODELS/llama-3.2-1b-Q4_0.gguf tg - AKUNU_CUDA_GRAPH_STEPS=1 >> $S/decode_ab.txt 2>&1
     step "side-by-side benchmark"
     SHAPES=$ALL python3 tools/bench_cuda.py bench $MODELS $LLB > $S/bench.md 2> $S/bench.err
     step "bandwidth"

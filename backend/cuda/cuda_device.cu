@@ -27,7 +27,7 @@ void check(cudaError_t e, const char* what) {
 constexpr size_t kWorkspaceBytes = 8u << 20;
 // 8-bit activations, two halves (act_q8_layout): 8 tokens of K = 200k each
 constexpr size_t kActScratchBytes = 4u << 20;
-constexpr size_t kMaxStepGraphs = 4;
+constexpr size_t kMaxStepGraphs = 8;  // (a table's one-step and unrolled graphs, a few tables)
 constexpr uint32_t kQ8Counters = 16384;  // Q8Link writers' group counters: outputs up to 512k values
 constexpr uint32_t kQ8Partials = 8192;   // and block sums: 8 tokens of 1024 blocks (8192 rows)
 
@@ -326,16 +326,21 @@ static bool capturable(const DispatchTable& table) {
     return true;
 }
 
-cudaGraphExec_t CudaDevice::step_graph(const DispatchTable& table) {
+cudaGraphExec_t CudaDevice::step_graph(const DispatchTable& table, int steps) {
     for (size_t i = 0; i < graphs_.size(); i++)
-        if (graphs_[i].table_id == table.id) return graphs_[i].exec;
-    StepGraph g{table.id, nullptr};
+        if (graphs_[i].table_id == table.id && graphs_[i].steps == steps) {
+            std::rotate(graphs_.begin() + (long)i, graphs_.begin() + (long)i + 1, graphs_.end());  // most recent last
+            return graphs_.back().exec;
+        }
+    StepGraph g{table.id, steps, nullptr};
     if (capturable(table)) {
         check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
         bool launched = true;
         try {
-            launch_commands(table, ReplayState{}, true);
-            advance_replay_state<<<1, 1, 0, stream_>>>(replay_state_);
+            for (int s = 0; s < steps; s++) {
+                launch_commands(table, ReplayState{}, true);
+                advance_replay_state<<<1, 1, 0, stream_>>>(replay_state_);
+            }
         } catch (const Error&) {
             launched = false;  // a launcher refused the graph: replay this table step by step
         }
@@ -362,16 +367,35 @@ cudaGraphExec_t CudaDevice::step_graph(const DispatchTable& table) {
     return g.exec;
 }
 
-// One graph launch per step: the host only enqueues; positions and token
-// slots advance on the device (the graph's last node).
+// Decode steps a graph holds where a chunk has that many: the GPU's work
+// between two graph launches then comes once per that many steps (H100,
+// F16, tg128 with 32768 vocabularies: Qwen3-0.6B 1254 vs 1241 tok/s with a
+// graph a step, Llama-3.2-1B 1059 vs 1059; BENCHMARKS.md session 20).
+// AKUNU_CUDA_GRAPH_STEPS=N for A/B runs (1: a graph a step).
+static int unrolled_steps() {
+    static const int n = [] {
+        const char* e = std::getenv("AKUNU_CUDA_GRAPH_STEPS");
+        const int v = e ? std::atoi(e) : 8;
+        return std::clamp(v, 1, 64);
+    }();
+    return n;
+}
+
+// Graph launches only: the host enqueues; positions and token slots
+// advance on the device (each step's last node).
 void CudaDevice::encode_chain(const DispatchTable& table, uint32_t pos0, int steps) {
-    cudaGraphExec_t exec = step_graph(table);
-    if (!exec) {
+    const int unrolled = unrolled_steps();
+    // (the unrolled graph first: capturing it may evict older graphs, never the one returned last)
+    cudaGraphExec_t many = unrolled > 1 && steps >= unrolled ? step_graph(table, unrolled) : nullptr;
+    cudaGraphExec_t one = steps % unrolled || !many ? step_graph(table, 1) : nullptr;
+    if (!many && !one) {
         Device::encode_chain(table, pos0, steps);
         return;
     }
     set_replay_state<<<1, 1, 0, stream_>>>(replay_state_, pos0);
-    for (int i = 0; i < steps; i++) check(cudaGraphLaunch(exec, stream_), "cudaGraphLaunch");
+    int done = 0;
+    for (; many && done + unrolled <= steps; done += unrolled) check(cudaGraphLaunch(many, stream_), "cudaGraphLaunch");
+    for (; done < steps; done++) check(cudaGraphLaunch(one, stream_), "cudaGraphLaunch");
 }
 
 // Each command between two synchronizations, timed by CUDA events.

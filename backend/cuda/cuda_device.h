@@ -59,12 +59,13 @@ private:
     CudaArgs scratch_args() const;
     CudaArgs command_args(const DispatchCmd& cmd, const ReplayState& st, bool in_graph) const;
     void launch_commands(const DispatchTable& table, const ReplayState& st, bool in_graph);
-    // The decode step of `table` as an instantiated graph (captured on first
-    // use), or nullptr when a command of it cannot run in a graph.
-    cudaGraphExec_t step_graph(const DispatchTable& table);
+    // `steps` decode steps of `table` as an instantiated graph (captured on
+    // first use), or nullptr when a command of it cannot run in a graph.
+    cudaGraphExec_t step_graph(const DispatchTable& table, int steps);
 
     struct StepGraph {
         uint64_t table_id = 0;
+        int steps = 1;
         cudaGraphExec_t exec = nullptr;  // nullptr: the table is not capturable
     };
     std::vector<StepGraph> graphs_;  // most recent last; a few tables at most

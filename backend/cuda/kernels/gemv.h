@@ -25,4 +25,13 @@ inline uint32_t gemv_prefetch_bytes() {
     return bytes;
 }
 
+// The same for float rows (F16 / BF16 / F32 against float x): AKUNU_CUDA_GEMV_FLOAT_PREFETCH=N.
+inline uint32_t float_prefetch_bytes() {
+    static const uint32_t bytes = [] {
+        const char* e = std::getenv("AKUNU_CUDA_GEMV_FLOAT_PREFETCH");
+        return e ? (uint32_t)std::strtoul(e, nullptr, 10) : gemv_prefetch_bytes();
+    }();
+    return bytes;
+}
+
 }  // namespace akunu

@@ -935,7 +935,9 @@ void launch_gemv_multi(const CudaArgs& a) {
                             : kp.norm && !q8 ? (size_t)p.n_tokens * p.K * sizeof(float) : 0;
     const size_t shared = std::max(reserve, x_shared);
     if (shared > kMaxShared) throw Error("gemv_multi: K " + std::to_string(p.K) + " too large to normalize in shared memory");
-    const uint32_t prefetch = norm_at() == NormAt::BlockPrefetch ? UINT32_MAX : gemv_prefetch_bytes();
+    const uint32_t prefetch = norm_at() == NormAt::BlockPrefetch ? UINT32_MAX
+                              : q8                                ? gemv_prefetch_bytes()
+                                                                  : float_prefetch_bytes();
     if ((a.q8_out.q || a.f32_out) && block_writer_fits(a, p)) {  // (integer rows: q8 holds and xq.q is set)
         const unsigned round_blocks = p.N[0] / kRoundWarps;
         if (is_gated(p)) {
