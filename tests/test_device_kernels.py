@@ -369,6 +369,16 @@ def need_fused(device):
 # cases failed once each in 8 H100 runs (session 13). Gated outputs carry gate's and up's (a 3-token gated case
 # measured 0.0201 in session 12).
 Q8_MULTI_TOL = 3e-2
+# Gated outputs silu(g) * u carry both dots' rounding differences: relative
+# error ~ du + c dg with c = g silu'(g) / silu(g) ~ 1 to 1.3 where the large
+# outputs are (g > 0), so up to ~1.6x a single dot's 0.025 at most. The
+# 1B-shape Q4_K gate / up case (8192 rows) measured 0.0305 once (session 20,
+# AKUNU_TEST_SEED=603834657, under AKUNU_CUDA_GEMV_LEAN=1).
+Q8_GATED_TOL = 4.5e-2
+
+
+def q8_tol(mode):
+    return Q8_GATED_TOL if mode in (kp.MULTI_SILU, kp.MULTI_GELU) else Q8_MULTI_TOL
 
 MULTI_CASES = {
     # name: mode, formats of the matrices, rows of each, K, tokens, input norm
@@ -406,7 +416,7 @@ MULTI_CASES = {
 def test_gemv_multi(device, case):
     """Fused projections against the CPU's definition (the unfused rmsnorm,
     gemv, gated activation, residual add): relative L2 1e-5 for float formats,
-    Q8_MULTI_TOL quantized (both round activations to 8 bits there, differently)."""
+    q8_tol quantized (both round activations to 8 bits there, differently)."""
     need_fused(device)
     mode, formats, Ns, K, m, norm = MULTI_CASES[case]
     rng = rng_for(len(case) * 31 + K)
@@ -426,7 +436,7 @@ def test_gemv_multi(device, case):
         ys_all = ys + [np.zeros(1, np.float32) for _ in range(3 - len(ys))]
         _core._run_cpu_kernel("gemv_multi", [x.copy(), nw, *ws, *ys_all], params, device=dev)
         outs.append(ys[: len(formats)] if mode == kp.MULTI_SEPARATE else ys)
-    tol = 1e-5 if all(q in (T.F32, T.F16, T.BF16) for q in formats) else Q8_MULTI_TOL
+    tol = 1e-5 if all(q in (T.F32, T.F16, T.BF16) for q in formats) else q8_tol(mode)
     for yc, yg in zip(*outs):
         assert not np.isnan(yg).any(), "unwritten outputs"
         assert rel_l2(yg, yc) < tol
@@ -486,7 +496,7 @@ X8_MULTI_CASES = {
 @pytest.mark.parametrize("case", X8_MULTI_CASES, ids=list(X8_MULTI_CASES))
 def test_gemv_multi_x8(device, case):
     """The fused one-token projections on the x8 layouts (alone and beside
-    Q4_K) against the CPU's definition: relative L2 Q8_MULTI_TOL, as the
+    Q4_K) against the CPU's definition: relative L2 q8_tol, as the
     GGUF formats (8-bit activations)."""
     need_x8(device)
     mode, qtypes, Ns, K = X8_MULTI_CASES[case]
@@ -514,7 +524,7 @@ def test_gemv_multi_x8(device, case):
         outs.append(ys[: len(Ns)] if mode == kp.MULTI_SEPARATE else ys[:1])
     for yc, yg in zip(*outs):
         assert not np.isnan(yg).any(), "unwritten outputs"
-        assert rel_l2(yg, yc) < Q8_MULTI_TOL
+        assert rel_l2(yg, yc) < q8_tol(mode)
 
 
 @pytest.mark.parametrize("norm,neox,factors,hd,n", [(1, 1, 0, 128, 1), (0, 0, 1, 64, 2), (1, 1, 0, 256, 1)])
