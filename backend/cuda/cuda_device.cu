@@ -369,8 +369,9 @@ cudaGraphExec_t CudaDevice::step_graph(const DispatchTable& table, int steps) {
 
 // Decode steps a graph holds where a chunk has that many: the GPU's work
 // between two graph launches then comes once per that many steps (H100,
-// F16, tg128 with 32768 vocabularies: Qwen3-0.6B 1254 vs 1241 tok/s with a
-// graph a step, Llama-3.2-1B 1059 vs 1059; BENCHMARKS.md session 20).
+// tg128 at the real shapes and vocabularies, vs a graph a step: Qwen3-0.6B
+// F16 1196 vs 1180 tok/s, Llama-3.2-1B Q4_0 1811 vs 1801, Llama-3.2-1B and
+// Llama-3.1-8B F16 even; BENCHMARKS.md session 20).
 // AKUNU_CUDA_GRAPH_STEPS=N for A/B runs (1: a graph a step).
 static int unrolled_steps() {
     static const int n = [] {

@@ -285,7 +285,8 @@ void launch_matmul(const CudaArgs& a) {
 // A thread decodes a unit (up to 256 values: 4 threads a 1024-wide K-quant
 // row) into shared memory, then the block writes the row out in float4
 // stores: decoded into each thread's local array and stored value by value,
-// as before, the lookup took ~12 us a token on the H100.
+// as before, the lookup took ~12 us a token on the H100. Float rows skip the
+// shared memory (float_row_in_vectors).
 constexpr int kEmbedThreads = 128;
 constexpr size_t kEmbedMaxShared = 200 * 1024;
 
