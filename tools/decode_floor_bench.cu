@@ -21,6 +21,8 @@
 #include <cstdlib>
 #include <vector>
 
+#include "../backend/cuda/kernels/cuda_kernel.h"  // launch_maybe_pdl, pdl_wait
+#include "cuda_graph_timer.h"
 #include "cuda_tool_check.h"
 
 // 16 bytes, not kept in L1 (as akunu's float rows: ld_stream_u4).
@@ -41,10 +43,8 @@ __global__ void stream_kernel(const uint4* p, size_t n16, unsigned* sink, int pr
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
     if (prefetch && i < n16) asm volatile("prefetch.global.L2 [%0];" ::"l"(p + i));
-#if __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
+    akunu::pdl_wait();
+    akunu::pdl_launch_dependents();
     uint32_t s = 0;
     for (; i + (kInFlight - 1) * stride < n16; i += kInFlight * stride) {
         uint4 v[kInFlight];
@@ -66,10 +66,8 @@ __global__ void row_kernel(const uint4* p, int rows, int row16, unsigned* sink, 
     const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
     const uint4* r = p + (size_t)row * row16;
     if (prefetch && row < rows) asm volatile("prefetch.global.L2 [%0];" ::"l"(r + lane * 8));
-#if __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
+    akunu::pdl_wait();
+    akunu::pdl_launch_dependents();
     if (row >= rows) return;
     uint32_t s = 0;
     int i = lane;
@@ -90,10 +88,8 @@ __global__ void row_kernel(const uint4* p, int rows, int row16, unsigned* sink, 
 // A kernel that reads nothing: the place of a layer's attention when asked
 // (its boundary alone).
 __global__ void empty_kernel() {
-#if __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
+    akunu::pdl_wait();
+    akunu::pdl_launch_dependents();
 }
 
 using StreamFn = void (*)(const uint4*, size_t, unsigned*, int);
@@ -110,55 +106,23 @@ struct Config {
     int threads, blocks_per_sm, in_flight, pdl, prefetch, attention;
 };
 
-template <typename... Args>
-void launch_smem(bool pdl, void (*k)(Args...), int grid, int threads, size_t smem, cudaStream_t st, Args... args) {
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid;
-    cfg.blockDim = threads;
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = st;
-    cfg.attrs = attr;
-    cfg.numAttrs = pdl ? 1 : 0;
-    CHECK(cudaLaunchKernelEx(&cfg, k, args...));
+// kernel<<<grid, threads, smem, st>>>(args...), a programmatic dependent
+// of the one before when `pdl` (akunu's own launcher).
+template <typename... Params, typename... Args>
+void launch_smem(bool pdl, void (*k)(Params...), int grid, int threads, size_t smem, cudaStream_t st,
+                 Args... args) {
+    CHECK(akunu::launch_maybe_pdl(pdl, k, grid, threads, smem, st, args...));
 }
 
-template <typename... Args>
-void launch(bool pdl, void (*k)(Args...), int grid, int threads, cudaStream_t st, Args... args) {
+template <typename... Params, typename... Args>
+void launch(bool pdl, void (*k)(Params...), int grid, int threads, cudaStream_t st, Args... args) {
     launch_smem(pdl, k, grid, threads, 0, st, args...);
 }
 
 // Milliseconds of one replay of the graph that `enqueue` captures (best of reps).
 template <class Enqueue>
 float graph_ms(cudaStream_t st, int reps, Enqueue enqueue) {
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
-    enqueue();
-    CHECK(cudaStreamEndCapture(st, &graph));
-    CHECK(cudaGraphInstantiate(&exec, graph, 0));
-    cudaEvent_t e0, e1;
-    CHECK(cudaEventCreate(&e0));
-    CHECK(cudaEventCreate(&e1));
-    CHECK(cudaGraphLaunch(exec, st));  // warm-up
-    float best = 1e30f;
-    for (int r = 0; r < reps; r++) {
-        CHECK(cudaEventRecord(e0, st));
-        CHECK(cudaGraphLaunch(exec, st));
-        CHECK(cudaEventRecord(e1, st));
-        CHECK(cudaEventSynchronize(e1));
-        float ms;
-        CHECK(cudaEventElapsedTime(&ms, e0, e1));
-        if (ms < best) best = ms;
-    }
-    CHECK(cudaGetLastError());
-    CHECK(cudaEventDestroy(e0));
-    CHECK(cudaEventDestroy(e1));
-    CHECK(cudaGraphExecDestroy(exec));
-    CHECK(cudaGraphDestroy(graph));
-    return best;
+    return time_graph_replays(st, 1, reps, enqueue).best;
 }
 
 // An F16 matrix of a decode step: rows x K.

@@ -12,6 +12,7 @@
 #include <cstdlib>
 
 #include "../backend/cuda/kernels/cuda_kernel.h"  // launch_maybe_pdl, pdl_wait
+#include "cuda_graph_timer.h"
 #include "cuda_tool_check.h"
 
 constexpr int kSteps = 280;   // 28 layers x 10 kernels
@@ -76,28 +77,10 @@ __global__ void persistent_kernel(float* a, float* b, unsigned* count, unsigned*
     }
 }
 
+// Microseconds a step: the mean of 20 replays of a kSteps-step graph.
 template <typename F>
 float time_graph(cudaStream_t st, F&& enqueue) {
-    cudaGraph_t g;
-    cudaGraphExec_t ge;
-    CHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-    enqueue();
-    CHECK(cudaStreamEndCapture(st, &g));
-    CHECK(cudaGraphInstantiate(&ge, g, 0));
-    cudaEvent_t t0, t1;
-    CHECK(cudaEventCreate(&t0));
-    CHECK(cudaEventCreate(&t1));
-    for (int i = 0; i < 3; i++) CHECK(cudaGraphLaunch(ge, st));
-    const int reps = 20;
-    CHECK(cudaEventRecord(t0, st));
-    for (int i = 0; i < reps; i++) CHECK(cudaGraphLaunch(ge, st));
-    CHECK(cudaEventRecord(t1, st));
-    CHECK(cudaStreamSynchronize(st));
-    float ms = 0;
-    CHECK(cudaEventElapsedTime(&ms, t0, t1));
-    CHECK(cudaGraphExecDestroy(ge));
-    CHECK(cudaGraphDestroy(g));
-    return ms * 1e3f / reps / kSteps;  // us per step
+    return time_graph_replays(st, 3, 20, enqueue).mean * 1e3f / kSteps;
 }
 
 template <typename K, typename... Args>
