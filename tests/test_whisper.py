@@ -204,6 +204,17 @@ def test_real_whisper_matches_faster_whisper(request, speech, which, timestamps)
     assert np.mean(errors) < 0.35  # espeak's voice is far from Whisper's training data; tiny.en is small
 
 
+def test_defaults_decode_timestamps_as_faster_whisper(tiny_en, speech):
+    """transcribe() with no arguments decodes as faster-whisper's defaults do (timestamp tokens on,
+    temperature fallback), greedy: the same text and segments on every clip."""
+    for name in ENGLISH:
+        path, _ = speech[name]
+        ours = tiny_en.transcribe(path)
+        ref, _ = faster_whisper(tiny_en.path, path, beam_size=1)
+        assert [(s.start, s.end, s.text) for s in ours.segments] == ref, name
+        assert ours.text == tiny_en.transcribe(path, timestamps=True).text
+
+
 def test_long_audio_segments_match_faster_whisper(tiny_en, speech):
     path, text = speech["long"]
     streamed = []

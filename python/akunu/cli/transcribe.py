@@ -19,11 +19,13 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda", "metal", "auto"])
     ap.add_argument("-t", "--threads", type=int, default=0, help="CPU threads (default: all cores)")
     ap.add_argument("-f", "--format", default="text", choices=["text", "srt", "vtt", "json"],
-                    help="output format (default: text); srt, vtt and json turn timestamps on")
+                    help="output format (default: text)")
     ap.add_argument("-o", "--output", default=None, help="write to this file instead of stdout")
     ap.add_argument("-l", "--language", default=None, help="language code such as en, de (default: detect)")
     ap.add_argument("--task", default="transcribe", choices=["transcribe", "translate"])
-    ap.add_argument("--timestamps", action="store_true", help="decode timestamps (phrase-level segments)")
+    ap.add_argument("--timestamps", action=argparse.BooleanOptionalAction, default=True,
+                    help="decode Whisper's timestamp tokens (default, as faster-whisper; phrase-level "
+                    "segments); --no-timestamps decodes text alone (srt, vtt and json keep them on)")
     ap.add_argument("--beam-size", type=int, default=1, help="beam search width (default: 1 = greedy)")
     ap.add_argument("--temperature", type=float, default=None,
                     help="fixed temperature (default: 0 with fallback to 0.2 .. 1.0)")

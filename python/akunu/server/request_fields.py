@@ -151,5 +151,7 @@ def audio_fields(form, task: str) -> Dict[str, Any]:
         raise _bad("timestamp_granularities[]", "expected 'segment' or 'word'")
     if "word" in grains:
         raise _bad("timestamp_granularities[]", "word timestamps are not supported (segment only)")
-    out["timestamps"] = fmt in ("srt", "vtt", "verbose_json")
+    # timestamp tokens on for every format, as OpenAI's and faster-whisper's
+    # decoding: they steer the text too, not only the segment times
+    out["timestamps"] = True
     return out

@@ -146,7 +146,7 @@ class WhisperModel:
         return base, opts
 
     def transcribe_stream(self, audio: AudioInput, language: Optional[str] = None, task: str = "transcribe",
-                          timestamps: bool = False, beam_size: int = 1,
+                          timestamps: bool = True, beam_size: int = 1,
                           temperature: Union[float, Sequence[float]] = DEFAULT_TEMPERATURES, best_of: int = 5,
                           initial_prompt: Optional[str] = None, condition_on_previous_text: bool = True,
                           sample_rate: int = SAMPLE_RATE, seed: int = 0) -> Iterator[Segment]:
@@ -172,7 +172,7 @@ class WhisperModel:
         return (language, probs, (mel.shape[1] - 1) * 0.01), run()
 
     def transcribe(self, audio: AudioInput, language: Optional[str] = None, task: str = "transcribe",
-                   timestamps: bool = False, beam_size: int = 1,
+                   timestamps: bool = True, beam_size: int = 1,
                    temperature: Union[float, Sequence[float]] = DEFAULT_TEMPERATURES, best_of: int = 5,
                    initial_prompt: Optional[str] = None, condition_on_previous_text: bool = True,
                    on_segment: Optional[Callable[[Segment], None]] = None, sample_rate: int = SAMPLE_RATE,
@@ -182,8 +182,9 @@ class WhisperModel:
         `audio`: a file path or file bytes (WAV, FLAC, OGG ...; any rate and
         channel count) or a float32 array at `sample_rate`. `language`: a code
         such as "en" (None: detected from the first 30 s). `timestamps`: decode
-        Whisper's timestamp tokens, giving one segment per phrase (else one per
-        30-second window). `beam_size` > 1: beam search. `temperature`: a value
+        Whisper's timestamp tokens (the default, as openai-whisper and
+        faster-whisper do: they also steer the text), giving one segment per
+        phrase; False decodes text alone, one segment per 30-second window. `beam_size` > 1: beam search. `temperature`: a value
         or the fallback sequence tried when the output is repetitive or
         improbable. `on_segment` is called with each segment as it is decoded.
         """
