@@ -1,10 +1,8 @@
 import os
-import sys
 
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(ROOT, "tools"))
 CACHE = os.path.join(ROOT, "tests", ".cache")
 # Kernel tests draw fresh inputs every run from this seed (set it to repeat a run).
 os.environ.setdefault("AKUNU_TEST_SEED", str(int.from_bytes(os.urandom(4), "little")))

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import akunu
-import random_gguf
+from tests.fixtures import random_gguf
 from akunu import _core
 
 
@@ -245,7 +245,7 @@ def test_overlapping_tensors(tmp_path):
 
 
 def test_context_larger_than_memory_is_refused_before_allocating(tmp_path):
-    import random_gguf
+    from tests.fixtures import random_gguf
 
     path = str(tmp_path / "wide.gguf")
     # 4 layers x 4096-wide K/V: a 2^20-token cache would need 64 GiB

@@ -21,7 +21,7 @@ CONVERSATIONS = [
 
 @pytest.fixture(scope="module")
 def templates(cache_dir):
-    import fetch_vocab_cases
+    from tests.fixtures import vocab_cases as fetch_vocab_cases
 
     dest = os.path.join(cache_dir, "vocab")
     try:

@@ -11,7 +11,7 @@ import time
 import pexpect
 import pytest
 
-import random_gguf
+from tests.fixtures import random_gguf
 
 TOOLS = ["chat", "complete", "generate", "inspect", "bench", "profile"]
 ENV = {**os.environ, "PYTHONUNBUFFERED": "1"}

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import akunu
-import random_gguf
-from backend_compare import compare_with_cpu, hf_dir, rel_l2
-from sampling_reference import chi_square_ok, probabilities
+from tests.fixtures import random_gguf
+from tests.fixtures.backend_compare import compare_with_cpu, hf_dir, rel_l2
+from tests.fixtures.sampling_reference import chi_square_ok, probabilities
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QUANTIZED = sorted(glob.glob(os.path.join(ROOT, "tests", "models", "*.gguf")))
@@ -206,7 +206,7 @@ def whisper_input(name):
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_whisper_random_tiny_shape_matches_cpu(tmp_path, dtype):
     """A random Whisper at tiny's real shape (384 wide, 4 + 4 layers, 1500 encoder positions)."""
-    import hf_models
+    from tests.fixtures import hf_models
     from akunu.whisper.mel import log_mel_spectrogram, pad_or_trim
 
     d = str(tmp_path / dtype)

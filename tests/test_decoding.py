@@ -8,7 +8,7 @@ import jsonschema
 import pytest
 
 import akunu
-import random_gguf
+from tests.fixtures import random_gguf
 from akunu.stop_strings import StopStringFilter
 
 

@@ -30,11 +30,11 @@ import numpy as np
 import pytest
 from gguf import GGMLQuantizationType as T
 
-import kernel_params as kp
+from tests.fixtures import kernel_params as kp
 from akunu import _core
-from backend_compare import rel_l2
-from quant_samples import X8_CODES, mlx_matrix, random_matrix, regroup_x8
-from sampling_reference import chi_square_ok, probabilities
+from tests.fixtures.backend_compare import rel_l2
+from tests.fixtures.quant_samples import X8_CODES, mlx_matrix, random_matrix, regroup_x8
+from tests.fixtures.sampling_reference import chi_square_ok, probabilities
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # A new seed every run (conftest.py sets AKUNU_TEST_SEED and prints it in the

@@ -1,5 +1,5 @@
 """BERT embeddings: the real all-MiniLM-L6-v2 against sentence-transformers,
-the same model converted to GGUF by tools/convert_hf_to_gguf.py, random-weight
+the same model converted to GGUF by akunu-convert, random-weight
 BERTs against transformers, and the errors around embed()."""
 
 import os
@@ -9,7 +9,7 @@ import pytest
 
 import akunu
 from akunu import _core
-from hf_models import bert_reference, make_bert
+from tests.fixtures.hf_models import bert_reference, make_bert
 
 SENTENCES = [
     "The cat sat on the mat.", "A quick brown fox jumps over the lazy dog.", "hello world",
@@ -70,7 +70,7 @@ def test_minilm_matches_sentence_transformers(minilm_dir, minilm_reference):
 
 
 def test_minilm_converted_to_gguf_gives_same_embeddings(minilm_dir, minilm_reference, tmp_path):
-    from convert_hf_to_gguf import convert
+    from akunu.convert_gguf import convert
 
     out = str(tmp_path / "minilm.gguf")
     convert(minilm_dir, out)
@@ -98,7 +98,7 @@ def test_random_bert_matches_transformers(tmp_path, layers):
 
 
 def test_random_bert_gguf_roundtrip(tmp_path):
-    from convert_hf_to_gguf import convert
+    from akunu.convert_gguf import convert
 
     make_bert(str(tmp_path / "hf"), seed=7)
     convert(str(tmp_path / "hf"), str(tmp_path / "b.gguf"), outtype="f16")

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import akunu
-import random_gguf
+from tests.fixtures import random_gguf
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 QUANTIZED = sorted(glob.glob(os.path.join(ROOT, "models", "*.gguf")))[:6]
@@ -47,7 +47,7 @@ def test_fused_tables_give_the_unfused_tokens(models):
 
 
 def test_gemv_multi_bad_parameters_are_clear_errors():
-    import kernel_params as kp
+    from tests.fixtures import kernel_params as kp
     from akunu import _core
     x = np.ones((1, 64), np.float32)
     w = np.ones((8, 64), np.float32).view(np.uint8)
@@ -59,7 +59,7 @@ def test_gemv_multi_bad_parameters_are_clear_errors():
 
 
 def test_rmsnorm_residual_bad_parameters_are_clear_errors():
-    import kernel_params as kp
+    from tests.fixtures import kernel_params as kp
     from akunu import _core
     y, h = np.ones((2, 64), np.float32), np.zeros((2, 64), np.float32)
     w = np.ones(64, np.float32)

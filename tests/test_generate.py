@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import akunu
-import random_gguf
+from tests.fixtures import random_gguf
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import pytest
 
 import akunu
 from akunu import _core
-from hf_models import make_decoder, mlx_quantize, mlx_dequantize, mlx_quantize_dir
+from tests.fixtures.hf_models import make_decoder, mlx_quantize, mlx_dequantize, mlx_quantize_dir
 
 torch = pytest.importorskip("torch")
 

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 from gguf import GGMLQuantizationType as T
 
-import kernel_params as kp
+from tests.fixtures import kernel_params as kp
 from akunu import _core
-from quant_samples import FORMATS, mlx_matrix, random_matrix
+from tests.fixtures.quant_samples import FORMATS, mlx_matrix, random_matrix
 
 QUANT = [T.Q8_0, T.Q4_0, T.Q5_0, T.Q4_K, T.Q6_K, T.Q4_1, T.Q5_1, T.Q2_K, T.Q3_K, T.Q5_K, T.IQ4_NL, T.IQ4_XS]
 ALL = [T.F32, T.F16, T.BF16] + QUANT

@@ -4,7 +4,7 @@ how many threadgroups, threadgroup memory within the GPU's 32 KiB)."""
 
 import pytest
 
-import kernel_params as kp
+from tests.fixtures import kernel_params as kp
 from akunu import AkunuError, _core
 
 

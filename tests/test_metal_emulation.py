@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 import akunu
-import random_gguf
-from backend_compare import compare_with_cpu, hf_dir, rel_l2
-from test_device_kernels import build_metal_emulation
+from tests.fixtures import random_gguf
+from tests.fixtures.backend_compare import compare_with_cpu, hf_dir, rel_l2
+from tests.test_device_kernels import build_metal_emulation
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 QUANTIZED = sorted(f for f in os.listdir(os.path.join(ROOT, "tests", "models")) if f.endswith(".gguf"))
@@ -89,7 +89,7 @@ def test_bert_embeddings_match_cpu():
 def test_whisper_random_matches_cpu(tmp_path):
     """A small random Whisper: conv front end (im2col + gemm + erf-GELU), learned
     positions, encoder, cross-attention over fixed keys, decoder steps."""
-    import hf_models
+    from tests.fixtures import hf_models
 
     tok = os.path.join(ROOT, "tests", ".cache", "whisper-cuda", "tokenizer.json")
     if not os.path.exists(tok):

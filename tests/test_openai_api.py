@@ -6,7 +6,7 @@ from openai.types import Completion
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 import akunu
-import random_gguf
+from tests.fixtures import random_gguf
 
 
 @pytest.fixture(scope="module")

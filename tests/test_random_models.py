@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import akunu
-from golden_models import GOLDEN, model_path, records
+from tests.fixtures.golden_models import GOLDEN, model_path, records
 
 RECORDS = records()
 # near-tie margin (logit units) and logit tolerance per kind of weights

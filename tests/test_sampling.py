@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 import akunu
-import kernel_params as kp
-import random_gguf
+from tests.fixtures import kernel_params as kp
+from tests.fixtures import random_gguf
 from akunu import _core
-from sampling_reference import chi_square_ok, probabilities, processed_logits
+from tests.fixtures.sampling_reference import chi_square_ok, probabilities, processed_logits
 
 VOCAB = 64
 

@@ -17,7 +17,7 @@ from openai.types import Completion
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 import akunu
-import random_gguf
+from tests.fixtures import random_gguf
 from akunu.server import ServerLimits, create_app
 
 MSGS = [{"role": "user", "content": "Say something short."}]
@@ -30,7 +30,7 @@ def paths(tmp_path_factory):
     for arch in ("llama", "qwen3"):
         out[arch] = str(d / f"{arch}.gguf")
         random_gguf.write_model(out[arch], arch, "F16", seed=31)
-    from hf_models import make_bert
+    from tests.fixtures.hf_models import make_bert
 
     out["bert"] = str(d / "bert")
     make_bert(out["bert"], seed=4)

@@ -7,7 +7,7 @@ import pytest
 
 from akunu import _core
 from akunu.tokenizer import GGUFTokenizer
-from fetch_vocab_cases import WANTED, fetch
+from tests.fixtures.vocab_cases import WANTED, fetch
 
 SEPARATOR = "\n__ggml_vocab_test__\n"
 

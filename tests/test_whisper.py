@@ -52,7 +52,7 @@ def test_log_mel_matches_feature_extractor(n_mels, seconds):
 @pytest.fixture(scope="session")
 def random_whisper(tmp_path_factory, whisper_base_dir):
     """{format: path} of one random tiny Whisper, plus the float32 transformers reference."""
-    import hf_models
+    from tests.fixtures import hf_models
 
     root = tmp_path_factory.mktemp("random_whisper")
     tok = os.path.join(whisper_base_dir, "tokenizer.json")
@@ -65,7 +65,7 @@ def random_whisper(tmp_path_factory, whisper_base_dir):
         ct2.converters.TransformersConverter(paths["hf-f32"]).convert(out, quantization=q, force=True)
         shutil.copy(tok, os.path.join(out, "tokenizer.json"))
         paths[f"ct2-{q}"] = out
-    from convert_hf_to_gguf import convert
+    from akunu.convert_gguf import convert
 
     for outtype in ("f32", "q8_0"):
         paths[f"gguf-{outtype}"] = str(root / f"{outtype}.gguf")
@@ -83,7 +83,7 @@ TOLERANCE = {"hf-f32": (1e-3, 1e-3), "hf-f16": (1e-3, 1e-3), "gguf-f32": (1e-3, 
 def test_random_whisper_matches_transformers(random_whisper, fmt):
     ref, paths = random_whisper
     if fmt == "hf-f16":  # its reference runs the F16-rounded weights
-        import hf_models
+        from tests.fixtures import hf_models
 
         ref = hf_models.make_whisper(paths["hf-f16"] + "-ref", os.path.join(paths["hf-f16"], "tokenizer.json"),
                                      dtype="float16")
@@ -409,7 +409,7 @@ def test_temperature_fallback_rules():
 
 def test_128_mel_whisper_matches_transformers(tmp_path, whisper_base_dir):
     """large-v3's front end: 128 mel bins."""
-    import hf_models
+    from tests.fixtures import hf_models
 
     ref = hf_models.make_whisper(str(tmp_path / "m"), os.path.join(whisper_base_dir, "tokenizer.json"), n_mels=128)
     model = akunu.load(str(tmp_path / "m"))

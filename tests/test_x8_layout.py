@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from gguf import GGMLQuantizationType as T
 
-import kernel_params as kp
+from tests.fixtures import kernel_params as kp
 import akunu
 from akunu import _core
-from backend_compare import rel_l2
-from quant_samples import X8_CODES, random_matrix, regroup_x8
+from tests.fixtures.backend_compare import rel_l2
+from tests.fixtures.quant_samples import X8_CODES, random_matrix, regroup_x8
 
 
 @pytest.mark.parametrize("qtype", [T.Q4_0, T.Q8_0, T.Q6_K])

@@ -128,10 +128,7 @@ void CpuDevice::dispatch(Dim3, Dim3) {
 // Resolves a command's buffers (token slot patched) and parameters into `a`.
 static const CpuKernelEntry* bind_command(const DispatchCmd& cmd, const ReplayState& st, CpuArgs& a,
                                           uint8_t* params) {
-    for (int i = 0; i < cmd.buffer_count; i++) {
-        size_t off = cmd.offsets[i] + (i == cmd.patch_token_buffer ? 4u * st.token_index : 0u);
-        a.buf[i] = cmd.buffers[i].contents ? (uint8_t*)cmd.buffers[i].contents + off : nullptr;
-    }
+    for (int i = 0; i < cmd.buffer_count; i++) a.buf[i] = replay_address(cmd, i, st, cmd.buffers[i].contents);
     patch_params(cmd, st, params);
     return (const CpuKernelEntry*)cmd.pso.handle;
 }

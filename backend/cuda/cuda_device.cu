@@ -206,10 +206,7 @@ void CudaDevice::encode_dispatch_table(const DispatchTable& table, const ReplayS
 // A command's launch arguments: buffers offset, parameters patched.
 CudaArgs CudaDevice::command_args(const DispatchCmd& cmd, const ReplayState& st, bool in_graph) const {
     CudaArgs a = scratch_args();
-    for (int i = 0; i < cmd.buffer_count; i++) {
-        size_t off = cmd.offsets[i] + (i == cmd.patch_token_buffer ? 4u * st.token_index : 0u);
-        a.buf[i] = cmd.buffers[i].handle ? (uint8_t*)cmd.buffers[i].handle + off : nullptr;
-    }
+    for (int i = 0; i < cmd.buffer_count; i++) a.buf[i] = replay_address(cmd, i, st, cmd.buffers[i].handle);
     patch_params(cmd, st, a.params);
     a.replay_pos = in_graph && cmd.patch_pos0 >= 0 ? replay_state_ : nullptr;
     a.replay_token = in_graph && cmd.patch_token_buffer >= 0 ? replay_state_ + 1 : nullptr;
@@ -399,27 +396,21 @@ void CudaDevice::encode_chain(const DispatchTable& table, uint32_t pos0, int ste
     for (; done < steps; done++) check(cudaGraphLaunch(one, stream_), "cudaGraphLaunch");
 }
 
-// Each command between two synchronizations, timed by CUDA events.
-std::vector<double> CudaDevice::time_commands(const DispatchTable& table, const ReplayState& st) {
+// One replay between two synchronizations, timed by CUDA events.
+double CudaDevice::time_table(const DispatchTable& table, const ReplayState& st) {
     cudaEvent_t t0, t1;
     check(cudaEventCreate(&t0), "cudaEventCreate");
     check(cudaEventCreate(&t1), "cudaEventCreate");
-    std::vector<double> out;
-    DispatchTable one;
-    one.commands.resize(1);
-    for (const DispatchCmd& cmd : table.commands) {
-        one.commands[0] = cmd;
-        cudaEventRecord(t0, stream_);
-        encode_dispatch_table(one, st);
-        cudaEventRecord(t1, stream_);
-        sync();
-        float ms = 0;
-        cudaEventElapsedTime(&ms, t0, t1);
-        out.push_back(ms / 1e3);
-    }
+    sync();
+    cudaEventRecord(t0, stream_);
+    encode_dispatch_table(table, st);
+    cudaEventRecord(t1, stream_);
+    sync();
+    float ms = 0;
+    cudaEventElapsedTime(&ms, t0, t1);
     cudaEventDestroy(t0);
     cudaEventDestroy(t1);
-    return out;
+    return ms / 1e3;
 }
 
 }  // namespace akunu

@@ -50,7 +50,7 @@ public:
     int prefill_chunk() const override { return 512; }
     void encode_dispatch_table(const DispatchTable& table, const ReplayState& state) override;
     void encode_chain(const DispatchTable& table, uint32_t pos0, int steps) override;
-    std::vector<double> time_commands(const DispatchTable& table, const ReplayState& state) override;
+    double time_table(const DispatchTable& table, const ReplayState& state) override;
 
 private:
     void sync();

@@ -56,7 +56,7 @@ public:
     int chain_length() const override { return chip_.chain_decode_chunk; }
 
     void encode_dispatch_table(const DispatchTable& table, const ReplayState& state) override;
-    std::vector<double> time_commands(const DispatchTable& table, const ReplayState& state) override;
+    double time_table(const DispatchTable& table, const ReplayState& state) override;
 
     const ChipConfig& chip() const { return chip_; }
 

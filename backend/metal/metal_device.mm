@@ -297,27 +297,20 @@ void MetalDevice::encode_dispatch_table(const DispatchTable& table, const Replay
         for (int i = 0; i < DispatchCmd::MAX_BUFFERS; i++) {
             const bool set = i < cmd.buffer_count && cmd.buffers[i].handle;
             bufs[i] = set ? mtl(cmd.buffers[i]) : nil;
-            offs[i] = set ? cmd.offsets[i] + (i == cmd.patch_token_buffer ? 4u * st.token_index : 0u) : 0;
+            offs[i] = set ? replay_offset(cmd, i, st) : 0;
         }
         patch_params(cmd, st, params);
         encode_command(*impl_, chip_, entry, bufs, offs, params);
     }
 }
 
-// Each command in its own command buffer, timed by the GPU's own clock.
-std::vector<double> MetalDevice::time_commands(const DispatchTable& table, const ReplayState& st) {
+// One replay in its own command buffer, timed by the GPU's own clock.
+double MetalDevice::time_table(const DispatchTable& table, const ReplayState& st) {
     sync();
-    std::vector<double> out;
-    DispatchTable one;
-    one.commands.resize(1);
-    for (const DispatchCmd& cmd : table.commands) {
-        one.commands[0] = cmd;
-        encode_dispatch_table(one, st);
-        id<MTLCommandBuffer> cb = impl_->cmd;
-        sync();
-        out.push_back(cb.GPUEndTime - cb.GPUStartTime);
-    }
-    return out;
+    encode_dispatch_table(table, st);
+    id<MTLCommandBuffer> cb = impl_->cmd;
+    sync();
+    return cb.GPUEndTime - cb.GPUStartTime;
 }
 
 }  // namespace akunu

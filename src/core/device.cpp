@@ -30,8 +30,7 @@ void Device::encode_dispatch_table(const DispatchTable& table, const ReplayState
     for (const DispatchCmd& cmd : table.commands) {
         set_pipeline(cmd.pso);
         for (int i = 0; i < cmd.buffer_count; i++) {
-            size_t off = cmd.offsets[i] + (i == cmd.patch_token_buffer ? 4u * st.token_index : 0u);
-            set_buffer(cmd.buffers[i], off, i);
+            set_buffer(cmd.buffers[i], replay_offset(cmd, i, st), i);
         }
         patch_params(cmd, st, params);
         set_bytes(params, cmd.param_size, cmd.param_index);
@@ -48,15 +47,22 @@ void Device::copy_buffer(Buffer dst, size_t dst_offset, Buffer src, size_t src_o
 
 std::vector<double> Device::time_commands(const DispatchTable& table, const ReplayState& st) {
     std::vector<double> out;
+    out.reserve(table.commands.size());
     DispatchTable one;
     one.commands.resize(1);
     for (const DispatchCmd& cmd : table.commands) {
         one.commands[0] = cmd;
-        auto t0 = std::chrono::steady_clock::now();
-        encode_dispatch_table(one, st);  // synchronous: returns when the command has run
-        out.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        out.push_back(time_table(one, st));
     }
     return out;
+}
+
+double Device::time_table(const DispatchTable& table, const ReplayState& st) {
+    end_encoding_sync();  // nothing earlier still running inside the measurement
+    auto t0 = std::chrono::steady_clock::now();
+    encode_dispatch_table(table, st);
+    end_encoding_sync();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 }  // namespace akunu

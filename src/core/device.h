@@ -102,9 +102,12 @@ public:
     virtual void encode_chain(const DispatchTable& table, uint32_t pos0, int steps);
 
     // Profiling (cold path): runs the table one command at a time, each to
-    // completion, and returns the seconds each took. GPU backends may
-    // override this with device timestamps.
-    virtual std::vector<double> time_commands(const DispatchTable& table, const ReplayState& state);
+    // completion, and returns the seconds each took (time_table of each).
+    std::vector<double> time_commands(const DispatchTable& table, const ReplayState& state);
+    // Seconds one replay of `table` takes, run alone. The default is the host's
+    // clock around a synchronous replay; GPU backends override it with their
+    // device timestamps.
+    virtual double time_table(const DispatchTable& table, const ReplayState& state);
 };
 
 }  // namespace akunu

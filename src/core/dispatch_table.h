@@ -48,6 +48,18 @@ struct DispatchTable {
     static uint64_t next_id();
 };
 
+// Byte offset of buffer `i` of `cmd` for `state`: the command's own offset,
+// plus the chain-decode token slot for the token-id buffer.
+inline size_t replay_offset(const DispatchCmd& cmd, int i, const ReplayState& st) {
+    return cmd.offsets[i] + (i == cmd.patch_token_buffer ? 4u * st.token_index : 0u);
+}
+
+// Where buffer `i` of `cmd` starts for `state`, given the buffer's base address
+// on the device (host contents, a device pointer): nullptr for an unbound slot.
+inline uint8_t* replay_address(const DispatchCmd& cmd, int i, const ReplayState& st, void* base) {
+    return base ? static_cast<uint8_t*>(base) + replay_offset(cmd, i, st) : nullptr;
+}
+
 // Writes the patched parameter bytes of `cmd` for `state` into `out`.
 inline void patch_params(const DispatchCmd& cmd, const ReplayState& st, uint8_t* out) {
     std::memcpy(out, cmd.param_bytes, (size_t)cmd.param_size);

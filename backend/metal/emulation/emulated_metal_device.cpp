@@ -63,10 +63,7 @@ void EmulatedMetalDevice::encode_dispatch_table(const DispatchTable& table, cons
     uint8_t params[DispatchCmd::MAX_PARAM_BYTES];
     for (const DispatchCmd& cmd : table.commands) {
         uint8_t* bufs[DispatchCmd::MAX_BUFFERS] = {};
-        for (int i = 0; i < cmd.buffer_count; i++) {
-            const size_t off = cmd.offsets[i] + (i == cmd.patch_token_buffer ? 4u * st.token_index : 0u);
-            bufs[i] = cmd.buffers[i].contents ? static_cast<uint8_t*>(cmd.buffers[i].contents) + off : nullptr;
-        }
+        for (int i = 0; i < cmd.buffer_count; i++) bufs[i] = replay_address(cmd, i, st, cmd.buffers[i].contents);
         patch_params(cmd, st, params);
         run(*static_cast<const MetalKernelSpec*>(cmd.pso.handle), bufs, params);
     }

@@ -11,7 +11,7 @@ unconverted models run the same weights.
   (src/weight/whisper_names.h), with tokenizer.json stored under
   tokenizer.huggingface.json. --outtype q8_0 / q5_0 / q4_0 quantizes the matrices.
 
-Usage: python tools/convert_hf_to_gguf.py MODEL_DIR OUT.gguf [--outtype f32|f16|q8_0|q5_0|q4_0]
+Usage: akunu-convert MODEL_DIR OUT.gguf [--outtype f32|f16|q8_0|q5_0|q4_0]
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 
 import numpy as np
 
@@ -54,9 +53,11 @@ def _wordpiece_vocab(model_dir: str):
 
 
 def convert(model_dir: str, out_path: str, outtype: str = "f32") -> None:
-    import gguf
+    try:
+        import gguf
+    except ImportError:
+        raise SystemExit("akunu-convert writes GGUF with gguf-py: pip install 'akunu[convert]'") from None
 
-    sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))  # after an installed akunu
     from akunu import _core
 
     model = _core.read_model(model_dir, with_data=True)
