@@ -12,6 +12,24 @@
 
 namespace akunu {
 
+std::vector<std::string> device_names() {
+    std::vector<std::string> names = {"auto", "cpu"};
+#if defined(AKUNU_HAVE_CUDA)
+    names.push_back("cuda");
+#endif
+#if defined(AKUNU_HAVE_METAL)
+    names.push_back("metal");
+#endif
+    if (EmulatedMetalDevice::library_available()) names.push_back("metal-emu");
+    return names;
+}
+
+static std::string quoted_device_names() {
+    std::string s;
+    for (const std::string& n : device_names()) s += (s.empty() ? "'" : ", '") + n + "'";
+    return s;
+}
+
 std::unique_ptr<Device> create_device(const std::string& name, int n_threads) {
     if (name == "cpu") return std::make_unique<CpuDevice>(n_threads);
     if (name == "auto") {
@@ -27,18 +45,23 @@ std::unique_ptr<Device> create_device(const std::string& name, int n_threads) {
 #if defined(AKUNU_HAVE_CUDA)
         return std::make_unique<CudaDevice>();  // a clear error when no GPU is visible
 #else
-        throw Error("device 'cuda' is not available in this build of akunu (built without the CUDA toolkit)");
+        throw Error("device 'cuda' is not available in this build of akunu (built without the CUDA toolkit; "
+                    "devices: " + quoted_device_names() + ")");
 #endif
     }
-    if (name == "metal-emu") return std::make_unique<EmulatedMetalDevice>();
     if (name == "metal") {
 #if defined(AKUNU_HAVE_METAL)
         return std::make_unique<MetalDevice>();  // a clear error when there is no Metal GPU
 #else
-        throw Error("device 'metal' is not available in this build of akunu (Metal needs macOS on Apple Silicon)");
+        throw Error("device 'metal' is not available in this build of akunu (Metal needs macOS on Apple Silicon; "
+                    "devices: " + quoted_device_names() + ")");
 #endif
     }
-    throw Error("unknown device '" + name + "' (expected 'cpu', 'cuda', 'metal' or 'auto')");
+    // The test device exists only while its kernel library loads.
+    if (name == "metal-emu" && EmulatedMetalDevice::library_available()) return std::make_unique<EmulatedMetalDevice>();
+    std::string msg = "unknown device '" + name + "' (devices: " + quoted_device_names() + ")";
+    if (name == "metal-emu") msg += ": " + EmulatedMetalDevice::library_error();
+    throw Error(msg);
 }
 
 }  // namespace akunu

@@ -31,7 +31,7 @@ import pytest
 from gguf import GGMLQuantizationType as T
 
 from tests.fixtures import kernel_params as kp
-from akunu import _core
+from akunu import _testing
 from tests.fixtures.backend_compare import rel_l2
 from tests.fixtures.quant_samples import X8_CODES, mlx_matrix, random_matrix, regroup_x8
 from tests.fixtures.sampling_reference import chi_square_ok, probabilities
@@ -72,7 +72,7 @@ def device(request):
         name = "cuda"
     try:
         x = np.zeros(4, np.float32)
-        _core._run_cpu_kernel("add_inplace", [x, x.copy()], kp.add(4, 1), device=name)
+        _testing.run_kernel("add_inplace", [x, x.copy()], kp.add(4, 1), device=name)
     except Exception as e:  # noqa: BLE001 - the reason is the skip message
         pytest.skip(f"device {name} unavailable: {e}")
     return name
@@ -92,7 +92,7 @@ def run_both(device, name, inputs, outputs, params):
                 p[...] = 0x7E00  # F16 NaN
             outs.append(p)
         bufs = [np.array(a, copy=True) for a in inputs] + outs
-        _core._run_cpu_kernel(name, bufs, params, device=dev)
+        _testing.run_kernel(name, bufs, params, device=dev)
         results.append(outs)
     return results
 
@@ -166,7 +166,7 @@ def _matmul(device, name, raw, x, bias, m, N, params):
     out = []
     for dev in ("cpu", device):
         y = np.full((m, N), np.nan, np.float32)
-        _core._run_cpu_kernel(name, [np.ascontiguousarray(raw), x, y, bias], params, device=dev)
+        _testing.run_kernel(name, [np.ascontiguousarray(raw), x, y, bias], params, device=dev)
         out.append([y])
     return out
 
@@ -201,7 +201,7 @@ def test_matmul_real_shapes(device, shape):
     raw, w = random_matrix(qtype, N, K, rng)
     x = rng.standard_normal((m, K)).astype(np.float32)
     y = np.full((m, N), np.nan, np.float32)
-    _core._run_cpu_kernel(f"gemv_{qtype.name.lower()}", [raw, x, y], kp.matmul(N, K, m, int(qtype), K, N),
+    _testing.run_kernel(f"gemv_{qtype.name.lower()}", [raw, x, y], kp.matmul(N, K, m, int(qtype), K, N),
                           device=device)
     assert (np.abs(y - x.astype(np.float64) @ w.T) <= matmul_bound(device, qtype, x, w)).all()
 
@@ -226,7 +226,7 @@ def test_gemm_prefill_shapes(device, shape):
     x = rng.standard_normal((m + 3, K)).astype(np.float32)  # row0 = 3
     bias = rng.standard_normal(N).astype(np.float32)
     y = np.full((m, N), np.nan, np.float32)
-    _core._run_cpu_kernel(f"gemm_{qtype.name.lower()}", [raw, x, y, bias],
+    _testing.run_kernel(f"gemm_{qtype.name.lower()}", [raw, x, y, bias],
                           kp.matmul(N, K, m, int(qtype), K, N, has_bias=1, row0=3), device=device)
     ref = x[3:].astype(np.float64) @ w.T + bias
     err = np.abs(y - ref)
@@ -284,7 +284,7 @@ def test_rmsnorm_residual(device, dim, n):
     ref = h + y64 / np.sqrt((y64 ** 2).mean(-1, keepdims=True) + 1e-6) * (w + 1.0)
     for dev in ("cpu", device):
         yy, hh = y.copy(), h.copy()
-        _core._run_cpu_kernel("rmsnorm_residual", [yy, w, hh], kp.norm(dim, n, 1, dim, 1e-6, weight_offset=1.0),
+        _testing.run_kernel("rmsnorm_residual", [yy, w, hh], kp.norm(dim, n, 1, dim, 1e-6, weight_offset=1.0),
                               device=dev)
         np.testing.assert_array_equal(yy, y)
         assert rel_l2(hh, ref) < 1e-6, dev
@@ -297,7 +297,7 @@ def test_layernorm(device):
     results = []
     for dev in ("cpu", device):
         y = np.full_like(x, np.nan)
-        _core._run_cpu_kernel("layernorm", [x.copy(), w, y, b], kp.norm(384, 7, 1, 384, 1e-12), device=dev)
+        _testing.run_kernel("layernorm", [x.copy(), w, y, b], kp.norm(384, 7, 1, 384, 1e-12), device=dev)
         results.append(y)
     assert rel_l2(results[1], results[0]) < 1e-6
 
@@ -311,7 +311,7 @@ def test_rope(device, neox, factors):
     out = []
     for dev in ("cpu", device):
         y = x.copy()
-        _core._run_cpu_kernel("rope", [y, f], kp.rope(heads, hd, n, 1000, heads * hd, neox, factors, 1e6, 1.0),
+        _testing.run_kernel("rope", [y, f], kp.rope(heads, hd, n, 1000, heads * hd, neox, factors, 1e6, 1.0),
                               device=dev)
         out.append(y)
     assert rel_l2(out[1], out[0]) < 2e-5
@@ -330,8 +330,8 @@ def test_add_gelu_erf_add_rows_im2col(device):
     x, y = rng.standard_normal((2, 5, 384)).astype(np.float32) * 3
     out = [x.copy(), x.copy()]
     for o, dev in zip(out, ("cpu", device)):
-        _core._run_cpu_kernel("add_inplace", [o, y], kp.add(384, 5), device=dev)
-        _core._run_cpu_kernel("gelu_erf", [o], kp.add(384, 5), device=dev)
+        _testing.run_kernel("add_inplace", [o, y], kp.add(384, 5), device=dev)
+        _testing.run_kernel("gelu_erf", [o], kp.add(384, 5), device=dev)
     np.testing.assert_allclose(out[1], out[0], rtol=2e-6, atol=1e-6)
     # learned positions: plain and per packed sequence
     table = rng.standard_normal((448, 384)).astype(np.float32)
@@ -340,7 +340,7 @@ def test_add_gelu_erf_add_rows_im2col(device):
         res = []
         for dev in ("cpu", device):
             h = x.copy()
-            _core._run_cpu_kernel("add_rows", [h, table, seg], kp.add_rows(384, 5, 100, segmented), device=dev)
+            _testing.run_kernel("add_rows", [h, table, seg], kp.add_rows(384, 5, 100, segmented), device=dev)
             res.append(h)
         np.testing.assert_array_equal(res[1], res[0])
     # Whisper's conv front end: 80 mels x 3000 frames (stride 1), then stride 2
@@ -434,7 +434,7 @@ def test_gemv_multi(device, case):
         ws = [np.ascontiguousarray(r) for r in raws] + [np.ascontiguousarray(raws[0])] * (3 - len(raws))
         # unused output slots get arrays of their own: a GPU run copies every buffer back
         ys_all = ys + [np.zeros(1, np.float32) for _ in range(3 - len(ys))]
-        _core._run_cpu_kernel("gemv_multi", [x.copy(), nw, *ws, *ys_all], params, device=dev)
+        _testing.run_kernel("gemv_multi", [x.copy(), nw, *ws, *ys_all], params, device=dev)
         outs.append(ys[: len(formats)] if mode == kp.MULTI_SEPARATE else ys)
     tol = 1e-5 if all(q in (T.F32, T.F16, T.BF16) for q in formats) else q8_tol(mode)
     for yc, yg in zip(*outs):
@@ -464,7 +464,7 @@ def test_x8_matmul_and_embedding(device, qtype):
     for m, kernel in ((1, "gemv"), (5, "gemv"), (40, "gemm"), (160, "gemm")):
         x = rng.standard_normal((m, K)).astype(np.float32)
         y = np.full((m, N), np.nan, np.float32)
-        _core._run_cpu_kernel(f"{kernel}_{name}", [x8, x, y, bias], kp.matmul(N, K, m, code, K, N, has_bias=1),
+        _testing.run_kernel(f"{kernel}_{name}", [x8, x, y, bias], kp.matmul(N, K, m, code, K, N, has_bias=1),
                               device=device)
         ref = x.astype(np.float64) @ w.T + bias
         err = np.abs(y - ref)
@@ -520,7 +520,7 @@ def test_gemv_multi_x8(device, case):
             ys = [np.full((1, Ns[i] if i < len(Ns) else 1), np.nan, np.float32) for i in range(3)]
         ws = raws + [raws[0]] * (3 - len(raws))
         ys_all = ys + [np.zeros(1, np.float32) for _ in range(3 - len(ys))]
-        _core._run_cpu_kernel("gemv_multi", [x.copy(), nw, *ws, *ys_all], params, device=dev)
+        _testing.run_kernel("gemv_multi", [x.copy(), nw, *ws, *ys_all], params, device=dev)
         outs.append(ys[: len(Ns)] if mode == kp.MULTI_SEPARATE else ys[:1])
     for yc, yg in zip(*outs):
         assert not np.isnan(yg).any(), "unwritten outputs"
@@ -547,7 +547,7 @@ def test_qk_norm_rope_kv(device, norm, neox, factors, hd, n):
         kc = np.full((max_ctx, kv_heads * hd), 0x7E00, np.uint16)
         vc = kc.copy()
         qq, kk = q.copy(), k.copy()
-        _core._run_cpu_kernel("qk_norm_rope_kv", [qq, kk, v, qw, kw, fac, kc, vc], params, device=dev)
+        _testing.run_kernel("qk_norm_rope_kv", [qq, kk, v, qw, kw, fac, kc, vc], params, device=dev)
         res.append((qq, kk, kc, vc))
     (qc, kc_, kcc, vcc), (qg, kg, kcg, vcg) = res
     assert rel_l2(qg, qc) < 2e-5 and rel_l2(kg, kc_) < 2e-5
@@ -567,7 +567,7 @@ def test_kv_write(device):
     for dev in ("cpu", device):
         kc = np.full((64, 512), 0x7E00, np.uint16)
         vc = kc.copy()
-        _core._run_cpu_kernel("kv_write", [k, v, kc, vc], kp.kv_write(512, 7, 20, 512, 512, 64), device=dev)
+        _testing.run_kernel("kv_write", [k, v, kc, vc], kp.kv_write(512, 7, 20, 512, 512, 64), device=dev)
         res.append((kc, vc))
     np.testing.assert_array_equal(res[1][0], res[0][0])
     np.testing.assert_array_equal(res[1][1], res[0][1])
@@ -622,7 +622,7 @@ def test_attention(device, case):
     res = []
     for dev in ("cpu", device):
         out = np.full((c["n"], c["heads"] * c["hd"]), np.nan, np.float32)
-        _core._run_cpu_kernel("attention", [q, kc, vc, out, seg], params, device=dev)
+        _testing.run_kernel("attention", [q, kc, vc, out, seg], params, device=dev)
         res.append(out)
     assert rel_l2(res[1], res[0]) < 5e-4
 
@@ -657,7 +657,7 @@ def run_sampler(dev, logits, history, bias, mask_words, params):
     # processed logits, weights, then the GPU samplers' partials and state
     # (SamplerBuffersScratchBytes = 16384 in src/cache/sampler_buffers.h)
     work = np.full(2 * vocab + 16384 // 4, np.nan, np.float32)
-    _core._run_cpu_kernel("sample", [logits, out, hist, bias, mask_words, work], params, device=dev)
+    _testing.run_kernel("sample", [logits, out, hist, bias, mask_words, work], params, device=dev)
     return int(out[0]), hist, work[:vocab]
 
 
@@ -705,7 +705,7 @@ def test_kernel_coverage(device):
     """Every MSL function the Metal launch specs can pick ran in the tests above."""
     if device != "metal-emu":
         pytest.skip("kernel coverage is counted by the Metal emulation")
-    ran = _core._metal_emu_function_counts()
-    missing = sorted(set(_core._metal_function_names()) - set(ran))
+    ran = _testing.metal_emu_function_counts()
+    missing = sorted(set(_testing.metal_function_names()) - set(ran))
     print(f"{len(ran)} MSL functions ran:", ", ".join(f"{k} x{v}" for k, v in sorted(ran.items())))
     assert not missing, f"never ran: {missing}"

@@ -48,20 +48,20 @@ def test_fused_tables_give_the_unfused_tokens(models):
 
 def test_gemv_multi_bad_parameters_are_clear_errors():
     from tests.fixtures import kernel_params as kp
-    from akunu import _core
+    from akunu import _testing
     x = np.ones((1, 64), np.float32)
     w = np.ones((8, 64), np.float32).view(np.uint8)
     bufs = [x, np.ones(64, np.float32), w, w, w] + [np.zeros((1, 8), np.float32) for _ in range(3)]
     with pytest.raises(akunu.AkunuError, match="bad matrix count or mode"):
-        _core._run_cpu_kernel("gemv_multi", bufs, kp.multi_gemv(64, 1, 9, [8], [0]), device="cpu")
+        _testing.run_kernel("gemv_multi", bufs, kp.multi_gemv(64, 1, 9, [8], [0]), device="cpu")
     with pytest.raises(akunu.AkunuError, match="unsupported weight type"):
-        _core._run_cpu_kernel("gemv_multi", bufs, kp.multi_gemv(64, 1, 0, [8], [77]), device="cpu")
+        _testing.run_kernel("gemv_multi", bufs, kp.multi_gemv(64, 1, 0, [8], [77]), device="cpu")
 
 
 def test_rmsnorm_residual_bad_parameters_are_clear_errors():
     from tests.fixtures import kernel_params as kp
-    from akunu import _core
+    from akunu import _testing
     y, h = np.ones((2, 64), np.float32), np.zeros((2, 64), np.float32)
     w = np.ones(64, np.float32)
     with pytest.raises(akunu.AkunuError, match="one row a token"):
-        _core._run_cpu_kernel("rmsnorm_residual", [y, w, h], kp.norm(32, 2, 2, 64, 1e-6), device="cpu")
+        _testing.run_kernel("rmsnorm_residual", [y, w, h], kp.norm(32, 2, 2, 64, 1e-6), device="cpu")

@@ -5,7 +5,7 @@ import pytest
 from gguf import GGMLQuantizationType as T
 
 from tests.fixtures import kernel_params as kp
-from akunu import _core
+from akunu import _core, _testing
 from tests.fixtures.quant_samples import FORMATS, mlx_matrix, random_matrix
 
 QUANT = [T.Q8_0, T.Q4_0, T.Q5_0, T.Q4_K, T.Q6_K, T.Q4_1, T.Q5_1, T.Q2_K, T.Q3_K, T.Q5_K, T.IQ4_NL, T.IQ4_XS]
@@ -30,7 +30,7 @@ def run_matmul(kind, qtype, raw, x, n_out, k, bias=None):
     bufs = [np.ascontiguousarray(raw), np.ascontiguousarray(x, np.float32), y]
     if bias is not None:
         bufs.append(bias.astype(np.float32))
-    _core._run_cpu_kernel(f"{kind}_{KERNEL[qtype]}", bufs,
+    _testing.run_kernel(f"{kind}_{KERNEL[qtype]}", bufs,
                           kp.matmul(n_out, k, m, int(qtype), k, n_out, int(bias is not None)))
     return y
 
@@ -122,7 +122,7 @@ def test_embedding_lookup(qtype):
     raw, w = random_matrix(qtype, 1000, 512, rng)
     ids = np.array([5, 999, 0, 5, 17], np.int32)
     out = np.zeros((5, 512), np.float32)
-    _core._run_cpu_kernel(f"embedding_{KERNEL[qtype]}", [raw, ids, out], kp.embedding(512, 5, int(qtype), 1.5))
+    _testing.run_kernel(f"embedding_{KERNEL[qtype]}", [raw, ids, out], kp.embedding(512, 5, int(qtype), 1.5))
     np.testing.assert_allclose(out, (w[ids] * 1.5).astype(np.float32), rtol=1e-6, atol=1e-6)
 
 
@@ -131,7 +131,7 @@ def test_rmsnorm_per_token_and_per_head():
     x = rng.standard_normal((5, 8 * 128)).astype(np.float32) * 3
     w = rng.standard_normal(128).astype(np.float32)
     y = np.zeros_like(x)
-    _core._run_cpu_kernel("rmsnorm", [x, w, y], kp.norm(128, 5, 8, 1024, 1e-6))
+    _testing.run_kernel("rmsnorm", [x, w, y], kp.norm(128, 5, 8, 1024, 1e-6))
     xr = x.reshape(5, 8, 128).astype(np.float64)
     ref = xr / np.sqrt((xr ** 2).mean(-1, keepdims=True) + 1e-6) * w
     np.testing.assert_allclose(y.reshape(5, 8, 128), ref, rtol=1e-5, atol=1e-5)
@@ -164,7 +164,7 @@ def test_rope(neox, factors):
     x = rng.standard_normal((6, 4, 128)).astype(np.float32)
     f = rng.uniform(1, 8, 64).astype(np.float32) if factors else np.zeros(1, np.float32)
     y = x.copy()
-    _core._run_cpu_kernel("rope", [y, f], kp.rope(4, 128, 6, 1000, 512, neox, int(factors), 500000.0, 0.5))
+    _testing.run_kernel("rope", [y, f], kp.rope(4, 128, 6, 1000, 512, neox, int(factors), 500000.0, 0.5))
     ref = rope_ref(x, 1000, 500000.0, neox, f if factors else None, 0.5)
     np.testing.assert_allclose(y, ref, rtol=1e-4, atol=2e-4)
 
@@ -180,9 +180,9 @@ def test_attention_gqa_causal_window(window, causal):
     kc = np.zeros((ctx, KVH * D), np.uint16)
     vc = np.zeros((ctx, KVH * D), np.uint16)
     # write all positions through the kernel (first the "cached" ones, then the new)
-    _core._run_cpu_kernel("kv_write", [k_all[:pos0].copy(), v_all[:pos0].copy(), kc, vc],
+    _testing.run_kernel("kv_write", [k_all[:pos0].copy(), v_all[:pos0].copy(), kc, vc],
                           kp.kv_write(KVH * D, pos0, 0, KVH * D, KVH * D, ctx))
-    _core._run_cpu_kernel("kv_write", [k_all[pos0:].copy(), v_all[pos0:].copy(), kc, vc],
+    _testing.run_kernel("kv_write", [k_all[pos0:].copy(), v_all[pos0:].copy(), kc, vc],
                           kp.kv_write(KVH * D, n, pos0, KVH * D, KVH * D, ctx))
     kf = k_all.astype(np.float16).astype(np.float64)
     np.testing.assert_array_equal(kc[: pos0 + n].view(np.float16).astype(np.float64), kf)
@@ -190,7 +190,7 @@ def test_attention_gqa_causal_window(window, causal):
     q = rng.standard_normal((n, H * D)).astype(np.float32)
     out = np.zeros((n, H * D), np.float32)
     scale = D ** -0.5
-    _core._run_cpu_kernel("attention", [q, kc, vc, out],
+    _testing.run_kernel("attention", [q, kc, vc, out],
                           kp.attention(H, KVH, D, n, pos0, window, H * D, H * D, scale, ctx, causal))
     # llama.cpp's precision against an F16 cache: Q and the softmax weights
     # are rounded to F16 before their products
@@ -225,21 +225,21 @@ def test_attention_and_positions_of_packed_sequences():
     v = rng.standard_normal((n, H * D)).astype(np.float32)
     kc = np.zeros((32, H * D), np.uint16)
     vc = np.zeros((32, H * D), np.uint16)
-    _core._run_cpu_kernel("kv_write", [k, v, kc, vc], kp.kv_write(H * D, n, 0, H * D, H * D, 32))
+    _testing.run_kernel("kv_write", [k, v, kc, vc], kp.kv_write(H * D, n, 0, H * D, H * D, 32))
     q = rng.standard_normal((n, H * D)).astype(np.float32)
     out = np.full((n, H * D), np.nan, np.float32)
-    _core._run_cpu_kernel("attention", [q, kc, vc, out, bounds],
+    _testing.run_kernel("attention", [q, kc, vc, out, bounds],
                           kp.attention(H, H, D, n, 0, 0, H * D, H * D, D ** -0.5, 32, 0, 1))
     for t in range(n):  # each token equals a separate bidirectional pass over its own sequence
         a, b = bounds[t]
         alone = np.full((1, H * D), np.nan, np.float32)
-        _core._run_cpu_kernel("attention", [q[t:t + 1].copy(), kc[a:].copy(), vc[a:].copy(), alone],
+        _testing.run_kernel("attention", [q[t:t + 1].copy(), kc[a:].copy(), vc[a:].copy(), alone],
                               kp.attention(H, H, D, 1, b - a - 1, 0, H * D, H * D, D ** -0.5, 32 - a, 0, 0))
         np.testing.assert_array_equal(out[t], alone[0])
     h = rng.standard_normal((n, 16)).astype(np.float32)
     table = rng.standard_normal((64, 16)).astype(np.float32)
     ref = h + table[np.arange(n) - bounds[:, 0]]
-    _core._run_cpu_kernel("add_rows", [h, table, bounds], kp.add_rows(16, n, 0, 1))
+    _testing.run_kernel("add_rows", [h, table, bounds], kp.add_rows(16, n, 0, 1))
     np.testing.assert_array_equal(h, ref)
 
 
@@ -249,7 +249,7 @@ def test_gated_activation(act):
     g = rng.standard_normal((3, 14336)).astype(np.float32) * 3
     u = rng.standard_normal((3, 14336)).astype(np.float32)
     o = np.zeros_like(g)
-    _core._run_cpu_kernel(act, [g, u, o], kp.gated(14336, 3))
+    _testing.run_kernel(act, [g, u, o], kp.gated(14336, 3))
     gd = g.astype(np.float64)
     if act == "silu_gate":
         a = gd / (1 + np.exp(-gd))
@@ -263,11 +263,11 @@ def test_add_and_argmax():
     a = rng.standard_normal((4, 4096)).astype(np.float32)
     b = rng.standard_normal((4, 4096)).astype(np.float32)
     ref = a + b
-    _core._run_cpu_kernel("add_inplace", [a, b], kp.add(4096, 4))
+    _testing.run_kernel("add_inplace", [a, b], kp.add(4096, 4))
     np.testing.assert_array_equal(a, ref)
     logits = rng.standard_normal((3, 151936)).astype(np.float32)
     out = np.zeros(1, np.int32)
-    _core._run_cpu_kernel("argmax", [logits, out], kp.argmax(151936, 2, 1))
+    _testing.run_kernel("argmax", [logits, out], kp.argmax(151936, 2, 1))
     assert out[0] == logits[2].argmax()
 
 
@@ -281,20 +281,20 @@ def test_layernorm_gelu_erf_add_rows():
         w = rng.standard_normal(dim).astype(np.float32)
         b = rng.standard_normal(dim).astype(np.float32)
         y = np.zeros_like(x)
-        _core._run_cpu_kernel("layernorm", [x, w, y, b], kp.norm(dim, 7, 1, dim, 1e-12))
+        _testing.run_kernel("layernorm", [x, w, y, b], kp.norm(dim, 7, 1, dim, 1e-12))
         xd = x.astype(np.float64)
         ref = (xd - xd.mean(1, keepdims=True)) / np.sqrt(xd.var(1, keepdims=True) + 1e-12) * w + b
         np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)
-        _core._run_cpu_kernel("layernorm", [x, w, x, b], kp.norm(dim, 7, 1, dim, 1e-12))  # in place
+        _testing.run_kernel("layernorm", [x, w, x, b], kp.norm(dim, 7, 1, dim, 1e-12))  # in place
         np.testing.assert_allclose(x, ref, rtol=1e-5, atol=1e-5)
     g = (rng.standard_normal((5, 1536)) * 3).astype(np.float32)
     ref = np.vectorize(lambda v: 0.5 * v * (1 + erf(v / np.sqrt(2))))(g.astype(np.float64))
-    _core._run_cpu_kernel("gelu_erf", [g], kp.add(1536, 5))
+    _testing.run_kernel("gelu_erf", [g], kp.add(1536, 5))
     np.testing.assert_allclose(g, ref, rtol=1e-5, atol=1e-6)
     h = rng.standard_normal((6, 384)).astype(np.float32)
     table = rng.standard_normal((512, 384)).astype(np.float32)
     ref = h + table[100:106]
-    _core._run_cpu_kernel("add_rows", [h, table], kp.add_rows(384, 6, 100))
+    _testing.run_kernel("add_rows", [h, table], kp.add_rows(384, 6, 100))
     np.testing.assert_array_equal(h, ref)
 
 
@@ -309,11 +309,11 @@ def test_mlx_matmul_and_embedding(bits, group):
     for m, kernel in ((1, "gemv_mlx"), (5, "gemm_mlx"), (150, "gemm_mlx")):
         x = rng.standard_normal((m, K)).astype(np.float32)
         y = np.full((m, N), np.nan, np.float32)
-        _core._run_cpu_kernel(kernel, [blocks, x, y, bias], kp.matmul(N, K, m, code, K, N, has_bias=1))
+        _testing.run_kernel(kernel, [blocks, x, y, bias], kp.matmul(N, K, m, code, K, N, has_bias=1))
         np.testing.assert_allclose(y, x.astype(np.float64) @ wd.T + bias, rtol=1e-4, atol=1e-3)
     ids = np.array([0, 95, 17], np.int32)
     out = np.zeros((3, K), np.float32)
-    _core._run_cpu_kernel("embedding_mlx", [blocks, ids, out], kp.embedding(K, 3, code, 1.0))
+    _testing.run_kernel("embedding_mlx", [blocks, ids, out], kp.embedding(K, 3, code, 1.0))
     np.testing.assert_array_equal(out, wd[ids].astype(np.float32))
 
 
@@ -321,7 +321,7 @@ def test_unknown_kernel_is_an_error():
     import akunu
 
     with pytest.raises(akunu.AkunuError, match="no kernel named"):
-        _core._run_cpu_kernel("gemv_q9_9", [], b"")
+        _testing.run_kernel("gemv_q9_9", [], b"")
 
 
 @pytest.mark.parametrize("channels,n_in,stride", [(80, 3000, 1), (384, 3000, 2), (7, 5, 2)])
@@ -331,7 +331,7 @@ def test_im2col_1d_matches_numpy_convolution(channels, n_in, stride):
     x = rng.standard_normal((n_in, channels)).astype(np.float32)
     n_out = (n_in + 2 - 3) // stride + 1
     col = np.full((n_out, channels * 3), np.nan, np.float32)
-    _core._run_cpu_kernel("im2col_1d", [x, col], kp.im2col(channels, n_out, n_in, 3, stride, 1))
+    _testing.run_kernel("im2col_1d", [x, col], kp.im2col(channels, n_out, n_in, 3, stride, 1))
     padded = np.pad(x, ((1, 1), (0, 0)))
     ref = np.stack([padded[t * stride:t * stride + 3].T.reshape(-1) for t in range(n_out)])
     np.testing.assert_array_equal(col, ref)
@@ -350,10 +350,10 @@ def test_cross_attention_sees_every_encoder_key():
     v = rng.standard_normal((n_keys, H * D)).astype(np.float32)
     kc = np.zeros((n_keys, H * D), np.uint16)
     vc = np.zeros((n_keys, H * D), np.uint16)
-    _core._run_cpu_kernel("kv_write", [k, v, kc, vc], kp.kv_write(H * D, n_keys, 0, H * D, H * D, n_keys))
+    _testing.run_kernel("kv_write", [k, v, kc, vc], kp.kv_write(H * D, n_keys, 0, H * D, H * D, n_keys))
     q = rng.standard_normal((n, H * D)).astype(np.float32)
     out = np.full((n, H * D), np.nan, np.float32)
-    _core._run_cpu_kernel("attention", [q, kc, vc, out],
+    _testing.run_kernel("attention", [q, kc, vc, out],
                           kp.attention(H, H, D, n, 7, 0, H * D, H * D, D ** -0.5, n_keys, 0, 0, n_keys))
     kf = k.astype(np.float16).astype(np.float64)
     vf = v.astype(np.float16).astype(np.float64)

@@ -5,7 +5,7 @@ how many threadgroups, threadgroup memory within the GPU's 32 KiB)."""
 import pytest
 
 from tests.fixtures import kernel_params as kp
-from akunu import AkunuError, _core
+from akunu import AkunuError, _testing
 
 
 @pytest.mark.parametrize("cores,family,slc_mb,fuse,q4k,wide,chunk", [
@@ -19,7 +19,7 @@ from akunu import AkunuError, _core
     (40, 9, 48, True, 512, True, 128),      # M4 Max
 ])
 def test_chip_config_follows_the_book(cores, family, slc_mb, fuse, q4k, wide, chunk):
-    c = _core._metal_chip_config(cores, family)
+    c = _testing.metal_chip_config(cores, family)
     assert c["slc_bytes"] == slc_mb << 20
     assert c["should_fuse_weights"] == fuse
     assert c["q4_small_k_threshold"] == q4k
@@ -30,8 +30,8 @@ def test_chip_config_follows_the_book(cores, family, slc_mb, fuse, q4k, wide, ch
 
 def test_matmul_picks_gemv_or_gemm_by_tokens():
     for name in ("gemv_q4_k", "gemm_q4_k"):
-        small = _core._metal_launch(name, kp.matmul(4096, 4096, 8, 12, 4096, 4096), 10, 9)
-        big = _core._metal_launch(name, kp.matmul(4096, 4096, 9, 12, 4096, 4096), 10, 9)
+        small = _testing.metal_launch(name, kp.matmul(4096, 4096, 8, 12, 4096, 4096), 10, 9)
+        big = _testing.metal_launch(name, kp.matmul(4096, 4096, 9, 12, 4096, 4096), 10, 9)
         assert small["function"] == "gemv_q4_k" and small["grid"] == (1024, 1, 1) and small["threads"] == 128
         assert big["function"] == "gemm_q4_k" and big["grid"] == (128, 1, 1) and big["tg_memory"] == 12288
 
@@ -46,16 +46,16 @@ def test_geometry_within_gpu_limits():
         ("im2col_1d", kp.im2col(384, 1500, 3000, stride=2)),
     ]
     for name, params in cases:
-        launch = _core._metal_launch(name, params, 8, 7)
+        launch = _testing.metal_launch(name, params, 8, 7)
         assert 32 <= launch["threads"] <= 1024 and launch["threads"] % 32 == 0, (name, launch)
         assert launch["tg_memory"] <= 32768, (name, launch)
         assert min(launch["grid"]) >= 1, (name, launch)
-    assert _core._metal_launch("rmsnorm", kp.norm(64, 3, 32, 2048, 1e-6), 8, 7)["threads"] == 64
+    assert _testing.metal_launch("rmsnorm", kp.norm(64, 3, 32, 2048, 1e-6), 8, 7)["threads"] == 64
 
 
 def test_attention_head_dim_limit_is_a_clear_error():
     with pytest.raises(AkunuError, match="head_dim up to 256"):
-        _core._metal_launch("attention", kp.attention(8, 8, 512, 1, 0, 0, 4096, 4096, 0.04, 64), 8, 7)
+        _testing.metal_launch("attention", kp.attention(8, 8, 512, 1, 0, 0, 4096, 4096, 0.04, 64), 8, 7)
 
 
 # Fused decode kernels: only devices whose fused_decode() is true (CUDA) need them.
@@ -65,6 +65,6 @@ X8_KERNELS = {f"{k}_{f}_x8" for k in ("gemv", "gemm", "embedding") for f in ("q4
 
 
 def test_every_akunu_kernel_has_a_metal_spec():
-    assert set(_core._cpu_kernel_names()) - FUSED_DECODE_KERNELS - X8_KERNELS == set(_core._metal_kernel_names())
+    assert set(_testing.cpu_kernel_names()) - FUSED_DECODE_KERNELS - X8_KERNELS == set(_testing.metal_kernel_names())
     with pytest.raises(AkunuError, match="no kernel named"):
-        _core._metal_launch("gemv_q9_9", b"", 8, 7)
+        _testing.metal_launch("gemv_q9_9", b"", 8, 7)

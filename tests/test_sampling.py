@@ -9,7 +9,7 @@ import pytest
 import akunu
 from tests.fixtures import kernel_params as kp
 from tests.fixtures import random_gguf
-from akunu import _core
+from akunu import _testing
 from tests.fixtures.sampling_reference import chi_square_ok, probabilities, processed_logits
 
 VOCAB = 64
@@ -29,7 +29,7 @@ def run_sample(logits, history, pos0, bias=None, mask=None, **kw):
             words[i >> 5] |= np.uint32(1 << (i & 31))
     work = np.full(2 * vocab, np.nan, np.float32)  # poisoned: every processed logit must be written
     hist = np.array(history, np.int32).copy()
-    _core._run_cpu_kernel("sample", [logits, out, hist, bias_buf, words, work],
+    _testing.run_kernel("sample", [logits, out, hist, bias_buf, words, work],
                           kp.sample(vocab, n_bias=len(bias), pos0=pos0, use_mask=int(mask is not None), **kw))
     return int(out[0]), work[:vocab], hist
 

@@ -10,7 +10,7 @@ from gguf import GGMLQuantizationType as T
 
 from tests.fixtures import kernel_params as kp
 import akunu
-from akunu import _core
+from akunu import _core, _testing
 from tests.fixtures.backend_compare import rel_l2
 from tests.fixtures.quant_samples import X8_CODES, random_matrix, regroup_x8
 
@@ -33,13 +33,13 @@ def test_loader_regroups_as_the_layout_says(qtype):
     one written here from the layout's description, and back."""
     rng = np.random.default_rng(int(qtype) + 7)
     raw, _ = random_matrix(qtype, 5, 4096, rng)
-    got = _core._regroup_x8(raw.tobytes(), int(qtype), 5, 4096)
+    got = _testing.regroup_x8(raw.tobytes(), int(qtype), 5, 4096)
     assert got == regroup_x8(raw, qtype).tobytes()
-    assert _core._regroup_x8(got, int(qtype), 5, 4096, back=True) == raw.tobytes()
+    assert _testing.regroup_x8(got, int(qtype), 5, 4096, back=True) == raw.tobytes()
     with pytest.raises(akunu.AkunuError, match="sizes do not match"):
-        _core._regroup_x8(raw.tobytes()[:-1], int(qtype), 5, 4096)
+        _testing.regroup_x8(raw.tobytes()[:-1], int(qtype), 5, 4096)
     with pytest.raises(akunu.AkunuError, match="no x8 layout"):
-        _core._regroup_x8(raw.tobytes(), int(T.Q4_K), 5, 4096)
+        _testing.regroup_x8(raw.tobytes(), int(T.Q4_K), 5, 4096)
 
 
 @pytest.mark.parametrize("qtype", [T.Q4_0, T.Q8_0, T.Q6_K])
@@ -51,7 +51,7 @@ def test_x8_matmul_against_float64(qtype, m):
     x = rng.standard_normal((m, K)).astype(np.float32)
     y = np.full((m, N), np.nan, np.float32)
     name = ("gemv_" if m <= 8 else "gemm_") + qtype.name.lower() + "_x8"
-    _core._run_cpu_kernel(name, [np.ascontiguousarray(regroup_x8(raw, qtype)), x, y],
+    _testing.run_kernel(name, [np.ascontiguousarray(regroup_x8(raw, qtype)), x, y],
                           kp.matmul(N, K, m, X8_CODES[qtype], K, N), 2)
     assert rel_l2(y, x.astype(np.float64) @ ref.T) < 1e-6
 

@@ -29,9 +29,15 @@ _END_OF_GENERATION = {
     "<end_of_turn>", "<|eot_id|>", "<|im_end|>", "<|endoftext|>", "<|end|>", "<|eom_id|>",
     "</s>", "<eos>", "<|end_of_text|>",
 }
-# "metal-emu": the Metal kernels run on the CPU through the emulation library
-# (tests only; backend/metal/emulation, needs AKUNU_MSL_EMU_LIB).
-_DEVICES = ("cpu", "auto", "cuda", "metal", "metal-emu")
+# The devices akunu knows; "cuda" and "metal" may be missing from a build,
+# which their own error then says.
+_DEVICES = ("cpu", "auto", "cuda", "metal")
+
+
+def _known_device(device: str) -> bool:
+    # _core.device_names() adds "metal-emu" (the Metal kernels emulated on the
+    # CPU, for tests) only while its library, named by AKUNU_MSL_EMU_LIB, loads.
+    return device in _DEVICES or device in _core.device_names()
 
 
 class GenerationStream:
@@ -77,7 +83,7 @@ class Model:
 
     def __init__(self, path: str, device: str = "cpu", n_ctx: Optional[int] = None, n_threads: int = 0,
                  chat_template: Optional[str] = None, n_batch: Optional[int] = None):
-        if device not in _DEVICES:
+        if not _known_device(device):
             raise AkunuError(f"unknown device '{device}' (expected 'cpu', 'cuda', 'metal' or 'auto')")
         if n_ctx is not None and (isinstance(n_ctx, bool) or not isinstance(n_ctx, int) or n_ctx <= 0):
             raise AkunuError(f"n_ctx must be a positive integer, got {n_ctx!r}")
@@ -409,7 +415,7 @@ def load(path: str, device: str = "cpu", n_ctx: Optional[int] = None, n_threads:
     use more memory for activations and logits.
     """
     path = resolve_model_path(path)
-    if device in _DEVICES and _is_whisper(path):
+    if _known_device(device) and _is_whisper(path):
         from .whisper import WhisperModel
 
         return WhisperModel(path, device=device, n_threads=n_threads, n_beams=n_beams)

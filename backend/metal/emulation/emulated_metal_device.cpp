@@ -18,18 +18,54 @@ std::map<std::string, uint64_t>& counts() {
     return c;
 }
 
+using RunFn = int (*)(const char*, uint8_t* const*, int, const void*, const unsigned*, unsigned, size_t, char*,
+                      size_t);
+
+// The entry point of the library named by $AKUNU_MSL_EMU_LIB, or nullptr with
+// the reason in *err. Each library is loaded once per process and never
+// closed: its kernels register themselves at load.
+RunFn load_library(std::string* err) {
+    static std::mutex m;
+    static std::map<std::string, RunFn> loaded;
+    const char* path = std::getenv("AKUNU_MSL_EMU_LIB");
+    if (!path || !*path) {
+        *err = "device 'metal-emu' needs AKUNU_MSL_EMU_LIB: the path of libakunu_msl_emu.so "
+               "(build it with tools/build_msl_emulation.sh)";
+        return nullptr;
+    }
+    std::lock_guard<std::mutex> lock(m);
+    auto it = loaded.find(path);
+    if (it != loaded.end()) return it->second;
+    void* lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        *err = std::string("device 'metal-emu': cannot load ") + path + ": " + dlerror();
+        return nullptr;
+    }
+    RunFn fn = reinterpret_cast<RunFn>(dlsym(lib, "akunu_msl_emu_run"));
+    if (!fn) {
+        *err = std::string("device 'metal-emu': ") + path + " has no akunu_msl_emu_run";
+        return nullptr;
+    }
+    return loaded[path] = fn;
+}
+
 }  // namespace
 
+bool EmulatedMetalDevice::library_available() {
+    std::string err;
+    return load_library(&err) != nullptr;
+}
+
+std::string EmulatedMetalDevice::library_error() {
+    std::string err;
+    load_library(&err);
+    return err;
+}
+
 EmulatedMetalDevice::EmulatedMetalDevice() : CpuDevice(1) {
-    const char* path = std::getenv("AKUNU_MSL_EMU_LIB");
-    if (!path || !*path)
-        throw Error("device 'metal-emu' needs AKUNU_MSL_EMU_LIB: the path of libakunu_msl_emu.so "
-                    "(build it with tools/build_msl_emulation.sh)");
-    // Loaded once per process and never closed: kernels register themselves at load.
-    void* lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!lib) throw Error(std::string("device 'metal-emu': cannot load ") + path + ": " + dlerror());
-    run_fn_ = reinterpret_cast<RunFn>(dlsym(lib, "akunu_msl_emu_run"));
-    if (!run_fn_) throw Error(std::string("device 'metal-emu': ") + path + " has no akunu_msl_emu_run");
+    std::string err;
+    run_fn_ = load_library(&err);
+    if (!run_fn_) throw Error(err);
 }
 
 Pipeline EmulatedMetalDevice::get_pipeline(const std::string& name) {

@@ -3,6 +3,7 @@
 // the launch geometry MetalDevice uses (metal_launch.h). Buffers are host
 // memory, as on the CPU backend, which it extends. For tests on machines
 // without a Mac: the whole engine, and each kernel, through Metal's code.
+// The device factory offers it only while library_available().
 #pragma once
 #include <cstdint>
 #include <map>
@@ -19,6 +20,11 @@ class EmulatedMetalDevice : public CpuDevice {
 public:
     // Loads the library named by $AKUNU_MSL_EMU_LIB (a clear error if unset or unloadable).
     EmulatedMetalDevice();
+
+    // Whether $AKUNU_MSL_EMU_LIB names a library that loads (it stays loaded);
+    // if not, library_error() says why.
+    static bool library_available();
+    static std::string library_error();
 
     const char* name() const override { return "Metal kernels (emulated on the CPU)"; }
     const char* backend_name() const override { return "metal-emu"; }

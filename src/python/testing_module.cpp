@@ -1,0 +1,248 @@
+// akunu._testing: what the tests reach below the public API, in its own
+// extension so that akunu._core stays the product's binding (a wheel built
+// with AKUNU_TESTING=OFF has no akunu._testing, and akunu works without it).
+// This file is the one Python binding that knows the backends: it runs single
+// kernels by name, looks into the Metal backend's launch plans and chip
+// tuning, and exports the layout of every parameter struct of
+// core/kernel_params.h so that the tests' packers are checked against it.
+#include <cstddef>
+#include <map>
+#include <type_traits>
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "core/device_factory.h"
+#include "core/dispatch_table.h"
+#include "core/dtype_descriptor.h"
+#include "core/error.h"
+#include "core/kernel_params.h"
+#include "core/quant_blocks.h"
+#include "cpu/cpu_device.h"
+#include "metal/emulation/emulated_metal_device.h"
+#include "metal/metal_launch.h"
+#include "py_convert.h"
+
+using namespace akunu;
+
+namespace {
+
+// A field's struct-module format: "I" (uint32_t), "i" (int32_t), "f" (float),
+// with a count for arrays ("3I").
+template <typename M>
+std::string field_format() {
+    using E = std::remove_all_extents_t<M>;
+    static_assert(std::is_same<E, uint32_t>::value || std::is_same<E, int32_t>::value || std::is_same<E, float>::value,
+                  "kernel parameter fields are 4-byte uint32_t, int32_t or float");
+    const char* c = std::is_same<E, float>::value ? "f" : std::is_same<E, uint32_t>::value ? "I" : "i";
+    const size_t n = sizeof(M) / sizeof(E);
+    return n == 1 ? std::string(c) : std::to_string(n) + c;
+}
+
+struct Layout {
+    py::dict fields, formats;
+};
+
+// {struct: {"size": sizeof, "fields": {field: offsetof}, "formats": {field: format}}},
+// fields in declaration order. Every struct of kernel_params.h is listed here;
+// tests/test_kernel_params_layout.py reads the header and fails on any struct
+// or field this table lacks.
+py::dict param_layouts() {
+    py::dict out;
+    std::map<std::string, Layout> building;
+#define AK_FIELD(S, f)                                             \
+    building[#S].fields[#f] = offsetof(S, f);                       \
+    building[#S].formats[#f] = field_format<decltype(S::f)>();
+#define AK_END(S)                                                  \
+    {                                                              \
+        py::dict d;                                                \
+        d["size"] = sizeof(S);                                     \
+        d["fields"] = building[#S].fields;                         \
+        d["formats"] = building[#S].formats;                       \
+        out[#S] = d;                                               \
+    }
+    AK_FIELD(EmbeddingParams, dim) AK_FIELD(EmbeddingParams, n_tokens) AK_FIELD(EmbeddingParams, dtype)
+    AK_FIELD(EmbeddingParams, scale) AK_END(EmbeddingParams)
+
+    AK_FIELD(NormParams, dim) AK_FIELD(NormParams, n_tokens) AK_FIELD(NormParams, rows_per_token)
+    AK_FIELD(NormParams, x_stride) AK_FIELD(NormParams, eps) AK_FIELD(NormParams, weight_offset)
+    AK_FIELD(NormParams, row0) AK_FIELD(NormParams, y_stride) AK_END(NormParams)
+
+    AK_FIELD(MatmulParams, N) AK_FIELD(MatmulParams, K) AK_FIELD(MatmulParams, n_tokens) AK_FIELD(MatmulParams, dtype)
+    AK_FIELD(MatmulParams, x_stride) AK_FIELD(MatmulParams, y_stride) AK_FIELD(MatmulParams, has_bias)
+    AK_FIELD(MatmulParams, row0) AK_END(MatmulParams)
+
+    AK_FIELD(RopeParams, n_heads) AK_FIELD(RopeParams, head_dim) AK_FIELD(RopeParams, n_tokens)
+    AK_FIELD(RopeParams, pos0) AK_FIELD(RopeParams, row_stride) AK_FIELD(RopeParams, neox)
+    AK_FIELD(RopeParams, has_freq_factors) AK_FIELD(RopeParams, freq_base) AK_FIELD(RopeParams, freq_scale)
+    AK_END(RopeParams)
+
+    AK_FIELD(KVWriteParams, kv_dim) AK_FIELD(KVWriteParams, n_tokens) AK_FIELD(KVWriteParams, pos0)
+    AK_FIELD(KVWriteParams, k_stride) AK_FIELD(KVWriteParams, v_stride) AK_FIELD(KVWriteParams, max_ctx)
+    AK_END(KVWriteParams)
+
+    AK_FIELD(AttentionParams, n_heads) AK_FIELD(AttentionParams, n_kv_heads) AK_FIELD(AttentionParams, head_dim)
+    AK_FIELD(AttentionParams, n_tokens) AK_FIELD(AttentionParams, pos0) AK_FIELD(AttentionParams, window)
+    AK_FIELD(AttentionParams, q_stride) AK_FIELD(AttentionParams, out_stride) AK_FIELD(AttentionParams, scale)
+    AK_FIELD(AttentionParams, max_ctx) AK_FIELD(AttentionParams, causal) AK_FIELD(AttentionParams, segmented)
+    AK_FIELD(AttentionParams, n_keys) AK_END(AttentionParams)
+
+    AK_FIELD(AddRowsParams, dim) AK_FIELD(AddRowsParams, n_tokens) AK_FIELD(AddRowsParams, pos0)
+    AK_FIELD(AddRowsParams, segmented) AK_END(AddRowsParams)
+
+    AK_FIELD(Im2ColParams, channels) AK_FIELD(Im2ColParams, n_out) AK_FIELD(Im2ColParams, in_len)
+    AK_FIELD(Im2ColParams, kernel_size) AK_FIELD(Im2ColParams, stride) AK_FIELD(Im2ColParams, pad)
+    AK_END(Im2ColParams)
+
+    AK_FIELD(GatedActParams, n) AK_FIELD(GatedActParams, n_tokens) AK_FIELD(GatedActParams, gate_stride)
+    AK_FIELD(GatedActParams, up_stride) AK_FIELD(GatedActParams, out_stride) AK_END(GatedActParams)
+
+    AK_FIELD(MultiGemvParams, K) AK_FIELD(MultiGemvParams, n_tokens) AK_FIELD(MultiGemvParams, n_mats)
+    AK_FIELD(MultiGemvParams, mode) AK_FIELD(MultiGemvParams, N) AK_FIELD(MultiGemvParams, dtype)
+    AK_FIELD(MultiGemvParams, norm) AK_FIELD(MultiGemvParams, eps) AK_FIELD(MultiGemvParams, weight_offset)
+    AK_END(MultiGemvParams)
+
+    AK_FIELD(QKRopeKVParams, n_heads) AK_FIELD(QKRopeKVParams, n_kv_heads) AK_FIELD(QKRopeKVParams, head_dim)
+    AK_FIELD(QKRopeKVParams, n_tokens) AK_FIELD(QKRopeKVParams, pos0) AK_FIELD(QKRopeKVParams, has_qk_norm)
+    AK_FIELD(QKRopeKVParams, eps) AK_FIELD(QKRopeKVParams, weight_offset) AK_FIELD(QKRopeKVParams, neox)
+    AK_FIELD(QKRopeKVParams, has_freq_factors) AK_FIELD(QKRopeKVParams, freq_base)
+    AK_FIELD(QKRopeKVParams, freq_scale) AK_FIELD(QKRopeKVParams, max_ctx) AK_END(QKRopeKVParams)
+
+    AK_FIELD(AddParams, n) AK_FIELD(AddParams, n_tokens) AK_END(AddParams)
+
+    AK_FIELD(ArgmaxParams, vocab) AK_FIELD(ArgmaxParams, row) AK_FIELD(ArgmaxParams, n_rows) AK_END(ArgmaxParams)
+
+    AK_FIELD(SampleParams, vocab) AK_FIELD(SampleParams, temperature) AK_FIELD(SampleParams, top_k)
+    AK_FIELD(SampleParams, top_p) AK_FIELD(SampleParams, min_p) AK_FIELD(SampleParams, repeat_penalty)
+    AK_FIELD(SampleParams, presence_penalty) AK_FIELD(SampleParams, frequency_penalty)
+    AK_FIELD(SampleParams, penalty_window) AK_FIELD(SampleParams, n_bias) AK_FIELD(SampleParams, seed_lo)
+    AK_FIELD(SampleParams, seed_hi) AK_FIELD(SampleParams, pos0) AK_FIELD(SampleParams, use_mask)
+    AK_END(SampleParams)
+#undef AK_FIELD
+#undef AK_END
+    return out;
+}
+
+// The enums of kernel_params.h: {enum: {name: value}}.
+py::dict param_enums() {
+    py::dict modes;
+    modes["kGemvSeparate"] = (uint32_t)kGemvSeparate;
+    modes["kGemvSiluGate"] = (uint32_t)kGemvSiluGate;
+    modes["kGemvGeluGate"] = (uint32_t)kGemvGeluGate;
+    modes["kGemvAccumulate"] = (uint32_t)kGemvAccumulate;
+    py::dict out;
+    out["MultiGemvMode"] = modes;
+    return out;
+}
+
+// One kernel by name on numpy buffers, on any device: host-memory devices
+// ("cpu", "metal-emu") use the arrays in place, GPU devices get copies in and
+// every buffer copied back.
+void run_kernel(const std::string& name, py::list buffers, py::bytes params, int n_threads,
+                const std::string& device) {
+    static std::unique_ptr<CpuDevice> cpu;
+    static std::map<std::string, std::unique_ptr<Device>> others;
+    Device* dev;
+    if (device == "cpu") {
+        if (!cpu || cpu->n_threads() != n_threads) cpu = std::make_unique<CpuDevice>(n_threads);
+        dev = cpu.get();
+    } else {
+        std::unique_ptr<Device>& d = others[device];
+        if (!d) d = create_device(device, n_threads);
+        dev = d.get();
+    }
+    const bool host = dynamic_cast<CpuDevice*>(dev) != nullptr;
+    std::string pb = params;
+    if (pb.size() > (size_t)DispatchCmd::MAX_PARAM_BYTES)
+        throw Error("params larger than " + std::to_string(DispatchCmd::MAX_PARAM_BYTES) + " bytes");
+    if (buffers.size() > (size_t)DispatchCmd::MAX_BUFFERS)
+        throw Error("more than " + std::to_string(DispatchCmd::MAX_BUFFERS) + " buffers");
+    Pipeline pso = dev->get_pipeline(name);
+    std::vector<py::buffer_info> infos;
+    std::vector<Buffer> bufs;
+    for (size_t i = 0; i < buffers.size(); i++) {
+        py::array a = py::reinterpret_borrow<py::array>(buffers[i]);
+        if (!(a.flags() & py::array::c_style)) throw Error("buffer " + std::to_string(i) + " is not C-contiguous");
+        infos.push_back(a.request(true));
+        const size_t bytes = (size_t)infos.back().size * infos.back().itemsize;
+        if (host) {
+            bufs.push_back(Buffer{nullptr, bytes, infos.back().ptr});
+        } else {
+            bufs.push_back(dev->allocate(bytes));
+            dev->write_buffer(bufs.back(), infos.back().ptr, bytes);
+        }
+    }
+    py::gil_scoped_release r;
+    dev->begin_encoding();
+    dev->set_pipeline(pso);
+    for (int i = 0; i < DispatchCmd::MAX_BUFFERS; i++) dev->set_buffer(i < (int)bufs.size() ? bufs[i] : Buffer{}, 0, i);
+    dev->set_bytes(pb.data(), (int)pb.size(), (int)buffers.size());
+    dev->dispatch(Dim3(), Dim3());
+    if (!host)
+        for (size_t i = 0; i < bufs.size(); i++) {
+            dev->read_buffer(infos[i].ptr, bufs[i], bufs[i].size);
+            dev->free_buffer(bufs[i]);
+        }
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_testing, m) {
+    m.doc() = "akunu test hooks: single kernels, backend introspection, parameter layouts (not public API)";
+    register_error_translator();
+
+    m.def("run_kernel", &run_kernel, py::arg("name"), py::arg("buffers"), py::arg("params"),
+          py::arg("n_threads") = 2, py::arg("device") = "cpu",
+          "Run one kernel by name on numpy buffers (C-contiguous, writable) with packed parameter bytes "
+          "(tests.fixtures.kernel_params) on a device: 'cpu' (the reference), 'metal-emu', 'cuda', 'metal'.");
+
+    m.def("regroup_x8", [](py::bytes data, uint32_t dtype, int64_t rows, int64_t cols, bool back) {
+        const DTypeDescriptor* dt = dtype_lookup(kX8Base + dtype);
+        std::string s = data;
+        if (!dt || !is_x8_dtype(kX8Base + dtype) || rows < 0 || cols <= 0 || cols % dt->block_elems != 0 ||
+            (uint64_t)s.size() != (uint64_t)rows * (cols / dt->block_elems) * dt->block_bytes)
+            throw Error("regroup_x8: no x8 layout for this type, or the sizes do not match");
+        std::string out(s.size(), '\0');
+        (back ? blocks::ungroup_x8 : blocks::regroup_x8)(dtype, (const uint8_t*)s.data(), (uint8_t*)out.data(), rows,
+                                                        cols);
+        return py::bytes(out);
+    }, py::arg("data"), py::arg("dtype"), py::arg("rows"), py::arg("cols"), py::arg("back") = false,
+       "The loader's regrouping of rows of a GGML type into its x8 GPU layout (back: and back again).");
+
+    m.def("param_layouts", &param_layouts,
+          "Every parameter struct of core/kernel_params.h: {name: {'size', 'fields': {field: offset}, "
+          "'formats': {field: 'I' | 'i' | 'f' | '3I' ...}}}, fields in declaration order.");
+    m.def("param_enums", &param_enums, "The enums of core/kernel_params.h: {enum: {name: value}}.");
+
+    m.def("cpu_kernel_names", &cpu_kernel_names, "Every kernel of the CPU backend (the reference set).");
+    m.def("metal_kernel_names", &metal_kernel_names, "akunu kernels the Metal backend implements.");
+    m.def("metal_function_names", &metal_function_names, "MSL functions the Metal launch specs may use.");
+    m.def("metal_emu_function_counts", &EmulatedMetalDevice::function_counts,
+          "MSL functions run by device 'metal-emu' in this process, with counts.");
+    m.def("metal_launch", [](const std::string& name, py::bytes params, int cores, int family) {
+        const MetalKernelSpec* spec = metal_kernel_spec(name);
+        if (!spec) throw Error("Metal backend has no kernel named '" + name + "'");
+        std::string pb = params;
+        pb.resize(DispatchCmd::MAX_PARAM_BYTES);
+        MetalLaunch l = spec->launch((const uint8_t*)pb.data(), ChipConfig::from_gpu(cores, family));
+        py::dict d;
+        d["function"] = spec->functions[l.variant];
+        d["grid"] = py::make_tuple(l.grid.x, l.grid.y, l.grid.z);
+        d["threads"] = l.threads;
+        d["tg_memory"] = l.tg_memory;
+        return d;
+    }, py::arg("name"), py::arg("params"), py::arg("cores"), py::arg("family"),
+       "The Metal launch of kernel `name` for packed params on a GPU of `cores` cores and Apple family "
+       "`family`: MSL function, grid, threads per threadgroup, threadgroup memory.");
+    m.def("metal_chip_config", [](int cores, int family) {
+        ChipConfig c = ChipConfig::from_gpu(cores, family);
+        py::dict d;
+        d["slc_bytes"] = c.slc_bytes;
+        d["should_fuse_weights"] = c.should_fuse_weights;
+        d["q4_small_k_threshold"] = c.q4_small_k_threshold;
+        d["gemv_wide_standard"] = c.gemv_wide_standard;
+        d["chain_decode_chunk"] = c.chain_decode_chunk;
+        d["norm_tg_size"] = c.norm_tg_size;
+        return d;
+    }, py::arg("cores"), py::arg("family"), "The Metal backend's tuning for a GPU of `cores` cores and family.");
+}
