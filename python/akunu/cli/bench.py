@@ -1,17 +1,19 @@
-"""akunu-bench: prompt processing (pp) and text generation (tg) speed, in
-llama-bench's format (markdown or JSON), so results sit beside llama.cpp's."""
+"""akunu-bench: how fast a model runs, in llama-bench's format (markdown or
+JSON), and with --compare beside its peer on the same machine in the same
+run: llama.cpp for text models (pp and tg tok/s), sentence-transformers for
+embedding models (sentences/s), faster-whisper for Whisper models (audio
+seconds transcribed per second)."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import statistics
+import shutil
+import subprocess
 import sys
 import time
 from typing import Any, Dict, List, Optional
-
-import numpy as np
 
 from .. import __version__
 from .common import CliError, add_model_args, load_model, run
@@ -37,35 +39,20 @@ def _params(model) -> int:
     return n
 
 
-def _model_type(model) -> str:
+def _model_type(model, params: int) -> str:
     c = model.config
-    size = _params(model)
-    label = f"{size / 1e9:.1f}B" if size >= 1e9 else f"{size / 1e6:.0f}M"
+    label = f"{params / 1e9:.1f}B" if params >= 1e9 else f"{params / 1e6:.0f}M"
     ftype = {0: "all F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K",
              11: "Q3_K_S", 12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S", 15: "Q4_K_M", 16: "Q5_K_S", 17: "Q5_K_M",
-             18: "Q6_K", 25: "IQ4_NL", 30: "IQ4_XS", 32: "BF16"}.get(model.metadata.get("general.file_type"), "?")
-    return f"{c['architecture']} {label} {ftype}"
+             18: "Q6_K", 25: "IQ4_NL", 30: "IQ4_XS", 32: "BF16"}.get(getattr(model, "metadata", {}).get(
+                 "general.file_type"), "?")
+    return f"{c.get('architecture', '?')} {label} {ftype}"
 
 
-def bench_pp(model, n: int, rng) -> float:
-    core = model._core()
-    toks = rng.integers(0, model.config["vocab_size"], n).tolist()
-    core.truncate(0)
-    t0 = time.perf_counter()
-    core.prefill(toks)
-    return time.perf_counter() - t0
-
-
-def bench_tg(model, n: int, rng) -> float:
-    """n tokens one at a time from an empty context, as llama-bench's tg."""
-    core = model._core()
-    core.truncate(0)
-    start = int(rng.integers(0, model.config["vocab_size"]))
-    t0 = time.perf_counter()
-    first = core.prefill([start])
-    if n > 1:
-        core.decode_greedy(first, n - 1, [])
-    return time.perf_counter() - t0
+def _kind(model) -> str:
+    if getattr(model, "is_whisper", False):
+        return "speech"
+    return "embeddings" if getattr(model, "is_embedding_model", False) else "text"
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -75,9 +62,25 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("-n", "--n-gen", type=_ints, default=[128], help="generation lengths (default 128)")
     ap.add_argument("-r", "--repetitions", type=int, default=5, help="runs per test (default 5)")
     ap.add_argument("-o", "--output", choices=["md", "json", "jsonl"], default="md")
+    ap.add_argument("--compare", metavar="PEER", default=None,
+                    help="also run the peer on the same model and print the ratio akunu / peer: llama.cpp "
+                         "(text), sentence-transformers (embeddings), faster-whisper (Whisper)")
+    ap.add_argument("--llama-bench", metavar="PATH", default=None,
+                    help="llama.cpp's llama-bench binary (or its folder) for --compare llama.cpp (default: "
+                         "llama-bench on PATH, else llama-cpp-python)")
+    g = ap.add_argument_group("embedding models")
+    g.add_argument("--batch", type=int, default=32, help="sentences per call (default 32)")
+    g.add_argument("--tokens", type=int, default=128, help="tokens per sentence (default 128)")
+    g = ap.add_argument_group("Whisper models")
+    g.add_argument("--audio", default=None, help="audio file (or .npy of 16 kHz samples), repeated up to --seconds "
+                   "(default: espeak-ng speech)")
+    g.add_argument("--seconds", type=float, default=60.0, help="clip length (default 60)")
     args = ap.parse_args(argv)
+    args.speech_ok = True
 
     def body() -> int:
+        from ..bench import peer_for, embeddings, speech, text
+
         if args.repetitions < 1:
             raise CliError("-r must be at least 1")
         tests = [("pp", n) for n in args.n_prompt if n > 0] + [("tg", n) for n in args.n_gen if n > 0]
@@ -85,48 +88,121 @@ def main(argv: Optional[List[str]] = None) -> int:
         if args.ctx is None:
             args.ctx = max(need, 512)
         model = load_model(args, quiet=args.output != "md")
-        if need > model.n_ctx:
-            raise CliError(f"a test needs {need} tokens of context but --ctx is {model.n_ctx}")
-        rng = np.random.default_rng(0)
-        size = sum(t["n_bytes"] for t in model._core().tensors)
-        params = _params(model)
+        kind = _kind(model)
+        peer = peer_for(kind, args.compare)
         threads = args.threads or os.cpu_count() or 1
-        rows: List[Dict[str, Any]] = []
-        for kind, n in tests:
-            fn = bench_pp if kind == "pp" else bench_tg
-            fn(model, n, rng)  # warm-up, as llama-bench
-            times = [fn(model, n, rng) for _ in range(args.repetitions)]
-            ts = [n / t for t in times]
-            rows.append({
-                "build_commit": "akunu", "build_number": 0, "akunu_version": __version__,
-                "backends": model.device.upper(), "cpu_info": _cpu_name(), "gpu_info": "",
-                "model_filename": model.path, "model_type": _model_type(model), "model_size": size,
-                "model_n_params": params, "n_threads": threads, "n_prompt": n if kind == "pp" else 0,
-                "n_gen": n if kind == "tg" else 0, "test_time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "avg_ns": int(statistics.mean(times) * 1e9),
-                "stddev_ns": int(statistics.stdev(times) * 1e9) if len(times) > 1 else 0,
-                "avg_ts": statistics.mean(ts), "stddev_ts": statistics.stdev(ts) if len(ts) > 1 else 0.0,
-                "samples_ns": [int(t * 1e9) for t in times], "samples_ts": ts, "test": f"{kind}{n}",
-            })
-        if args.output == "json":
-            json.dump(rows, sys.stdout, indent=2)
-            sys.stdout.write("\n")
-        elif args.output == "jsonl":
-            for r in rows:
-                sys.stdout.write(json.dumps(r) + "\n")
+        path = _model_path(args, model)
+        if kind == "text":
+            if need > model.n_ctx:
+                raise CliError(f"a test needs {need} tokens of context but --ctx is {model.n_ctx}")
+            rows = text.akunu_rows(model, tests, args.repetitions)
+            if peer:
+                rows += text.peer_rows(path, tests, args.repetitions, model.device, threads, args.ctx,
+                                       args.llama_bench)
+        elif kind == "embeddings":
+            if args.batch < 1 or args.tokens < 3:
+                raise CliError("--batch must be at least 1 and --tokens at least 3")
+            rows = embeddings.akunu_rows(model, args.batch, args.tokens, args.repetitions)
+            if peer:
+                rows += embeddings.peer_rows(model, path, args.batch, args.tokens, args.repetitions, model.device,
+                                             args.threads)
         else:
-            print("| model                          |       size |     params | backend    | threads |"
-                  "          test |                  t/s |")
-            print("| ------------------------------ | ---------: | ---------: | ---------- | ------: |"
-                  " ------------: | -------------------: |")
-            for r in rows:
-                print(f"| {r['model_type']:<30} | {r['model_size'] / 2**30:6.2f} GiB | {r['model_n_params'] / 1e9:8.2f} B"
-                      f" | {r['backends']:<10} | {r['n_threads']:>7} | {r['test']:>13} |"
-                      f" {r['avg_ts']:>11.2f} ± {r['stddev_ts']:<6.2f} |")
-            print(f"\nbuild: akunu {__version__}, device: {model.device} ({_cpu_name() if model.device == 'cpu' else ''})")
+            if args.seconds <= 0:
+                raise CliError("--seconds must be positive")
+            samples = speech.clip(args.audio, args.seconds)
+            rows = speech.akunu_rows(model, samples, args.repetitions)
+            if peer:
+                rows += speech.peer_rows(path, samples, args.repetitions, model.device, args.threads,
+                                         rows[0].get("text", ""))
+        _describe(rows, model, kind, path, threads, args.model)
+        _print(rows, args.output, model, peer)
         return 0
 
     return run("akunu-bench", body, argv)
+
+
+def _model_path(args, model) -> str:
+    from ..model_zoo import resolve_model_path
+
+    return getattr(model, "path", None) or resolve_model_path(args.model)
+
+
+def _describe(rows: List[Dict[str, Any]], model, kind: str, path: str, threads: int, name: str) -> None:
+    """The fields llama-bench writes for each row, for the machine and the model."""
+    try:
+        params = _params(model)
+        size = sum(t["n_bytes"] for t in model._core().tensors)
+    except (AttributeError, KeyError, TypeError):
+        params = size = 0
+    if kind == "text":
+        mtype = _model_type(model, params)
+    else:  # a named model by its name, a directory or file by its own
+        label = name if not os.path.exists(name) else os.path.basename(os.path.normpath(path))
+        mtype = f"{model.config.get('architecture', kind)} {label}"
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    for r in rows:
+        r.update({"build_commit": "akunu", "build_number": 0, "akunu_version": __version__,
+                  "backends": model.device.upper(), "cpu_info": _cpu_name(),
+                  "gpu_info": _gpu_name() if model.device == "cuda" else "", "model_filename": path,
+                  "model_type": mtype, "model_size": size, "model_n_params": params, "n_threads": threads,
+                  "test_time": stamp})
+        r.setdefault("n_prompt", 0)
+        r.setdefault("n_gen", 0)
+
+
+def _ratios(rows: List[Dict[str, Any]]) -> None:
+    """ratio_vs_akunu on each peer row: akunu's rate / the peer's, for the same test."""
+    ours = {r["test"]: r["avg_ts"] for r in rows if r["engine"] == "akunu"}
+    for r in rows:
+        if r["engine"] != "akunu" and r["test"] in ours and r["avg_ts"] > 0:
+            r["akunu_over_peer"] = ours[r["test"]] / r["avg_ts"]
+
+
+def _print(rows: List[Dict[str, Any]], output: str, model, peer: Optional[str]) -> None:
+    _ratios(rows)
+    for r in rows:
+        r.pop("text", None)
+    if output == "json":
+        json.dump(rows, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return
+    if output == "jsonl":
+        for r in rows:
+            sys.stdout.write(json.dumps(r) + "\n")
+        return
+    if not peer:
+        print("| model                          |       size |     params | backend    | threads |"
+              "          test |                  t/s |")
+        print("| ------------------------------ | ---------: | ---------: | ---------- | ------: |"
+              " ------------: | -------------------: |")
+        for r in rows:
+            print(f"| {r['model_type']:<30} | {r['model_size'] / 2**30:6.2f} GiB | {r['model_n_params'] / 1e9:8.2f} B"
+                  f" | {r['backends']:<10} | {r['n_threads']:>7} | {r['test']:>13} |"
+                  f" {r['avg_ts']:>11.2f} ± {r['stddev_ts']:<6.2f} |")
+    else:
+        print(markdown_table(rows))
+        for b in dict.fromkeys(f"{r['peer_build']} ({r['peer_settings']})" for r in rows if r.get("peer_build")):
+            print(f"\npeer: {b}")
+    where = _cpu_name() if model.device == "cpu" else _gpu_name()
+    print(f"\nbuild: akunu {__version__}, device: {model.device} ({where})")
+
+
+def markdown_table(rows: List[Dict[str, Any]]) -> str:
+    """akunu and its peer side by side: one line per test and peer setting, mean ± sd, ratio akunu / peer."""
+    _ratios(rows)
+    ours = {r["test"]: r for r in rows if r["engine"] == "akunu"}
+    peers = [r for r in rows if r["engine"] != "akunu"]
+    name = peers[0]["engine"] if peers else "peer"
+    unit = next(iter(ours.values()))["unit"] if ours else "t/s"
+    lines = [f"| model | backend | test | akunu {unit} | {name} {unit} | ratio |", "|---|---|---|---:|---:|---:|"]
+    for r in peers or list(ours.values()):
+        a = ours.get(r["test"])
+        cell = (lambda x: f"{x['avg_ts']:.2f} ± {x['stddev_ts']:.2f}" if x else "-")
+        test = r["test"] + (f" ({r['peer_settings']})" if r.get("peer_settings") == "float16" else "")
+        ratio = f"{r['akunu_over_peer']:.2f}x" if "akunu_over_peer" in r else "-"
+        lines.append(f"| {r['model_type']} | {r['backends']} | {test} | {cell(a)} | "
+                     f"{cell(r) if r is not a else '-'} | {ratio} |")
+    return "\n".join(lines)
 
 
 def _cpu_name() -> str:
@@ -140,6 +216,17 @@ def _cpu_name() -> str:
     import platform
 
     return platform.processor() or platform.machine()
+
+
+def _gpu_name() -> str:
+    if shutil.which("nvidia-smi") is None:
+        return ""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20)
+        return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else ""
+    except (OSError, subprocess.SubprocessError):
+        return ""
 
 
 if __name__ == "__main__":

