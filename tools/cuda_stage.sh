@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# GPU machine: builds the extension with the CUDA backend (Release, in
-# build-cuda) and stages a package tree whose _core is that build, at
-# build-cuda/stage (put it first on PYTHONPATH). Shared by cuda_check.sh,
-# cuda_bench.sh and cuda_gemm_ab.sh.
+# Builds the extension with the CUDA backend (Release, in build-cuda) and
+# stages a package tree whose _core is that build, at build-cuda/stage (put it
+# first on PYTHONPATH): the source tree's CUDA build without installing it.
+# tools/cuda_check.sh runs its tests against it.
 #   tools/cuda_stage.sh LOG_FILE
 set -uo pipefail
 cd "$(dirname "$0")/.."

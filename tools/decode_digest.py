@@ -5,7 +5,7 @@ command at a time) and the greedy tokens of a generation (the step graph);
 with --long also a ~300-token prompt in a 1024-position cache, so that the
 decode attention runs several key splits. tools/cuda_check.sh runs it under
 each setting of a pair and compares the outputs byte for byte.
-  python3 tools/decode_digest.py [--long] [MODEL.gguf ...]
+  python -m tools.decode_digest [--long] [MODEL.gguf ...]   (from the repository root)
 """
 import hashlib
 import sys
@@ -13,7 +13,7 @@ import sys
 import numpy as np
 
 import akunu
-import random_gguf
+from tests.fixtures import random_gguf
 
 DEFAULT_MODELS = ("tests/models/llama-q4_k_m.gguf", "tests/models/llama-q4_0.gguf", "tests/models/qwen3-q8_0.gguf",
                   "tests/models/llama-q4_1.gguf", "/tmp/link_qwen3_f16.gguf", "tests/models/gemma3-q4_k_m.gguf")

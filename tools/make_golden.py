@@ -3,7 +3,7 @@
 Needs llama-cpp-python (CPU build) and gguf. CI does not build llama.cpp; it
 compares against what this script recorded:
 
-- random-weight models of every architecture and dtype (tools/random_gguf.py):
+- random-weight models of every architecture and dtype (tests/fixtures/random_gguf.py):
   llama.cpp's quantizer writes the quantized ones into tests/models/ (they are
   committed, since CI cannot run the quantizer); float ones are rebuilt by the
   tests from their seed and checked against the recorded sha256;
@@ -11,7 +11,7 @@ compares against what this script recorded:
 - the real Gemma 3 270M: greedy tokens for several prompts and the top logits
   at every position, and the perplexity of tests/data/perplexity.txt.
 
-Run: python tools/make_golden.py [--only NAME ...]
+Run from the repository root: python -m tools.make_golden [--only NAME ...]
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-import random_gguf  # noqa: E402
+
+from tests.fixtures import random_gguf  # noqa: E402
 
 GOLDEN = os.path.join(ROOT, "tests", "golden")
 MODELS = os.path.join(ROOT, "tests", "models")

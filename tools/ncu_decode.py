@@ -2,8 +2,10 @@
 from Nsight Compute (kernel durations alone, no launch gaps), and the DRAM
 bytes each kernel group read per second of its time: where the time goes.
 
-  python tools/ncu_decode.py MODEL.gguf [POSITION]            # decode step at POSITION (runs ncu on itself)
-  python tools/ncu_decode.py MODEL.gguf TOKENS --prefill      # one prefill pass of TOKENS tokens
+  python -m tools.ncu_decode MODEL.gguf [POSITION]            # decode step at POSITION (runs ncu on itself)
+  python -m tools.ncu_decode MODEL.gguf TOKENS --prefill      # one prefill pass of TOKENS tokens
+
+Needs Nsight Compute (ncu) on PATH and akunu built with its CUDA backend.
 """
 import csv
 import io

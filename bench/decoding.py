@@ -1,7 +1,8 @@
 """Decoding strategies side by side on one model in one run: plain greedy vs
-n-gram speculative (repetitive and ordinary text), and sampled vs greedy.
+n-gram speculative (repetitive and ordinary text), and sampled vs greedy (the
+sampler's cost; on a GPU, --device cuda).
 
-Usage: python tools/bench_decoding.py [MODEL] [--device cpu] [-n 128] [-r 3]
+  python -m bench.decoding [MODEL] [--device cpu|cuda] [-n 128] [-r 3]
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def tok_s(model, prompt, n, reps, **kw):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m bench.decoding", description=__doc__.split("\n\n")[0])
     ap.add_argument("model", nargs="?", default="gemma3-270m")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("-n", type=int, default=128)

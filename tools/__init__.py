@@ -1,0 +1,1 @@
+"""Scripts that users and contributors run from the repository root (tools/README.md)."""
