@@ -11,12 +11,14 @@
 
 namespace akunu {
 
+// The kernel registry: one table a file of kernels/, as the CPU backend's.
 extern const CudaKernelEntry kCudaMatmulKernels[];
-extern const CudaKernelEntry kCudaElementwiseKernels[];
+extern const CudaKernelEntry kCudaEmbeddingKernels[];
+extern const CudaKernelEntry kCudaNormRopeKernels[];
 extern const CudaKernelEntry kCudaAttentionKernels[];
+extern const CudaKernelEntry kCudaElementwiseKernels[];
 extern const CudaKernelEntry kCudaSamplingKernels[];
 extern const CudaKernelEntry kCudaFusedKernels[];
-extern const CudaKernelEntry kCudaPrologueKernels[];
 
 namespace {
 void check(cudaError_t e, const char* what) {
@@ -28,8 +30,6 @@ constexpr size_t kWorkspaceBytes = 8u << 20;
 // 8-bit activations, two halves (act_q8_layout): 8 tokens of K = 200k each
 constexpr size_t kActScratchBytes = 4u << 20;
 constexpr size_t kMaxStepGraphs = 8;  // (a table's one-step and unrolled graphs, a few tables)
-constexpr uint32_t kQ8Counters = 16384;  // Q8Link writers' group counters: outputs up to 512k values
-constexpr uint32_t kQ8Partials = 8192;   // and block sums: 8 tokens of 1024 blocks (8192 rows)
 
 __global__ void set_replay_state(uint32_t* state, uint32_t pos0) {
     state[0] = pos0;
@@ -61,16 +61,21 @@ CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {
     cudaDeviceProp prop;
     check(cudaGetDeviceProperties(&prop, ordinal_), "cudaGetDeviceProperties");
     name_ = prop.name;
+    GpuProperties gpu;
+    gpu.sm_count = prop.multiProcessorCount;
+    gpu.cc_major = prop.major;
+    gpu.cc_minor = prop.minor;
+    gpu.l2_bytes = prop.l2CacheSize;
+    gpu.shared_per_sm_bytes = (int)prop.sharedMemPerMultiprocessor;
+    tuning_ = CudaTuning::from_environment(gpu);
+    tuning_.pdl = tuning_.pdl && prop.major >= 9;  // (no griddepcontrol before sm_90)
     check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     check(cudaMalloc(&replay_state_, 2 * sizeof(uint32_t)), "cudaMalloc (replay state)");
     workspace_bytes_ = kWorkspaceBytes;
     check(cudaMalloc(&workspace_, workspace_bytes_), "cudaMalloc (workspace)");
     check(cudaMemset(workspace_, 0, workspace_bytes_), "cudaMemset (workspace)");
     check(cudaMalloc(&act_scratch_, kActScratchBytes), "cudaMalloc (activation scratch)");
-    check(cudaMalloc(&q8_counters_, kQ8Counters * sizeof(uint32_t)), "cudaMalloc (q8 counters)");
-    check(cudaMemset(q8_counters_, 0, kQ8Counters * sizeof(uint32_t)), "cudaMemset (q8 counters)");
-    check(cudaMalloc(&q8_partials_, kQ8Partials * sizeof(double)), "cudaMalloc (q8 partials)");
-    blas_ = make_blas_gemm();
+    blas_ = make_blas_gemm(tuning_.prefill_gemm);
 }
 
 CudaDevice::~CudaDevice() {
@@ -81,8 +86,6 @@ CudaDevice::~CudaDevice() {
     cudaFree(replay_state_);
     cudaFree(workspace_);
     cudaFree(act_scratch_);
-    cudaFree(q8_counters_);
-    cudaFree(q8_partials_);
     if (stream_) cudaStreamDestroy(stream_);
 }
 
@@ -100,8 +103,8 @@ size_t CudaDevice::available_memory() const {
 
 Pipeline CudaDevice::get_pipeline(const std::string& name) {
     for (const CudaKernelEntry* table :
-         {kCudaMatmulKernels, kCudaElementwiseKernels, kCudaAttentionKernels, kCudaSamplingKernels,
-          kCudaFusedKernels, kCudaPrologueKernels})
+         {kCudaMatmulKernels, kCudaEmbeddingKernels, kCudaNormRopeKernels, kCudaAttentionKernels,
+          kCudaElementwiseKernels, kCudaSamplingKernels, kCudaFusedKernels})
         for (const CudaKernelEntry* e = table; e->name; e++)
             if (name == e->name) return Pipeline{(void*)e};
     throw Error("CUDA backend has no kernel named '" + name + "'");
@@ -126,19 +129,15 @@ Buffer CudaDevice::allocate(const void* data, size_t bytes) {
     return b;
 }
 
-// Q4_0 / Q8_0 weights regrouped at load (dtype_descriptor.h: every block's
-// quants 16-byte aligned, one or two 16-byte loads a lane in the decode GEMVs
-// where the GGUF layout takes 2-byte ones; a standalone GEMV measured 1479 ->
-// 1836 GB/s for 8B's O projection, tools/gemv_layout_bench.cu; end to end,
-// tg128 +12% on 8B-shape Q4_0, +8% Q8_0, +2-7% on the small shapes, pp512
-// unchanged: BENCHMARKS.md). Q6_K likewise, where a row holds whole 2048-weight
-// groups (its 210-byte blocks: 2-byte lane loads; regrouped, a standalone
-// GEMV streamed 8B's output / ffn_down 2338 -> 2965 / 1767 -> 2124 GB/s,
-// tools/gemv_lane_bench.cu). AKUNU_CUDA_REPACK=0 keeps GGUF's layout.
+// Q4_0 / Q8_0 weights regrouped at load (dtype_descriptor.h: per 8 blocks of
+// a row their 8 scales, then their quants, so every block's quants are
+// 16-byte aligned and a decode GEMV lane loads them in one or two 16-byte
+// loads where GGUF's layout takes 2-byte ones). Q6_K likewise, where a row
+// holds whole 2048-weight groups (its 210-byte blocks otherwise allow only
+// 2-byte lane loads). CudaTuning::repack = false keeps GGUF's layout.
 uint32_t CudaDevice::weight_layout(uint32_t dtype, uint64_t rows, uint64_t cols) const {
-    static const bool on = !env_switched_off("AKUNU_CUDA_REPACK");
     (void)rows;
-    if (!on) return dtype;
+    if (!tuning_.repack) return dtype;
     if ((dtype == GGML_Q4_0 || dtype == GGML_Q8_0) && cols % 256 == 0)
         return dtype == GGML_Q4_0 ? AKUNU_Q4_0_X8 : AKUNU_Q8_0_X8;
     return dtype == GGML_Q6_K && cols % 2048 == 0 ? AKUNU_Q6_K_X8 : dtype;
@@ -191,10 +190,7 @@ CudaArgs CudaDevice::scratch_args() const {
     a.act_scratch = act_scratch_;
     a.act_scratch_bytes = kActScratchBytes;
     a.blas = blas_.get();
-    a.q8_counters = q8_counters_;
-    a.q8_counter_count = kQ8Counters;
-    a.q8_partials = q8_partials_;
-    a.q8_partial_count = kQ8Partials;
+    a.tuning = &tuning_;
     return a;
 }
 
@@ -213,43 +209,15 @@ CudaArgs CudaDevice::command_args(const DispatchCmd& cmd, const ReplayState& st,
     return a;
 }
 
-// The Q8Link writer kinds AKUNU_CUDA_Q8_LINK turns on (see Q8Link): by
-// default the attention's (its output rounded for the O projection as it is
-// written: one kernel a layer fewer; H100 tg128 Q4_0 Llama-3.1-8B 351.0 vs
-// 342.3 tok/s, Qwen3-0.6B 1155.7 vs 1125.7). The gate and residual writers
-// with counters run on gemv_multi_kernel, not the lean one, and were slower
-// (BENCHMARKS.md). A comma list of attention, gate, residual (each with its
-// 32-row block writer), gate-block, residual-block (those alone); "all"; "0".
-static uint32_t q8_link_kinds() {
-    static const uint32_t kinds = [] {
-        const char* e = std::getenv("AKUNU_CUDA_Q8_LINK");
-        const std::string v = e ? e : "attention,gate-block,residual-block";
-        if (v == "all") return (uint32_t)(kQ8LinkAttention | kQ8LinkGate | kQ8LinkResidual | kQ8LinkGateBlock |
-                                          kQ8LinkResidualBlock);
-        uint32_t k = 0;
-        size_t at = 0;
-        while (at <= v.size()) {
-            const size_t end = std::min(v.find(',', at), v.size());
-            const std::string name = v.substr(at, end - at);
-            if (name == "attention") k |= kQ8LinkAttention;
-            if (name == "gate") k |= kQ8LinkGate | kQ8LinkGateBlock;
-            if (name == "residual") k |= kQ8LinkResidual | kQ8LinkResidualBlock;
-            if (name == "gate-block") k |= kQ8LinkGateBlock;
-            if (name == "residual-block") k |= kQ8LinkResidualBlock;
-            at = end + 1;
-        }
-        return k;
-    }();
-    return kinds;
-}
-
 // Links a writer to the next command (Q8Link) when the vector it writes is
 // the one the next would round to 8 bits (or normalize) first and its kind
-// is on: the writer does it as it writes, the reader's kernel for it goes.
+// is on (CudaTuning::q8_link): the writer does it as it writes, the
+// reader's kernel for it goes.
 static void link_q8(const CudaKernelEntry* we, CudaArgs& writer, const CudaKernelEntry* re, CudaArgs& reader) {
     Q8Link out, in;
-    if (!q8_link_kinds() || !we->q8_output || !re->q8_input || !we->q8_output(writer, &out) ||
-        !re->q8_input(reader, &in) || !(out.kind & q8_link_kinds()))
+    const uint32_t kinds = writer.tuning->q8_link;
+    if (!kinds || !we->q8_output || !re->q8_input || !we->q8_output(writer, &out) || !re->q8_input(reader, &in) ||
+        !(out.kind & kinds))
         return;
     if ((in.norm.weight || in.f32) && !out.norms) return;
     if (out.defers_norm && in.norm.weight && !in.scales) return;
@@ -364,25 +332,12 @@ cudaGraphExec_t CudaDevice::step_graph(const DispatchTable& table, int steps) {
     return g.exec;
 }
 
-// Decode steps a graph holds where a chunk has that many: the GPU's work
-// between two graph launches then comes once per that many steps (H100,
-// tg128 at the real shapes and vocabularies, vs a graph a step: Qwen3-0.6B
-// F16 1196 vs 1180 tok/s, Llama-3.2-1B Q4_0 1811 vs 1801, Llama-3.2-1B and
-// Llama-3.1-8B F16 even; BENCHMARKS.md session 20).
-// AKUNU_CUDA_GRAPH_STEPS=N for A/B runs (1: a graph a step).
-static int unrolled_steps() {
-    static const int n = [] {
-        const char* e = std::getenv("AKUNU_CUDA_GRAPH_STEPS");
-        const int v = e ? std::atoi(e) : 8;
-        return std::clamp(v, 1, 64);
-    }();
-    return n;
-}
-
 // Graph launches only: the host enqueues; positions and token slots
 // advance on the device (each step's last node).
 void CudaDevice::encode_chain(const DispatchTable& table, uint32_t pos0, int steps) {
-    const int unrolled = unrolled_steps();
+    // CudaTuning::graph_steps a graph where a chunk has that many: the GPU's
+    // work between two graph launches then comes once per that many steps.
+    const int unrolled = tuning_.graph_steps;
     // (the unrolled graph first: capturing it may evict older graphs, never the one returned last)
     cudaGraphExec_t many = unrolled > 1 && steps >= unrolled ? step_graph(table, unrolled) : nullptr;
     cudaGraphExec_t one = steps % unrolled || !many ? step_graph(table, 1) : nullptr;

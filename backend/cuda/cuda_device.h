@@ -10,6 +10,7 @@
 
 #include "core/device.h"
 #include "core/dispatch_table.h"
+#include "cuda_tuning.h"
 #include "kernels/cuda_kernel.h"
 #include "kernels/gemm_blas.h"
 
@@ -52,6 +53,8 @@ public:
     void encode_chain(const DispatchTable& table, uint32_t pos0, int steps) override;
     double time_table(const DispatchTable& table, const ReplayState& state) override;
 
+    const CudaTuning& tuning() const { return tuning_; }
+
 private:
     void sync();
     // Enqueues every command; with `in_graph` the position-dependent commands
@@ -73,11 +76,10 @@ private:
     uint8_t* workspace_ = nullptr;
     size_t workspace_bytes_ = 0;
     uint8_t* act_scratch_ = nullptr;
-    uint32_t* q8_counters_ = nullptr;
-    double* q8_partials_ = nullptr;
     std::unique_ptr<BlasGemm> blas_;  // prefill GEMMs through cuBLAS, when it loads
     int ordinal_ = 0;
     std::string name_;
+    CudaTuning tuning_;  // decided from the GPU's properties at creation (cuda_tuning.h)
     cudaStream_t stream_ = nullptr;
     struct Bound {
         const CudaKernelEntry* fn = nullptr;

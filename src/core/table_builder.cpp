@@ -141,16 +141,8 @@ void fused_layer(Builder& b, const ModelConfig& c, const ArchDescriptor& arch, c
     b.attention(kv, l, local);
     // Post-norms (Gemma 3): the projection alone through gemv_multi (which
     // reads a Q8Link: no rounding kernel of its own), then norm and residual
-    // in one. AKUNU_FUSED_POSTNORM=0: the plain commands, for A/B runs.
-    static const bool plain_post = [] {
-        const char* e = std::getenv("AKUNU_FUSED_POSTNORM");
-        return e && std::string(e) == "0";
-    }();
-    if (arch.has_post_attn_norm && plain_post) {
-        b.matmul("o_proj", L.wo, s.attn, qd, s.proj, dim);
-        b.rmsnorm("post_attn_norm", s.proj, L.post_attn_norm, s.proj, dim, 1, dim);
-        b.add("attn_residual", s.h, s.proj);
-    } else if (arch.has_post_attn_norm) {
+    // in one (rmsnorm_residual): 11 launches a layer instead of 14.
+    if (arch.has_post_attn_norm) {
         b.multi("o_proj", kGemvSeparate, s.attn, nullptr, {{&L.wo, s.proj}});
         b.rmsnorm_residual("post_attn_norm_residual", s.proj, L.post_attn_norm, s.h);
     } else {
@@ -158,11 +150,7 @@ void fused_layer(Builder& b, const ModelConfig& c, const ArchDescriptor& arch, c
     }
     const MultiGemvMode act = arch.activation == Activation::GeluGate ? kGemvGeluGate : kGemvSiluGate;
     b.multi("gate_up_act", act, s.h, &L.ffn_norm, {{&L.w_gate, s.act}, {&L.w_up, s.act}});
-    if (arch.has_post_ffn_norm && plain_post) {
-        b.matmul("down_proj", L.w_down, s.act, (uint32_t)c.ffn_dim, s.proj, dim);
-        b.rmsnorm("post_ffn_norm", s.proj, L.post_ffn_norm, s.proj, dim, 1, dim);
-        b.add("ffn_residual", s.h, s.proj);
-    } else if (arch.has_post_ffn_norm) {
+    if (arch.has_post_ffn_norm) {
         b.multi("down_proj", kGemvSeparate, s.act, nullptr, {{&L.w_down, s.proj}});
         b.rmsnorm_residual("post_ffn_norm_residual", s.proj, L.post_ffn_norm, s.h);
     } else {

@@ -2,8 +2,6 @@
 // kernel of its own (the arithmetic: act_q8.cuh).
 #include "act_q8.h"
 
-#include <cstdlib>
-
 #include "act_q8.cuh"
 
 namespace akunu {
@@ -11,23 +9,24 @@ namespace {
 
 constexpr int kThreads = 256, kNormThreads = 1024;
 
-// Lean: the norm's weights asked into L1 before the wait and the sum of
-// squares in float4 loads (rms_scale4); AKUNU_CUDA_NORM_LEAN=0 for A/B runs.
-template <bool Norm, bool Lean = false>
+// Norm: one block a token (the sum of squares is a whole-block reduction),
+// its norm weights asked into L1 before the wait and the sum of squares in
+// float4 loads (rms_scale4); else blocks along the row.
+template <bool Norm>
 __global__ void __launch_bounds__(Norm ? kNormThreads : kThreads)
     quantize_q8_kernel(const float* __restrict__ x, uint32_t x_stride, uint32_t K, ActQ8Norm norm, ActQ8 out) {
-    if (Lean)
+    if (Norm)
         for (uint32_t i = 4 * threadIdx.x; i < K; i += 4 * blockDim.x) prefetch_l1(norm.weight + i);
     pdl_wait();
     pdl_launch_dependents();
     const uint32_t t = blockIdx.y;
-    if (!Norm) norm.weight = nullptr;
     const float* xr = x + (size_t)t * x_stride;
-    if (Lean) {
+    if (Norm) {
         round_row_q8_scaled<false>(xr, K, rms_scale4(xr, K, norm.eps), norm, threadIdx.x, blockDim.x,
                                    out.q + (size_t)t * K, out.ds + (size_t)t * (K / kQ8Block));
         return;
     }
+    norm.weight = nullptr;
     round_row_q8(xr, K, norm, blockIdx.x * blockDim.x + threadIdx.x, gridDim.x * blockDim.x, out.q + (size_t)t * K,
                  out.ds + (size_t)t * (K / kQ8Block));
 }
@@ -43,29 +42,12 @@ __global__ void __launch_bounds__(kNormThreads)
         out[(size_t)blockIdx.y * K + i] = xr[i] * scale * (norm.weight[i] + norm.offset);
 }
 
-bool norm_lean() {
-    static const bool on = !env_switched_off("AKUNU_CUDA_NORM_LEAN");
-    return on;
-}
-
-// Threads of the one block a token that normalizes and rounds (the sum of
-// squares is a whole-block reduction, so its steps are serial):
-// AKUNU_CUDA_NORM_THREADS=256|512|1024 (default 1024), for A/B runs.
-unsigned norm_threads() {
-    static const unsigned n = [] {
-        const char* e = std::getenv("AKUNU_CUDA_NORM_THREADS");
-        const unsigned v = e ? (unsigned)std::atoi(e) : kNormThreads;
-        return v == 256 || v == 512 ? v : (unsigned)kNormThreads;
-    }();
-    return n;
-}
-
 }  // namespace
 
 bool normalize_activations(const CudaArgs& a, const float* x, uint32_t m, uint32_t K, const ActQ8Norm& norm,
                            float** out) {
     if (!norm.weight || !act_f32_layout(a, m, K, 0, out)) return false;
-    launch_pdl(normalize_kernel, dim3(1, m), norm_threads(), 0, a.stream, x, K, norm, *out);
+    launch_pdl(normalize_kernel, dim3(1, m), kNormThreads, 0, a, x, K, norm, *out);
     return true;
 }
 
@@ -105,11 +87,10 @@ bool quantize_activations(const CudaArgs& a, const float* x, uint32_t x_stride, 
     if (x_stride % 4 != 0 || (reinterpret_cast<uintptr_t>(x) & 15) != 0 || !act_q8_layout(a, m, K, 0, out))
         return false;
     if (norm.weight) {
-        launch_pdl(norm_lean() ? quantize_q8_kernel<true, true> : quantize_q8_kernel<true, false>, dim3(1, m),
-                   norm_threads(), 0, a.stream, x, x_stride, K, norm, *out);
+        launch_pdl(quantize_q8_kernel<true>, dim3(1, m), kNormThreads, 0, a, x, x_stride, K, norm, *out);
     } else {
         const unsigned blocks = blocks_for(K / 4, kThreads);
-        launch_pdl(quantize_q8_kernel<false>, dim3(blocks, m), kThreads, 0, a.stream, x, x_stride, K, norm, *out);
+        launch_pdl(quantize_q8_kernel<false>, dim3(blocks, m), kThreads, 0, a, x, x_stride, K, norm, *out);
     }
     return true;
 }

@@ -1,14 +1,18 @@
-// Attention (causal with GQA and sliding window; bidirectional; cross over a fixed
-// key set) against the F16 KV cache, with
-// the CPU twin's precision (Q and softmax weights rounded to F16, as
-// llama.cpp). First version: one thread block per (token, head), scores in
-// shared memory.
+// Attention (causal with GQA and sliding window; bidirectional; cross over a
+// fixed key set) against the F16 KV cache, and the KV-cache write, with the
+// CPU twin's precision (backend/cpu/kernels/attention.cpp: Q and softmax
+// weights rounded to F16, as llama.cpp). Three kernels take a pass:
+// - one query token: flash-decoding over key splits (attention_decode.cuh);
+// - many tokens, causal or not, not segmented: flash attention on the tensor
+//   cores (attention_prefill.cuh);
+// - the rest (segmented, cross attention, other head sizes): the general
+//   kernel here, one thread block per (token, head), scores in shared memory.
 #include <cfloat>
 
+#include "attention_decode.cuh"
+#include "attention_prefill.cuh"
 #include "core/error.h"
 #include "core/half.h"
-#include "attention_decode.h"
-#include "attention_prefill.h"
 #include "core/kernel_params.h"
 #include "cuda_kernel.h"
 
@@ -114,8 +118,8 @@ __global__ void attention_kernel(AttentionParams p, const float* q, const uint16
 void launch_attention(const CudaArgs& a) {
     AttentionParams p = a.p<AttentionParams>();
     if (p.head_dim > 256) throw Error("CUDA attention: head_dim " + std::to_string(p.head_dim) + " > 256");
-    if (launch_attention_decode(a, p)) return;
-    if (launch_attention_prefill(a, p)) return;
+    if (attention_decode::launch(a, p)) return;
+    if (attention_prefill::launch(a, p)) return;
     // The general kernel's shared memory grows with the position: not capturable.
     if (a.replay_pos) throw Error("CUDA attention: this pass cannot run inside a decode graph");
     static bool configured = false;
@@ -137,16 +141,35 @@ void launch_attention(const CudaArgs& a) {
 // command (the output projection) when asked.
 bool attention_q8_output(const CudaArgs& a, Q8Link* link) {
     const AttentionParams p = a.p<AttentionParams>();
-    if (!attention_decode_takes(p)) return false;
+    if (!attention_decode::takes(p)) return false;
     *link = Q8Link{a.b<float>(3), p.n_heads * p.head_dim, 1};
     link->kind = kQ8LinkAttention;
     return true;
 }
 
+// K/V rounded to the F16 cache with the CPU's rounding (round to nearest even).
+__global__ void kv_write_kernel(KVWriteParams p, const float* k, const float* v, uint16_t* kc, uint16_t* vc,
+                                const uint32_t* replay_pos) {
+    const size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)p.kv_dim * p.n_tokens) return;
+    const size_t t = idx / p.kv_dim, i = idx % p.kv_dim;
+    const size_t dst = (size_t)(replay_position(replay_pos, p.pos0) + t) * p.kv_dim + i;
+    kc[dst] = f32_to_f16(k[t * p.k_stride + i]);
+    vc[dst] = f32_to_f16(v[t * p.v_stride + i]);
+}
+
+void launch_kv_write(const CudaArgs& a) {
+    KVWriteParams p = a.p<KVWriteParams>();
+    const size_t n = (size_t)p.kv_dim * p.n_tokens;
+    kv_write_kernel<<<blocks_for(n, 256), 256, 0, a.stream>>>(p, a.b<float>(0), a.b<float>(1), a.b<uint16_t>(2),
+                                                              a.b<uint16_t>(3), a.replay_pos);
+}
+
 }  // namespace
 
 extern const CudaKernelEntry kCudaAttentionKernels[] = {
-    {"attention", launch_attention, true, attention_q8_output, nullptr, attention_absorbs},
+    {"attention", launch_attention, true, attention_q8_output, nullptr, attention_decode::absorbs},
+    {"kv_write", launch_kv_write, true},
     {nullptr, nullptr},
 };
 

@@ -5,10 +5,10 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <cstdlib>
-#include <string>
 #include <cstring>
 #include <utility>
+
+#include "../cuda_tuning.h"
 
 namespace akunu {
 
@@ -39,26 +39,17 @@ struct ActQ8Norm {
     float offset = 0.0f;
 };
 
-// A vector one command writes and the next one rounds to 8 bits first (a
-// decode GEMV's input, maybe behind an RMSNorm): when both launchers describe
-// the same vector, the writer rounds it as it writes and the reader skips its
-// rounding kernel (CudaDevice::launch_commands links them; CudaArgs::q8_out /
-// q8_in). The attention writer is on by default (it rounds per head as it
-// writes: no cross-block step); the gate and residual writers' extra work (a
-// fence and an atomic a block, the last block's serial tail, and the general
-// GEMV kernel instead of the lean one) cost more than the launches they save
-// on the H100 (BENCHMARKS.md). AKUNU_CUDA_Q8_LINK=0|attention,gate,residual|all.
-enum Q8LinkKind : uint32_t {
-    kQ8LinkAttention = 1,  // decode attention -> output projection
-    kQ8LinkGate = 2,       // gate + up + activation -> down projection
-    kQ8LinkResidual = 4,   // projection + residual -> the next normed projection
-    // The same two rounded inside 32-row blocks (no counters, fences or
-    // serial tail; one token); the residual one leaves the norm's scale to
-    // the reader (ActQ8::sumsq).
-    kQ8LinkGateBlock = 8,
-    kQ8LinkResidualBlock = 16,
-};
-
+// A vector one command writes and the next one rounds to 8 bits (or
+// normalizes) first (a decode GEMV's input, maybe behind an RMSNorm): when
+// both launchers describe the same vector, the writer prepares it as it
+// writes and the reader's rounding or norm kernel goes
+// (CudaDevice::launch_commands links them; CudaArgs::q8_out / q8_in). The
+// writers (Q8LinkKind, cuda_tuning.h): the decode attention rounds per head;
+// gate + up and projection + residual round inside blocks of 32 warps, one
+// 32-value rounding block a thread block, so no block waits on another. The
+// residual writer cannot see the norm's sum over all values: it rounds
+// x * (weight + offset) and leaves each block's sum of squares
+// (ActQ8::sumsq), and the reader scales its dot products (act_scale).
 struct Q8Link {
     const float* x = nullptr;
     uint32_t K = 0, m = 0;  // values per token, tokens (rows K floats apart)
@@ -88,6 +79,8 @@ struct CommandBytes {
 
 struct CudaArgs : CommandBytes {
     cudaStream_t stream;
+    // The device's tuning (cuda_tuning.h), decided when it was made.
+    const CudaTuning* tuning = nullptr;
     // Set only while a decode step is captured into a CUDA graph (one graph
     // serves every position): the replay state lives in device memory and a
     // kernel reads its position from *replay_pos instead of the patched
@@ -117,13 +110,6 @@ struct CudaArgs : CommandBytes {
     const float* f32_in_sumsq = nullptr;
     float f32_in_eps = 0.0f;
     uint32_t f32_in_sumsq_rows = 32;
-    // Device counters for writers that round in groups of blocks (zeroed at
-    // creation; every use leaves them at zero).
-    uint32_t* q8_counters = nullptr;
-    uint32_t q8_counter_count = 0;
-    // and their per-block partial sums (sums of squares for a norm)
-    double* q8_partials = nullptr;
-    uint32_t q8_partial_count = 0;
     // The command before this one, when this launch does its work too
     // (CudaKernelEntry::absorbs; that command is then not launched).
     struct Absorbed : CommandBytes {
@@ -166,18 +152,6 @@ __device__ inline T* replay_slot(T* base, const uint32_t* replay_token) {
 
 inline unsigned blocks_for(size_t n, unsigned threads) { return (unsigned)((n + threads - 1) / threads); }
 
-// The current GPU's multiprocessor count (read once; 132, an H100's, if the query fails).
-inline int sm_count() {
-    static const int count = [] {
-        int dev = 0, n = 0;
-        return cudaGetDevice(&dev) == cudaSuccess &&
-                       cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && n > 0
-                   ? n
-                   : 132;
-    }();
-    return count;
-}
-
 // Programmatic dependent launch (Hopper): a kernel launched by launch_pdl may
 // start while the kernel before it on the stream still runs, so its launch,
 // block scheduling and reads of immutable data (weights) overlap that
@@ -192,41 +166,7 @@ inline int sm_count() {
 // prefetch hints of anything: nothing reads their result, L2 is coherent). (A block that
 // touches no memory at all may leave without waiting, so long as other blocks
 // of the grid always wait: the grid still ends after its predecessor.)
-// Whether the environment sets `name` to "0": the A/B switches that turn a
-// default path off (callers keep the answer in a static).
-inline bool env_switched_off(const char* name) {
-    const char* e = std::getenv(name);
-    return e && e[0] == '0' && e[1] == '\0';
-}
-
-// The environment's value of `name`, "" when unset (A/B switches with a
-// choice of paths; callers keep the answer in a static).
-inline std::string env_string(const char* name) {
-    const char* e = std::getenv(name);
-    return e ? e : "";
-}
-
-// A path's reach set by the environment (A/B switches): "0" never, "all"
-// wherever it can run, else where the default rule puts it (callers keep
-// the answer in a static).
-enum class EnvReach { Never, Default, All };
-inline EnvReach env_reach(const char* name) {
-    const std::string v = env_string(name);
-    return v == "0" ? EnvReach::Never : v == "all" ? EnvReach::All : EnvReach::Default;
-}
-
-// AKUNU_CUDA_PDL=0 launches plainly (A/B runs); GPUs before sm_90 never use it.
-inline bool pdl_enabled() {
-    static const bool on = [] {
-        const char* e = std::getenv("AKUNU_CUDA_PDL");
-        if (e && e[0] == '0') return false;
-        int dev = 0, major = 0;
-        return cudaGetDevice(&dev) == cudaSuccess &&
-               cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess && major >= 9;
-    }();
-    return on;
-}
-
+//
 // kernel<<<grid, block, shared, stream>>>(args...), as a programmatic
 // dependent of the stream's previous kernel when `programmatic`.
 template <typename... Params, typename... Args>
@@ -245,12 +185,13 @@ cudaError_t launch_maybe_pdl(bool programmatic, void (*kernel)(Params...), dim3 
     return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
 }
 
-// launch_maybe_pdl where pdl_enabled(). A failed launch is reported as with
-// <<<>>>: by the next synchronization.
+// kernel<<<grid, block, shared, a.stream>>>(args...), a programmatic
+// dependent where the device's tuning says so (CudaTuning::pdl). A failed
+// launch is reported as with <<<>>>: by the next synchronization.
 template <typename... Params, typename... Args>
-void launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared, cudaStream_t stream,
+void launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t shared, const CudaArgs& a,
                 Args&&... args) {
-    launch_maybe_pdl(pdl_enabled(), kernel, grid, block, shared, stream, std::forward<Args>(args)...);
+    launch_maybe_pdl(a.tuning->pdl, kernel, grid, block, shared, a.stream, std::forward<Args>(args)...);
 }
 
 #ifdef __CUDACC__

@@ -12,12 +12,11 @@
 //
 // Which passes: all formats tc_formats decodes, 16 tokens or more for F16
 // (nothing to decode), kMinQuantTokens or more for the rest (fewer tokens
-// re-read the weights less than a decode pass costs). AKUNU_CUDA_GEMM=tc
-// turns this path off, =blas makes it take every pass it can.
+// re-read the weights less than a decode pass costs). CudaTuning::prefill_gemm
+// = tc turns this path off, = blas makes it take every pass it can.
 #include "gemm_blas.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <string>
 
 #include "../cublas_library.h"
@@ -32,18 +31,6 @@ using namespace tc_formats;
 
 constexpr size_t kChunkBytes = 16u << 20;  // F16 weight rows decoded per GEMM call
 constexpr uint32_t kMinQuantTokens = 128;
-
-enum class Mode { kAuto, kAlways, kOff };
-
-Mode mode() {
-    static const Mode m = [] {
-        const char* e = std::getenv("AKUNU_CUDA_GEMM");
-        if (!e) return Mode::kAuto;
-        const std::string s = e;
-        return s == "tc" ? Mode::kOff : s == "blas" ? Mode::kAlways : Mode::kAuto;
-    }();
-    return m;
-}
 
 // x (F32, rows x_stride apart) -> F16 [M][K], saturated at +-65504 as gemm_tc rounds.
 __global__ void activations_to_f16(const float* __restrict__ x, uint32_t x_stride, uint32_t M, uint32_t K,
@@ -114,15 +101,15 @@ void check_blas(int status, const char* what) {
 
 }  // namespace
 
-std::unique_ptr<BlasGemm> make_blas_gemm() {
-    if (mode() == Mode::kOff) return nullptr;
+std::unique_ptr<BlasGemm> make_blas_gemm(PrefillGemm mode) {
+    if (mode == PrefillGemm::kTc) return nullptr;
     std::string why;
     const CublasLibrary* lib = CublasLibrary::get(&why);
     if (!lib) {
-        if (mode() == Mode::kAlways) throw Error("AKUNU_CUDA_GEMM=blas, but " + why);
+        if (mode == PrefillGemm::kBlas) throw Error("AKUNU_CUDA_TUNING asks for prefill_gemm=blas, but " + why);
         return nullptr;
     }
-    return std::unique_ptr<BlasGemm>(new BlasGemm(lib));
+    return std::unique_ptr<BlasGemm>(new BlasGemm(lib, mode == PrefillGemm::kBlas));
 }
 
 BlasGemm::~BlasGemm() {
@@ -150,7 +137,7 @@ bool BlasGemm::run(const CudaArgs& a, const MatmulParams& p, const float* x, flo
     if ((reinterpret_cast<uintptr_t>(x) & 15) != 0 || p.x_stride % 4 != 0) return false;  // float4 reads
     Decoder dec;
     if (!decoder_for(p, reinterpret_cast<uintptr_t>(a.buf[0]), &dec)) return false;
-    if (dec && M < kMinQuantTokens && mode() != Mode::kAlways) return false;
+    if (dec && M < kMinQuantTokens && !every_pass_) return false;
     cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
     if (cudaStreamIsCapturing(a.stream, &capturing) != cudaSuccess || capturing != cudaStreamCaptureStatusNone)
         return false;  // no allocation or handle creation inside a graph

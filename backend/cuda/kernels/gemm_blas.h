@@ -16,7 +16,8 @@ struct CublasLibrary;
 // largest pass; never touched while a stream is captured into a graph.
 class BlasGemm {
 public:
-    explicit BlasGemm(const CublasLibrary* lib) : lib_(lib) {}
+    // every_pass: take every pass it can (CudaTuning::prefill_gemm = blas)
+    BlasGemm(const CublasLibrary* lib, bool every_pass) : lib_(lib), every_pass_(every_pass) {}
     ~BlasGemm();
     BlasGemm(const BlasGemm&) = delete;
     BlasGemm& operator=(const BlasGemm&) = delete;
@@ -28,13 +29,14 @@ public:
 private:
     __half* scratch(int which, size_t elems);  // 0: activations, 1: weight rows
     const CublasLibrary* lib_;
+    bool every_pass_;
     void* handle_ = nullptr;
     __half* buf_[2] = {};
     size_t elems_[2] = {};
 };
 
-// The device's BlasGemm, or nullptr when cuBLAS is not loadable or turned off
-// (AKUNU_CUDA_GEMM=tc); AKUNU_CUDA_GEMM=blas makes a missing cuBLAS an error.
-std::unique_ptr<BlasGemm> make_blas_gemm();
+// The device's BlasGemm, or nullptr when cuBLAS is not loadable or `mode`
+// is kTc; kBlas makes a missing cuBLAS an error.
+std::unique_ptr<BlasGemm> make_blas_gemm(PrefillGemm mode);
 
 }  // namespace akunu

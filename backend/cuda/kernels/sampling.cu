@@ -17,8 +17,6 @@
 namespace akunu {
 namespace {
 
-constexpr int kThreads = 1024;
-
 // (value, index) maximum, first index on ties; index INT_MAX: none yet
 __device__ bool better(float v, int i, float bv, int bi) { return bi == INT_MAX || v > bv || (v == bv && i < bi); }
 
@@ -89,7 +87,7 @@ void launch_argmax(const CudaArgs& a) {
     uint32_t parts = std::min<uint32_t>(kArgmaxThreads, std::max<uint32_t>(1, p.vocab / 1024));
     const size_t partials_at = ((size_t)p.n_rows * sizeof(uint32_t) + 255) / 256 * 256;
     if (!a.workspace || partials_at + (size_t)p.n_rows * parts * sizeof(float2) > a.workspace_bytes) parts = 1;
-    launch_pdl(argmax_kernel, dim3(parts, p.n_rows), kArgmaxThreads, 0, a.stream, p, a.b<float>(0), a.b<int32_t>(1),
+    launch_pdl(argmax_kernel, dim3(parts, p.n_rows), kArgmaxThreads, 0, a, p, a.b<float>(0), a.b<int32_t>(1),
                a.replay_token, reinterpret_cast<float2*>(a.workspace + partials_at),
                reinterpret_cast<uint32_t*>(a.workspace));
 }

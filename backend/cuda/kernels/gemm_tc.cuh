@@ -15,18 +15,19 @@
 // Precision: both operands are F16 (11 significant bits), sums are F32 — as
 // llama.cpp's cuBLAS path for F16 weights; tests/test_device_kernels.py states
 // the bound. The formats' meaning is core/quant_blocks.h (the CPU twin).
+// Included once, by matmul.cu.
+#pragma once
 #include <cuda_fp16.h>
 #include <mma.h>
 
-#include <cstdlib>
-
 #include "core/dtype_descriptor.h"
-#include "gemm_tc.h"
+#include "core/kernel_params.h"
+#include "cuda_kernel.h"
 #include "mma.cuh"
 #include "tc_formats.cuh"
 
 namespace akunu {
-namespace {
+namespace gemm_tc {
 
 using namespace nvcuda;
 using namespace tc_formats;
@@ -142,14 +143,6 @@ constexpr int tile_shared_bytes() {
     return tiles > outputs ? tiles : outputs;
 }
 
-// Environment switches for comparisons: AKUNU_CUDA_GEMM_BK=32 (k per step;
-// default 64), AKUNU_CUDA_GEMM_BM=64 or 128 (tokens per block; default: 128
-// when the grid still fills every SM twice).
-int env_int(const char* name) {
-    const char* e = std::getenv(name);
-    return e ? std::atoi(e) : 0;
-}
-
 template <class F, int BN, int BK, int BM>
 void launch_tiles(const CudaArgs& a, const MatmulParams& p, const float* x, float* y, const float* bias) {
     constexpr int shared = tile_shared_bytes<BN, BK, BM>();
@@ -163,25 +156,28 @@ void launch_tiles(const CudaArgs& a, const MatmulParams& p, const float* x, floa
 
 template <class F>
 void launch(const CudaArgs& a, const MatmulParams& p, const float* x, float* y, const float* bias) {
-    static const int bk_env = env_int("AKUNU_CUDA_GEMM_BK"), bm_env = env_int("AKUNU_CUDA_GEMM_BM");
-    const size_t fill = 2u * (size_t)sm_count();
+    const size_t sms = (size_t)a.tuning->sm_count, fill = 2 * sms;
     auto blocks = [&](unsigned bn, unsigned bm) { return (size_t)blocks_for(p.N, bn) * blocks_for(p.n_tokens, bm); };
-    if (bk_env == 32 || p.K % 64 != 0) {  // the first version's shape
+    if (p.K % 64 != 0) {  // 32 k a step
         if (blocks(128, 64) >= fill) launch_tiles<F, 128, 32, 64>(a, p, x, y, bias);
         else launch_tiles<F, 64, 32, 64>(a, p, x, y, bias);
         return;
     }
     // 128 x 128 tiles (twice the work per staged byte) where one wave of them
     // nearly fills the GPU (measured: 8B shapes gain, 1B's 2048-row matrices lose), else narrower ones
-    const bool big = bm_env ? bm_env == 128 : blocks(128, 128) * 10 >= (size_t)sm_count() * 9;
+    const bool big = blocks(128, 128) * 10 >= sms * 9;
     if (big) launch_tiles<F, 128, 64, 128>(a, p, x, y, bias);
     else if (blocks(128, 64) >= fill) launch_tiles<F, 128, 64, 64>(a, p, x, y, bias);
     else launch_tiles<F, 64, 64, 64>(a, p, x, y, bias);
 }
 
-}  // namespace
+}  // namespace gemm_tc
 
-bool launch_gemm_tc(const CudaArgs& a, const MatmulParams& p, const float* x, float* y) {
+// Enqueues y = W x (+ bias) on the tensor cores (F16 operands, F32
+// accumulation) and returns true when the format, K (a multiple of 32) and
+// alignment suit the kernel; false leaves the pass to the float kernels.
+inline bool launch_gemm_tc(const CudaArgs& a, const MatmulParams& p, const float* x, float* y) {
+    using namespace gemm_tc;
     if (p.n_tokens == 0 || p.N == 0 || p.K == 0 || p.K % kMinBK != 0) return false;
     if ((reinterpret_cast<uintptr_t>(x) & 15) != 0 || p.x_stride % 4 != 0) return false;  // float4 loads
     const float* bias = p.has_bias ? a.b<float>(3) : nullptr;

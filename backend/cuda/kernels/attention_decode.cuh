@@ -9,8 +9,9 @@
 // not (the twin rounds each normalized weight to F16, which a split cannot do
 // before the global sum is known). The difference stays inside the per-op
 // tolerance of one F16 step of the weights.
-#include "attention_decode.h"
-
+//
+// Included once, by attention.cu (namespace attention_decode: takes, absorbs, launch).
+#pragma once
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -21,10 +22,12 @@
 #include "act_q8.cuh"
 #include "core/error.h"
 #include "core/half.h"
+#include "core/kernel_params.h"
+#include "cuda_kernel.h"
 #include "head_prologue.cuh"
 
 namespace akunu {
-namespace {
+namespace attention_decode {
 
 // A block has 64 keys in flight (8 warps x 8), so a split of 128 keys is two
 // memory round trips. Splits shorter than that cost more in their combine
@@ -149,7 +152,8 @@ __device__ __forceinline__ SplitRange split_range(const AttentionParams& p, uint
 }
 
 // Grid (n_heads, n_splits), kWarps warps per block; a warp takes one key at
-// a time, its lanes D dims each (AKUNU_CUDA_ATTN_DECODE=warp_per_key, for A/B runs).
+// a time, its lanes D dims each, in loads of 8 bytes at most: the kernel for
+// q or caches not 16-byte aligned (the lane-group kernel below needs them so).
 template <int D>
 __global__ void __launch_bounds__(kWarps * 32)
     attention_decode_kernel(AttentionParams p, uint32_t n_splits, const float* q, const uint16_t* kc,
@@ -261,7 +265,7 @@ __device__ __forceinline__ void load_slices(const uint16_t* k, const uint16_t* v
 // step's row), asks L2 for the block's K and V rows: rows of earlier steps,
 // long evicted by the step's weights, so their DRAM latency overlaps the
 // prologue. A hint only: L2 is where the prologue's writes land, and the
-// loads after the wait read what is there (AKUNU_CUDA_ATTN_PREFETCH=0: off).
+// loads after the wait read what is there.
 template <int HD>
 __device__ __forceinline__ void prefetch_kv_rows(const uint16_t* kc, const uint16_t* vc, size_t first_row,
                                                  uint32_t n_rows, uint32_t kv_dim, size_t koff) {
@@ -284,8 +288,7 @@ template <int HD, bool Fused>
 __global__ void __launch_bounds__(kWarps * 32)
     attention_decode_groups_kernel(AttentionParams p, uint32_t n_splits, const float* q, uint16_t* kc,
                                    uint16_t* vc, float* out, float* partials, uint32_t* counters,
-                                   const uint32_t* replay_pos, ActQ8 q8, bool prefetch, bool early,
-                                   HeadPrologue pro) {
+                                   const uint32_t* replay_pos, ActQ8 q8, HeadPrologue pro) {
     constexpr int L = HD / 32, KW = 32 / L, U = kKeyUnroll;
     const uint32_t h = blockIdx.x, split = blockIdx.y;
     const SplitRange r = split_range(p, n_splits, split, replay_pos);
@@ -310,9 +313,9 @@ __global__ void __launch_bounds__(kWarps * 32)
     uint32_t new_j = UINT32_MAX;
     HeadPairs pairs{};
     if constexpr (Fused) pairs = head_pairs_at(pro.p, r.pos, pro.factors, pro.q_norm, pro.k_norm);
-    if (prefetch) prefetch_kv_rows<HD>(kc, vc, (size_t)r.lo + r.j0, r.j1 - r.j0, kv_dim, koff);
-    // The K / V rows of the warp's first step, into registers before the wait
-    // (AKUNU_CUDA_ATTN_EARLY=0: after it). Rows of keys before this step's
+    prefetch_kv_rows<HD>(kc, vc, (size_t)r.lo + r.j0, r.j1 - r.j0, kv_dim, koff);
+    // The K / V rows of the warp's first step, into registers before the
+    // wait. Rows of keys before this step's
     // were written by earlier steps, by kernels that had finished before the
     // one ahead of this started (launch_pdl: every kernel waits before it
     // lets its dependents start), so only this step's row (jnew, the
@@ -331,10 +334,9 @@ __global__ void __launch_bounds__(kWarps * 32)
     };
     uint4 kr[U][4], vr[U][4];
     const uint32_t jfirst = r.j0 + warp * KW * U;
-    if (early) load_rows(jfirst, kr, vr);
+    load_rows(jfirst, kr, vr);
     pdl_wait();
     pdl_launch_dependents();
-    if (!early) load_rows(jfirst, kr, vr);
     if constexpr (Fused) {
         const uint32_t group = p.n_heads / p.n_kv_heads, kvh = h / group;
         const bool has_new = split == r.used - 1;
@@ -460,57 +462,22 @@ __global__ void __launch_bounds__(kWarps * 32)
     finish_head(p, h, split, r.used, n_splits, wm, wl, &wacc[0][0], HD, out, partials, counters, q8);
 }
 
-// Whether the attention does the prologue's work when it follows it
-// (attention_absorbs); AKUNU_CUDA_ATTN_FUSE=0: the prologue's own kernel.
-// It paid once the GEMVs of long rows took the lean kernel (tg128 on the
-// H100, fused vs not, BENCHMARKS.md session 14: 8B Q4_0 427.1 vs 420.3,
-// Q4_K_M 372.7 vs 367.7; files of every layer with a 32768 vocabulary, two
-// rounds ABAB: 1B Q4_0 1524 / 1518 vs 1502 / 1506, Q8_0 1321 / 1321 vs
-// 1308 / 1310, 0.6B Q8_0 1255 / 1267 vs 1218 / 1230). Before that, with
-// those GEMVs on gemv_multi_kernel, it cost 1B 1-2%.
-bool attention_fuse() {
-    static const bool on = !env_switched_off("AKUNU_CUDA_ATTN_FUSE");
-    return on;
-}
-
-bool attention_prefetch() {
-    static const bool on = !env_switched_off("AKUNU_CUDA_ATTN_PREFETCH");
-    return on;
-}
-
-// Whether the lane-group kernel loads its first step's K / V rows before the
-// programmatic wait (see there); AKUNU_CUDA_ATTN_EARLY=0: after it.
-bool attention_early() {
-    static const bool on = !env_switched_off("AKUNU_CUDA_ATTN_EARLY");
-    return on;
-}
-
-// Which kernel: lane groups per key (default) or AKUNU_CUDA_ATTN_DECODE=warp_per_key.
-bool warp_per_key() {
-    static const bool on = [] {
-        const char* e = std::getenv("AKUNU_CUDA_ATTN_DECODE");
-        return e && std::string(e) == "warp_per_key";
-    }();
-    return on;
-}
-
-}  // namespace
-
-bool attention_decode_takes(const AttentionParams& p) {
+// Whether launch takes `p`: a one-token causal pass of head_dim 32, 64, 128
+// or 256 (its output can then be rounded to 8 bits as it is written:
+// CudaArgs::q8_out).
+inline bool takes(const AttentionParams& p) {
     const uint32_t dims_per_lane = p.head_dim / 32;
     return p.n_tokens == 1 && p.causal && !p.segmented && !p.n_keys && p.head_dim % 32 == 0 &&
            (dims_per_lane == 1 || dims_per_lane == 2 || dims_per_lane == 4 || dims_per_lane == 8) &&
            p.n_kv_heads != 0 && p.n_heads % p.n_kv_heads == 0;
 }
 
-namespace {
-
 // Whether the lane-group kernel takes `p` (head_dim 32 to 256, 16-byte aligned
 // q and caches): the one kernel that can absorb the prologue.
 bool groups_kernel_takes(const CudaArgs& a, const AttentionParams& p) {
     const bool aligned = (reinterpret_cast<uintptr_t>(a.buf[0]) | reinterpret_cast<uintptr_t>(a.buf[1]) |
                           reinterpret_cast<uintptr_t>(a.buf[2])) % 16 == 0;
-    return attention_decode_takes(p) && aligned && !warp_per_key() &&
+    return takes(p) && aligned &&
            (p.head_dim == 32 || p.head_dim == 64 || p.head_dim == 128 || p.head_dim == 256);
 }
 
@@ -518,7 +485,7 @@ template <int HD>
 void launch_groups(const CudaArgs& a, const AttentionParams& p, dim3 grid, uint32_t n_splits, float* partials,
                    uint32_t* counters) {
     void (*kernel)(AttentionParams, uint32_t, const float*, uint16_t*, uint16_t*, float*, float*, uint32_t*,
-                   const uint32_t*, ActQ8, bool, bool, HeadPrologue) = attention_decode_groups_kernel<HD, false>;
+                   const uint32_t*, ActQ8, HeadPrologue) = attention_decode_groups_kernel<HD, false>;
     HeadPrologue pro{};
     if (a.absorbed.set) {
         kernel = attention_decode_groups_kernel<HD, true>;
@@ -527,15 +494,15 @@ void launch_groups(const CudaArgs& a, const AttentionParams& p, dim3 grid, uint3
                            nullptr};
         if (pro.p.has_freq_factors) pro.factors = qk.b<float>(5);
     }
-    launch_pdl(kernel, grid, kWarps * 32, 0, a.stream, p, n_splits, a.b<float>(0), a.b<uint16_t>(1),
-               a.b<uint16_t>(2), a.b<float>(3), partials, counters, a.replay_pos, a.q8_out, attention_prefetch(),
-               attention_early(), pro);
+    launch_pdl(kernel, grid, kWarps * 32, 0, a, p, n_splits, a.b<float>(0), a.b<uint16_t>(1),
+               a.b<uint16_t>(2), a.b<float>(3), partials, counters, a.replay_pos, a.q8_out, pro);
 }
 
-}  // namespace
-
-bool attention_absorbs(const CudaArgs& self, const char* prev, const CudaArgs& prev_args) {
-    if (!attention_fuse() || std::string(prev) != "qk_norm_rope_kv") return false;
+// CudaKernelEntry::absorbs for the attention: a one-token decode pass right
+// after the qk_norm_rope_kv of the same heads, caches and position does that
+// command's work itself (one dependent launch a layer fewer).
+inline bool absorbs(const CudaArgs& self, const char* prev, const CudaArgs& prev_args) {
+    if (std::string(prev) != "qk_norm_rope_kv") return false;
     const AttentionParams p = self.p<AttentionParams>();
     const QKRopeKVParams q = prev_args.p<QKRopeKVParams>();
     // the same token, heads and caches; q the prologue's (buffers: see QKRopeKVParams)
@@ -544,17 +511,19 @@ bool attention_absorbs(const CudaArgs& self, const char* prev, const CudaArgs& p
            prev_args.buf[0] == self.buf[0] && prev_args.buf[6] == self.buf[1] && prev_args.buf[7] == self.buf[2];
 }
 
-bool launch_attention_decode(const CudaArgs& a, const AttentionParams& p) {
-    // (attention_absorbs said yes only where the lane-group kernel takes p)
+// Launches the split kernel and returns true when takes(p); false leaves the
+// pass to the other kernels.
+inline bool launch(const CudaArgs& a, const AttentionParams& p) {
+    // (absorbs said yes only where the lane-group kernel takes p)
     if (a.absorbed.set && !groups_kernel_takes(a, p)) throw Error("attention: cannot do the absorbed prologue's work here");
-    if (!attention_decode_takes(p)) return false;
+    if (!takes(p)) return false;
     const uint32_t dims_per_lane = p.head_dim / 32;
     // Split count from the cache size and head count (never the position):
     // at most about two blocks an SM (a full cache still fills the GPU; fewer
     // never-used blocks at short positions), halved until the partials fit
     // the workspace after the per-head counters.
     const uint32_t span = p.window ? std::min(p.window, p.max_ctx) : p.max_ctx;
-    const uint32_t most = std::clamp<uint32_t>(2u * (uint32_t)sm_count() / p.n_heads, 1, kMaxSplits);
+    const uint32_t most = std::clamp<uint32_t>(2u * (uint32_t)a.tuning->sm_count / p.n_heads, 1, kMaxSplits);
     uint32_t n_splits = std::clamp<uint32_t>((span + kMinKeysPerSplit - 1) / kMinKeysPerSplit, 1, most);
     const size_t partials_at = ((size_t)p.n_heads * 4 + 255) / 256 * 256;
     auto fits = [&](uint32_t s) { return partials_at + (size_t)p.n_heads * s * (p.head_dim + 2) * 4 <= a.workspace_bytes; };
@@ -575,13 +544,14 @@ bool launch_attention_decode(const CudaArgs& a, const AttentionParams& p) {
     const uint16_t* vc = a.b<uint16_t>(2);
     float* out = a.b<float>(3);
     switch (dims_per_lane) {
-        case 1: launch_pdl(attention_decode_kernel<1>, grid, kWarps * 32, 0, a.stream, p, n_splits, q, kc, vc, out, partials, counters, a.replay_pos, a.q8_out); break;
-        case 2: launch_pdl(attention_decode_kernel<2>, grid, kWarps * 32, 0, a.stream, p, n_splits, q, kc, vc, out, partials, counters, a.replay_pos, a.q8_out); break;
-        case 4: launch_pdl(attention_decode_kernel<4>, grid, kWarps * 32, 0, a.stream, p, n_splits, q, kc, vc, out, partials, counters, a.replay_pos, a.q8_out); break;
-        case 8: launch_pdl(attention_decode_kernel<8>, grid, kWarps * 32, 0, a.stream, p, n_splits, q, kc, vc, out, partials, counters, a.replay_pos, a.q8_out); break;
+        case 1: launch_pdl(attention_decode_kernel<1>, grid, kWarps * 32, 0, a, p, n_splits, q, kc, vc, out, partials, counters, a.replay_pos, a.q8_out); break;
+        case 2: launch_pdl(attention_decode_kernel<2>, grid, kWarps * 32, 0, a, p, n_splits, q, kc, vc, out, partials, counters, a.replay_pos, a.q8_out); break;
+        case 4: launch_pdl(attention_decode_kernel<4>, grid, kWarps * 32, 0, a, p, n_splits, q, kc, vc, out, partials, counters, a.replay_pos, a.q8_out); break;
+        case 8: launch_pdl(attention_decode_kernel<8>, grid, kWarps * 32, 0, a, p, n_splits, q, kc, vc, out, partials, counters, a.replay_pos, a.q8_out); break;
         default: return false;
     }
     return true;
 }
 
+}  // namespace attention_decode
 }  // namespace akunu

@@ -13,13 +13,17 @@
 // scores in F32 times `scale`, softmax weights rounded to F16, F32 sums. Here
 // the unnormalized weights exp(s - running max) are rounded instead (the
 // same one F16 rounding, relative 2^-11, before the division by the row sum).
+//
+// Included once, by attention.cu (attention_prefill::launch).
+#pragma once
 #include <cfloat>
 
-#include "attention_prefill.h"
+#include "core/kernel_params.h"
+#include "cuda_kernel.h"
 #include "mma.cuh"
 
 namespace akunu {
-namespace {
+namespace attention_prefill {
 
 constexpr int kWarps = 4;
 constexpr int kQueries = 16 * kWarps;
@@ -169,9 +173,10 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
 }
 
-}  // namespace
-
-bool launch_attention_prefill(const CudaArgs& a, const AttentionParams& p) {
+// Launches the tensor-core kernel and returns true when `p` is a many-token
+// pass it handles (causal or not, sliding window, GQA; head_dim 64, 128 or
+// 256; not segmented, not cross-attention); false leaves it to the general kernel.
+inline bool launch(const CudaArgs& a, const AttentionParams& p) {
     if (p.n_tokens < 2 || p.segmented || p.n_keys || a.replay_pos) return false;
     if (p.n_kv_heads == 0 || p.n_heads % p.n_kv_heads) return false;
     // float2 Q reads and output writes, 16-byte K / V rows
@@ -192,4 +197,5 @@ bool launch_attention_prefill(const CudaArgs& a, const AttentionParams& p) {
     }
 }
 
+}  // namespace attention_prefill
 }  // namespace akunu

@@ -6,15 +6,20 @@
 // compare against float64 on those dequantized weights). Format lane work:
 // gemv_formats.cuh; the integer formats take x rounded to 8 bits by a kernel
 // of its own first (act_q8.h) and dp4a dots (gemv_q8_formats.cuh).
-#include "gemv.h"
-
-#include "core/dtype_descriptor.h"
+// Included once, by matmul.cu.
+#pragma once
 #include "act_q8.h"
+#include "core/dtype_descriptor.h"
+#include "core/kernel_params.h"
+#include "cuda_kernel.h"
 #include "gemv_formats.cuh"
 #include "gemv_q8_formats.cuh"
 
 namespace akunu {
-namespace {
+
+constexpr int kGemvMaxTokens = 8;
+
+namespace gemv_decode {
 
 constexpr int kWarpsPerBlock = 4;
 using namespace gemv_formats;
@@ -79,7 +84,7 @@ bool launch_q8(const CudaArgs& a, const MatmulParams& p, const float* x, float* 
     if (!quantize_activations(a, x, p.x_stride, p.n_tokens, p.K, ActQ8Norm{}, &xq)) return false;
     const unsigned blocks = (p.N + kWarpsPerBlock - 1) / kWarpsPerBlock;
     launch_pdl(p.n_tokens == 1 ? gemv_q8_kernel<F, 1> : gemv_q8_kernel<F, kGemvMaxTokens>, blocks,
-               kWarpsPerBlock * 32, 0, a.stream, p, a.b<uint8_t>(0), xq, y, bias, gemv_prefetch_bytes());
+               kWarpsPerBlock * 32, 0, a, p, a.b<uint8_t>(0), xq, y, bias, a.tuning->prefetch_bytes);
     return true;
 }
 
@@ -87,7 +92,7 @@ template <class F>
 void launch(const CudaArgs& a, const MatmulParams& p, const float* x, float* y, const float* bias) {
     const unsigned blocks = (p.N + kWarpsPerBlock - 1) / kWarpsPerBlock;
     launch_pdl(p.n_tokens == 1 ? gemv_kernel<F, 1> : gemv_kernel<F, kGemvMaxTokens>, blocks, kWarpsPerBlock * 32, 0,
-               a.stream, p, a.b<uint8_t>(0), x, y, bias, gemv_prefetch_bytes());
+               a, p, a.b<uint8_t>(0), x, y, bias, a.tuning->prefetch_bytes);
 }
 
 // The integer GEMV (format Q), or the float one (F) where the activations do not fit the scratch.
@@ -97,9 +102,14 @@ bool launch_int(const CudaArgs& a, const MatmulParams& p, const float* x, float*
     return true;
 }
 
-}  // namespace
+}  // namespace gemv_decode
 
-bool launch_gemv(const CudaArgs& a, const MatmulParams& p, const float* x, float* y) {
+// Enqueues y = W x (+ bias) for at most kGemvMaxTokens tokens and returns
+// true when the format (Q4_0, Q8_0, Q4_K, Q6_K, their x8 layouts, Q4_1, Q5_0,
+// Q5_1, F16, BF16, F32) and alignment suit these kernels; false leaves the
+// pass to the general ones.
+inline bool launch_gemv(const CudaArgs& a, const MatmulParams& p, const float* x, float* y) {
+    using namespace gemv_decode;
     if (p.n_tokens == 0 || p.n_tokens > (uint32_t)kGemvMaxTokens) return false;
     // float4 activation loads
     if ((reinterpret_cast<uintptr_t>(x) & 15) != 0 || p.x_stride % 4 != 0) return false;

@@ -1,0 +1,71 @@
+// The CUDA backend's tuning: every choice its launchers make that is not
+// fixed by the op itself, decided once when the CudaDevice is made from the
+// GPU's properties, and overridable for experiments in one place: the
+// environment variable AKUNU_CUDA_TUNING="key=value,key=value" (keys as the
+// fields below; see backend/cuda/README.md). Plain C++: no CUDA headers.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace akunu {
+
+// What the tuning is decided from (CudaDevice fills it from cudaDeviceProp).
+struct GpuProperties {
+    int sm_count = 0;             // multiprocessors
+    int cc_major = 0, cc_minor = 0;  // compute capability
+    int l2_bytes = 0;
+    int shared_per_sm_bytes = 0;
+};
+
+// Decode vectors a kernel prepares for the next command as it writes them
+// (Q8Link, kernels/cuda_kernel.h): a bit each.
+enum Q8LinkKind : uint32_t {
+    kQ8LinkAttention = 1,  // decode attention -> output projection (rounded per head)
+    kQ8LinkGate = 2,       // gate + up + activation -> down projection (32-row blocks)
+    kQ8LinkResidual = 4,   // projection + residual -> the next normed projection (32-row blocks)
+    kQ8LinkAll = 7,
+};
+
+// Where prefill GEMMs run (kernels/gemm_blas.cuh, kernels/gemm_tc.cuh).
+enum class PrefillGemm {
+    kAuto,  // cuBLAS where it loads and the pass is large enough, else the tensor-core kernels
+    kBlas,  // cuBLAS for every pass it can take; a missing cuBLAS is an error
+    kTc,    // the tensor-core kernels alone
+};
+
+struct CudaTuning {
+    // Multiprocessors: the launchers size grids by it (split attention's
+    // split count, the lean GEMV rule, the prefill GEMM tile).
+    int sm_count = 132;
+    // Programmatic dependent launch (Hopper, compute capability 9.0 and up):
+    // a decode kernel's launch overlaps the tail of the kernel before it.
+    bool pdl = true;
+    // Decode steps one CUDA graph holds (a chunk's remainder takes a one-step graph).
+    int graph_steps = 8;
+    // Bytes of each weight row a decode GEMV warp asks into L2 before waiting
+    // for the kernel ahead (0: none); integer rows, float rows (F16 / BF16 / F32).
+    uint32_t prefetch_bytes = 2048;
+    uint32_t float_prefetch_bytes = 2048;
+    // One-token integer GEMVs with at least 3 blocks an SM and this many
+    // weight bytes take the lean kernel (and every one with rows and K both
+    // 2048 and up).
+    uint32_t lean_min_bytes = 8u << 20;
+    // Q8Link kinds on (Q8LinkKind bits).
+    uint32_t q8_link = kQ8LinkAll;
+    PrefillGemm prefill_gemm = PrefillGemm::kAuto;
+    // Q4_0 / Q8_0 / Q6_K weights regrouped at load into their x8 layouts
+    // (CudaDevice::weight_layout); false keeps GGUF's layout.
+    bool repack = true;
+
+    // The tuning for a GPU with these properties.
+    static CudaTuning for_gpu(const GpuProperties& gpu);
+    // Applies "key=value,key=value" on top (throws Error for an unknown key
+    // or a bad value).
+    void apply(const std::string& overrides);
+    // for_gpu, then AKUNU_CUDA_TUNING when it is set.
+    static CudaTuning from_environment(const GpuProperties& gpu);
+    // "key=value,..." of every field (what apply reads back).
+    std::string describe() const;
+};
+
+}  // namespace akunu

@@ -1,0 +1,93 @@
+// RMSNorm, LayerNorm and RoPE with the CPU kernels' meaning
+// (backend/cpu/kernels/norm_rope.cpp): one block per row for the norms (sums
+// in double, as the CPU twin), one thread per rotated pair for RoPE.
+#include "core/error.h"
+#include "core/half.h"
+#include "core/kernel_params.h"
+#include "cuda_kernel.h"
+#include "device_math.cuh"
+
+namespace akunu {
+namespace {
+
+// One block per row; the sum of squares in double, as the CPU twin.
+__global__ void rmsnorm_kernel(NormParams p, const float* x, const float* w, float* y) {
+    pdl_wait();
+    pdl_launch_dependents();
+    const uint32_t row = blockIdx.x;
+    const uint32_t t = row / p.rows_per_token, r = row % p.rows_per_token;
+    const float* xr = x + (size_t)t * p.x_stride + (size_t)r * p.dim;
+    float* yr = y + (size_t)t * p.y_stride + (size_t)r * p.dim;
+    __shared__ double partial[32];
+    double ss = 0;
+    for (uint32_t i = threadIdx.x; i < p.dim; i += blockDim.x) ss += (double)xr[i] * xr[i];
+    ss = block_sum(ss, partial);
+    const float scale = 1.0f / sqrtf((float)(ss / p.dim) + p.eps);
+    for (uint32_t i = threadIdx.x; i < p.dim; i += blockDim.x) yr[i] = xr[i] * scale * (w[i] + p.weight_offset);
+}
+
+void launch_rmsnorm(const CudaArgs& a) {
+    NormParams p = a.p<NormParams>();
+    const float* x = a.b<float>(0) + (size_t)p.row0 * p.x_stride;
+    launch_pdl(rmsnorm_kernel, p.n_tokens * p.rows_per_token, 256, 0, a, p, x, a.b<float>(1), a.b<float>(2));
+}
+
+// LayerNorm with bias (BERT), one block per row, statistics in double as the CPU twin.
+__global__ void layernorm_kernel(NormParams p, const float* x, const float* w, float* y, const float* b) {
+    const uint32_t row = blockIdx.x;
+    const uint32_t t = row / p.rows_per_token, r = row % p.rows_per_token;
+    const float* xr = x + (size_t)t * p.x_stride + (size_t)r * p.dim;
+    float* yr = y + (size_t)t * p.y_stride + (size_t)r * p.dim;
+    __shared__ double partial[32];
+    double s = 0;
+    for (uint32_t i = threadIdx.x; i < p.dim; i += blockDim.x) s += xr[i];
+    const double mean = block_sum(s, partial) / p.dim;
+    double v = 0;
+    for (uint32_t i = threadIdx.x; i < p.dim; i += blockDim.x) v += ((double)xr[i] - mean) * ((double)xr[i] - mean);
+    v = block_sum(v, partial);
+    const float scale = (float)(1.0 / sqrt(v / p.dim + (double)p.eps));
+    const float m = (float)mean;
+    for (uint32_t i = threadIdx.x; i < p.dim; i += blockDim.x) yr[i] = (xr[i] - m) * scale * w[i] + b[i];
+}
+
+void launch_layernorm(const CudaArgs& a) {
+    NormParams p = a.p<NormParams>();
+    const float* x = a.b<float>(0) + (size_t)p.row0 * p.x_stride;
+    layernorm_kernel<<<p.n_tokens * p.rows_per_token, 256, 0, a.stream>>>(p, x, a.b<float>(1), a.b<float>(2),
+                                                                         a.b<float>(3));
+}
+
+// One thread per pair of a head (rope_pair: device_math.cuh); the position
+// from the replay state inside a decode graph.
+__global__ void rope_kernel(RopeParams p, float* x, const float* factors, const uint32_t* replay_pos) {
+    const uint32_t half = p.head_dim / 2;
+    const size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const size_t total = (size_t)p.n_tokens * p.n_heads * half;
+    if (idx >= total) return;
+    const uint32_t i = (uint32_t)(idx % half);
+    const uint32_t h = (uint32_t)((idx / half) % p.n_heads);
+    const uint32_t t = (uint32_t)(idx / ((size_t)half * p.n_heads));
+    const float pos = (float)(replay_position(replay_pos, p.pos0) + t);
+    float* v = x + (size_t)t * p.row_stride + (size_t)h * p.head_dim;
+    uint32_t i0, i1;
+    float o0, o1;
+    rope_pair(i, p.head_dim, p.neox != 0, pos, p.freq_scale, p.freq_base, factors, v, v, i0, i1, o0, o1);
+}
+
+void launch_rope(const CudaArgs& a) {
+    RopeParams p = a.p<RopeParams>();
+    const size_t n = (size_t)p.n_tokens * p.n_heads * (p.head_dim / 2);
+    rope_kernel<<<blocks_for(n, 256), 256, 0, a.stream>>>(p, a.b<float>(0),
+                                                          p.has_freq_factors ? a.b<float>(1) : nullptr, a.replay_pos);
+}
+
+}  // namespace
+
+extern const CudaKernelEntry kCudaNormRopeKernels[] = {
+    {"rmsnorm", launch_rmsnorm},
+    {"rope", launch_rope, true},
+    {"layernorm", launch_layernorm},
+    {nullptr, nullptr},
+};
+
+}  // namespace akunu
