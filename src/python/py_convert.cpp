@@ -1,5 +1,7 @@
 #include "py_convert.h"
 
+#include <pybind11/stl.h>
+
 #include "core/dtype_descriptor.h"
 #include "core/error.h"
 #include "weight/gguf_file.h"
