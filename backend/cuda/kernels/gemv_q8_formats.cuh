@@ -310,10 +310,9 @@ inline bool has_q8_layout(uint32_t dtype) {
 
 // Row steps a warp keeps in flight, their weight loads issued together
 // (F::kInFlight): 4 for Q8_0 (16-byte lane steps), 2 for Q8_0_X8 (32), 1
-// (a step's load, then its dot) for the rest. On the H100 (tg128, every layer
-// of Llama-3.2-1B / Qwen3-0.6B, BENCHMARKS.md session 17) batching gained
-// 1-2% on Q8_0 files and cost 0.5-2% on Q4_0_X8 (2 or 4 in flight: 5 blocks
-// an SM instead of 6, or no gain at 6) and Q4_K / Q6_K.
+// (a step's load, then its dot) for the rest: Q8_0's short lane steps gain
+// from more loads in flight, while batching the others' steps costs the
+// registers that keep a block more resident on each SM.
 template <class F>
 __host__ __device__ constexpr int steps_in_flight() {
     return F::kInFlight;

@@ -261,8 +261,8 @@ void launch_matmul(const CudaArgs& a) {
     const float* x = a.b<float>(1) + (size_t)p.row0 * p.x_stride;
     float* y = a.b<float>(2);
     // Outside the tensor-core formats, those with a specialized row kernel
-    // (16-byte half loads, 32-blocks decoded in registers) measured faster than
-    // the float tiled GEMM (F16 Qwen3-0.6B pp512 1664 vs 1207 tok/s, before gemm_tc).
+    // (16-byte half loads, 32-blocks decoded in registers) are faster than
+    // the float tiled GEMM.
     const bool half = (p.dtype == GGML_F16 || p.dtype == GGML_BF16) && p.K % 8 == 0 &&
                       (reinterpret_cast<uintptr_t>(a.buf[0]) & 15) == 0;
     const bool q32 = (reinterpret_cast<uintptr_t>(x) & 15) == 0 && p.x_stride % 4 == 0 && q32_kernel(p.dtype);
