@@ -1,7 +1,8 @@
 """The CUDA backend against the CPU backend (the reference meaning of every
 op): logits on random-weight models of every architecture and weight format,
-greedy tokens, the device sampler's distribution and seeds. Skips with the
-reason when this build has no CUDA backend or no GPU is visible."""
+greedy tokens, the device sampler's distribution and seeds, all under the
+default tuning (tests/test_cuda_tuning.py runs the other CudaTuning choices).
+Skips with the reason when this build has no CUDA backend or no GPU is visible."""
 
 import glob
 import os
@@ -191,15 +192,15 @@ def test_hf_directories_match_cpu(name):
 
 
 # -- Whisper ---------------------------------------------------------------------------------
-# tools/whisper_cuda_inputs.py writes these here (the GPU machine has no internet):
-# tokenizer.json of Whisper base, tiny.en converted to a Q8_0 GGUF, 16 kHz espeak-ng clips.
+# `python -m tools.prepare_offline DEST --whisper` writes these here, for a machine without
+# internet: tokenizer.json of Whisper base, tiny.en converted to a Q5_0 GGUF, 16 kHz espeak-ng clips.
 WHISPER_CACHE = os.path.join(ROOT, "tests", ".cache", "whisper-cuda")
 
 
 def whisper_input(name):
     p = os.path.join(WHISPER_CACHE, name)
     if not os.path.exists(p):
-        pytest.skip(f"{p} is missing: run python tools/whisper_cuda_inputs.py where the models can be fetched")
+        pytest.skip(f"{p} is missing: run python -m tools.prepare_offline DEST --whisper where the models can be fetched")
     return p
 
 
