@@ -99,6 +99,51 @@ def test_bench_markdown_and_json(small):
     assert all(x["avg_ts"] > 0 and len(x["samples_ts"]) == 2 and x["backends"] == "CPU" for x in rows)
 
 
+FAKE_LLAMA_BENCH = """#!/usr/bin/env python3
+import json, sys
+a = sys.argv[1:]
+get = lambda flag: a[a.index(flag) + 1]
+with open(sys.argv[0] + ".calls", "a") as f:
+    f.write(" ".join(a) + "\\n")
+p, n = int(get("-p")), int(get("-n"))
+print(json.dumps([{"n_prompt": p, "n_gen": n, "avg_ts": 50.0, "stddev_ts": 1.0, "avg_ns": 1,
+                   "samples_ts": [50.0], "samples_ns": [1], "build_commit": "fake"}]))
+"""
+
+
+def test_bench_compare_with_llama_bench(small, tmp_path):
+    """--compare llama.cpp runs llama-bench on the same file with the same tests and threads, and
+    prints both engines and akunu's ratio (a stand-in llama-bench that records its arguments)."""
+    fake = tmp_path / "llama-bench"
+    fake.write_text(FAKE_LLAMA_BENCH)
+    fake.chmod(0o755)
+    r = cli("bench", small, "-p", "16", "-n", "4", "-r", "1", "-t", "2", "--compare", "llama.cpp",
+            "--llama-bench", str(tmp_path), "-o", "json")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert [(x["engine"], x["test"]) for x in rows] == [("akunu", "pp16"), ("akunu", "tg4"),
+                                                        ("llama.cpp", "pp16"), ("llama.cpp", "tg4")]
+    ours = {x["test"]: x["avg_ts"] for x in rows if x["engine"] == "akunu"}
+    for x in rows[2:]:
+        assert x["avg_ts"] == 50.0 and abs(x["akunu_over_peer"] - ours[x["test"]] / 50.0) < 1e-9
+    calls = (tmp_path / "llama-bench.calls").read_text().splitlines()
+    assert len(calls) == 2 and all(f"-m {small}" in c and "-t 2" in c and "-r 1" in c and "-ngl 0" in c
+                                   for c in calls)
+    r = cli("bench", small, "-p", "16", "-n", "4", "-r", "1", "--compare", "llama.cpp", "--llama-bench", str(fake))
+    assert r.returncode == 0, r.stderr
+    table = [l for l in r.stdout.splitlines() if l.startswith("|")]
+    assert "akunu t/s" in table[0] and "llama.cpp t/s" in table[0] and "ratio" in table[0]
+    assert len(table) == 4 and all(l.rstrip(" |").endswith("x") for l in table[2:])
+
+
+def test_bench_compare_errors(small, tmp_path):
+    for args, words in ((["--compare", "faster-whisper"], "llama.cpp"),
+                        (["--compare", "llama.cpp", "--llama-bench", str(tmp_path / "none")], "no llama-bench")):
+        r = cli("bench", small, "-p", "8", "-n", "2", "-r", "1", *args)
+        assert r.returncode == 1 and r.stderr.startswith("akunu-bench: error:") and words in r.stderr, r.stderr
+        assert "Traceback" not in r.stderr
+
+
 def test_profile_names_the_operations(small):
     r = cli("profile", small, "-r", "2", "--json")
     assert r.returncode == 0, r.stderr
