@@ -45,7 +45,7 @@ def main() -> None:
 
         ratio = f"{fw['avg_ns'] / ak['avg_ns']:.2f}x" if ak and fw else "-"
         print(f"| {name} | {ak['backends'] if ak else '-'} | {ak['test'] if ak else '-'} | {secs(ak)} | "
-              f"{secs(fw)} | {ratio} | {fw.get('wer_vs_akunu') if fw else '-'} |")
+              f"{secs(fw)} | {ratio} | {fw.get('wer_vs_akunu') if fw and fw.get('wer_vs_akunu') is not None else '-'} |")
     print(f"\nrows: {common.save_json('whisper', a.json, rows)}")
 
 
