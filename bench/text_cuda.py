@@ -10,17 +10,20 @@ the better of its default and GGML_CUDA_GRAPH_OPT=1.
   python -m bench.text_cuda --llama-bench BIN_DIR [-r 3]     # prebuilt llama-bench and llama-quantize
 
 SRC is a llama.cpp source tree (git clone https://github.com/ggml-org/llama.cpp,
-or `python -m tools.prepare_offline` fetches the one the recorded table used);
-it is built with CMake, -DGGML_CUDA=ON, into SRC/build-cuda. Without either
-flag the sources are fetched from PyPI. Models are written to --models (the
-8B F16 file is 16 GB; 35 GB in all). Prints a Markdown table and writes every
-row as JSON (--json).
+or the one the recorded table used: `python -m tools.prepare_offline DEST`
+puts it at DEST/llama.cpp); it is built with CMake and -DGGML_CUDA=ON into
+SRC/build-cuda (needs cmake and nvcc on PATH). With neither flag the sources
+are fetched from PyPI (llama-cpp-python's sdist). Models are written once to
+--models (default ~/.cache/akunu-bench/models; about 42 GB with the 8B
+shape, whose F16 file alone is 16 GB). Prints a Markdown table (each line
+also to stderr as it is measured) and writes every row as JSON (--json).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 
@@ -60,8 +63,8 @@ def main() -> None:
     ap.add_argument("--models", default=os.path.join(common.CACHE, "models"))
     ap.add_argument("--json", default=None, help="where to write every row (default ~/.cache/akunu-bench/)")
     a = ap.parse_args()
-    if subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode != 0:
-        sys.exit("no NVIDIA GPU visible (nvidia-smi -L failed)")
+    if shutil.which("nvidia-smi") is None or subprocess.run(["nvidia-smi", "-L"], capture_output=True).returncode:
+        sys.exit("no NVIDIA GPU visible here (nvidia-smi -L)")
     check_akunu_cuda()
     if a.llama_bench:
         bins = a.llama_bench
