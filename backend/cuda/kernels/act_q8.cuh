@@ -1,6 +1,7 @@
 // The rounding of one token's activations to 8 bits (act_q8.h), as device
-// code that the rounding kernel (act_q8.cu) and the decode GEMVs that round
-// x in every block (gemv_multi.cu) share, so both write the same bytes.
+// code that the rounding kernel (act_q8.cu) and the Q8Link writers that
+// round their outputs (the decode attention, gemv_multi.cuh) share, so all
+// write the same bytes.
 #pragma once
 #include <cuda_fp16.h>
 

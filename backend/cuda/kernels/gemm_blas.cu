@@ -1,6 +1,6 @@
 // Prefill GEMM through cuBLAS: y[t, n] = sum_k W[n, k] x[t, k] (+ bias[n]).
 //
-// The same arithmetic as gemm_tc.cu (both operands F16, sums in F32: the
+// The same arithmetic as gemm_tc.cuh (both operands F16, sums in F32: the
 // precision stated by tests/test_device_kernels.py), with cuBLAS's Hopper
 // kernels doing the products: activations are rounded to F16 (saturated)
 // once per pass into scratch; F16 weights are read in place, other formats

@@ -1,4 +1,4 @@
-// Weight formats as decode-GEMV lane work (shared by gemv.cu and gemv_multi.cu):
+// Weight formats as decode-GEMV lane work (shared by gemv.cuh and gemv_multi.cuh):
 // per format, the block geometry, how many lanes share a block, and `dot`,
 // which adds a lane's share of one block times the activations to its
 // per-token accumulators. Meaning: core/quant_blocks.h (the CPU twin's decoders).

@@ -1,7 +1,7 @@
 // Fused decode projections (gemv_multi, see MultiGemvParams): Q, K and V in
 // one launch, gate and up with the activation, a projection with its residual
 // add, each optionally behind the input RMSNorm. A warp per output row as in
-// gemv.cu. When every matrix has an integer lane layout (Q4_0, Q8_0, Q4_K,
+// gemv.cuh. When every matrix has an integer lane layout (Q4_0, Q8_0, Q4_K,
 // Q6_K, Q4_1, Q5_0, Q5_1, the x8 layouts), a kernel of its own normalizes and
 // rounds x to 8 bits first (act_q8.h) and the rows take dp4a dots
 // (gemv_q8_formats.cuh); otherwise a kernel of its own normalizes x into the

@@ -1,5 +1,5 @@
 // Weight formats as integer decode-GEMV lane work against 8-bit activations
-// (act_q8.h), shared by gemv.cu and gemv_multi.cu: per format, the block
+// (act_q8.h), shared by gemv.cuh and gemv_multi.cuh: per format, the block
 // geometry, how many lanes share a block, and `dot`, which adds the lane's
 // share of one block times each token's activations to its accumulators.
 // Four weights and four activations meet in one dp4a; the weight scale, the

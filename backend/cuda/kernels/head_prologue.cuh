@@ -1,6 +1,6 @@
 // The per-head work of qk_norm_rope_kv (QKRopeKVParams) on head rows held in
-// shared memory, as device code that the prologue kernel (qk_rope_kv.cu) and
-// the decode attention that absorbs it (attention_decode.cu) share, so both
+// shared memory, as device code that the prologue kernel (fused.cu) and the
+// decode attention that absorbs it (attention_decode.cuh) share, so both
 // write the same bits.
 #pragma once
 #include "core/kernel_params.h"

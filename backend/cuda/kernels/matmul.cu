@@ -253,7 +253,7 @@ void launch_gemm_tiled(const CudaArgs& a, const MatmulParams& p, const float* x,
                                                        p.has_bias ? a.b<float>(3) : nullptr);
 }
 
-// 16 tokens or more: the tensor cores where gemm_tc.cu takes the format, else
+// 16 tokens or more: the tensor cores where gemm_tc.cuh takes the format, else
 // the float tiled GEMM or the row kernels; fewer: the row kernels (slices of
 // kMaxTokens kept for safety).
 void launch_matmul(const CudaArgs& a) {
@@ -267,7 +267,7 @@ void launch_matmul(const CudaArgs& a) {
                       (reinterpret_cast<uintptr_t>(a.buf[0]) & 15) == 0;
     const bool q32 = (reinterpret_cast<uintptr_t>(x) & 15) == 0 && p.x_stride % 4 == 0 && q32_kernel(p.dtype);
     // The common GGUF formats take the tensor cores: through cuBLAS where it
-    // loaded and takes the pass (gemm_blas.cu), else gemm_tc.cu.
+    // loaded and takes the pass (gemm_blas.cu), else gemm_tc.cuh.
     if (p.n_tokens >= (uint32_t)kTiledMinTokens &&
         ((a.blas && a.blas->run(a, p, x, y)) || launch_gemm_tc(a, p, x, y)))
         return;

@@ -2,7 +2,7 @@
 // `load` of one 16-element unit (u = 0 or 1) of the 32 elements at k0 from
 // global memory into raw registers, and a `store` that decodes those raw
 // registers into 16 F16 values at dst + (the unit's place in the 32). Used by
-// gemm_tc.cu (into shared-memory tiles, the loads in flight during the
+// gemm_tc.cuh (into shared-memory tiles, the loads in flight during the
 // previous step's products) and gemm_blas.cu (into a dequantized F16 copy of
 // weight rows for cuBLAS). Meaning: core/quant_blocks.h (the CPU twin).
 #pragma once
