@@ -3,12 +3,14 @@ tok/s on Gemma 3 270M (Q4_K_M, from PyPI) and on a Qwen3-0.6B-shaped
 random-weight model in Q4_0 and Q8_0 (llama.cpp's quantizer), same threads,
 same machine, one run.
 
-  python -m bench.text_cpu [-r 5] [-p 128] [-n 64] [-t THREADS] [--llama-bench PATH] [--json FILE]
+  python -m bench.text_cpu [-r 5] [-p 128] [-n 64] [-t THREADS] [--llama-bench PATH | --llama-cpp SRC] [--json FILE]
 
 llama.cpp runs as llama-bench when --llama-bench (a binary or its build
-folder) is given or one is on PATH, else through llama-cpp-python (install it
-with CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON"
-where llama.cpp's native CPU build fails).
+folder) is given, or --llama-cpp names llama.cpp's sources to build it from,
+or one is on PATH; else through llama-cpp-python in the same process. Both
+builds here leave out llama.cpp's native CPU tuning, which crashes on some
+machines with AMX: install llama-cpp-python with
+CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON".
 """
 
 from __future__ import annotations
@@ -25,12 +27,16 @@ def main() -> None:
     ap.add_argument("-p", "--n-prompt", type=int, default=128)
     ap.add_argument("-n", "--n-gen", type=int, default=64)
     ap.add_argument("-t", "--threads", type=int, default=os.cpu_count() or 1)
-    ap.add_argument("--llama-bench", default=None, help="llama-bench binary or its folder")
+    src = ap.add_mutually_exclusive_group()
+    src.add_argument("--llama-bench", default=None, help="llama-bench binary or its folder")
+    src.add_argument("--llama-cpp", metavar="SRC", default=None, help="llama.cpp sources to build llama-bench from")
     ap.add_argument("--models", default=os.path.join(common.CACHE, "models"), help="folder for the made models")
     ap.add_argument("--only", default=None, help="comma-separated subset: gemma3-270m, qwen3-0.6b-q4_0, "
                     "qwen3-0.6b-q8_0")
     ap.add_argument("--json", default=None, help="where to write every row (default ~/.cache/akunu-bench/)")
     a = ap.parse_args()
+    if a.llama_cpp:
+        a.llama_bench = text_models.build_llama_cpp(a.llama_cpp, cuda=False)
     bin_dir = a.llama_bench if a.llama_bench and os.path.isdir(a.llama_bench) else (
         os.path.dirname(a.llama_bench) if a.llama_bench else None)
     models = {"gemma3-270m": ("Gemma 3 270M", "Q4_K_M", lambda: "gemma3-270m")}

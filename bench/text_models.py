@@ -82,7 +82,10 @@ def fetch_llama_cpp_sources(dest: str) -> str:
         with tarfile.open(sdist) as t:
             t.extractall(tmp)
         (vendored,) = glob.glob(os.path.join(tmp, "llama_cpp_python-*", "vendor", "llama.cpp"))
-        shutil.copytree(vendored, out, ignore=shutil.ignore_patterns("models", "docs", "media"))
+        # the top level's models/ (test vocabularies, hundreds of MB), docs/ and media/ are not needed
+        top = os.path.abspath(vendored)
+        shutil.copytree(vendored, out, ignore=lambda d, names: [n for n in names if os.path.abspath(d) == top
+                                                                and n in ("models", "docs", "media")])
     return out
 
 
@@ -93,7 +96,8 @@ def build_llama_cpp(src: str, cuda: bool, cuda_arch: str = "native") -> str:
     bins = os.path.join(build, "bin")
     if all(os.path.exists(os.path.join(bins, b)) for b in ("llama-bench", "llama-quantize")):
         return bins
-    flags = ["-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_CURL=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_SERVER=OFF"]
+    flags = ["-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_CURL=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_SERVER=OFF",
+             "-DLLAMA_BUILD_EXAMPLES=OFF"]
     if cuda:
         flags += ["-DGGML_CUDA=ON", f"-DCMAKE_CUDA_ARCHITECTURES={cuda_arch}"]
     else:  # llama.cpp's native CPU build crashes on some AMX machines
