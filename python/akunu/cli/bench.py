@@ -171,8 +171,9 @@ def _print(rows: List[Dict[str, Any]], output: str, model, peer: Optional[str]) 
             sys.stdout.write(json.dumps(r) + "\n")
         return
     if not peer:
+        unit = rows[0]["unit"] if rows else "t/s"
         print("| model                          |       size |     params | backend    | threads |"
-              "          test |                  t/s |")
+              f"          test | {unit:>20} |")
         print("| ------------------------------ | ---------: | ---------: | ---------- | ------: |"
               " ------------: | -------------------: |")
         for r in rows:
