@@ -126,3 +126,19 @@ def test_command_runs(doc, cmd, tmp_path):
     print(f"$ {run}\n{r.stdout[-3000:]}")
     assert r.returncode == 0, f"{doc}: `{run}` exited {r.returncode}:\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}"
     assert r.stdout.strip(), f"{doc}: `{run}` printed nothing"
+
+
+def test_benchmarks_is_current_and_short():
+    """BENCHMARKS.md: one section per area, each with its date, commit, machine and the one command that
+    reproduces it; the latest tables only."""
+    with open(os.path.join(ROOT, "BENCHMARKS.md"), encoding="utf-8") as f:
+        text = f.read()
+    assert len(text.splitlines()) < 600
+    sections = re.split(r"^## ", text, flags=re.M)[1:]
+    assert len(sections) >= 4
+    for s in sections:
+        title = s.splitlines()[0]
+        assert re.search(r"20\d\d-\d\d-\d\d", s), f"{title}: no date"
+        assert re.search(r"commit [0-9a-f]{7}", s), f"{title}: no commit"
+        assert "```bash\n" in s, f"{title}: no command"
+        assert re.search(r"H100|EPYC|Xeon|machine", s, re.I), f"{title}: no machine"
