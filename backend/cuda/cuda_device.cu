@@ -65,8 +65,6 @@ CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {
     gpu.sm_count = prop.multiProcessorCount;
     gpu.cc_major = prop.major;
     gpu.cc_minor = prop.minor;
-    gpu.l2_bytes = prop.l2CacheSize;
-    gpu.shared_per_sm_bytes = (int)prop.sharedMemPerMultiprocessor;
     tuning_ = CudaTuning::from_environment(gpu);
     tuning_.pdl = tuning_.pdl && prop.major >= 9;  // (no griddepcontrol before sm_90)
     check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");

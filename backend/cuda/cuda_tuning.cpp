@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <limits>
-#include <utility>
 
 #include "core/error.h"
 
@@ -52,17 +51,6 @@ uint32_t parse_q8_link(const std::string& v) {
     return kinds;
 }
 
-std::string q8_link_name(uint32_t kinds) {
-    if (kinds == kQ8LinkAll) return "all";
-    if (kinds == 0) return "none";
-    std::string s;
-    for (auto [bit, name] : {std::pair<uint32_t, const char*>{kQ8LinkAttention, "attention"},
-                             {kQ8LinkGate, "gate"},
-                             {kQ8LinkResidual, "residual"}})
-        if (kinds & bit) s += (s.empty() ? "" : "+") + std::string(name);
-    return s;
-}
-
 }  // namespace
 
 CudaTuning CudaTuning::for_gpu(const GpuProperties& gpu) {
@@ -106,15 +94,6 @@ CudaTuning CudaTuning::from_environment(const GpuProperties& gpu) {
     CudaTuning t = for_gpu(gpu);
     if (const char* e = std::getenv(kVariable)) t.apply(e);
     return t;
-}
-
-std::string CudaTuning::describe() const {
-    const char* gemm = prefill_gemm == PrefillGemm::kBlas ? "blas" : prefill_gemm == PrefillGemm::kTc ? "tc" : "auto";
-    return "sm_count=" + std::to_string(sm_count) + ",pdl=" + std::to_string(pdl ? 1 : 0) +
-           ",graph_steps=" + std::to_string(graph_steps) + ",prefetch_bytes=" + std::to_string(prefetch_bytes) +
-           ",float_prefetch_bytes=" + std::to_string(float_prefetch_bytes) +
-           ",lean_min_bytes=" + std::to_string(lean_min_bytes) + ",q8_link=" + q8_link_name(q8_link) +
-           ",prefill_gemm=" + gemm + ",repack=" + std::to_string(repack ? 1 : 0);
 }
 
 }  // namespace akunu

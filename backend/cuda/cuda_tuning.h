@@ -11,10 +11,8 @@ namespace akunu {
 
 // What the tuning is decided from (CudaDevice fills it from cudaDeviceProp).
 struct GpuProperties {
-    int sm_count = 0;             // multiprocessors
+    int sm_count = 0;                // multiprocessors
     int cc_major = 0, cc_minor = 0;  // compute capability
-    int l2_bytes = 0;
-    int shared_per_sm_bytes = 0;
 };
 
 // Decode vectors a kernel prepares for the next command as it writes them
@@ -64,8 +62,6 @@ struct CudaTuning {
     void apply(const std::string& overrides);
     // for_gpu, then AKUNU_CUDA_TUNING when it is set.
     static CudaTuning from_environment(const GpuProperties& gpu);
-    // "key=value,..." of every field (what apply reads back).
-    std::string describe() const;
 };
 
 }  // namespace akunu
