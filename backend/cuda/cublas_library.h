@@ -1,6 +1,6 @@
 // cuBLAS, loaded at run time (dlopen) rather than linked: the CUDA backend
-// builds wherever nvcc is (CI and developer machines have no cuBLAS), and a
-// machine with the toolkit's or the pip package's libcublas uses it for
+// builds wherever nvcc is (a CI runner may have no cuBLAS), and where the
+// toolkit's or the pip package's libcublas is found it serves
 // prefill GEMMs (kernels/gemm_blas.cu). Only the few entry points that path
 // needs, declared with the C ABI of cublas_api.h (enums passed as int).
 #pragma once
