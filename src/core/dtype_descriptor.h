@@ -37,7 +37,7 @@ AKUNU_HD_CONSTEXPR int mlx_bits(uint32_t d) { return (int)((d - kMlxBase) / 10);
 AKUNU_HD_CONSTEXPR int mlx_group(uint32_t d) { return 32 << ((d - kMlxBase) % 10); }
 
 // Q4_0 / Q8_0 / Q6_K regrouped for GPUs that load 16 bytes at a time (the
-// CUDA device asks for them at load unless AKUNU_CUDA_REPACK=0, where a row
+// CUDA device asks for them at load unless AKUNU_CUDA_TUNING=repack=0, where a row
 // holds whole groups): 8 consecutive blocks of a row as one block, each part
 // of a block gathered over the 8 (Q4_0 / Q8_0: the 8 F16 scales, then the
 // quants, 16 / 32 bytes a block; Q6_K: the 8 ql, the 8 qh, the 8 scale
