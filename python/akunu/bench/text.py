@@ -82,7 +82,8 @@ def llama_bench_rows(binary: str, path: str, tests: List[Test], reps: int, devic
                            avg_ns=r["avg_ns"], samples_ts=r.get("samples_ts", []),
                            samples_ns=r.get("samples_ns", []), n_prompt=r["n_prompt"], n_gen=r["n_gen"],
                            peer_build=f"llama-bench {r.get('build_commit', '?')}",
-                           peer_settings=" ".join(cmd[3:]) + "".join(f" {k}={v}" for k, v in env.items()))
+                           peer_settings=" ".join(["-t", str(threads), "-r", str(reps)] + cmd[cmd.index("-ngl"):])
+                           + "".join(f" {k}={v}" for k, v in env.items()))
                 if test not in best or got["avg_ts"] > best[test]["avg_ts"]:
                     best[test] = got
     return [best[f"{k}{n}"] for k, n in tests if f"{k}{n}" in best]
