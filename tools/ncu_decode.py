@@ -50,6 +50,9 @@ def kernel_name(full: str) -> str:
 
 
 def main() -> None:
+    if len(sys.argv) < 2 or sys.argv[1] in ("-h", "--help"):
+        print(__doc__.strip())
+        sys.exit(0 if len(sys.argv) > 1 else 2)
     args = [a for a in sys.argv[1:] if a != "--prefill"]
     prefill = "--prefill" in sys.argv
     path, pos = args[0], int(args[1]) if len(args) > 1 else 128
