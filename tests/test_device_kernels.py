@@ -366,14 +366,14 @@ def need_fused(device):
 # that alone measured relative L2 0.011 on average and 0.025 at most over 300
 # draws of the qkv-q4_k_m case (GPU rounding emulated in float64; the CPU's own
 # error against exact math reaches 0.024): under 2e-2 two mixed Q4_K / Q6_K
-# cases failed once each in 8 H100 runs (session 13). Gated outputs carry gate's and up's (a 3-token gated case
-# measured 0.0201 in session 12).
+# cases failed once each in 8 H100 runs. Gated outputs carry gate's and up's (a
+# 3-token gated case measured 0.0201 once).
 Q8_MULTI_TOL = 3e-2
 # Gated outputs silu(g) * u carry both dots' rounding differences: relative
 # error ~ du + c dg with c = g silu'(g) / silu(g) ~ 1 to 1.3 where the large
 # outputs are (g > 0), so up to ~1.6x a single dot's 0.025 at most. The
-# 1B-shape Q4_K gate / up case (8192 rows) measured 0.0305 once (session 20,
-# AKUNU_TEST_SEED=603834657, under AKUNU_CUDA_GEMV_LEAN=1).
+# 1B-shape Q4_K gate / up case (8192 rows) measured 0.0305 once (H100,
+# AKUNU_TEST_SEED=603834657, the lean GEMV variant).
 Q8_GATED_TOL = 4.5e-2
 
 
