@@ -390,10 +390,10 @@ MULTI_CASES = {
     "down-residual-q8_0": (kp.MULTI_ACCUMULATE, [T.Q8_0], [1024], 3072, 1, 0),
     "gate-up-silu-q6_k-q4_k-3tok": (kp.MULTI_SILU, [T.Q6_K, T.Q4_K], [512, 512], 2048, 3, 1),
     "o-residual-f32": (kp.MULTI_ACCUMULATE, [T.F32], [512], 1024, 2, 0),
-    # 9.4 MB of weights: the one-token lean kernel by default (AKUNU_CUDA_GEMV_LEAN)
+    # 9.4 MB of weights: the one-token lean kernel by default (CudaTuning::lean_min_bytes)
     "gate-up-silu-q4_0-large": (kp.MULTI_SILU, [T.Q4_0, T.Q4_0], [4096, 4096], 2048, 1, 1),
-    # rows that do not fill a block, for the lean kernel's row splits (AKUNU_CUDA_GEMV_SPLIT;
-    # Q4_0 / Q8_0: a one-token Q4_K gated case sat at the 2e-2 bound, the GPU's
+    # rows that do not fill a block, for the lean kernel's row splits (Q4_0 /
+    # Q8_0: a one-token Q4_K gated case sat at the 2e-2 bound, the GPU's
     # 32-value activation blocks against the CPU's rounding)
     "qkv-q4_0-ragged": (kp.MULTI_SEPARATE, [T.Q4_0] * 3, [1000, 250, 130], 1024, 1, 1),
     "gate-up-silu-q8_0-ragged": (kp.MULTI_SILU, [T.Q8_0, T.Q8_0], [200, 200], 512, 1, 1),
@@ -442,7 +442,7 @@ def test_gemv_multi(device, case):
         assert rel_l2(yg, yc) < tol
 
 
-# -- the regrouped Q4_0 / Q8_0 / Q6_K layouts (CUDA loads these unless AKUNU_CUDA_REPACK=0) ---------
+# -- the regrouped Q4_0 / Q8_0 / Q6_K layouts (CUDA loads these unless CudaTuning::repack is off) ---------
 
 def need_x8(device):
     if device != "cuda":
