@@ -88,3 +88,19 @@ def test_no_file_describes_the_work_organisation_or_a_remote_workflow():
             found.append(f"{path}:{n}: '{word}': {line[:140]}")
     assert not found, f"{len(found)} lines describe how the work was organised or a remote workflow:\n" + \
         "\n".join(found)
+
+
+SCRIPT = re.compile(r"(?<![\w/.-])((?:tools|bench|tests/fixtures)/[\w-]+\.(?:py|sh|cu|h))\b"
+                    r"|python3? -m ((?:tools|bench)\.[a-z_][a-z0-9_]*)\b(?!\.)")
+
+
+def test_named_scripts_exist():
+    """A script or module a file names to run (tools/..., bench/..., python -m tools.NAME) exists."""
+    missing = []
+    for path, text in tracked_text_files():
+        for n, line in enumerate(text.splitlines(), 1):
+            for m in SCRIPT.finditer(line):
+                name = m.group(1) or m.group(2).replace(".", "/") + ".py"
+                if not os.path.exists(os.path.join(ROOT, name)):
+                    missing.append(f"{path}:{n}: {m.group(0)}")
+    assert not missing, "files name scripts that are not there:\n" + "\n".join(missing)
