@@ -1,9 +1,11 @@
 """The kernel parameter structs have one definition, src/core/kernel_params.h.
 
 akunu._testing.param_layouts() exports sizeof / offsetof of every field as the
-compiler lays them out; the tests' packers (tests/fixtures/kernel_params.py)
-pack by that table. Checked here:
-- the table covers the header: every struct, every field, in declaration order,
+compiler lays them out (the list of structs and fields is read from the header
+at build time by src/python/param_layouts.py); the tests' packers
+(tests/fixtures/kernel_params.py) pack by that table. Checked here:
+- the table covers the header as this test reads it on its own: every struct,
+  every field, in declaration order,
   with the declared type and array length (read from the header's text), and no
   padding (the header promises plain 4-byte fields, the same in C++, CUDA and
   Metal);
@@ -71,7 +73,7 @@ def test_module_exports_every_struct_of_the_header():
     missing = sorted(set(HEADER_STRUCTS) - set(LAYOUTS))
     extra = sorted(set(LAYOUTS) - set(HEADER_STRUCTS))
     assert not missing, (f"structs of kernel_params.h that akunu._testing.param_layouts() does not export "
-                         f"(add them to src/python/testing_module.cpp): {missing}")
+                         f"(src/python/param_layouts.py did not read them from the header): {missing}")
     assert not extra, f"param_layouts() exports structs that kernel_params.h does not declare: {extra}"
 
 
@@ -84,7 +86,7 @@ def test_exported_layout_matches_the_header(name):
     exported = list(layout["formats"].items())
     missing = [f for f, _ in declared if f not in layout["fields"]]
     assert not missing, (f"{name}: fields of the header that param_layouts() does not export "
-                         f"(src/python/testing_module.cpp): {missing}")
+                         f"(src/python/param_layouts.py did not read them): {missing}")
     assert exported == declared, f"{name}: exported fields {exported}, the header declares {declared}"
     # plain 4-byte fields, packed in declaration order: no padding anywhere
     offset = 0

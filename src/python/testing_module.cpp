@@ -6,6 +6,7 @@
 // tuning, and exports the layout of every parameter struct of
 // core/kernel_params.h so that the tests' packers are checked against it.
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <type_traits>
 
@@ -44,94 +45,45 @@ struct Layout {
 };
 
 // {struct: {"size": sizeof, "fields": {field: offsetof}, "formats": {field: format}}},
-// fields in declaration order. Every struct of kernel_params.h is listed here;
-// tests/test_kernel_params_layout.py reads the header and fails on any struct
-// or field this table lacks.
+// fields in declaration order, for every struct of kernel_params.h:
+// param_layouts.inc lists them, written from the header at build time by
+// param_layouts.py (tests/test_kernel_params_layout.py reads the header on its
+// own and fails on any struct or field missing here).
 py::dict param_layouts() {
-    py::dict out;
-    std::map<std::string, Layout> building;
-#define AK_FIELD(S, f)                                             \
-    building[#S].fields[#f] = offsetof(S, f);                       \
-    building[#S].formats[#f] = field_format<decltype(S::f)>();
-#define AK_END(S)                                                  \
-    {                                                              \
-        py::dict d;                                                \
-        d["size"] = sizeof(S);                                     \
-        d["fields"] = building[#S].fields;                         \
-        d["formats"] = building[#S].formats;                       \
-        out[#S] = d;                                               \
+    py::dict out, fields, formats;
+#define AK_FIELD(S, f)                      \
+    fields[#f] = offsetof(S, f);            \
+    formats[#f] = field_format<decltype(S::f)>();
+#define AK_STRUCT(S)                        \
+    {                                       \
+        py::dict d;                         \
+        d["size"] = sizeof(S);              \
+        d["fields"] = fields;               \
+        d["formats"] = formats;             \
+        out[#S] = d;                        \
+        fields = py::dict();                \
+        formats = py::dict();               \
     }
-    AK_FIELD(EmbeddingParams, dim) AK_FIELD(EmbeddingParams, n_tokens) AK_FIELD(EmbeddingParams, dtype)
-    AK_FIELD(EmbeddingParams, scale) AK_END(EmbeddingParams)
-
-    AK_FIELD(NormParams, dim) AK_FIELD(NormParams, n_tokens) AK_FIELD(NormParams, rows_per_token)
-    AK_FIELD(NormParams, x_stride) AK_FIELD(NormParams, eps) AK_FIELD(NormParams, weight_offset)
-    AK_FIELD(NormParams, row0) AK_FIELD(NormParams, y_stride) AK_END(NormParams)
-
-    AK_FIELD(MatmulParams, N) AK_FIELD(MatmulParams, K) AK_FIELD(MatmulParams, n_tokens) AK_FIELD(MatmulParams, dtype)
-    AK_FIELD(MatmulParams, x_stride) AK_FIELD(MatmulParams, y_stride) AK_FIELD(MatmulParams, has_bias)
-    AK_FIELD(MatmulParams, row0) AK_END(MatmulParams)
-
-    AK_FIELD(RopeParams, n_heads) AK_FIELD(RopeParams, head_dim) AK_FIELD(RopeParams, n_tokens)
-    AK_FIELD(RopeParams, pos0) AK_FIELD(RopeParams, row_stride) AK_FIELD(RopeParams, neox)
-    AK_FIELD(RopeParams, has_freq_factors) AK_FIELD(RopeParams, freq_base) AK_FIELD(RopeParams, freq_scale)
-    AK_END(RopeParams)
-
-    AK_FIELD(KVWriteParams, kv_dim) AK_FIELD(KVWriteParams, n_tokens) AK_FIELD(KVWriteParams, pos0)
-    AK_FIELD(KVWriteParams, k_stride) AK_FIELD(KVWriteParams, v_stride) AK_FIELD(KVWriteParams, max_ctx)
-    AK_END(KVWriteParams)
-
-    AK_FIELD(AttentionParams, n_heads) AK_FIELD(AttentionParams, n_kv_heads) AK_FIELD(AttentionParams, head_dim)
-    AK_FIELD(AttentionParams, n_tokens) AK_FIELD(AttentionParams, pos0) AK_FIELD(AttentionParams, window)
-    AK_FIELD(AttentionParams, q_stride) AK_FIELD(AttentionParams, out_stride) AK_FIELD(AttentionParams, scale)
-    AK_FIELD(AttentionParams, max_ctx) AK_FIELD(AttentionParams, causal) AK_FIELD(AttentionParams, segmented)
-    AK_FIELD(AttentionParams, n_keys) AK_END(AttentionParams)
-
-    AK_FIELD(AddRowsParams, dim) AK_FIELD(AddRowsParams, n_tokens) AK_FIELD(AddRowsParams, pos0)
-    AK_FIELD(AddRowsParams, segmented) AK_END(AddRowsParams)
-
-    AK_FIELD(Im2ColParams, channels) AK_FIELD(Im2ColParams, n_out) AK_FIELD(Im2ColParams, in_len)
-    AK_FIELD(Im2ColParams, kernel_size) AK_FIELD(Im2ColParams, stride) AK_FIELD(Im2ColParams, pad)
-    AK_END(Im2ColParams)
-
-    AK_FIELD(GatedActParams, n) AK_FIELD(GatedActParams, n_tokens) AK_FIELD(GatedActParams, gate_stride)
-    AK_FIELD(GatedActParams, up_stride) AK_FIELD(GatedActParams, out_stride) AK_END(GatedActParams)
-
-    AK_FIELD(MultiGemvParams, K) AK_FIELD(MultiGemvParams, n_tokens) AK_FIELD(MultiGemvParams, n_mats)
-    AK_FIELD(MultiGemvParams, mode) AK_FIELD(MultiGemvParams, N) AK_FIELD(MultiGemvParams, dtype)
-    AK_FIELD(MultiGemvParams, norm) AK_FIELD(MultiGemvParams, eps) AK_FIELD(MultiGemvParams, weight_offset)
-    AK_END(MultiGemvParams)
-
-    AK_FIELD(QKRopeKVParams, n_heads) AK_FIELD(QKRopeKVParams, n_kv_heads) AK_FIELD(QKRopeKVParams, head_dim)
-    AK_FIELD(QKRopeKVParams, n_tokens) AK_FIELD(QKRopeKVParams, pos0) AK_FIELD(QKRopeKVParams, has_qk_norm)
-    AK_FIELD(QKRopeKVParams, eps) AK_FIELD(QKRopeKVParams, weight_offset) AK_FIELD(QKRopeKVParams, neox)
-    AK_FIELD(QKRopeKVParams, has_freq_factors) AK_FIELD(QKRopeKVParams, freq_base)
-    AK_FIELD(QKRopeKVParams, freq_scale) AK_FIELD(QKRopeKVParams, max_ctx) AK_END(QKRopeKVParams)
-
-    AK_FIELD(AddParams, n) AK_FIELD(AddParams, n_tokens) AK_END(AddParams)
-
-    AK_FIELD(ArgmaxParams, vocab) AK_FIELD(ArgmaxParams, row) AK_FIELD(ArgmaxParams, n_rows) AK_END(ArgmaxParams)
-
-    AK_FIELD(SampleParams, vocab) AK_FIELD(SampleParams, temperature) AK_FIELD(SampleParams, top_k)
-    AK_FIELD(SampleParams, top_p) AK_FIELD(SampleParams, min_p) AK_FIELD(SampleParams, repeat_penalty)
-    AK_FIELD(SampleParams, presence_penalty) AK_FIELD(SampleParams, frequency_penalty)
-    AK_FIELD(SampleParams, penalty_window) AK_FIELD(SampleParams, n_bias) AK_FIELD(SampleParams, seed_lo)
-    AK_FIELD(SampleParams, seed_hi) AK_FIELD(SampleParams, pos0) AK_FIELD(SampleParams, use_mask)
-    AK_END(SampleParams)
+#define AK_ENUM_VALUE(E, v)
+#include "param_layouts.inc"
 #undef AK_FIELD
-#undef AK_END
+#undef AK_STRUCT
+#undef AK_ENUM_VALUE
     return out;
 }
 
 // The enums of kernel_params.h: {enum: {name: value}}.
 py::dict param_enums() {
-    py::dict modes;
-    modes["kGemvSeparate"] = (uint32_t)kGemvSeparate;
-    modes["kGemvSiluGate"] = (uint32_t)kGemvSiluGate;
-    modes["kGemvGeluGate"] = (uint32_t)kGemvGeluGate;
-    modes["kGemvAccumulate"] = (uint32_t)kGemvAccumulate;
     py::dict out;
-    out["MultiGemvMode"] = modes;
+#define AK_FIELD(S, f)
+#define AK_STRUCT(S)
+#define AK_ENUM_VALUE(E, v)                                              \
+    if (!out.contains(#E)) out[#E] = py::dict();                         \
+    out[#E].cast<py::dict>()[#v] = (uint64_t)(v);
+#include "param_layouts.inc"
+#undef AK_FIELD
+#undef AK_STRUCT
+#undef AK_ENUM_VALUE
     return out;
 }
 
