@@ -4,7 +4,7 @@
 // This file is the one Python binding that knows the backends: it runs single
 // kernels by name, looks into the Metal backend's launch plans and chip
 // tuning, and exports the layout of every parameter struct of
-// core/kernel_params.h so that the tests' packers are checked against it.
+// core/kernel_params.h, by which the tests pack kernel parameters.
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -39,10 +39,6 @@ std::string field_format() {
     const size_t n = sizeof(M) / sizeof(E);
     return n == 1 ? std::string(c) : std::to_string(n) + c;
 }
-
-struct Layout {
-    py::dict fields, formats;
-};
 
 // {struct: {"size": sizeof, "fields": {field: offsetof}, "formats": {field: format}}},
 // fields in declaration order, for every struct of kernel_params.h:
