@@ -49,6 +49,14 @@ def check_akunu_cuda() -> None:
                      "which builds its CUDA backend")
 
 
+def gpu_arch() -> str:
+    """The first GPU's compute capability as CMake names it ("9.0" -> "90"), else CMake's "native"."""
+    out = subprocess.run(["nvidia-smi", "--query-gpu=compute_cap", "--format=csv,noheader"], capture_output=True,
+                         text=True)
+    cap = out.stdout.strip().splitlines()[0].strip() if out.returncode == 0 and out.stdout.strip() else ""
+    return cap.replace(".", "") if cap.replace(".", "").isdigit() else "native"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.text_cuda", description=__doc__.split("\n\n")[0])
     ap.add_argument("-r", "--repetitions", type=int, default=3)
@@ -59,7 +67,8 @@ def main() -> None:
     src = ap.add_mutually_exclusive_group()
     src.add_argument("--llama-cpp", metavar="SRC", help="llama.cpp sources to build with -DGGML_CUDA=ON")
     src.add_argument("--llama-bench", metavar="BIN_DIR", help="folder of prebuilt llama-bench and llama-quantize")
-    ap.add_argument("--cuda-arch", default="native", help="CMAKE_CUDA_ARCHITECTURES for llama.cpp (default native)")
+    ap.add_argument("--cuda-arch", default=None,
+                    help="CMAKE_CUDA_ARCHITECTURES for llama.cpp (default: the GPU's compute capability, e.g. 90)")
     ap.add_argument("--models", default=os.path.join(common.CACHE, "models"))
     ap.add_argument("--json", default=None, help="where to write every row (default ~/.cache/akunu-bench/)")
     a = ap.parse_args()
@@ -70,7 +79,7 @@ def main() -> None:
         bins = a.llama_bench
     else:
         srcdir = a.llama_cpp or text_models.fetch_llama_cpp_sources(os.path.join(common.CACHE, "src"))
-        bins = text_models.build_llama_cpp(srcdir, cuda=True, cuda_arch=a.cuda_arch)
+        bins = text_models.build_llama_cpp(srcdir, cuda=True, cuda_arch=a.cuda_arch or gpu_arch())
     args = ["--device", "cuda", "-p", str(a.n_prompt), "-n", str(a.n_gen), "-r", str(a.repetitions),
             "--compare", "llama.cpp", "--llama-bench", os.path.join(bins, "llama-bench")]
     results = []
