@@ -212,3 +212,19 @@ def test_chat_ctrl_c_stops_the_answer_not_the_chat(gemma_path):
     finally:
         child.close()
     assert child.exitstatus == 0
+
+
+def test_llama_bench_on_a_gpu_takes_its_better_setting(tmp_path):
+    """On a GPU llama-bench runs with every layer offloaded and flash attention, once as it comes and
+    once with GGML_CUDA_GRAPH_OPT=1; each test keeps the faster of the two."""
+    from akunu.bench.text import llama_bench_rows
+
+    fake = tmp_path / "llama-bench"
+    fake.write_text(FAKE_LLAMA_BENCH.replace('"avg_ts": 50.0', '"avg_ts": 50.0 + (40 if p else -40) * '
+                                             '(__import__("os").environ.get("GGML_CUDA_GRAPH_OPT") == "1")'))
+    fake.chmod(0o755)
+    rows = llama_bench_rows(str(fake), "model.gguf", [("pp", 512), ("tg", 128)], 3, "cuda", 16)
+    assert [(r["test"], r["avg_ts"]) for r in rows] == [("pp512", 90.0), ("tg128", 50.0)]
+    assert "GGML_CUDA_GRAPH_OPT=1" in rows[0]["peer_settings"] and "GRAPH_OPT" not in rows[1]["peer_settings"]
+    calls = (tmp_path / "llama-bench.calls").read_text().splitlines()
+    assert len(calls) == 4 and all("-ngl 99 -fa 1" in c and "-t 16" in c and "-r 3" in c for c in calls)
