@@ -93,7 +93,8 @@ def test_whisper_random_matches_cpu(tmp_path):
 
     tok = os.path.join(ROOT, "tests", ".cache", "whisper-cuda", "tokenizer.json")
     if not os.path.exists(tok):
-        pytest.skip(f"{tok} is missing: run python tools/whisper_cuda_inputs.py")
+        pytest.skip(f"{tok} is missing: run python -m tools.prepare_offline DEST --whisper "
+                    "where the models can be fetched")
     d = str(tmp_path / "whisper")
     hf_models.make_whisper(d, tok, seed=3, dim=128, layers=2, heads=4)
     cpu, mtl = akunu.load(d), akunu.load(d, device=METAL)
