@@ -5,6 +5,7 @@
 // kernels by name, looks into the Metal backend's launch plans and chip
 // tuning, and exports the layout of every parameter struct of
 // core/kernel_params.h, by which the tests pack kernel parameters.
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -95,8 +96,10 @@ void run_kernel(const std::string& name, py::list buffers, py::bytes params, int
         if (!cpu || cpu->n_threads() != n_threads) cpu = std::make_unique<CpuDevice>(n_threads);
         dev = cpu.get();
     } else {
+        // made once; a device no longer there (metal-emu without its library) is an error again
+        const std::vector<std::string> names = device_names();
         std::unique_ptr<Device>& d = others[device];
-        if (!d) d = create_device(device, n_threads);
+        if (!d || std::find(names.begin(), names.end(), device) == names.end()) d = create_device(device, n_threads);
         dev = d.get();
     }
     const bool host = dynamic_cast<CpuDevice*>(dev) != nullptr;
