@@ -14,7 +14,7 @@ rounding); matmul: every element against float64 numpy on the dequantized
 weights within a float32 accumulation bound (the CPU's quantized matmul
 rounds activations to 8 bits, Metal's do not, CUDA's decode GEMV does for
 Q4_0/Q8_0/Q4_K/Q6_K, which the bound adds; against the CPU 1e-5 float
-formats, 2e-2 quantized); attention 5e-4 (both round softmax weights to F16;
+formats, 3e-2 quantized); attention 5e-4 (both round softmax weights to F16;
 float sums in another order move some by one F16 step, 2^-11, and the
 output with them; CUDA's split decode does not round the weights, which stays
 inside that bound); sampler: equal
@@ -143,6 +143,13 @@ def matmul_bound(device, qtype, x, w):
 
 # -- matmul and embedding, every format ----------------------------------------------------------
 
+# Quantized matmul against the CPU (the exact check is each element against
+# float64 above): the CPU rounds activations to 8 bits (Q8_K, 256 values a block,
+# for the K-quants), Metal does not, so the two part by about 0.01 relative L2
+# on average; Q5_K measured 0.0164 at most over 12 seeds and 0.0206 once.
+QUANT_VS_CPU_TOL = 3e-2
+
+
 @pytest.mark.parametrize("qtype", FORMATS, ids=lambda t: t.name)
 def test_matmul_every_format(device, qtype):
     """gemv (1 and 5 tokens) and the simdgroup_matrix gemm (40 tokens: partial
@@ -159,7 +166,7 @@ def test_matmul_every_format(device, qtype):
         err = np.abs(ym - ref)
         assert (err <= matmul_bound(device, qtype, x[2:], w)).all(), f"{kernel} m={m}: max err {err.max()}"
         float_tol = 2e-3 if tensor_core(device, qtype, m) else 1e-5
-        assert rel_l2(ym, yc) < (float_tol if qtype in (T.F32, T.F16, T.BF16) else 2e-2)
+        assert rel_l2(ym, yc) < (float_tol if qtype in (T.F32, T.F16, T.BF16) else QUANT_VS_CPU_TOL)
 
 
 def _matmul(device, name, raw, x, bias, m, N, params):
