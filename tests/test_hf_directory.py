@@ -1,6 +1,6 @@
 """Hugging Face / MLX model directories: random-weight models written by
 transformers (CPU) give transformers' greedy tokens and logits through akunu;
-MLX-quantized copies (tools/hf_models.py's numpy quantizer) agree with
+MLX-quantized copies (tests/fixtures/hf_models.py's numpy quantizer) agree with
 transformers running the dequantized weights; sharded directories load; and
 corrupt or inconsistent directories are clear errors."""
 

@@ -14,19 +14,19 @@ configure() {
 # Once seen on a loaded machine: CMake's compiler probe failed ("No known
 # features for CXX compiler"); a fresh build directory configured cleanly.
 configure || { echo "configure failed; retrying in a fresh $BUILD" >&2; rm -rf "$BUILD"; configure; }
-cmake --build "$BUILD" --target _core
-# A package tree whose _core is the sanitized build
+cmake --build "$BUILD" --target _core _testing
+# A package tree whose _core (and the test hooks, _testing) are the sanitized build
 STAGE="$BUILD/stage"
 rm -rf "$STAGE" && mkdir -p "$STAGE"
 cp -r python/akunu "$STAGE/akunu"
-rm -f "$STAGE"/akunu/_core*.so
-cp "$BUILD"/_core*.so "$STAGE/akunu/"
+rm -f "$STAGE"/akunu/_core*.so "$STAGE"/akunu/_testing*.so
+cp "$BUILD"/_core*.so "$BUILD"/_testing*.so "$STAGE/akunu/"
 # Python itself is not instrumented: preload the runtimes; leaks of the
 # interpreter are not ours, so leak checking is off.
 export LD_PRELOAD="$(g++ -print-file-name=libasan.so):$(g++ -print-file-name=libubsan.so)"
 export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:halt_on_error=1"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
-export PYTHONPATH="$STAGE:tools"
+export PYTHONPATH="$STAGE"
 if [ "$#" -eq 0 ]; then
     set -- tests/test_bad_input.py tests/test_gguf_parser.py tests/test_fuzz_corpus.py tests/test_kernels.py \
         tests/test_generate.py tests/test_sampling.py tests/test_decoding.py -k "not real_model and not gemma"
