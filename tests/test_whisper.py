@@ -247,18 +247,17 @@ def test_beam_search(base, speech):
 
 def test_language_detection_and_translation(base, speech):
     path, _ = speech["german"]
+    # both with their defaults: timestamp tokens decoded
     ours = base.transcribe(path, temperature=0.0)
-    ref, lang = faster_whisper(base.path, path, beam_size=1, temperature=0.0, without_timestamps=True)
+    ref, lang = faster_whisper(base.path, path, beam_size=1, temperature=0.0)
     assert ours.language == lang == "de"
-    fw_p = faster_whisper_language_probability(base.path, path, beam_size=1, temperature=0.0,
-                                               without_timestamps=True)
+    fw_p = faster_whisper_language_probability(base.path, path, beam_size=1, temperature=0.0)
     assert abs(ours.language_probability - fw_p) < 0.02, (ours.language_probability, fw_p)
     assert ours.text == "".join(t for _, _, t in ref).strip()
     en, p = base.detect_language(speech["fox"][0])
     assert en == "en" and p > 0.5
     translated = base.transcribe(path, task="translate", temperature=0.0)
-    ref, _ = faster_whisper(base.path, path, beam_size=1, temperature=0.0, without_timestamps=True,
-                            task="translate")
+    ref, _ = faster_whisper(base.path, path, beam_size=1, temperature=0.0, task="translate")
     assert translated.text == "".join(t for _, _, t in ref).strip()
 
 
