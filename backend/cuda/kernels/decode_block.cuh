@@ -3,7 +3,10 @@
 #pragma once
 #include <cstdint>
 
+#include <string>
+
 #include "core/dtype_descriptor.h"
+#include "core/error.h"
 #include "core/quant_blocks.h"
 
 namespace akunu {
@@ -44,6 +47,13 @@ struct DecodeUnit {
 };
 __host__ __device__ inline DecodeUnit decode_unit_of(uint32_t dtype, int block_elems, int block_bytes) {
     return dtype == AKUNU_Q6_K_X8 ? DecodeUnit{256, 210} : DecodeUnit{block_elems, block_bytes};
+}
+// The decode unit of a weight type the general paths take (host side): an
+// Error naming `op` for a type this build cannot decode.
+inline DecodeUnit decode_unit_for(uint32_t dtype, const char* op) {
+    const DTypeDescriptor* dt = dtype_lookup(dtype);
+    if (!dt || !dt->supported) throw Error(std::string(op) + ": unsupported weight type " + std::to_string(dtype));
+    return decode_unit_of(dtype, (int)dt->block_elems, (int)dt->block_bytes);
 }
 // Unit u of a row (unit_bytes from decode_unit_of) into y.
 __device__ inline void decode_unit(uint32_t dtype, const uint8_t* row, int u, int unit_bytes, float* y) {

@@ -11,17 +11,6 @@
 namespace akunu {
 namespace {
 
-struct Geometry {
-    int be, bb;
-};
-
-Geometry geometry(uint32_t dtype) {
-    const DTypeDescriptor* dt = dtype_lookup(dtype);
-    if (!dt || !dt->supported) throw Error("CUDA embedding: unsupported weight type " + std::to_string(dtype));
-    const DecodeUnit u = decode_unit_of(dtype, (int)dt->block_elems, (int)dt->block_bytes);
-    return Geometry{u.elems, u.bytes};  // rows are decoded a unit at a time
-}
-
 // out[t, :] = decode(table row ids[t]) * scale; one thread block per token.
 // A thread decodes a unit (up to 256 values: 4 threads a 1024-wide K-quant
 // row) into shared memory, then the block writes the row out in float4
@@ -60,20 +49,20 @@ __device__ __forceinline__ void embed_float_row(const EmbeddingParams& p, const 
 }
 
 __global__ void __launch_bounds__(kEmbedThreads)
-    embedding_kernel(EmbeddingParams p, Geometry g, const uint8_t* table, const int32_t* ids, float* out,
+    embedding_kernel(EmbeddingParams p, DecodeUnit g, const uint8_t* table, const int32_t* ids, float* out,
                      const uint32_t* replay_token) {
     extern __shared__ float row_values[];
     pdl_wait();
     pdl_launch_dependents();
     const int t = blockIdx.x;
-    const int nb = (int)p.dim / g.be;
-    const uint8_t* row = table + (size_t)replay_slot(ids, replay_token)[t] * nb * g.bb;
+    const int nb = (int)p.dim / g.elems;
+    const uint8_t* row = table + (size_t)replay_slot(ids, replay_token)[t] * nb * g.bytes;
     float* o = out + (size_t)t * p.dim;
     if (float_row_in_vectors(p, row, o)) {
         embed_float_row(p, row, o);
         return;
     }
-    for (int b = threadIdx.x; b < nb; b += blockDim.x) decode_unit(p.dtype, row, b, g.bb, row_values + (size_t)b * g.be);
+    for (int b = threadIdx.x; b < nb; b += blockDim.x) decode_unit(p.dtype, row, b, g.bytes, row_values + (size_t)b * g.elems);
     __syncthreads();
     if (p.dim % 4 == 0 && (reinterpret_cast<uintptr_t>(o) & 15) == 0) {
         for (uint32_t i = 4 * threadIdx.x; i < p.dim; i += 4 * blockDim.x) {
@@ -94,7 +83,7 @@ void launch_embedding(const CudaArgs& a) {
         cudaFuncSetAttribute(embedding_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kEmbedMaxShared);
         configured = true;
     }
-    launch_pdl(embedding_kernel, p.n_tokens, kEmbedThreads, shared, a, p, geometry(p.dtype), a.b<uint8_t>(0),
+    launch_pdl(embedding_kernel, p.n_tokens, kEmbedThreads, shared, a, p, decode_unit_for(p.dtype, "CUDA embedding"), a.b<uint8_t>(0),
                a.b<int32_t>(1), a.b<float>(2), a.replay_token);
 }
 

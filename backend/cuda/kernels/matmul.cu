@@ -21,35 +21,24 @@ namespace {
 
 constexpr int kMaxTokens = 64;
 
-struct Geometry {
-    int be, bb;
-};
-
-Geometry geometry(uint32_t dtype) {
-    const DTypeDescriptor* dt = dtype_lookup(dtype);
-    if (!dt || !dt->supported) throw Error("CUDA matmul: unsupported weight type " + std::to_string(dtype));
-    const DecodeUnit u = decode_unit_of(dtype, (int)dt->block_elems, (int)dt->block_bytes);
-    return Geometry{u.elems, u.bytes};  // rows are decoded a unit at a time
-}
-
 // y[t, n] = sum_k W[n, k] x[t, k] (+ bias[n]); one warp per row n.
-__global__ void matmul_kernel(MatmulParams p, Geometry g, const uint8_t* W, const float* x, float* y,
+__global__ void matmul_kernel(MatmulParams p, DecodeUnit g, const uint8_t* W, const float* x, float* y,
                               const float* bias) {
     const int warp = (int)(blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32);
     const int lane = threadIdx.x % 32;
     if (warp >= (int)p.N) return;
-    const int nb = (int)p.K / g.be;
-    const uint8_t* row = W + (size_t)warp * nb * g.bb;
+    const int nb = (int)p.K / g.elems;
+    const uint8_t* row = W + (size_t)warp * nb * g.bytes;
     float acc[kMaxTokens];
     const int m = (int)p.n_tokens;
     for (int t = 0; t < m; t++) acc[t] = 0.0f;
     float tmp[kMaxBlockElems];
     for (int b = lane; b < nb; b += 32) {
-        decode_unit(p.dtype, row, b, g.bb, tmp);
+        decode_unit(p.dtype, row, b, g.bytes, tmp);
         for (int t = 0; t < m; t++) {
-            const float* xb = x + (size_t)t * p.x_stride + (size_t)b * g.be;
+            const float* xb = x + (size_t)t * p.x_stride + (size_t)b * g.elems;
             float s = 0.0f;
-            for (int j = 0; j < g.be; j++) s += tmp[j] * xb[j];
+            for (int j = 0; j < g.elems; j++) s += tmp[j] * xb[j];
             acc[t] += s;
         }
     }
@@ -159,7 +148,7 @@ void launch_matmul_slice(const CudaArgs& a, const MatmulParams& p, const float* 
         matmul_half_kernel<true><<<blocks_for(p.N, warps), warps * 32, 0, a.stream>>>(p, a.b<uint8_t>(0), x,
                                                                                      y, bias);
     else
-        matmul_kernel<<<blocks_for(p.N, warps), warps * 32, 0, a.stream>>>(p, geometry(p.dtype), a.b<uint8_t>(0),
+        matmul_kernel<<<blocks_for(p.N, warps), warps * 32, 0, a.stream>>>(p, decode_unit_for(p.dtype, "CUDA matmul"), a.b<uint8_t>(0),
                                                                           x, y, bias);
 }
 
@@ -180,7 +169,7 @@ __device__ float load_float_weight(uint32_t dtype, const uint8_t* W, size_t idx)
     return dtype == GGML_F16 ? f16_to_f32(h) : bf16_to_f32(h);
 }
 
-__global__ void gemm_tiled_kernel(MatmulParams p, Geometry g, int bk, const uint8_t* W, const float* x, float* y,
+__global__ void gemm_tiled_kernel(MatmulParams p, DecodeUnit g, int bk, const uint8_t* W, const float* x, float* y,
                                   const float* bias) {
     extern __shared__ float smem[];
     const int ld = bk + 1;  // padded rows: fewer bank conflicts
@@ -188,9 +177,9 @@ __global__ void gemm_tiled_kernel(MatmulParams p, Geometry g, int bk, const uint
     float* xs = smem + kTileRows * ld;  // [kTileTokens][ld] activations
     const int n0 = blockIdx.x * kTileRows, t0 = blockIdx.y * kTileTokens;
     const int tid = threadIdx.x, tx = tid % 16, ty = tid / 16;
-    const bool float_format = g.be == 1;
-    const int nb_row = (int)p.K / g.be;     // blocks per weight row
-    const int blocks_per_tile = bk / g.be;  // blocks per tile row
+    const bool float_format = g.elems == 1;
+    const int nb_row = (int)p.K / g.elems;     // blocks per weight row
+    const int blocks_per_tile = bk / g.elems;  // blocks per tile row
     float acc[2][4] = {};
     for (int k0 = 0; k0 < (int)p.K; k0 += bk) {
         if (float_format) {  // coalesced along k
@@ -203,11 +192,11 @@ __global__ void gemm_tiled_kernel(MatmulParams p, Geometry g, int bk, const uint
         } else {
             for (int j = tid; j < kTileRows * blocks_per_tile; j += blockDim.x) {
                 const int r = j / blocks_per_tile, b = j % blocks_per_tile;
-                float* dst = ws + r * ld + b * g.be;
+                float* dst = ws + r * ld + b * g.elems;
                 if (n0 + r < (int)p.N)
-                    decode_unit(p.dtype, W + (size_t)(n0 + r) * nb_row * g.bb, k0 / g.be + b, g.bb, dst);
+                    decode_unit(p.dtype, W + (size_t)(n0 + r) * nb_row * g.bytes, k0 / g.elems + b, g.bytes, dst);
                 else
-                    for (int e = 0; e < g.be; e++) dst[e] = 0.0f;
+                    for (int e = 0; e < g.elems; e++) dst[e] = 0.0f;
             }
         }
         for (int j = tid; j < kTileTokens * bk; j += blockDim.x) {
@@ -237,9 +226,9 @@ __global__ void gemm_tiled_kernel(MatmulParams p, Geometry g, int bk, const uint
 }
 
 void launch_gemm_tiled(const CudaArgs& a, const MatmulParams& p, const float* x, float* y) {
-    const Geometry g = geometry(p.dtype);
-    const int bk = g.be < 32 ? 32 : g.be;
-    if (g.be > 1 && p.K % bk != 0)  // float formats take any K (the last tile is zero-filled)
+    const DecodeUnit g = decode_unit_for(p.dtype, "CUDA matmul");
+    const int bk = g.elems < 32 ? 32 : g.elems;
+    if (g.elems > 1 && p.K % bk != 0)  // float formats take any K (the last tile is zero-filled)
         throw Error("CUDA GEMM: K " + std::to_string(p.K) + " is not a multiple of " + std::to_string(bk));
     const size_t shared = (size_t)(kTileRows + kTileTokens) * (bk + 1) * sizeof(float);
     static bool configured = false;
