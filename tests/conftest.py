@@ -108,3 +108,14 @@ SPEECH_SENTENCES = {
     "numbers": ("en-us", "My phone number has seven digits and I moved here in the spring."),
     "german": ("de", "Guten Morgen, wie geht es dir heute? Das Wetter ist sehr schön."),
 }
+
+
+@pytest.fixture(scope="session")
+def small_model(tmp_path_factory):
+    """A one-layer random-weight llama GGUF (F16, dim 256, vocabulary 300)."""
+    from tests.fixtures import random_gguf
+
+    path = str(tmp_path_factory.mktemp("m") / "llama.gguf")
+    shape = random_gguf.Shape(n_layers=1, dim=256, ffn_dim=256, vocab=300)
+    random_gguf.write_model(path, "llama", "F16", seed=3, shape=shape)
+    return path

@@ -7,16 +7,7 @@ import numpy as np
 import pytest
 
 import akunu
-from tests.fixtures import random_gguf
 from akunu import _core
-
-
-@pytest.fixture(scope="module")
-def small_model(tmp_path_factory):
-    path = str(tmp_path_factory.mktemp("m") / "llama.gguf")
-    shape = random_gguf.Shape(n_layers=1, dim=256, ffn_dim=256, vocab=300)
-    random_gguf.write_model(path, "llama", "F16", seed=3, shape=shape)
-    return path
 
 
 def write(tmp_path, name, data: bytes) -> str:

@@ -13,7 +13,6 @@ import pytest
 
 import akunu
 from akunu import _core
-from tests.fixtures import random_gguf
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BACKEND_INCLUDE = re.compile(r'^\s*#\s*include\s*["<](cpu|cuda|metal)/', re.M)
@@ -37,14 +36,6 @@ def test_core_includes_no_backend_header():
 def test_core_module_has_no_test_hooks():
     private = [n for n in dir(_core) if n.startswith("_") and not n.startswith("__")]
     assert not private, f"akunu._core exports test hooks (they belong in akunu._testing): {private}"
-
-
-@pytest.fixture(scope="module")
-def small_model(tmp_path_factory):
-    path = str(tmp_path_factory.mktemp("m") / "llama.gguf")
-    shape = random_gguf.Shape(n_layers=1, dim=256, ffn_dim=256, vocab=300)
-    random_gguf.write_model(path, "llama", "F16", seed=3, shape=shape)
-    return path
 
 
 def test_akunu_works_without_the_testing_module(small_model):
