@@ -74,6 +74,16 @@ __device__ void prefetch_row(const uint8_t* W, int be, int bb, int row, int K, u
     prefetch_l2(W + (size_t)row * bytes, bytes < cap ? bytes : cap);
 }
 
+// a[i] of a three-matrix parameter (MultiGemvParams::N, dtype; Geometry)
+// for an i known only at run time, as selects between the three values: an
+// indexed read of the kernel's parameters compiles to a predicated constant
+// load of every word the index might reach, a chain of them on the way to
+// the first weight load.
+template <class T>
+__device__ __forceinline__ T of_matrix(const T (&a)[3], int i) {
+    return i == 0 ? a[0] : i == 1 ? a[1] : a[2];
+}
+
 // Row `row` of W (matrix i) times the m tokens' activations: x as floats
 // (a runtime switch over every format: the general kernel serves mixed
 // formats, several tokens and x normalized in the block), or (Q8) its
@@ -82,11 +92,13 @@ template <bool Q8, int M>
 __device__ __forceinline__ void matrix_row_dot(const MultiGemvParams& p, const Geometry& g, int i, const uint8_t* W,
                                                int row, const float* x, ActQ8 xq, float* acc) {
     const int K = (int)p.K, m = (int)p.n_tokens;
-    const uint8_t* r = W + (size_t)row * (K / g.elems[i]) * g.bytes[i];
+    const uint32_t dtype = of_matrix(p.dtype, i);
+    const int elems = of_matrix(g.elems, i), bytes = of_matrix(g.bytes, i);
+    const uint8_t* r = W + (size_t)row * (K / elems) * bytes;
     if constexpr (Q8)
-        gemv_q8::any_row_dot<M>(p.dtype[i], r, K, xq.q, xq.ds, m, acc);
+        gemv_q8::any_row_dot<M>(dtype, r, K, xq.q, xq.ds, m, acc);
     else
-        any_row_dot<M>(p.dtype[i], g.elems[i], g.bytes[i], W, row, K, x, m, acc);
+        any_row_dot<M>(dtype, elems, bytes, W, row, K, x, m, acc);
 }
 
 // The general kernel: a warp an output row, any format, up to kMaxTokens
@@ -105,12 +117,12 @@ __global__ void __launch_bounds__(kWarps * 32, Q8 && M == 1 ? 4 : 1)
         if (row >= (int)p.N[0]) { row -= p.N[0]; mat = 1; }
         if (mat == 1 && row >= (int)p.N[1]) { row -= p.N[1]; mat = 2; }
     }
-    const bool active = mat < (int)(p.mode == kGemvSeparate ? p.n_mats : 1) && row < (int)p.N[mat];
+    const bool active = mat < (int)(p.mode == kGemvSeparate ? p.n_mats : 1) && row < (int)of_matrix(p.N, mat);
     const uint8_t* W = mat == 0 ? W0 : mat == 1 ? W1 : W2;
     // The weight rows start for L2 while the kernel before this one finishes
     // (launch_pdl) and while the block normalizes x.
     if (active && prefetch) {
-        prefetch_row(W, g.elems[mat], g.bytes[mat], row, K, prefetch);
+        prefetch_row(W, of_matrix(g.elems, mat), of_matrix(g.bytes, mat), row, K, prefetch);
         if (p.mode == kGemvSiluGate || p.mode == kGemvGeluGate)
             prefetch_row(W1, g.elems[1], g.bytes[1], row, K, prefetch);
     }
@@ -142,7 +154,7 @@ __global__ void __launch_bounds__(kWarps * 32, Q8 && M == 1 ? 4 : 1)
         for (int t = 0; t < M; t++) {
             if (t >= m) break;
             const float v = warp_sum(acc[t]) * xscale;
-            if (lane0) y[(size_t)t * p.N[i] + row] = v;
+            if (lane0) y[(size_t)t * of_matrix(p.N, i) + row] = v;
         }
         return;
     }
