@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import threading
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
 import numpy as np
@@ -21,6 +20,8 @@ from .sampling import SamplingConfig
 from .stop_strings import normalize_stop
 from .hf_tokenizer import HFTokenizer
 from .tokenizer import GGUFTokenizer
+from .turns import TurnLock
+from . import async_calls
 
 __all__ = ["Model", "load", "GenerationResult", "GenerationStats", "GenerationStream"]
 
@@ -79,6 +80,12 @@ class Model:
 
     Generation reuses the KV cache: a prompt that starts with the tokens of
     the previous context (a chat's earlier turns) only prefills the rest.
+
+    Every call is safe from any number of threads and asyncio tasks at once
+    (``agenerate``, ``astream`` and the other ``a``-prefixed calls): the
+    model serves one request at a time and the others wait for their turn
+    in arrival order; a streamed generation holds its turn until it is read
+    to its end or closed.
     """
 
     def __init__(self, path: str, device: str = "cpu", n_ctx: Optional[int] = None, n_threads: int = 0,
@@ -112,7 +119,8 @@ class Model:
         self.chat_template = None if self.is_embedding_model else ChatTemplate.for_model(
             self.metadata, self.tokenizer.tokens, self.tokenizer.bos_id, self.tokenizer.eos_id, chat_template)
         self._cached: List[int] = []  # tokens whose KV is in the cache, position by position
-        self._busy = threading.Lock()
+        # callers take turns in arrival order (threads, asyncio tasks: turns.py)
+        self._turns = TurnLock()
         self._grammar_compiler: Optional[GrammarCompiler] = None
 
     def _core(self):
@@ -259,18 +267,19 @@ class Model:
         )
         req = self._request(prompt, max_tokens, sampling, stop, grammar, json_schema, speculative, add_bos,
                             stream)
-        if not self._busy.acquire(blocking=False):
-            raise AkunuError("this model is already generating; finish or close the other generation first")
+        self._turns.acquire()
         try:
             gen = Generation(self, req)
         except BaseException:
-            self._busy.release()
+            self._turns.release()
             raise
-        s = GenerationStream(gen, self._busy.release)
+        s = GenerationStream(gen, self._turns.release)
         if stream:
             return s
         for _ in s:
-            pass
+            if async_calls.cancelled():  # an asyncio caller (agenerate) was cancelled
+                s.close()
+                break
         return s.result
 
     def _request(self, prompt, max_tokens, sampling: SamplingConfig, stop, grammar, json_schema, speculative,
@@ -359,17 +368,56 @@ class Model:
 
         return create_embedding(self, input, model, encoding_format, dimensions)
 
+    # -- asyncio --------------------------------------------------------------
+    # The same arguments as the calls above. The work runs on a thread of the
+    # call's own, so the event loop never blocks; callers take turns on the
+    # model in arrival order; cancelling the task stops its generation at the
+    # next piece and frees the model for the callers behind it.
+    async def agenerate(self, prompt: Union[str, Sequence[int]], **kwargs: Any) -> GenerationResult:
+        """:meth:`generate` for asyncio: ``await model.agenerate(prompt, max_tokens=...)``."""
+        if kwargs.pop("stream", False):
+            raise AkunuError("agenerate() returns the whole result; use astream() for the pieces")
+        return await async_calls.call(lambda: self.generate(prompt, **kwargs))
+
+    async def astream(self, prompt: Union[str, Sequence[int]], **kwargs: Any):
+        """Text pieces as they are generated: ``async for piece in model.astream(prompt, ...)``."""
+        kwargs.pop("stream", None)
+        async for piece in async_calls.iterate(lambda: self.generate(prompt, stream=True, **kwargs)):
+            yield piece
+
+    async def achat(self, messages: Sequence[Dict[str, Any]], **kwargs: Any) -> GenerationResult:
+        """:meth:`chat` for asyncio."""
+        if kwargs.pop("stream", False):
+            raise AkunuError("achat() returns the whole result; use acreate_chat_completion(stream=True) for pieces")
+        return await async_calls.call(lambda: self.chat(messages, **kwargs))
+
+    async def acreate_completion(self, prompt: Union[str, Sequence[int]], stream: bool = False, **kwargs: Any):
+        """:meth:`create_completion` for asyncio: a dict, or with ``stream=True`` an async iterator of chunks."""
+        if stream:
+            return async_calls.iterate(lambda: self.create_completion(prompt, stream=True, **kwargs))
+        return await async_calls.call(lambda: self.create_completion(prompt, **kwargs))
+
+    async def acreate_chat_completion(self, messages: Sequence[Dict[str, Any]], stream: bool = False,
+                                      **kwargs: Any):
+        """:meth:`create_chat_completion` for asyncio: a dict, or with ``stream=True`` an async iterator of chunks."""
+        if stream:
+            return async_calls.iterate(lambda: self.create_chat_completion(messages, stream=True, **kwargs))
+        return await async_calls.call(lambda: self.create_chat_completion(messages, **kwargs))
+
+    async def aembed(self, texts: Union[str, Sequence[str]], truncate: bool = True) -> np.ndarray:
+        """:meth:`embed` for asyncio."""
+        return await async_calls.call(lambda: self.embed(texts, truncate))
+
     # -- lifetime -------------------------------------------------------------
     def _exclusive(self):
         model = self
 
         class _Guard:
             def __enter__(self):
-                if not model._busy.acquire(blocking=False):
-                    raise AkunuError("this model is already generating; finish or close the other generation first")
+                model._turns.acquire()
 
             def __exit__(self, *exc):
-                model._busy.release()
+                model._turns.release()
 
         return _Guard()
 
