@@ -125,10 +125,16 @@ def test_asyncio_tasks_share_the_model(model):
         pieces = []
         async for piece in model.astream(ps[0], max_tokens=10):
             pieces.append(piece)
-        return [r.tokens for r in results], "".join(pieces)
+        # a stream left early gives its turn back once closed
+        early = model.astream(ps[1], max_tokens=400)
+        async for _ in early:
+            break
+        await early.aclose()
+        again = await asyncio.wait_for(model.agenerate(ps[2], max_tokens=10), TIMEOUT)
+        return [r.tokens for r in results] + [again.tokens], "".join(pieces)
 
     tokens, text = asyncio.run(main())
-    assert tokens == want
+    assert tokens == want + [want[2]]
     assert text == model.generate(ps[0], max_tokens=10).text
 
 

@@ -379,11 +379,11 @@ class Model:
             raise AkunuError("agenerate() returns the whole result; use astream() for the pieces")
         return await async_calls.call(lambda: self.generate(prompt, **kwargs))
 
-    async def astream(self, prompt: Union[str, Sequence[int]], **kwargs: Any):
-        """Text pieces as they are generated: ``async for piece in model.astream(prompt, ...)``."""
+    def astream(self, prompt: Union[str, Sequence[int]], **kwargs: Any):
+        """Text pieces as they are generated: ``async for piece in model.astream(prompt, ...)``
+        (an async iterator; ending it early, or its task, stops the generation)."""
         kwargs.pop("stream", None)
-        async for piece in async_calls.iterate(lambda: self.generate(prompt, stream=True, **kwargs)):
-            yield piece
+        return async_calls.iterate(lambda: self.generate(prompt, stream=True, **kwargs))
 
     async def achat(self, messages: Sequence[Dict[str, Any]], **kwargs: Any) -> GenerationResult:
         """:meth:`chat` for asyncio."""
