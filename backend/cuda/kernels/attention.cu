@@ -7,9 +7,13 @@
 //   cores (attention_prefill.cuh);
 // - the rest (segmented, cross attention, other head sizes): the general
 //   kernel here, one thread block per (token, head), scores in shared memory.
+// The paged-KV twins of attention and kv_write (attention_paged,
+// kv_write_paged: each row at its own sequence and position, K/V read through
+// block tables) are in attention_paged.cuh.
 #include <cfloat>
 
 #include "attention_decode.cuh"
+#include "attention_paged.cuh"
 #include "attention_prefill.cuh"
 #include "core/error.h"
 #include "core/half.h"
@@ -170,6 +174,8 @@ void launch_kv_write(const CudaArgs& a) {
 extern const CudaKernelEntry kCudaAttentionKernels[] = {
     {"attention", launch_attention, true, attention_q8_output, nullptr, attention_decode::absorbs},
     {"kv_write", launch_kv_write, true},
+    {"attention_paged", attention_paged::launch},
+    {"kv_write_paged", attention_paged::launch_kv_write},
     {nullptr, nullptr},
 };
 

@@ -1,5 +1,5 @@
-// Activations, residual adds, row adds and im2col with the CPU kernels'
-// meaning (backend/cpu/kernels/elementwise.cpp), one thread per element.
+// Activations, residual adds, row adds, row gathers and im2col with the CPU
+// kernels' meaning (backend/cpu/kernels/elementwise.cpp), one thread per element.
 #include <cmath>
 
 #include "core/error.h"
@@ -38,6 +38,21 @@ void launch_add(const CudaArgs& a) {
     AddParams p = a.p<AddParams>();
     const size_t n = (size_t)p.n * p.n_tokens;
     launch_pdl(add_kernel, blocks_for(n, 256), 256, 0, a, n, a.b<float>(0), a.b<float>(1));
+}
+
+// dst[r, :] = src[idx[r], :] (the rows of a ragged pass whose logits are wanted).
+__global__ void gather_rows_kernel(GatherRowsParams p, const float* src, const int32_t* idx, float* dst) {
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)p.dim * p.n_rows) return;
+    const size_t r = i / p.dim, d = i % p.dim;
+    dst[r * p.dst_stride + d] = src[(size_t)idx[r] * p.src_stride + d];
+}
+
+void launch_gather_rows(const CudaArgs& a) {
+    GatherRowsParams p = a.p<GatherRowsParams>();
+    const size_t n = (size_t)p.dim * p.n_rows;
+    if (n == 0) return;
+    gather_rows_kernel<<<blocks_for(n, 256), 256, 0, a.stream>>>(p, a.b<float>(0), a.b<int32_t>(1), a.b<float>(2));
 }
 
 __global__ void gelu_erf_kernel(size_t n, float* x) {
@@ -89,6 +104,7 @@ extern const CudaKernelEntry kCudaElementwiseKernels[] = {
     {"silu_gate", launch_gated<false>},
     {"gelu_gate", launch_gated<true>},
     {"add_inplace", launch_add},
+    {"gather_rows", launch_gather_rows},
     {"gelu_erf", launch_gelu_erf},
     {"add_rows", launch_add_rows},
     {"im2col_1d", launch_im2col_1d},

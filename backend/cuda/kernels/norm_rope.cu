@@ -1,6 +1,7 @@
 // RMSNorm, LayerNorm and RoPE with the CPU kernels' meaning
 // (backend/cpu/kernels/norm_rope.cpp): one block per row for the norms (sums
-// in double, as the CPU twin), one thread per rotated pair for RoPE.
+// in double, as the CPU twin), one thread per rotated pair for RoPE (rope: the
+// rows at consecutive positions; rope_rows: each row at its own position).
 #include "core/error.h"
 #include "core/half.h"
 #include "core/kernel_params.h"
@@ -81,11 +82,37 @@ void launch_rope(const CudaArgs& a) {
                                                           p.has_freq_factors ? a.b<float>(1) : nullptr, a.replay_pos);
 }
 
+// rope with each row's position read from the (sequence, position) pairs of
+// buffer 2 (a batch of sequences at their own positions); pos0 is unused.
+__global__ void rope_rows_kernel(RopeParams p, float* x, const float* factors, const int32_t* rows) {
+    const uint32_t half = p.head_dim / 2;
+    const size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const size_t total = (size_t)p.n_tokens * p.n_heads * half;
+    if (idx >= total) return;
+    const uint32_t i = (uint32_t)(idx % half);
+    const uint32_t h = (uint32_t)((idx / half) % p.n_heads);
+    const uint32_t t = (uint32_t)(idx / ((size_t)half * p.n_heads));
+    const float pos = (float)(uint32_t)rows[2 * (size_t)t + 1];
+    float* v = x + (size_t)t * p.row_stride + (size_t)h * p.head_dim;
+    uint32_t i0, i1;
+    float o0, o1;
+    rope_pair(i, p.head_dim, p.neox != 0, pos, p.freq_scale, p.freq_base, factors, v, v, i0, i1, o0, o1);
+}
+
+void launch_rope_rows(const CudaArgs& a) {
+    RopeParams p = a.p<RopeParams>();
+    const size_t n = (size_t)p.n_tokens * p.n_heads * (p.head_dim / 2);
+    if (n == 0) return;
+    rope_rows_kernel<<<blocks_for(n, 256), 256, 0, a.stream>>>(
+        p, a.b<float>(0), p.has_freq_factors ? a.b<float>(1) : nullptr, a.b<int32_t>(2));
+}
+
 }  // namespace
 
 extern const CudaKernelEntry kCudaNormRopeKernels[] = {
     {"rmsnorm", launch_rmsnorm},
     {"rope", launch_rope, true},
+    {"rope_rows", launch_rope_rows},
     {"layernorm", launch_layernorm},
     {nullptr, nullptr},
 };

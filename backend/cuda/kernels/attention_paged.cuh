@@ -1,0 +1,195 @@
+// Paged-KV attention and the paged KV write (continuous batching): every token
+// row of a pass belongs to a sequence at its own position (buffer "rows":
+// int32 (sequence, position) pairs), and a sequence's K/V live in fixed-size
+// blocks of a pool found through its block table (PagedKVWriteParams in
+// core/kernel_params.h defines the layout).
+//
+// attention_paged: one thread block per (query head, row). The block's kWarps
+// warps split the row's keys [lo, pos] in a fixed pattern: key lo + j belongs
+// to warp (j / kUnroll) % kWarps, and each warp walks its keys in ascending
+// order keeping an online softmax (running max, sum, weighted V); the warps
+// then meet in shared memory in warp order. A key's dot product is a fixed
+// per-lane sum over the lane's dimensions followed by a fixed butterfly. So
+// every sum a row's result goes through depends only on that row's sequence,
+// position and the head size, never on n_tokens or on the other rows of the
+// pass (batch invariance), and no storage grows with the context (contexts of
+// any length run in the same registers and 8 KiB of shared memory).
+//
+// Precision as the decode attention (attention_decode.cuh): Q rounded to F16
+// as the CPU twin does, scores and sums in F32; the softmax weights are not
+// rounded to F16 (the twin rounds each normalized weight, which an online
+// softmax cannot do before the sum is known), a difference inside the per-op
+// tolerance of one F16 step of the weights.
+//
+// Included once, by attention.cu (namespace attention_paged: launch, launch_kv_write).
+#pragma once
+#include <cfloat>
+#include <string>
+
+#include "core/error.h"
+#include "core/half.h"
+#include "core/kernel_params.h"
+#include "cuda_kernel.h"
+
+namespace akunu {
+namespace attention_paged {
+
+constexpr int kWarps = 8;
+constexpr int kUnroll = 4;  // keys a warp has in flight (their K / V loads issued together)
+
+// Pool row of position `pos` of the sequence whose block table is `table`.
+__device__ __forceinline__ size_t pool_row(const int32_t* table, uint32_t block_size, uint32_t pos) {
+    return (size_t)(uint32_t)table[pos / block_size] * block_size + pos % block_size;
+}
+
+// K/V of each row rounded to the F16 pool (round to nearest even, as the CPU
+// twin) at its sequence's pool row for its position; one thread per element.
+__global__ void kv_write_paged_kernel(PagedKVWriteParams p, const float* k, const float* v, uint16_t* kc,
+                                      uint16_t* vc, const int32_t* rows, const int32_t* tables) {
+    const size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)p.kv_dim * p.n_tokens) return;
+    const size_t t = idx / p.kv_dim, i = idx % p.kv_dim;
+    const uint32_t seq = (uint32_t)rows[2 * t], pos = (uint32_t)rows[2 * t + 1];
+    const size_t dst = pool_row(tables + (size_t)seq * p.max_blocks, p.block_size, pos) * p.kv_dim + i;
+    kc[dst] = f32_to_f16(k[t * p.k_stride + i]);
+    vc[dst] = f32_to_f16(v[t * p.v_stride + i]);
+}
+
+inline void launch_kv_write(const CudaArgs& a) {
+    const PagedKVWriteParams p = a.p<PagedKVWriteParams>();
+    const size_t n = (size_t)p.kv_dim * p.n_tokens;
+    if (n == 0) return;
+    kv_write_paged_kernel<<<blocks_for(n, 256), 256, 0, a.stream>>>(p, a.b<float>(0), a.b<float>(1),
+                                                                    a.b<uint16_t>(2), a.b<uint16_t>(3),
+                                                                    a.b<int32_t>(4), a.b<int32_t>(5));
+}
+
+// Grid (n_heads, n_tokens), kWarps warps a block. Lane `lane` holds the
+// dimensions lane + 32 * i (i < D, those below head_dim): D = ceil(head_dim / 32),
+// so one kernel a D serves every head size up to 32 * D, and each of the D
+// loads of a row is 64 contiguous bytes across the warp.
+template <int D>
+__global__ void __launch_bounds__(kWarps * 32)
+    attention_paged_kernel(PagedAttentionParams p, const float* __restrict__ q, const uint16_t* __restrict__ kc,
+                           const uint16_t* __restrict__ vc, float* __restrict__ out,
+                           const int32_t* __restrict__ rows, const int32_t* __restrict__ tables) {
+    const uint32_t h = blockIdx.x, t = blockIdx.y;
+    const uint32_t hd = p.head_dim;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const uint32_t seq = (uint32_t)rows[2 * (size_t)t], pos = (uint32_t)rows[2 * (size_t)t + 1];
+    const uint32_t lo = (p.window && pos + 1 > p.window) ? pos + 1 - p.window : 0;
+    const uint32_t n = pos + 1 - lo;  // keys lo .. pos
+    const int32_t* table = tables + (size_t)seq * p.max_blocks;
+    const uint32_t kv_dim = p.n_kv_heads * hd;
+    const size_t koff = (size_t)(h / (p.n_heads / p.n_kv_heads)) * hd;
+
+    // This lane's dimensions of q, rounded to F16 as the CPU twin does.
+    float qv[D];
+    const float* qsrc = q + (size_t)t * p.q_stride + (size_t)h * hd;
+#pragma unroll
+    for (int i = 0; i < D; i++) {
+        const uint32_t d = lane + 32 * i;
+        qv[i] = d < hd ? f16_to_f32(f32_to_f16(qsrc[d])) : 0.0f;
+    }
+
+    float m = -FLT_MAX, l = 0.0f, acc[D];
+#pragma unroll
+    for (int i = 0; i < D; i++) acc[i] = 0.0f;
+    for (uint32_t jb = (uint32_t)warp * kUnroll; jb < n; jb += kWarps * kUnroll) {  // warp-uniform
+        float s[kUnroll], vv[kUnroll][D];
+#pragma unroll
+        for (int u = 0; u < kUnroll; u++) {
+            s[u] = 0.0f;
+#pragma unroll
+            for (int i = 0; i < D; i++) vv[u][i] = 0.0f;
+            if (jb + u < n) {
+                const size_t at = pool_row(table, p.block_size, lo + jb + u) * kv_dim + koff;
+#pragma unroll
+                for (int i = 0; i < D; i++) {
+                    const uint32_t d = lane + 32 * i;
+                    if (d < hd) {
+                        s[u] += qv[i] * f16_to_f32(kc[at + d]);
+                        vv[u][i] = f16_to_f32(vc[at + d]);
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+            for (int u = 0; u < kUnroll; u++) s[u] += __shfl_xor_sync(0xffffffffu, s[u], o);
+        float mnew = m;
+#pragma unroll
+        for (int u = 0; u < kUnroll; u++) {
+            s[u] *= p.scale;
+            if (jb + u < n) mnew = fmaxf(mnew, s[u]);
+        }
+        const float corr = expf(m - mnew);
+        l *= corr;
+#pragma unroll
+        for (int i = 0; i < D; i++) acc[i] *= corr;
+#pragma unroll
+        for (int u = 0; u < kUnroll; u++) {
+            if (jb + u >= n) continue;
+            const float e = expf(s[u] - mnew);
+            l += e;
+#pragma unroll
+            for (int i = 0; i < D; i++) acc[i] += e * vv[u][i];
+        }
+        m = mnew;
+    }
+
+    // The warps meet in shared memory, in warp order (a warp without keys
+    // has m = -FLT_MAX, l = 0 and adds nothing).
+    __shared__ float wm[kWarps], wl[kWarps], wacc[kWarps][32 * D];
+    if (lane == 0) {
+        wm[warp] = m;
+        wl[warp] = l;
+    }
+#pragma unroll
+    for (int i = 0; i < D; i++) wacc[warp][lane + 32 * i] = acc[i];
+    __syncthreads();
+    float bm = -FLT_MAX;
+    for (int w = 0; w < kWarps; w++) bm = fmaxf(bm, wm[w]);
+    float bl = 0.0f;
+    for (int w = 0; w < kWarps; w++) bl += wl[w] * expf(wm[w] - bm);
+    const float inv = 1.0f / bl;
+    float* o = out + (size_t)t * p.out_stride + (size_t)h * hd;
+    for (uint32_t d = threadIdx.x; d < hd; d += blockDim.x) {
+        float v = 0.0f;
+        for (int w = 0; w < kWarps; w++) v += wacc[w][d] * expf(wm[w] - bm);
+        o[d] = v * inv;
+    }
+}
+
+inline void launch(const CudaArgs& a) {
+    const PagedAttentionParams p = a.p<PagedAttentionParams>();
+    if (p.head_dim == 0 || p.head_dim > 256)
+        throw Error("CUDA attention_paged: head_dim " + std::to_string(p.head_dim) + " outside 1..256");
+    if (p.n_kv_heads == 0 || p.n_heads % p.n_kv_heads != 0)
+        throw Error("CUDA attention_paged: " + std::to_string(p.n_heads) + " heads over " +
+                    std::to_string(p.n_kv_heads) + " KV heads");
+    if (p.block_size == 0) throw Error("CUDA attention_paged: block_size 0");
+    if (p.n_tokens == 0 || p.n_heads == 0) return;
+    if (p.n_tokens > 65535) throw Error("CUDA attention_paged: more than 65535 rows in one pass");
+    const dim3 grid(p.n_heads, p.n_tokens);
+    const float* q = a.b<float>(0);
+    const uint16_t* kc = a.b<uint16_t>(1);
+    const uint16_t* vc = a.b<uint16_t>(2);
+    float* out = a.b<float>(3);
+    const int32_t* rows = a.b<int32_t>(4);
+    const int32_t* tables = a.b<int32_t>(5);
+    switch ((p.head_dim + 31) / 32) {
+        case 1: attention_paged_kernel<1><<<grid, kWarps * 32, 0, a.stream>>>(p, q, kc, vc, out, rows, tables); break;
+        case 2: attention_paged_kernel<2><<<grid, kWarps * 32, 0, a.stream>>>(p, q, kc, vc, out, rows, tables); break;
+        case 3: attention_paged_kernel<3><<<grid, kWarps * 32, 0, a.stream>>>(p, q, kc, vc, out, rows, tables); break;
+        case 4: attention_paged_kernel<4><<<grid, kWarps * 32, 0, a.stream>>>(p, q, kc, vc, out, rows, tables); break;
+        case 5: attention_paged_kernel<5><<<grid, kWarps * 32, 0, a.stream>>>(p, q, kc, vc, out, rows, tables); break;
+        case 6: attention_paged_kernel<6><<<grid, kWarps * 32, 0, a.stream>>>(p, q, kc, vc, out, rows, tables); break;
+        case 7: attention_paged_kernel<7><<<grid, kWarps * 32, 0, a.stream>>>(p, q, kc, vc, out, rows, tables); break;
+        default: attention_paged_kernel<8><<<grid, kWarps * 32, 0, a.stream>>>(p, q, kc, vc, out, rows, tables); break;
+    }
+}
+
+}  // namespace attention_paged
+}  // namespace akunu
