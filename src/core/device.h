@@ -33,6 +33,7 @@ struct ReplayState {
     uint32_t n_tokens = 1;     // tokens in this pass (1 for decode)
     uint32_t token_index = 0;  // slot in the token-id buffer (chain decode)
     bool last_row_only = false;  // output head: only the last token's logits
+    uint32_t n_out = 0;  // ragged batch passes: rows gathered for the output head
 };
 
 class Device {

@@ -42,6 +42,8 @@ struct MatmulParams {
     uint32_t row0;  // first token row of x (head in last-row mode); y starts at row 0
 };
 
+// rope_rows: the same rotation with each row's position read from a rows
+// buffer (buffer 2, int32 pairs (sequence, position); pos0 unused).
 struct RopeParams {
     uint32_t n_heads;
     uint32_t head_dim;
@@ -81,6 +83,49 @@ struct AttentionParams {
     // non-zero: every query sees keys [0, n_keys), whatever pos0 (cross-attention
     // over an encoder output that is fixed for the whole decode)
     uint32_t n_keys;
+};
+
+// Paged KV cache (continuous batching). Each token row t of a pass belongs to
+// sequence rows[2t] at position rows[2t + 1] (buffer "rows", int32 pairs).
+// Sequence s keeps its K/V in fixed-size blocks of a pool laid out as the
+// contiguous cache ([pool row][kv_dim], F16): position p lives at pool row
+//   tables[s * max_blocks + p / block_size] * block_size + p % block_size
+// (buffer "tables", int32 block ids, one row of max_blocks per sequence).
+// kv_write_paged buffers: 0 k, 1 v, 2 K pool, 3 V pool, 4 rows, 5 tables.
+struct PagedKVWriteParams {
+    uint32_t kv_dim;
+    uint32_t n_tokens;
+    uint32_t k_stride;  // floats between tokens in the K source
+    uint32_t v_stride;
+    uint32_t block_size;
+    uint32_t max_blocks;
+};
+
+// attention_paged: causal attention of each row over its own sequence's keys
+// [lo, pos] (lo = pos + 1 - window on windowed layers, else 0), read through
+// the block table; GQA as `attention`. Buffers: 0 q, 1 K pool, 2 V pool,
+// 3 out, 4 rows, 5 tables. A row's result depends only on its own sequence's
+// cache, never on the other rows of the pass (batch invariance).
+struct PagedAttentionParams {
+    uint32_t n_heads;
+    uint32_t n_kv_heads;
+    uint32_t head_dim;
+    uint32_t n_tokens;
+    uint32_t window;
+    uint32_t q_stride;
+    uint32_t out_stride;
+    float scale;
+    uint32_t block_size;
+    uint32_t max_blocks;
+};
+
+// gather_rows: dst[r, :] = src[idx[r], :] for r < n_rows (the rows of a
+// ragged pass whose logits are wanted). Buffers: 0 src, 1 idx (int32), 2 dst.
+struct GatherRowsParams {
+    uint32_t dim;
+    uint32_t n_rows;
+    uint32_t src_stride;
+    uint32_t dst_stride;
 };
 
 // x[t, :] += table[pos0 + t, :] (learned absolute positions; table F32 [n_ctx, dim]).

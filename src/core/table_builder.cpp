@@ -19,6 +19,7 @@ struct Builder {
     const ArchDescriptor& arch;
     const ScratchBuffers& s;
     TableKind kind;
+    const BatchBuffers* batch;  // TableKind::Batch: paged KV, row and gather tables
     DispatchTable t;
 
     const char* matmul_kernel(const Weight& w) const {
@@ -64,6 +65,16 @@ struct Builder {
     // Causal attention of layer l over its KV cache (sliding window on local layers).
     void attention(const KVCache& kv, int l, bool local) {
         const uint32_t qd = (uint32_t)c.q_dim();
+        if (batch) {  // each row over its own sequence's blocks
+            const PagedKVCache& pk = *batch->kv;
+            PagedAttentionParams p{(uint32_t)c.n_heads, (uint32_t)c.n_kv_heads, (uint32_t)c.head_dim, 1,
+                                   local ? (uint32_t)c.sliding_window : 0u, qd, qd, c.attn_scale,
+                                   (uint32_t)pk.block_size, (uint32_t)pk.max_blocks};
+            Cmd(t, dev, "attention_paged", "attention")
+                .buf(s.q).buf(pk.k[(size_t)l]).buf(pk.v[(size_t)l]).buf(s.attn).buf(batch->rows).buf(pk.tables)
+                .params(p).patch_n(offsetof(PagedAttentionParams, n_tokens)).emit();
+            return;
+        }
         AttentionParams p{(uint32_t)c.n_heads, (uint32_t)c.n_kv_heads, (uint32_t)c.head_dim, 1, 0,
                           local ? (uint32_t)c.sliding_window : 0u, qd, qd, c.attn_scale, (uint32_t)kv.n_ctx, 1, 0, 0};
         Cmd(t, dev, "attention", "attention")
@@ -105,9 +116,11 @@ struct Builder {
               const ModelWeights& w) {
         RopeParams p{n_heads, (uint32_t)c.head_dim, 1, 0, stride, arch.rope_neox ? 1u : 0u,
                      w.has_rope_freqs ? 1u : 0u, base, scale};
-        Cmd cmd(t, dev, "rope", label);
+        Cmd cmd(t, dev, batch ? "rope_rows" : "rope", label);
         cmd.buf(x).buf(w.has_rope_freqs ? w.rope_freqs.buf : x);
-        cmd.params(p).patch_n(offsetof(RopeParams, n_tokens)).patch_pos(offsetof(RopeParams, pos0)).emit();
+        if (batch) cmd.buf(batch->rows);  // each row at its own position
+        else cmd.patch_pos(offsetof(RopeParams, pos0));
+        cmd.params(p).patch_n(offsetof(RopeParams, n_tokens)).emit();
     }
 };
 
@@ -162,8 +175,10 @@ void fused_layer(Builder& b, const ModelConfig& c, const ArchDescriptor& arch, c
 
 DispatchTable build_dispatch_table(Device& device, const ModelConfig& c, const ArchDescriptor& arch,
                                    const ModelWeights& w, const KVCache& kv, const ScratchBuffers& s,
-                                   TableKind kind) {
-    Builder b{device, c, arch, s, kind, {}};
+                                   TableKind kind, const BatchBuffers* batch) {
+    if ((kind == TableKind::Batch) != (batch != nullptr))
+        throw Error("internal error: batch tables (and only they) take batch buffers");
+    Builder b{device, c, arch, s, kind, kind == TableKind::Batch ? batch : nullptr, {}};
     DispatchTable& t = b.t;
     const uint32_t dim = (uint32_t)c.dim, qd = (uint32_t)c.q_dim(), kvd = (uint32_t)c.kv_dim();
     const uint32_t ff = (uint32_t)c.ffn_dim;
@@ -205,7 +220,13 @@ DispatchTable build_dispatch_table(Device& device, const ModelConfig& c, const A
         }
         b.rope("rope_q", s.q, (uint32_t)c.n_heads, qd, base, scale, w);
         b.rope("rope_k", s.k, (uint32_t)c.n_kv_heads, kvd, base, scale, w);
-        {
+        if (b.batch) {
+            const PagedKVCache& pk = *b.batch->kv;
+            PagedKVWriteParams p{kvd, 1, kvd, kvd, (uint32_t)pk.block_size, (uint32_t)pk.max_blocks};
+            Cmd(t, device, "kv_write_paged", "kv_write")
+                .buf(s.k).buf(s.v).buf(pk.k[(size_t)l]).buf(pk.v[(size_t)l]).buf(b.batch->rows).buf(pk.tables)
+                .params(p).patch_n(offsetof(PagedKVWriteParams, n_tokens)).emit();
+        } else {
             KVWriteParams p{kvd, 1, 0, kvd, kvd, (uint32_t)kv.n_ctx};
             Cmd(t, device, "kv_write", "kv_write")
                 .buf(s.k).buf(s.v).buf(kv.k[(size_t)l]).buf(kv.v[(size_t)l])
@@ -229,6 +250,23 @@ DispatchTable build_dispatch_table(Device& device, const ModelConfig& c, const A
         b.matmul("down_proj", L.w_down, s.act, ff, s.proj, dim);
         if (arch.has_post_ffn_norm) b.rmsnorm("post_ffn_norm", s.proj, L.post_ffn_norm, s.proj, dim, 1, dim);
         b.add("ffn_residual", s.h, s.proj);
+    }
+
+    if (b.batch) {
+        // Ragged batch pass: the rows named by the gather table (the last row
+        // of each sequence that samples) are normalized and projected, into
+        // logits rows 0..n_out-1; sampling follows per row (batch_engine.cpp).
+        GatherRowsParams gp{dim, 1, dim, dim};
+        Cmd(t, device, "gather_rows", "gather_rows").buf(s.h).buf(b.batch->out_rows).buf(s.proj)
+            .params(gp).patch_n_out(offsetof(GatherRowsParams, n_rows)).emit();
+        NormParams np{dim, 1, 1, dim, c.norm_eps, c.norm_weight_offset, 0, dim};
+        Cmd(t, device, "rmsnorm", "output_norm").buf(s.proj).buf(w.output_norm.buf).buf(s.xn)
+            .params(np).patch_n_out(offsetof(NormParams, n_tokens)).emit();
+        MatmulParams mp{(uint32_t)w.output.shape[1], (uint32_t)w.output.shape[0], 1, w.output.dtype, dim,
+                        (uint32_t)c.vocab_size, 0, 0};
+        Cmd(t, device, dtype_lookup(w.output.dtype)->gemm_kernel, "lm_head").buf(w.output.buf).buf(s.xn)
+            .buf(s.logits).params(mp).patch_n_out(offsetof(MatmulParams, n_tokens)).emit();
+        return t;
     }
 
     // Output head. In last-row mode (generation) only the final token's row is

@@ -1,6 +1,7 @@
 // Walks the forward pass once and emits the flat command list (book Part V).
 #pragma once
 #include "cache/kv_cache.h"
+#include "cache/paged_kv_cache.h"
 #include "cache/sampler_buffers.h"
 #include "cache/scratch.h"
 #include "core/arch_descriptor.h"
@@ -14,11 +15,22 @@ namespace akunu {
 enum class TableKind {
     Prefill,  // up to scratch.max_tokens tokens from prompt_ids, GEMM kernels
     Decode,   // one token from chain_ids[token_index], GEMV kernels, argmax into the next slot
+    // Continuous batching: a ragged pass of rows from prompt_ids, each row of
+    // its own sequence and position (BatchBuffers::rows), K/V in the paged
+    // cache, GEMM kernels; the output head over the n_out rows of out_rows.
+    Batch,
+};
+
+// What a batch table reads beside the scratch buffers.
+struct BatchBuffers {
+    const PagedKVCache* kv = nullptr;
+    Buffer rows;      // int32 (sequence, position) per row
+    Buffer out_rows;  // int32 row index per logits row
 };
 
 DispatchTable build_dispatch_table(Device& device, const ModelConfig& cfg, const ArchDescriptor& arch,
                                    const ModelWeights& w, const KVCache& kv, const ScratchBuffers& s,
-                                   TableKind kind);
+                                   TableKind kind, const BatchBuffers* batch = nullptr);
 
 // One "sample" command on logits row 0 with parameters `params`. Chained: it
 // writes chain slot token_index + 1 (replaces the decode table's argmax);

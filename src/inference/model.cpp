@@ -12,11 +12,16 @@ namespace akunu {
 namespace {
 constexpr int kMaxBatch = 1 << 16;  // tokens per prefill pass (its buffers hold this many rows of logits)
 // One model, one caller at a time: a second thread gets a clear error instead
-// of corrupting the KV cache.
+// of corrupting the KV cache. Once a batch engine runs beside the
+// single-stream path, a call waits for its step instead.
 class BusyGuard {
 public:
-    explicit BusyGuard(std::mutex& m) : lock_(m, std::try_to_lock) {
-        if (!lock_.owns_lock())
+    BusyGuard(std::mutex& m, const std::unique_ptr<BatchEngine>& batch) : lock_(m, std::defer_lock) {
+        if (batch) {
+            lock_.lock();
+            return;
+        }
+        if (!lock_.try_lock())
             throw Error("this model is already generating in another thread; use one model per thread "
                         "or serialize calls");
     }
@@ -98,6 +103,7 @@ void Model::check_memory(int n_ctx) const {
 }
 
 Model::~Model() {
+    batch_.reset();
     kv_.release(*device_);
     scratch_.release(*device_);
     if (!arch_.encoder) sampler_.release(*device_);
@@ -107,7 +113,15 @@ Model::~Model() {
 size_t Model::memory_bytes() const {
     size_t weights = 0;
     for (const auto& t : file_->tensors()) weights += t.n_bytes;
-    return weights + kv_.bytes() + scratch_.bytes() + sampler_.bytes();
+    return weights + kv_.bytes() + scratch_.bytes() + sampler_.bytes() + (batch_ ? batch_->memory_bytes() : 0);
+}
+
+BatchEngine& Model::enable_batching(const BatchOptions& opt) {
+    require_decoder("generate");
+    std::lock_guard<std::mutex> lock(busy_);
+    batch_.reset();  // its memory back before the new one is sized
+    batch_ = std::make_unique<BatchEngine>(*device_, cfg_, arch_, w_, kv_.n_ctx, prefill_chunk_, opt, busy_);
+    return *batch_;
 }
 
 void Model::truncate(int n) {
@@ -154,7 +168,7 @@ void Model::run_prefill_chunks(const std::vector<int32_t>& tokens, PrefillOutput
 
 std::vector<float> Model::logits(const std::vector<int32_t>& tokens) {
     require_decoder("compute logits");
-    BusyGuard g(busy_);
+    BusyGuard g(busy_, batch_);
     check_tokens(tokens);
     n_past_ = 0;
     check_room(tokens.size());
@@ -165,7 +179,7 @@ std::vector<float> Model::logits(const std::vector<int32_t>& tokens) {
 
 int32_t Model::prefill(const std::vector<int32_t>& tokens) {
     require_decoder("generate");
-    BusyGuard g(busy_);
+    BusyGuard g(busy_, batch_);
     if (tokens.empty()) throw Error("prefill needs at least one token");
     check_tokens(tokens);
     check_room(tokens.size());
@@ -177,7 +191,7 @@ int32_t Model::prefill(const std::vector<int32_t>& tokens) {
 
 std::vector<int32_t> Model::verify(const std::vector<int32_t>& tokens) {
     require_decoder("generate");
-    BusyGuard g(busy_);
+    BusyGuard g(busy_, batch_);
     if (tokens.empty()) throw Error("verify needs at least one token");
     check_tokens(tokens);
     check_room(tokens.size());
@@ -188,13 +202,13 @@ std::vector<int32_t> Model::verify(const std::vector<int32_t>& tokens) {
 
 std::vector<int32_t> Model::decode_greedy(int32_t first, int count, const std::vector<int32_t>& stop) {
     require_decoder("generate");
-    BusyGuard g(busy_);
+    BusyGuard g(busy_, batch_);
     return decode_chain(decode_table_, first, count, stop);
 }
 
 std::vector<int32_t> Model::decode_sampled(int32_t first, int count, const std::vector<int32_t>& stop) {
     require_decoder("generate");
-    BusyGuard g(busy_);
+    BusyGuard g(busy_, batch_);
     return decode_chain(decode_sampled_table_, first, count, stop);
 }
 
@@ -232,7 +246,7 @@ std::vector<int32_t> Model::decode_chain(const DispatchTable& table, int32_t fir
 
 int32_t Model::sample_next() {
     require_decoder("generate");
-    BusyGuard g(busy_);
+    BusyGuard g(busy_, batch_);
     if (n_past_ == 0) throw Error("sample_next needs a prefill first");
     ReplayState st;
     st.pos0 = (uint32_t)(n_past_ - 1);
@@ -244,7 +258,7 @@ int32_t Model::sample_next() {
 
 void Model::set_sampling(const SamplingConfig& cfg) {
     require_decoder("sample");
-    BusyGuard g(busy_);
+    BusyGuard g(busy_, batch_);
     cfg.validate(cfg_.vocab_size);
     sampling_ = cfg;
     std::vector<int32_t> pairs(cfg.logit_bias.size() * 2);
@@ -258,7 +272,7 @@ void Model::set_sampling(const SamplingConfig& cfg) {
 
 void Model::set_mask(const std::vector<uint32_t>& words) {
     require_decoder("generate");
-    BusyGuard g(busy_);
+    BusyGuard g(busy_, batch_);
     if (!words.empty()) {
         size_t need = ((size_t)cfg_.vocab_size + 31) / 32;
         if (words.size() != need)
@@ -282,7 +296,7 @@ void Model::apply_sample_params() {
 
 std::vector<float> Model::processed_logits() {
     require_decoder("sample");
-    BusyGuard g(busy_);
+    BusyGuard g(busy_, batch_);
     std::vector<float> out((size_t)cfg_.vocab_size);
     device_->read_buffer(out.data(), sampler_.work, out.size() * 4);
     return out;
@@ -290,7 +304,7 @@ std::vector<float> Model::processed_logits() {
 
 std::vector<float> Model::decode_logits(int32_t token) {
     require_decoder("generate");
-    BusyGuard g(busy_);
+    BusyGuard g(busy_, batch_);
     check_tokens({token});
     check_room(1);
     device_->write_buffer(scratch_.chain_ids, &token, 4);
@@ -306,7 +320,7 @@ std::vector<float> Model::decode_logits(int32_t token) {
 
 std::vector<std::pair<std::string, double>> Model::profile_decode(int32_t token) {
     require_decoder("decode");
-    BusyGuard g(busy_);
+    BusyGuard g(busy_, batch_);
     check_tokens({token});
     check_room(1);
     device_->write_buffer(scratch_.chain_ids, &token, 4);
@@ -320,7 +334,7 @@ std::vector<std::pair<std::string, double>> Model::profile_decode(int32_t token)
 
 std::vector<float> Model::last_logits() {
     require_decoder("compute logits");
-    BusyGuard g(busy_);
+    BusyGuard g(busy_, batch_);
     std::vector<float> out((size_t)cfg_.vocab_size);
     device_->read_buffer(out.data(), scratch_.logits, out.size() * 4);
     return out;

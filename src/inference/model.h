@@ -10,6 +10,7 @@
 #include "cache/sampler_buffers.h"
 #include "cache/scratch.h"
 #include "core/arch_descriptor.h"
+#include "inference/batch_engine.h"
 #include "core/device.h"
 #include "core/dispatch_table.h"
 #include "core/model_config.h"
@@ -73,6 +74,12 @@ public:
     // dispatch-table command. The step is undone afterwards.
     std::vector<std::pair<std::string, double>> profile_decode(int32_t token);
 
+    // Continuous batching: creates (or replaces) the batch engine with its
+    // paged KV cache beside the single-stream cache; its steps and the calls
+    // above take turns on the device.
+    BatchEngine& enable_batching(const BatchOptions& opt);
+    BatchEngine* batching() { return batch_.get(); }
+
     // Encoder models: one pooled (and, per the model, L2-normalized) embedding
     // per sequence, row-major n_seqs x dim (embedding.cpp).
     std::vector<float> embed(const std::vector<std::vector<int32_t>>& seqs);
@@ -115,6 +122,7 @@ private:
     bool mask_on_ = false;
     int n_past_ = 0;
     std::mutex busy_;
+    std::unique_ptr<BatchEngine> batch_;
 };
 
 }  // namespace akunu

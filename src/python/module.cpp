@@ -69,6 +69,7 @@ PYBIND11_MODULE(_core, m) {
           "Devices this build contains: 'auto', 'cpu', then 'cuda' and 'metal' where built, and 'metal-emu' "
           "(the Metal kernels emulated on the CPU, for tests) while $AKUNU_MSL_EMU_LIB names its library.");
 
+    bind_batching(m);
     py::class_<Model>(m, "Model")
         .def(py::init([](const std::string& path, const std::string& device, int n_ctx, int n_threads, int n_batch) {
                  LoadOptions o;
@@ -137,17 +138,8 @@ PYBIND11_MODULE(_core, m) {
         .def("set_sampling", [](Model& m, float temperature, int top_k, float top_p, float min_p,
                                 float repeat_penalty, float presence_penalty, float frequency_penalty,
                                 int penalty_window, uint64_t seed, const std::vector<std::pair<int32_t, float>>& bias) {
-            SamplingConfig c;
-            c.temperature = temperature;
-            c.top_k = top_k;
-            c.top_p = top_p;
-            c.min_p = min_p;
-            c.repeat_penalty = repeat_penalty;
-            c.presence_penalty = presence_penalty;
-            c.frequency_penalty = frequency_penalty;
-            c.penalty_window = penalty_window;
-            c.seed = seed;
-            c.logit_bias = bias;
+            SamplingConfig c = sampling_config(temperature, top_k, top_p, min_p, repeat_penalty, presence_penalty,
+                                               frequency_penalty, penalty_window, seed, bias);
             m.set_sampling(c);
         }, py::arg("temperature") = 0.0f, py::arg("top_k") = 0, py::arg("top_p") = 1.0f, py::arg("min_p") = 0.0f,
            py::arg("repeat_penalty") = 1.0f, py::arg("presence_penalty") = 0.0f,
@@ -171,6 +163,16 @@ PYBIND11_MODULE(_core, m) {
             }
             return to_numpy(std::move(e), seqs.size(), (size_t)m.embedding_dim());
         }, "Pooled embeddings of token sequences, float32 (n_seqs, dim).")
+        .def("enable_batching", [](Model& m, int max_seqs, int kv_tokens, int block_size) {
+            BatchOptions o;
+            o.max_seqs = max_seqs;
+            o.kv_tokens = kv_tokens;
+            o.block_size = block_size;
+            py::gil_scoped_release r;
+            return &m.enable_batching(o);
+        }, py::arg("max_seqs"), py::arg("kv_tokens") = 0, py::arg("block_size") = 16,
+           py::return_value_policy::reference_internal,
+           "The model's continuous-batching engine (a paged KV cache for max_seqs sequences, kv_tokens in all).")
         .def("processed_logits", [](Model& m) {
             return to_numpy(m.processed_logits(), 1, (size_t)m.config().vocab_size);
         });

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "inference/sampling_config.h"
 #include "weight/model_file.h"
 
 namespace py = pybind11;
@@ -22,3 +23,9 @@ py::array_t<float> to_numpy(std::vector<float>&& v, size_t rows, size_t cols);
 void register_error_translator();
 // The Whisper classes (whisper_module.cpp).
 void bind_whisper(py::module_& m);
+// A SamplingConfig from the keyword arguments both set_sampling bindings take.
+akunu::SamplingConfig sampling_config(float temperature, int top_k, float top_p, float min_p, float repeat_penalty,
+                                      float presence_penalty, float frequency_penalty, int penalty_window,
+                                      uint64_t seed, const std::vector<std::pair<int32_t, float>>& bias);
+// The continuous-batching engine (batch_module.cpp).
+void bind_batching(py::module_& m);

@@ -186,6 +186,74 @@ void weighted_rows(const float* weights, const float* rows, uint32_t j0, uint32_
         for (uint32_t d = 0; d < hd; d++) acc[d] += weights[j] * rows[(size_t)j * hd + d];
 }
 
+// One work item: query head h of nt tokens whose key ranges are [lo[i],
+// last[i]] and whose queries are qsrc(i); key position j is row key_row(j) of
+// the caches. Writes each token's output row through dst(i).
+struct HeadBlock {
+    uint32_t h, nt;
+    const uint32_t* lo;
+    const uint32_t* last;
+};
+
+template <class QSrc, class KeyRow, class Dst>
+void attend(const HeadBlock& hb, uint32_t hd, uint32_t kv_dim, uint32_t group, float scale, const uint16_t* kc,
+            const uint16_t* vc, QSrc qsrc, KeyRow key_row, Dst dst) {
+    thread_local std::vector<float> scores, rows, dots, acc, qr;
+    float mx[kTokenBlock], inv_sum[kTokenBlock];
+    if (rows.size() < (size_t)kKeyChunk * hd) rows.resize((size_t)kKeyChunk * hd);
+    if (dots.size() < (size_t)kKeyChunk * kTokenBlock) dots.resize((size_t)kKeyChunk * kTokenBlock);
+    if (qr.size() < (size_t)kTokenBlock * hd) { qr.resize((size_t)kTokenBlock * hd); acc.resize(qr.size()); }
+    const uint32_t nt = hb.nt, h = hb.h;
+    const uint32_t* lo = hb.lo;
+    const uint32_t* last = hb.last;
+    uint32_t kmin = UINT32_MAX, kmax = 0;
+    for (uint32_t i = 0; i < nt; i++) {
+        kmin = std::min(kmin, lo[i]);
+        kmax = std::max(kmax, last[i]);
+        const float* q = qsrc(i);
+        for (uint32_t d = 0; d < hd; d++) qr[i * hd + d] = f16_to_f32(f32_to_f16(q[d]));
+        mx[i] = -INFINITY;
+    }
+    const size_t span = (size_t)kmax - kmin + 1;
+    if (scores.size() < nt * span) scores.resize(nt * span);
+    const size_t koff = (size_t)(h / group) * hd;
+    auto convert = [&](const uint16_t* cache, uint32_t c0, uint32_t c1) {
+        for (uint32_t j = c0; j <= c1; j++)
+            f16_row_to_f32(cache + (size_t)key_row(j) * kv_dim + koff, rows.data() + (size_t)(j - c0) * hd, (int)hd);
+    };
+    for (uint32_t c0 = kmin; c0 <= kmax; c0 += kKeyChunk) {  // scores
+        const uint32_t c1 = std::min(kmax, c0 + kKeyChunk - 1);
+        convert(kc, c0, c1);
+        block_dots(qr.data(), nt, rows.data(), c1 - c0 + 1, hd, dots.data());
+        for (uint32_t i = 0; i < nt; i++) {  // each token's own key range
+            float* sc = scores.data() + i * span - kmin;
+            const float* dt = dots.data() + (size_t)i * kKeyChunk - c0;
+            for (uint32_t j = std::max(c0, lo[i]); j <= std::min(c1, last[i]); j++) {
+                sc[j] = dt[j] * scale;
+                mx[i] = std::max(mx[i], sc[j]);
+            }
+        }
+    }
+    for (uint32_t i = 0; i < nt; i++) {  // softmax
+        float* sc = scores.data() + i * span - kmin;
+        inv_sum[i] = (float)(1.0 / exp_and_sum(sc, lo[i], last[i], mx[i]));
+    }
+    std::fill(acc.begin(), acc.begin() + (size_t)nt * hd, 0.0f);
+    for (uint32_t c0 = kmin; c0 <= kmax; c0 += kKeyChunk) {  // weighted V
+        const uint32_t c1 = std::min(kmax, c0 + kKeyChunk - 1);
+        convert(vc, c0, c1);
+        for (uint32_t i = 0; i < nt; i++) {
+            const float* sc = scores.data() + i * span - kmin;
+            const uint32_t j0 = std::max(c0, lo[i]), j1 = std::min(c1, last[i]);
+            if (j0 > j1) continue;
+            for (uint32_t j = j0; j <= j1; j++)
+                dots[j - c0] = f16_to_f32(f32_to_f16(sc[j] * inv_sum[i]));  // weights, F16-rounded
+            weighted_rows(dots.data(), rows.data(), j0 - c0, j1 - c0 + 1, hd, acc.data() + i * hd);
+        }
+    }
+    for (uint32_t i = 0; i < nt; i++) std::copy(acc.begin() + i * hd, acc.begin() + (i + 1) * hd, dst(i));
+}
+
 void attention(const CpuArgs& a) {
     AttentionParams p = a.p<AttentionParams>();
     const float* q = a.b<float>(0);
@@ -197,16 +265,10 @@ void attention(const CpuArgs& a) {
     const uint32_t group = p.n_heads / p.n_kv_heads;
     const uint32_t n_blocks = (p.n_tokens + kTokenBlock - 1) / kTokenBlock;
     a.pool->parallel_for((int)(n_blocks * p.n_heads), [&](int i0, int i1) {
-        thread_local std::vector<float> scores, rows, dots, acc, qr;
         uint32_t lo[kTokenBlock], last[kTokenBlock];
-        float mx[kTokenBlock], inv_sum[kTokenBlock];
-        if (rows.size() < (size_t)kKeyChunk * hd) rows.resize((size_t)kKeyChunk * hd);
-        if (dots.size() < (size_t)kKeyChunk * kTokenBlock) dots.resize((size_t)kKeyChunk * kTokenBlock);
-        if (qr.size() < (size_t)kTokenBlock * hd) { qr.resize((size_t)kTokenBlock * hd); acc.resize(qr.size()); }
         for (int it = i0; it < i1; it++) {
             const uint32_t h = (uint32_t)it % p.n_heads, t0 = ((uint32_t)it / p.n_heads) * kTokenBlock;
             const uint32_t nt = std::min(kTokenBlock, p.n_tokens - t0);
-            uint32_t kmin = UINT32_MAX, kmax = 0;
             for (uint32_t i = 0; i < nt; i++) {
                 const uint32_t t = t0 + i, pos = p.pos0 + t;
                 lo[i] = (p.window && pos + 1 > p.window) ? pos + 1 - p.window : 0;
@@ -219,52 +281,73 @@ void attention(const CpuArgs& a) {
                     lo[i] = 0;
                     last[i] = p.n_keys - 1;
                 }
-                kmin = std::min(kmin, lo[i]);
-                kmax = std::max(kmax, last[i]);
-                const float* qsrc = q + (size_t)t * p.q_stride + (size_t)h * hd;
-                for (uint32_t d = 0; d < hd; d++) qr[i * hd + d] = f16_to_f32(f32_to_f16(qsrc[d]));
-                mx[i] = -INFINITY;
             }
-            const size_t span = (size_t)kmax - kmin + 1;
-            if (scores.size() < nt * span) scores.resize(nt * span);
-            const size_t koff = (size_t)(h / group) * hd;
-            auto convert = [&](const uint16_t* cache, uint32_t c0, uint32_t c1) {
-                for (uint32_t j = c0; j <= c1; j++) f16_row_to_f32(cache + (size_t)j * kv_dim + koff,
-                                                                   rows.data() + (size_t)(j - c0) * hd, (int)hd);
-            };
-            for (uint32_t c0 = kmin; c0 <= kmax; c0 += kKeyChunk) {  // scores
-                const uint32_t c1 = std::min(kmax, c0 + kKeyChunk - 1);
-                convert(kc, c0, c1);
-                block_dots(qr.data(), nt, rows.data(), c1 - c0 + 1, hd, dots.data());
-                for (uint32_t i = 0; i < nt; i++) {  // each token's own key range
-                    float* sc = scores.data() + i * span - kmin;
-                    const float* dt = dots.data() + (size_t)i * kKeyChunk - c0;
-                    for (uint32_t j = std::max(c0, lo[i]); j <= std::min(c1, last[i]); j++) {
-                        sc[j] = dt[j] * p.scale;
-                        mx[i] = std::max(mx[i], sc[j]);
-                    }
+            attend(HeadBlock{h, nt, lo, last}, hd, kv_dim, group, p.scale, kc, vc,
+                   [&](uint32_t i) { return q + (size_t)(t0 + i) * p.q_stride + (size_t)h * hd; },
+                   [](uint32_t j) { return j; },
+                   [&](uint32_t i) { return out + (size_t)(t0 + i) * p.out_stride + (size_t)h * hd; });
+        }
+    });
+}
+
+// Pool row of position `pos` of sequence `seq` (PagedKVWriteParams).
+inline size_t paged_row(const int32_t* tables, uint32_t max_blocks, uint32_t block_size, uint32_t seq, uint32_t pos) {
+    return (size_t)tables[(size_t)seq * max_blocks + pos / block_size] * block_size + pos % block_size;
+}
+
+void kv_write_paged(const CpuArgs& a) {
+    PagedKVWriteParams p = a.p<PagedKVWriteParams>();
+    const float* k = a.b<float>(0);
+    const float* v = a.b<float>(1);
+    uint16_t* kc = a.b<uint16_t>(2);
+    uint16_t* vc = a.b<uint16_t>(3);
+    const int32_t* rows = a.b<int32_t>(4);
+    const int32_t* tables = a.b<int32_t>(5);
+    a.pool->parallel_for((int)p.n_tokens, [&](int t0, int t1) {
+        for (uint32_t t = (uint32_t)t0; t < (uint32_t)t1; t++) {
+            const size_t dst = paged_row(tables, p.max_blocks, p.block_size, (uint32_t)rows[2 * t],
+                                         (uint32_t)rows[2 * t + 1]) * p.kv_dim;
+            for (uint32_t i = 0; i < p.kv_dim; i++) {
+                kc[dst + i] = f32_to_f16(k[(size_t)t * p.k_stride + i]);
+                vc[dst + i] = f32_to_f16(v[(size_t)t * p.v_stride + i]);
+            }
+        }
+    });
+}
+
+// Work items are (head, block of up to kTokenBlock rows); the rows of a block
+// are taken in runs of one sequence, each run through the same arithmetic as
+// the contiguous kernel (a token's result equals attention's over the same keys).
+void attention_paged(const CpuArgs& a) {
+    PagedAttentionParams p = a.p<PagedAttentionParams>();
+    const float* q = a.b<float>(0);
+    const uint16_t* kc = a.b<uint16_t>(1);
+    const uint16_t* vc = a.b<uint16_t>(2);
+    float* out = a.b<float>(3);
+    const int32_t* rows = a.b<int32_t>(4);
+    const int32_t* tables = a.b<int32_t>(5);
+    const uint32_t hd = p.head_dim, kv_dim = p.n_kv_heads * hd;
+    const uint32_t group = p.n_heads / p.n_kv_heads;
+    const uint32_t n_blocks = (p.n_tokens + kTokenBlock - 1) / kTokenBlock;
+    a.pool->parallel_for((int)(n_blocks * p.n_heads), [&](int i0, int i1) {
+        uint32_t lo[kTokenBlock], last[kTokenBlock];
+        for (int it = i0; it < i1; it++) {
+            const uint32_t h = (uint32_t)it % p.n_heads, b0 = ((uint32_t)it / p.n_heads) * kTokenBlock;
+            const uint32_t b1 = std::min(b0 + kTokenBlock, p.n_tokens);
+            for (uint32_t t0 = b0; t0 < b1;) {
+                const uint32_t seq = (uint32_t)rows[2 * t0];
+                uint32_t nt = 0;
+                while (t0 + nt < b1 && (uint32_t)rows[2 * (t0 + nt)] == seq) {
+                    const uint32_t pos = (uint32_t)rows[2 * (t0 + nt) + 1];
+                    lo[nt] = (p.window && pos + 1 > p.window) ? pos + 1 - p.window : 0;
+                    last[nt] = pos;
+                    nt++;
                 }
-            }
-            for (uint32_t i = 0; i < nt; i++) {  // softmax
-                float* sc = scores.data() + i * span - kmin;
-                inv_sum[i] = (float)(1.0 / exp_and_sum(sc, lo[i], last[i], mx[i]));
-            }
-            std::fill(acc.begin(), acc.begin() + (size_t)nt * hd, 0.0f);
-            for (uint32_t c0 = kmin; c0 <= kmax; c0 += kKeyChunk) {  // weighted V
-                const uint32_t c1 = std::min(kmax, c0 + kKeyChunk - 1);
-                convert(vc, c0, c1);
-                for (uint32_t i = 0; i < nt; i++) {
-                    const float* sc = scores.data() + i * span - kmin;
-                    const uint32_t j0 = std::max(c0, lo[i]), j1 = std::min(c1, last[i]);
-                    if (j0 > j1) continue;
-                    for (uint32_t j = j0; j <= j1; j++)
-                        dots[j - c0] = f16_to_f32(f32_to_f16(sc[j] * inv_sum[i]));  // weights, F16-rounded
-                    weighted_rows(dots.data(), rows.data(), j0 - c0, j1 - c0 + 1, hd, acc.data() + i * hd);
-                }
-            }
-            for (uint32_t i = 0; i < nt; i++) {
-                float* o = out + (size_t)(t0 + i) * p.out_stride + (size_t)h * hd;
-                std::copy(acc.begin() + i * hd, acc.begin() + (i + 1) * hd, o);
+                attend(HeadBlock{h, nt, lo, last}, hd, kv_dim, group, p.scale, kc, vc,
+                       [&](uint32_t i) { return q + (size_t)(t0 + i) * p.q_stride + (size_t)h * hd; },
+                       [&](uint32_t j) { return paged_row(tables, p.max_blocks, p.block_size, seq, j); },
+                       [&](uint32_t i) { return out + (size_t)(t0 + i) * p.out_stride + (size_t)h * hd; });
+                t0 += nt;
             }
         }
     });
@@ -275,6 +358,8 @@ void attention(const CpuArgs& a) {
 extern const CpuKernelEntry kAttentionKernels[] = {
     {"kv_write", kv_write},
     {"attention", attention},
+    {"kv_write_paged", kv_write_paged},
+    {"attention_paged", attention_paged},
     {nullptr, nullptr},
 };
 

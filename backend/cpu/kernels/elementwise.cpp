@@ -1,4 +1,5 @@
 // Gated activations, the residual add, learned positions and the 1-D convolution's columns.
+#include <algorithm>
 #include <cmath>
 
 #include "../thread_pool.h"
@@ -33,6 +34,17 @@ void add_inplace(const CpuArgs& a) {
     const float* y = a.b<float>(1);
     const size_t n = (size_t)p.n * p.n_tokens;
     for (size_t i = 0; i < n; i++) x[i] += y[i];
+}
+
+// dst[r, :] = src[idx[r], :] (the rows of a ragged pass whose logits are wanted)
+void gather_rows(const CpuArgs& a) {
+    GatherRowsParams p = a.p<GatherRowsParams>();
+    const float* src = a.b<float>(0);
+    const int32_t* idx = a.b<int32_t>(1);
+    float* dst = a.b<float>(2);
+    for (uint32_t r = 0; r < p.n_rows; r++)
+        std::copy(src + (size_t)idx[r] * p.src_stride, src + (size_t)idx[r] * p.src_stride + p.dim,
+                  dst + (size_t)r * p.dst_stride);
 }
 
 // x = gelu(x), erf form (BERT's "gelu", torch.nn.functional.gelu)
@@ -82,6 +94,7 @@ extern const CpuKernelEntry kElementwiseKernels[] = {
     {"silu_gate", gated<silu>},
     {"gelu_gate", gated<gelu>},
     {"add_inplace", add_inplace},
+    {"gather_rows", gather_rows},
     {"gelu_erf", gelu_erf},
     {"add_rows", add_rows},
     {"im2col_1d", im2col_1d},

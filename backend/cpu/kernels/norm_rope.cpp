@@ -47,29 +47,42 @@ void layernorm(const CpuArgs& a) {
     }
 }
 
-// Rotates pairs of each head in place: (2i, 2i+1) for the original Llama
-// layout, (i, i + d/2) for NeoX. theta_i = pos * scale * base^(-2i/d) / factor_i.
+// Rotates pairs of each head of one token row in place: (2i, 2i+1) for the
+// original Llama layout, (i, i + d/2) for NeoX.
+// theta_i = pos * scale * base^(-2i/d) / factor_i.
+void rope_row(const RopeParams& p, const float* factors, float* row, uint32_t position) {
+    const uint32_t half = p.head_dim / 2;
+    const float pos = (float)position;
+    for (uint32_t i = 0; i < half; i++) {
+        float theta = p.freq_scale * pos * std::pow(p.freq_base, -2.0f * (float)i / (float)p.head_dim);
+        if (factors) theta /= factors[i];
+        const float c = std::cos(theta), s = std::sin(theta);
+        for (uint32_t h = 0; h < p.n_heads; h++) {
+            float* v = row + (size_t)h * p.head_dim;
+            uint32_t i0 = p.neox ? i : 2 * i;
+            uint32_t i1 = p.neox ? i + half : 2 * i + 1;
+            float x0 = v[i0], x1 = v[i1];
+            v[i0] = x0 * c - x1 * s;
+            v[i1] = x0 * s + x1 * c;
+        }
+    }
+}
+
 void rope(const CpuArgs& a) {
     RopeParams p = a.p<RopeParams>();
     float* x = a.b<float>(0);
     const float* factors = p.has_freq_factors ? a.b<float>(1) : nullptr;
-    const uint32_t half = p.head_dim / 2;
-    for (uint32_t t = 0; t < p.n_tokens; t++) {
-        const float pos = (float)(p.pos0 + t);
-        for (uint32_t i = 0; i < half; i++) {
-            float theta = p.freq_scale * pos * std::pow(p.freq_base, -2.0f * (float)i / (float)p.head_dim);
-            if (factors) theta /= factors[i];
-            const float c = std::cos(theta), s = std::sin(theta);
-            for (uint32_t h = 0; h < p.n_heads; h++) {
-                float* v = x + (size_t)t * p.row_stride + (size_t)h * p.head_dim;
-                uint32_t i0 = p.neox ? i : 2 * i;
-                uint32_t i1 = p.neox ? i + half : 2 * i + 1;
-                float x0 = v[i0], x1 = v[i1];
-                v[i0] = x0 * c - x1 * s;
-                v[i1] = x0 * s + x1 * c;
-            }
-        }
-    }
+    for (uint32_t t = 0; t < p.n_tokens; t++) rope_row(p, factors, x + (size_t)t * p.row_stride, p.pos0 + t);
+}
+
+// Each row at its own position (buffer 2: (sequence, position) per row).
+void rope_rows(const CpuArgs& a) {
+    RopeParams p = a.p<RopeParams>();
+    float* x = a.b<float>(0);
+    const float* factors = p.has_freq_factors ? a.b<float>(1) : nullptr;
+    const int32_t* rows = a.b<int32_t>(2);
+    for (uint32_t t = 0; t < p.n_tokens; t++)
+        rope_row(p, factors, x + (size_t)t * p.row_stride, (uint32_t)rows[2 * t + 1]);
 }
 
 }  // namespace
@@ -77,6 +90,7 @@ void rope(const CpuArgs& a) {
 extern const CpuKernelEntry kNormRopeKernels[] = {
     {"rmsnorm", rmsnorm},
     {"rope", rope},
+    {"rope_rows", rope_rows},
     {"layernorm", layernorm},
     {nullptr, nullptr},
 };
