@@ -56,12 +56,28 @@ MetalLaunch kv_write(const uint8_t* b, const ChipConfig&) {
     return {0, Dim3(ceil_div(p.kv_dim, kElementThreads), p.n_tokens), kElementThreads, 0};
 }
 
+MetalLaunch kv_write_paged(const uint8_t* b, const ChipConfig&) {
+    auto p = read<PagedKVWriteParams>(b);
+    return {0, Dim3(ceil_div(p.kv_dim, kElementThreads), p.n_tokens), kElementThreads, 0};
+}
+
+// One threadgroup per (head, token); threadgroup memory: q, a chunk's weights
+// and cache rows, reduction scratch.
+MetalLaunch attention_grid(uint32_t head_dim, uint32_t n_heads, uint32_t n_tokens) {
+    if (head_dim > kAttnMaxHeadDim)  // the kernel keeps q in threadgroup memory
+        throw Error("Metal attention supports head_dim up to " + std::to_string(kAttnMaxHeadDim) + ", the model has " +
+                    std::to_string(head_dim));
+    return {0, Dim3(n_heads, n_tokens), kAttnThreads, (kAttnMaxHeadDim + 2 * kAttnThreads + 32) * 4};
+}
+
 MetalLaunch attention(const uint8_t* b, const ChipConfig&) {
     auto p = read<AttentionParams>(b);
-    if (p.head_dim > kAttnMaxHeadDim)  // the kernel keeps q in threadgroup memory
-        throw Error("Metal attention supports head_dim up to " + std::to_string(kAttnMaxHeadDim) + ", the model has " +
-                    std::to_string(p.head_dim));
-    return {0, Dim3(p.n_heads, p.n_tokens), kAttnThreads, (kAttnMaxHeadDim + kAttnThreads + 32) * 4};
+    return attention_grid(p.head_dim, p.n_heads, p.n_tokens);
+}
+
+MetalLaunch attention_paged(const uint8_t* b, const ChipConfig&) {
+    auto p = read<PagedAttentionParams>(b);
+    return attention_grid(p.head_dim, p.n_heads, p.n_tokens);
 }
 
 MetalLaunch gated(const uint8_t* b, const ChipConfig&) {
@@ -73,6 +89,11 @@ MetalLaunch flat(const uint8_t* b, const ChipConfig&) {
     auto p = read<AddParams>(b);
     const uint64_t n = (uint64_t)p.n * p.n_tokens;
     return {0, Dim3((uint32_t)((n + kElementThreads - 1) / kElementThreads)), kElementThreads, 0};
+}
+
+MetalLaunch gather_rows(const uint8_t* b, const ChipConfig&) {
+    auto p = read<GatherRowsParams>(b);
+    return {0, Dim3(ceil_div(p.dim, kElementThreads), p.n_rows), kElementThreads, 0};
 }
 
 MetalLaunch add_rows(const uint8_t* b, const ChipConfig&) {
@@ -103,11 +124,15 @@ const std::vector<MetalKernelSpec>& specs() {
             {"rmsnorm", 3, {"rmsnorm"}, norm},
             {"layernorm", 4, {"layernorm"}, norm},
             {"rope", 2, {"rope"}, rope},
+            {"rope_rows", 3, {"rope_rows"}, rope},
             {"kv_write", 4, {"kv_write"}, kv_write},
             {"attention", 5, {"attention"}, attention},
+            {"kv_write_paged", 6, {"kv_write_paged"}, kv_write_paged},
+            {"attention_paged", 6, {"attention_paged"}, attention_paged},
             {"silu_gate", 3, {"silu_gate"}, gated},
             {"gelu_gate", 3, {"gelu_gate"}, gated},
             {"add_inplace", 2, {"add_inplace"}, flat},
+            {"gather_rows", 3, {"gather_rows"}, gather_rows},
             {"gelu_erf", 1, {"gelu_erf"}, flat},
             {"add_rows", 3, {"add_rows"}, add_rows},
             {"im2col_1d", 2, {"im2col_1d"}, im2col},

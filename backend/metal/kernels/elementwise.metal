@@ -1,5 +1,5 @@
-// Gated activations, residual add, erf-GELU, learned positions and the 1-D
-// convolution's columns: one thread per element (CPU twin:
+// Gated activations, residual add, row gather, erf-GELU, learned positions
+// and the 1-D convolution's columns: one thread per element (CPU twin:
 // backend/cpu/kernels/elementwise.cpp).
 #include "akunu_msl.h"
 
@@ -63,6 +63,17 @@ kernel void add_inplace(device float* x [[buffer(0)]], device const float* y [[b
     if (i < (ulong)p.n * p.n_tokens) x[i] += y[i];
 }
 AK_EXPORT_KERNEL(add_inplace)
+
+// dst[r, :] = src[idx[r], :] (the rows of a ragged pass whose logits are
+// wanted); grid (ceil(dim / threads), n_rows)
+kernel void gather_rows(device const float* src [[buffer(0)]], device const int* idx [[buffer(1)]],
+                        device float* dst [[buffer(2)]], constant GatherRowsParams& p [[buffer(AK_PARAMS)]],
+                        AK_THREAD_ARGS) {
+    const uint i = tgpig.x * ntg + tiitg, r = tgpig.y;
+    if (i >= p.dim) return;
+    dst[(ulong)r * p.dst_stride + i] = src[(ulong)idx[r] * p.src_stride + i];
+}
+AK_EXPORT_KERNEL(gather_rows)
 
 // x = gelu(x), erf form
 kernel void gelu_erf(device float* x [[buffer(0)]], constant AddParams& p [[buffer(AK_PARAMS)]], AK_THREAD_ARGS) {

@@ -38,22 +38,39 @@ kernel void layernorm(device const float* x [[buffer(0)]], device const float* w
 }
 AK_EXPORT_KERNEL(layernorm)
 
-// Rotates pairs of each head in place: (2i, 2i+1), or (i, i + d/2) for NeoX.
-// theta_i = pos * scale * base^(-2i/d) / factor_i; grid (n_tokens), threads over (head, i).
-kernel void rope(device float* x [[buffer(0)]], device const float* factors [[buffer(1)]],
-                 constant RopeParams& p [[buffer(AK_PARAMS)]], AK_THREAD_ARGS) {
-    const uint t = tgpig.x, half_dim = p.head_dim / 2;
-    const float pos = (float)(p.pos0 + t);
-    for (uint e = tiitg; e < p.n_heads * half_dim; e += ntg) {
+// Rotates pairs of one token row's heads in place: (2i, 2i+1), or (i, i + d/2)
+// for NeoX. theta_i = pos * scale * base^(-2i/d) / factor_i; threads over (head, i).
+inline void rope_row(device float* row, device const float* factors, constant RopeParams& p, uint position, uint first,
+                     uint step) {
+    const uint half_dim = p.head_dim / 2;
+    const float pos = (float)position;
+    for (uint e = first; e < p.n_heads * half_dim; e += step) {
         const uint h = e / half_dim, i = e % half_dim;
         float theta = p.freq_scale * pos * pow(p.freq_base, -2.0f * (float)i / (float)p.head_dim);
         if (p.has_freq_factors) theta /= factors[i];
         const float c = cos(theta), s = sin(theta);
-        device float* v = x + (ulong)t * p.row_stride + (ulong)h * p.head_dim;
+        device float* v = row + (ulong)h * p.head_dim;
         const uint i0 = p.neox ? i : 2 * i, i1 = p.neox ? i + half_dim : 2 * i + 1;
         const float x0 = v[i0], x1 = v[i1];
         v[i0] = x0 * c - x1 * s;
         v[i1] = x0 * s + x1 * c;
     }
 }
+
+// Token t at position pos0 + t; grid (n_tokens)
+kernel void rope(device float* x [[buffer(0)]], device const float* factors [[buffer(1)]],
+                 constant RopeParams& p [[buffer(AK_PARAMS)]], AK_THREAD_ARGS) {
+    const uint t = tgpig.x;
+    rope_row(x + (ulong)t * p.row_stride, factors, p, p.pos0 + t, tiitg, ntg);
+}
 AK_EXPORT_KERNEL(rope)
+
+// Token t at its own position rows[2t + 1] (rows: (sequence, position) pairs;
+// pos0 unused); grid (n_tokens)
+kernel void rope_rows(device float* x [[buffer(0)]], device const float* factors [[buffer(1)]],
+                      device const int* rows [[buffer(2)]], constant RopeParams& p [[buffer(AK_PARAMS)]],
+                      AK_THREAD_ARGS) {
+    const uint t = tgpig.x;
+    rope_row(x + (ulong)t * p.row_stride, factors, p, (uint)rows[2 * t + 1], tiitg, ntg);
+}
+AK_EXPORT_KERNEL(rope_rows)
