@@ -40,22 +40,11 @@ def seed_msg(key):
     return f"AKUNU_TEST_SEED={SEED} (test key {key!r})"
 
 
-# -- parameter packing (the structs' layouts come from kernel_params.h) ----------------------------
+# -- parameter packing (tests/fixtures/kernel_params.py) ---------------------------------------
 
-def paged_kv_write_params(kv_dim, n_tokens, k_stride, v_stride, block_size, max_blocks):
-    return kp.pack("PagedKVWriteParams", kv_dim=kv_dim, n_tokens=n_tokens, k_stride=k_stride, v_stride=v_stride,
-                   block_size=block_size, max_blocks=max_blocks)
-
-
-def paged_attention_params(n_heads, n_kv_heads, head_dim, n_tokens, window, q_stride, out_stride, scale, block_size,
-                           max_blocks):
-    return kp.pack("PagedAttentionParams", n_heads=n_heads, n_kv_heads=n_kv_heads, head_dim=head_dim,
-                   n_tokens=n_tokens, window=window, q_stride=q_stride, out_stride=out_stride, scale=scale,
-                   block_size=block_size, max_blocks=max_blocks)
-
-
-def gather_rows_params(dim, n_rows, src_stride, dst_stride):
-    return kp.pack("GatherRowsParams", dim=dim, n_rows=n_rows, src_stride=src_stride, dst_stride=dst_stride)
+paged_kv_write_params = kp.kv_write_paged
+paged_attention_params = kp.attention_paged
+gather_rows_params = kp.gather_rows
 
 
 # -- devices ---------------------------------------------------------------------------------------
