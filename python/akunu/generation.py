@@ -67,6 +67,44 @@ class GenerationRequest:
 _NO_MASK = np.zeros(0, dtype=np.uint32)
 
 
+class TokenEmitter:
+    """Turns a generation's tokens into text: end-of-turn tokens, the
+    grammar's state, whole UTF-8 characters, stop strings held back."""
+
+    def __init__(self, model, req: GenerationRequest, result: GenerationResult):
+        self.m = model
+        self.result = result
+        self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._stop_text = StopStringFilter(req.stops)
+        self.grammar = GrammarState(req.grammar, model.config["vocab_size"]) if req.grammar is not None else None
+
+    def emit(self, tok: int) -> Tuple[bool, str]:
+        """Adds one generated token; returns (generation finished, text to show)."""
+        self.result.tokens.append(tok)
+        self.result.stats.generated_tokens += 1
+        if tok in self.m.stop_ids:
+            self.result.finish_reason = "stop"
+            piece = self.tail()
+            return True, piece
+        if self.grammar is not None:
+            self.grammar.accept(tok)
+        piece = self._stop_text.feed(self._utf8.decode(self.m.tokenizer.token_bytes(tok)))
+        self.result.text += piece
+        if self._stop_text.stopped:
+            self.result.finish_reason = "stop"
+            return True, piece
+        if self.grammar is not None and self.grammar.terminated:
+            self.result.finish_reason = "stop"
+            return True, piece
+        return False, piece
+
+    def tail(self) -> str:
+        """The text held back at the end (an incomplete character, a partial stop string)."""
+        piece = self._stop_text.feed(self._utf8.decode(b"", final=True)) + self._stop_text.flush()
+        self.result.text += piece
+        return piece
+
+
 class Generation:
     """Iterate for (text piece, result so far); ``result`` is final when iteration ends."""
 
@@ -75,10 +113,9 @@ class Generation:
         self.core = model._core()
         self.req = req
         self.result = GenerationResult(text="", tokens=[], stats=GenerationStats(prompt_tokens=len(req.ids)))
-        self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        self._stop_text = StopStringFilter(req.stops)
+        self._emitter = TokenEmitter(model, req, self.result)
         self._ctx = list(req.ids)  # every token of the context; ctx[:n_past] is in the KV cache
-        self._grammar = GrammarState(req.grammar, model.config["vocab_size"]) if req.grammar is not None else None
+        self._grammar = self._emitter.grammar
         self._predictor: Optional[NgramPredictor] = None
 
     # -- the KV cache ---------------------------------------------------------
@@ -129,9 +166,8 @@ class Generation:
                 if remaining <= 0:
                     break
                 pending = self._next_tokens(self._ctx[-1], remaining, sampled)
-            tail = self._stop_text.feed(self._utf8.decode(b"", final=True)) + self._stop_text.flush()
+            tail = self._emitter.tail()
             if tail:
-                self.result.text += tail
                 yield tail, self.result
         finally:
             stats.decode_seconds = time.perf_counter() - t1
@@ -139,27 +175,10 @@ class Generation:
 
     def _emit(self, tok: int) -> Tuple[bool, str]:
         """Adds one generated token; returns (generation finished, text to show)."""
-        self.result.tokens.append(tok)
-        self.result.stats.generated_tokens += 1
         self._ctx.append(tok)
         if self._predictor is not None:
             self._predictor.update(tok)
-        if tok in self.m.stop_ids:
-            self.result.finish_reason = "stop"
-            piece = self._stop_text.feed(self._utf8.decode(b"", final=True)) + self._stop_text.flush()
-            self.result.text += piece
-            return True, piece
-        if self._grammar is not None:
-            self._grammar.accept(tok)
-        piece = self._stop_text.feed(self._utf8.decode(self.m.tokenizer.token_bytes(tok)))
-        self.result.text += piece
-        if self._stop_text.stopped:
-            self.result.finish_reason = "stop"
-            return True, piece
-        if self._grammar is not None and self._grammar.terminated:
-            self.result.finish_reason = "stop"
-            return True, piece
-        return False, piece
+        return self._emitter.emit(tok)
 
     def _next_tokens(self, last: int, remaining: int, sampled: bool) -> List[int]:
         core, stop_ids = self.core, self.m.stop_ids

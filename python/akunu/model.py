@@ -10,6 +10,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 import numpy as np
 
 from . import _core
+from .batching import BatchedStream, BatchScheduler, run_to_end
 from .chat_template import ChatTemplate
 from .cuda_libraries import export_cublas_dirs
 from .errors import AkunuError, UnsupportedModelError
@@ -82,14 +83,18 @@ class Model:
     the previous context (a chat's earlier turns) only prefills the rest.
 
     Every call is safe from any number of threads and asyncio tasks at once
-    (``agenerate``, ``astream`` and the other ``a``-prefixed calls): the
-    model serves one request at a time and the others wait for their turn
-    in arrival order; a streamed generation holds its turn until it is read
-    to its end or closed.
+    (``agenerate``, ``astream`` and the other ``a``-prefixed calls). Loaded
+    with ``parallel=N`` (N > 1), up to N generations run together in one
+    continuously batched pass per token (batching.py), each with its own
+    settings and with the tokens it would have alone; more wait their turn.
+    With ``parallel=1`` (the default) the model serves one request at a time
+    on its single-stream path and the others wait in arrival order; a
+    streamed generation holds its turn until it is read to its end or closed.
     """
 
     def __init__(self, path: str, device: str = "cpu", n_ctx: Optional[int] = None, n_threads: int = 0,
-                 chat_template: Optional[str] = None, n_batch: Optional[int] = None):
+                 chat_template: Optional[str] = None, n_batch: Optional[int] = None, parallel: int = 1,
+                 kv_tokens: Optional[int] = None, max_queue: int = 0):
         if not _known_device(device):
             raise AkunuError(f"unknown device '{device}' (expected 'cpu', 'cuda', 'metal' or 'auto')")
         if n_ctx is not None and (isinstance(n_ctx, bool) or not isinstance(n_ctx, int) or n_ctx <= 0):
@@ -120,8 +125,33 @@ class Model:
             self.metadata, self.tokenizer.tokens, self.tokenizer.bos_id, self.tokenizer.eos_id, chat_template)
         self._cached: List[int] = []  # tokens whose KV is in the cache, position by position
         # callers take turns in arrival order (threads, asyncio tasks: turns.py)
-        self._turns = TurnLock()
+        self._turns = TurnLock(max_queue)
         self._grammar_compiler: Optional[GrammarCompiler] = None
+        self._batch: Optional[BatchScheduler] = None
+        if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
+            raise AkunuError(f"parallel must be a positive integer, got {parallel!r}")
+        if parallel > 1 and not self.is_embedding_model:
+            self.enable_batching(parallel, kv_tokens=kv_tokens, max_queue=max_queue)
+
+    def enable_batching(self, parallel: int, kv_tokens: Optional[int] = None, max_queue: int = 0) -> None:
+        """Serve up to `parallel` generations at once (continuous batching over a paged KV cache
+        of `kv_tokens` tokens; default: each sequence's whole context, as far as memory allows).
+        `max_queue` (0: no limit) bounds the requests waiting beyond those."""
+        if self.is_embedding_model:
+            raise AkunuError("this is an embedding model: it does not generate")
+        if kv_tokens is not None and (isinstance(kv_tokens, bool) or not isinstance(kv_tokens, int)
+                                      or kv_tokens <= 0):
+            raise AkunuError(f"kv_tokens must be a positive integer, got {kv_tokens!r}")
+        with self._exclusive():
+            if self._batch is not None:
+                self._batch.close()
+                self._batch = None
+            self._batch = BatchScheduler(self, parallel, kv_tokens or 0, max_queue)
+
+    @property
+    def batching(self) -> Optional[BatchScheduler]:
+        """The continuous-batching scheduler (None unless parallel > 1 or enable_batching())."""
+        return self._batch
 
     def _core(self):
         if self._m is None:
@@ -267,6 +297,12 @@ class Model:
         )
         req = self._request(prompt, max_tokens, sampling, stop, grammar, json_schema, speculative, add_bos,
                             stream)
+        if self._batch is not None:  # joins the running batch (speculative drafts: plain greedy's tokens)
+            bs = BatchedStream(self._batch.submit(req), self._batch)
+            if stream:
+                return bs
+            run_to_end(bs, async_calls.cancelled)
+            return bs.result
         self._turns.acquire()
         try:
             gen = Generation(self, req)
@@ -281,6 +317,31 @@ class Model:
                 s.close()
                 break
         return s.result
+
+    def generate_batch(self, prompts: Sequence[Union[str, Sequence[int]]], max_tokens: Optional[int] = 128,
+                       **kwargs: Any) -> List[GenerationResult]:
+        """Generate for many prompts at once (evaluation jobs): one result per prompt, in order.
+
+        Takes :meth:`generate`'s keyword arguments (the same for every prompt).
+        Runs on the continuous-batching scheduler, created on first use with
+        ``parallel = min(len(prompts), 16)`` when the model was loaded without one;
+        each result is the one the prompt gets alone.
+        """
+        if kwargs.pop("stream", False):
+            raise AkunuError("generate_batch() returns whole results")
+        prompts = list(prompts)
+        if not prompts:
+            return []
+        if self._batch is None:
+            self.enable_batching(min(len(prompts), 16))
+        streams = [self.generate(p, max_tokens=max_tokens, stream=True, **kwargs) for p in prompts]
+        try:
+            for s in streams:
+                run_to_end(s, async_calls.cancelled)
+        finally:
+            for s in streams:
+                s.close()
+        return [s.result for s in streams]
 
     def _request(self, prompt, max_tokens, sampling: SamplingConfig, stop, grammar, json_schema, speculative,
                  add_bos, stream) -> GenerationRequest:
@@ -423,6 +484,9 @@ class Model:
 
     def close(self) -> None:
         """Free the model's memory (weights, KV cache) now rather than at garbage collection."""
+        if self._batch is not None:
+            self._batch.close()
+            self._batch = None
         self._m = None
         self._cached = []
 
@@ -449,7 +513,8 @@ def _is_whisper(path: str) -> bool:
 
 
 def load(path: str, device: str = "cpu", n_ctx: Optional[int] = None, n_threads: int = 0,
-         chat_template: Optional[str] = None, n_beams: int = 5, n_batch: Optional[int] = None):
+         chat_template: Optional[str] = None, n_beams: int = 5, n_batch: Optional[int] = None,
+         parallel: int = 1, kv_tokens: Optional[int] = None, max_queue: int = 0):
     """Load a model: a GGUF file, a Hugging Face / MLX directory (config.json + safetensors +
     tokenizer.json), a CTranslate2 Whisper directory (model.bin, as faster-whisper uses), or a
     named model such as ``"gemma3-270m"``, ``"all-minilm-l6-v2"`` or ``"whisper-tiny.en"``.
@@ -460,7 +525,11 @@ def load(path: str, device: str = "cpu", n_ctx: Optional[int] = None, n_threads:
     (default: the model's, at most 4096). `chat_template`: "chatml", "llama3",
     "gemma" or jinja2 source, replacing the file's own. `n_batch`: prompt tokens per
     prefill pass (default: the device's, 64 on the CPU and 512 on CUDA); larger passes
-    use more memory for activations and logits.
+    use more memory for activations and logits. `parallel`: generations served at once
+    (continuous batching; 1: one at a time on the single-stream path). `kv_tokens`: the
+    batched KV cache's size in tokens, shared by all of them (default: as much as
+    parallel whole contexts, as far as memory allows). `max_queue`: callers that may
+    wait for the model beyond those (0: no limit); one more raises QueueFullError.
     """
     path = resolve_model_path(path)
     if _known_device(device) and _is_whisper(path):
@@ -468,4 +537,4 @@ def load(path: str, device: str = "cpu", n_ctx: Optional[int] = None, n_threads:
 
         return WhisperModel(path, device=device, n_threads=n_threads, n_beams=n_beams)
     return Model(path, device=device, n_ctx=n_ctx, n_threads=n_threads, chat_template=chat_template,
-                 n_batch=n_batch)
+                 n_batch=n_batch, parallel=parallel, kv_tokens=kv_tokens, max_queue=max_queue)

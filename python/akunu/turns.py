@@ -18,7 +18,8 @@ from .errors import AkunuError
 class TurnLock:
     """A first-come, first-served lock: tickets are served in the order taken."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_waiting: int = 0) -> None:
+        self._max_waiting = max_waiting  # 0: no limit
         self._cond = threading.Condition(threading.Lock())
         self._next_ticket = 0
         self._serving = 0
@@ -31,6 +32,12 @@ class TurnLock:
             if self._owner == me:
                 raise AkunuError("this thread already has a generation open on this model (a stream not yet "
                                  "read to its end); finish or close it first")
+            waiting = self._next_ticket - self._serving - 1  # beyond the one being served
+            if self._max_waiting and waiting >= self._max_waiting:
+                from .batching import QueueFullError
+
+                raise QueueFullError(f"{waiting} callers are already waiting for this model "
+                                     f"(max_queue = {self._max_waiting}); try again later")
             ticket = self._next_ticket
             self._next_ticket += 1
             while self._serving != ticket:

@@ -1,0 +1,302 @@
+"""Continuous batching: many generations of one model advance together.
+
+A scheduler thread owns the model's batch engine (akunu._core.BatchEngine:
+a paged KV cache, ragged passes, one device draw per sequence). Between two
+passes requests join and leave; each pass carries one decode row for every
+running request plus, with the room left, a chunk of the next waiting
+prompt, so a long prompt never stops the others' streams for its whole
+prefill. Prompts that begin with cached blocks (a system prompt, an earlier
+turn) share them instead of computing them again.
+
+When the KV budget runs out the newest request is preempted: its blocks are
+freed and it waits, to resume from its prompt plus what it generated so far
+(mostly from cached blocks). A request's tokens do not depend on what else
+is in the batch: every kernel computes a row from that row alone and draws
+are keyed by (seed, position).
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections import deque
+from typing import Deque, Iterator, List, Optional, Sequence, Tuple
+
+from .errors import AkunuError
+from .generation import GenerationRequest, GenerationResult, GenerationStats, TokenEmitter
+
+_DONE = object()
+
+
+class QueueFullError(AkunuError):
+    """More callers are waiting for the model than its max_queue allows."""
+
+
+class BatchedRequest:
+    """One generation inside the scheduler; its pieces arrive on a queue."""
+
+    def __init__(self, model, req: GenerationRequest):
+        self.req = req
+        self.result = GenerationResult(text="", tokens=[], stats=GenerationStats(prompt_tokens=len(req.ids)))
+        self.emitter = TokenEmitter(model, req, self.result)
+        self.events: "queue.SimpleQueue" = queue.SimpleQueue()  # text pieces, then _DONE or an exception
+        self.cancelled = threading.Event()
+        self.seq = -1
+        self.feed: List[int] = []  # tokens to run before the next draw (prompt remainder, or the last draw)
+        self.submitted = time.perf_counter()
+        self.first_token_at: Optional[float] = None
+
+    def context(self) -> List[int]:
+        """The prompt and every token generated so far (a preempted request resumes from it)."""
+        return list(self.req.ids) + list(self.result.tokens)
+
+
+class BatchedStream:
+    """Iterator of text pieces of a batched generation; ``result`` is final once it ends.
+    Closing it (or dropping it) cancels the request and frees its KV blocks."""
+
+    def __init__(self, job: BatchedRequest, scheduler: "BatchScheduler"):
+        self._job = job
+        self._scheduler = scheduler
+        self.result: GenerationResult = job.result
+        self._ended = False
+
+    def __iter__(self) -> "BatchedStream":
+        return self
+
+    def __next__(self) -> str:
+        if self._ended:
+            raise StopIteration
+        item = self._job.events.get()
+        if item is _DONE:
+            self._ended = True
+            raise StopIteration
+        if isinstance(item, BaseException):
+            self._ended = True
+            raise item
+        return item
+
+    def close(self) -> None:
+        if not self._ended:
+            self._ended = True
+            self._scheduler.cancel(self._job)
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+class BatchScheduler:
+    """Admits requests, builds each pass, hands tokens back; one per model."""
+
+    def __init__(self, model, parallel: int, kv_tokens: int = 0, max_queue: int = 0, block_size: int = 16):
+        if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
+            raise AkunuError(f"parallel must be a positive integer, got {parallel!r}")
+        if isinstance(max_queue, bool) or not isinstance(max_queue, int) or max_queue < 0:
+            raise AkunuError(f"max_queue must be a non-negative integer (0: no limit), got {max_queue!r}")
+        self._model = model
+        self.engine = model._core().enable_batching(parallel, int(kv_tokens or 0), block_size)
+        self.parallel = parallel
+        self.max_queue = max_queue
+        self._cond = threading.Condition(threading.Lock())
+        self._waiting: Deque[BatchedRequest] = deque()
+        self._running: List[BatchedRequest] = []  # admission order
+        self._stopping = False
+        self.preemptions = 0
+        self._thread = threading.Thread(target=self._loop, name="akunu-batch", daemon=True)
+        self._thread.start()
+
+    # -- callers --------------------------------------------------------------
+    def submit(self, req: GenerationRequest) -> BatchedRequest:
+        job = BatchedRequest(self._model, req)
+        with self._cond:
+            if self._stopping:
+                raise AkunuError("this model has been closed")
+            if self.max_queue and len(self._waiting) >= self.max_queue:
+                raise QueueFullError(f"{len(self._waiting)} requests are already waiting for this model "
+                                     f"(max_queue = {self.max_queue}); try again later")
+            self._waiting.append(job)
+            self._cond.notify_all()
+        return job
+
+    def cancel(self, job: BatchedRequest) -> None:
+        job.cancelled.set()
+        with self._cond:
+            self._cond.notify_all()
+
+    def stats(self) -> dict:
+        with self._cond:
+            running, waiting = len(self._running), len(self._waiting)
+        s = self.engine.stats()
+        s.update(running=running, waiting=waiting, parallel=self.parallel, preemptions=self.preemptions)
+        return s
+
+    def close(self) -> None:
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        if self._thread is not threading.current_thread():
+            self._thread.join()
+
+    # -- the loop -------------------------------------------------------------
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._stopping and not self._running and not self._waiting:
+                    self._cond.wait()
+                if self._stopping:
+                    for job in list(self._running) + list(self._waiting):
+                        job.events.put(AkunuError("this model has been closed"))
+                    self._waiting.clear()
+                    self._running.clear()
+                    return
+                self._drop_cancelled()
+                self._admit()
+                running = list(self._running)
+            if not running:
+                continue
+            try:
+                self._step(running)
+            except BaseException as e:  # a failed pass fails the requests in it, never the thread
+                err = e if isinstance(e, AkunuError) else AkunuError(f"batched generation failed: {e}")
+                with self._cond:
+                    for job in running:
+                        if job in self._running:
+                            self._finish(job, err)
+
+    def _drop_cancelled(self) -> None:
+        for job in [j for j in self._running if j.cancelled.is_set()]:
+            self._finish(job, None)
+        for job in [j for j in self._waiting if j.cancelled.is_set()]:
+            self._waiting.remove(job)
+            job.events.put(_DONE)
+
+    def _admit(self) -> None:
+        """Opens sequences for waiting requests while slots and KV blocks allow."""
+        engine = self.engine
+        while self._waiting and len(self._running) < self.parallel:
+            job = self._waiting[0]
+            if job.req.max_tokens - len(job.result.tokens) <= 0:
+                self._waiting.popleft()
+                job.events.put(_DONE)
+                continue
+            ctx = job.context()
+            seq, cached = engine.open(ctx)
+            if seq < 0:
+                return
+            # room for the prompt's first pass and a block of growth for each running request
+            need = engine.blocks_needed(seq, min(len(ctx) - cached, engine.max_pass_tokens))
+            spare = engine.blocks_available() - need - len(self._running)
+            if self._running and spare < 0:
+                engine.close(seq)
+                return
+            self._waiting.popleft()
+            job.seq = seq
+            job.feed = ctx[cached:]
+            if not job.result.tokens:
+                job.result.stats.cached_tokens = cached
+            self._apply_settings(job)
+            self._running.append(job)
+
+    def _apply_settings(self, job: BatchedRequest) -> None:
+        self.engine.set_sampling(job.seq, **job.req.sampling.core_kwargs(job.req.seed))
+        if job.emitter.grammar is not None:
+            self.engine.set_mask(job.seq, job.emitter.grammar.mask_words())
+
+    def _plan(self, running: Sequence[BatchedRequest]) -> List[Tuple[BatchedRequest, List[int], bool]]:
+        """This pass: every decoding request's row, then prompt chunks in arrival order."""
+        room = self.engine.max_pass_tokens
+        plan = []
+        for job in running:
+            if len(job.feed) == 1 and room > 0:
+                plan.append((job, job.feed, True))
+                room -= 1
+        for job in running:
+            if len(job.feed) > 1 and room > 0:
+                chunk = job.feed[:room]
+                plan.append((job, chunk, len(chunk) == len(job.feed)))
+                room -= len(chunk)
+        return plan
+
+    def _step(self, running: List[BatchedRequest]) -> None:
+        engine = self.engine
+        plan = self._plan(running)
+        # KV blocks for the pass: preempt the newest requests until it fits
+        while True:
+            need = sum(engine.blocks_needed(job.seq, len(toks)) for job, toks, _ in plan)
+            if need <= engine.blocks_available():
+                break
+            with self._cond:
+                victim = self._running[-1] if self._running else None
+                if victim is None or len(self._running) == 1:
+                    if victim is not None:
+                        self._finish(victim, AkunuError(
+                            f"this request needs more KV cache than the model's budget of "
+                            f"{engine.stats()['blocks_total'] * engine.block_size} tokens holds; load with a "
+                            f"larger kv_tokens or send a shorter prompt"))
+                    return
+                self._preempt(victim)
+            plan = [p for p in plan if p[0] is not victim]
+        if not plan:
+            return
+        for job, _, sample in plan:
+            if sample and job.emitter.grammar is not None:
+                engine.set_mask(job.seq, job.emitter.grammar.mask_words())
+        drawn = iter(engine.step([(job.seq, toks, sample) for job, toks, sample in plan]))
+        now = time.perf_counter()
+        with self._cond:
+            for job, toks, sample in plan:
+                job.feed = job.feed[len(toks):]
+                if not sample:
+                    continue
+                tok = next(drawn)
+                if job not in self._running:  # closed meanwhile (the model is closing)
+                    continue
+                stats = job.result.stats
+                if job.first_token_at is None:
+                    job.first_token_at = now
+                    stats.prefill_seconds = now - job.submitted
+                finished, piece = job.emitter.emit(tok)
+                if piece:
+                    job.events.put(piece)
+                n_ctx = engine.n_ctx
+                if not finished and (len(job.result.tokens) >= job.req.max_tokens
+                                     or len(job.req.ids) + len(job.result.tokens) >= n_ctx):
+                    finished = True
+                    job.result.finish_reason = "length"
+                    tail = job.emitter.tail()
+                    if tail:
+                        job.events.put(tail)
+                if finished:
+                    self._finish(job, None)
+                else:
+                    job.feed = [tok]
+
+    def _preempt(self, job: BatchedRequest) -> None:
+        """Frees a running request's blocks; it waits at the front to resume."""
+        self.engine.close(job.seq)
+        job.seq = -1
+        self._running.remove(job)
+        self._waiting.appendleft(job)
+        self.preemptions += 1
+
+    def _finish(self, job: BatchedRequest, error: Optional[BaseException]) -> None:
+        if job.seq >= 0:
+            self.engine.close(job.seq)
+            job.seq = -1
+        if job in self._running:
+            self._running.remove(job)
+        if job.first_token_at is not None:
+            job.result.stats.decode_seconds = time.perf_counter() - job.first_token_at
+        job.events.put(error if error is not None else _DONE)
+
+
+def run_to_end(stream: Iterator[str], cancelled=lambda: False) -> None:
+    """Reads a stream to its end (closing it early when `cancelled()` says so)."""
+    for _ in stream:
+        if cancelled():
+            stream.close()
+            break
