@@ -1,0 +1,303 @@
+"""Continuous batching (akunu/batching.py over the C++ BatchEngine): many
+requests at once, each getting exactly the tokens it gets alone on the
+single-stream path, whatever else is in the batch and in whatever order the
+requests arrive; shared prefixes computed once; a tiny KV budget preempting
+and resuming without changing a token; cancelled requests freeing their
+blocks. AKUNU_BATCH_DEVICE=cuda runs the same checks on a GPU."""
+
+import asyncio
+import os
+import threading
+
+import numpy as np
+import pytest
+
+import akunu
+from akunu.batching import QueueFullError
+from tests.fixtures import random_gguf
+
+DEVICE = os.environ.get("AKUNU_BATCH_DEVICE", "cpu")
+TIMEOUT = 300  # seconds any one wait may take before the test fails
+SEED = int(os.environ["AKUNU_TEST_SEED"])
+DTYPES = {"llama": "Q4_K_M-blocks", "qwen2": "Q8_0", "qwen3": "F16", "gemma": "Q4_0", "gemma3": "Q8_0"}
+
+SETTINGS = [
+    dict(),
+    dict(temperature=0.8, seed=11),
+    dict(temperature=1.0, top_k=20, seed=3, repeat_penalty=1.3, penalty_last_n=32),
+    dict(temperature=0.6, top_p=0.9, seed=9, logit_bias={5: 4.0, 6: float("-inf")}),
+    dict(presence_penalty=0.7, frequency_penalty=0.2),
+    dict(temperature=0.9, min_p=0.05, seed=1),
+    dict(stop=["a"]),
+    dict(temperature=1.2, seed=77, top_k=5),
+]
+
+
+def load(path, **kw):
+    try:
+        return akunu.load(path, device=DEVICE, **kw)
+    except akunu.AkunuError as e:
+        if DEVICE != "cpu" and "not available" in str(e):
+            pytest.skip(f"device {DEVICE} unavailable: {e}")
+        raise
+
+
+@pytest.fixture(scope="module", params=random_gguf.ARCHS)
+def arch_model(request, tmp_path_factory):
+    arch = request.param
+    shape = random_gguf.default_shape(arch)
+    shape.ctx = 4096
+    path = str(tmp_path_factory.mktemp("b") / f"{arch}.gguf")
+    random_gguf.write_model(path, arch, DTYPES[arch], seed=5, shape=shape)
+    return path
+
+
+def mixed_requests(vocab, n, rng, max_len=2000):
+    """n prompts of mixed lengths (1 to max_len tokens) with the settings above in turn."""
+    lens = [1, max_len] + list(rng.integers(2, 300, size=n - 2))
+    return [([int(t) for t in rng.integers(3, vocab, size=int(k))], SETTINGS[i % len(SETTINGS)])
+            for i, k in enumerate(lens)]
+
+
+def alone(path, reqs, max_tokens, **load_kw):
+    """Each request on the single-stream path of a model that serves one at a time."""
+    m = load(path, **load_kw)
+    try:
+        out = []
+        for p, kw in reqs:
+            m.reset()
+            out.append(m.generate(p, max_tokens=max_tokens, **kw).tokens)
+        return out
+    finally:
+        m.close()
+
+
+def together(m, reqs, order, max_tokens):
+    """The requests submitted at once in `order`, read by one thread each."""
+    got, errors = [None] * len(reqs), []
+    streams = {i: m.generate(reqs[i][0], max_tokens=max_tokens, stream=True, **reqs[i][1]) for i in order}
+
+    def read(i):
+        try:
+            for _ in streams[i]:
+                pass
+            got[i] = streams[i].result.tokens
+        except Exception as e:  # noqa: BLE001 (reported below)
+            errors.append(f"request {i}: {e!r}")
+
+    threads = [threading.Thread(target=read, args=(i,)) for i in order]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(TIMEOUT)
+        assert not t.is_alive(), "a batched request never finished"
+    assert not errors, errors
+    return got
+
+
+def test_batch_invariance_every_architecture(arch_model):
+    rng = np.random.default_rng([SEED, 1])
+    m = load(arch_model, n_ctx=2100, parallel=8, kv_tokens=8 * 2100)
+    try:
+        reqs = mixed_requests(m.config["vocab_size"], 32, rng)
+        want = alone(arch_model, reqs, 12, n_ctx=2100)
+        for order in (list(range(32)), list(rng.permutation(32))):
+            got = together(m, reqs, order, 12)
+            for i in range(32):
+                assert got[i] == want[i], (f"request {i} (prompt {len(reqs[i][0])} tokens, {reqs[i][1]}) differs "
+                                           f"in a batch (AKUNU_TEST_SEED={SEED})")
+        st = m.batching.stats()
+        assert st["running"] == 0 and st["waiting"] == 0 and st["blocks_used"] == 0
+    finally:
+        m.close()
+
+
+def test_real_gemma3_batched_equals_alone(gemma_path):
+    rng = np.random.default_rng([SEED, 2])
+    m = load(gemma_path, n_ctx=1024, parallel=6)
+    try:
+        words = "the quick brown fox jumps over a lazy dog while seven wizards quietly hex".split()
+        reqs = []
+        for i in range(12):
+            text = " ".join(rng.choice(words, size=int(rng.integers(3, 250))))
+            reqs.append((m.tokenize(text), SETTINGS[i % len(SETTINGS)]))
+        want = alone(gemma_path, reqs, 16, n_ctx=1024)
+        got = together(m, reqs, list(rng.permutation(len(reqs))), 16)
+        assert got == want
+    finally:
+        m.close()
+
+
+@pytest.fixture(scope="module")
+def llama_path(tmp_path_factory):
+    shape = random_gguf.default_shape("llama")
+    shape.ctx = 4096
+    path = str(tmp_path_factory.mktemp("l") / "llama.gguf")
+    random_gguf.write_model(path, "llama", "Q8_0", seed=9, shape=shape)
+    return path
+
+
+def test_shared_prefix_is_computed_once(llama_path):
+    m = load(llama_path, n_ctx=1024, parallel=4)
+    try:
+        vocab = m.config["vocab_size"]
+        system = [(13 * k + 7) % vocab for k in range(200)]
+        a = system + [11, 12, 13]
+        b = system + [21, 22, 23, 24, 25]
+        bs = m.batching.engine.block_size
+        ra = m.generate(a, max_tokens=6)
+        before = m.batching.stats()
+        rb = m.generate(b, max_tokens=6)
+        after = m.batching.stats()
+        shared = (len(system) // bs) * bs
+        assert rb.stats.cached_tokens == shared
+        # the second prompt computes only what follows the shared blocks (+ its decode rows)
+        assert after["computed_tokens"] - before["computed_tokens"] == len(b) - shared + 5
+        assert after["prefix_hit_tokens"] - before["prefix_hit_tokens"] == shared
+        want = alone(llama_path, [(a, {}), (b, {})], 6, n_ctx=1024)
+        assert [ra.tokens, rb.tokens] == want
+    finally:
+        m.close()
+
+
+def test_tiny_kv_budget_preempts_and_every_stream_completes(llama_path):
+    rng = np.random.default_rng([SEED, 3])
+    vocab = 512
+    reqs = [([int(t) for t in rng.integers(3, vocab, size=int(rng.integers(20, 60)))], SETTINGS[i % len(SETTINGS)])
+            for i in range(24)]
+    want = alone(llama_path, reqs, 40, n_ctx=512)
+    # 12 blocks of 16 tokens: two or three of the requests at a time, of eight allowed
+    m = load(llama_path, n_ctx=512, parallel=8, kv_tokens=192)
+    try:
+        got = together(m, reqs, list(range(len(reqs))), 40)
+        assert got == want
+        st = m.batching.stats()
+        assert st["preemptions"] > 0, "the budget was meant to force preemption"
+        assert st["blocks_used"] == 0 and st["running"] == 0 and st["waiting"] == 0
+        assert st["blocks_total"] == 12
+    finally:
+        m.close()
+
+
+def test_request_larger_than_the_budget_fails_clearly(llama_path):
+    m = load(llama_path, n_ctx=512, parallel=2, kv_tokens=64)
+    try:
+        with pytest.raises(akunu.AkunuError, match="KV cache"):
+            m.generate(list(range(3, 200)), max_tokens=4)
+        # the model still serves requests that fit
+        assert len(m.generate([5, 6, 7], max_tokens=4).tokens) == 4
+        assert m.batching.stats()["blocks_used"] == 0
+    finally:
+        m.close()
+
+
+def test_closing_a_stream_frees_its_blocks(llama_path):
+    m = load(llama_path, n_ctx=512, parallel=2)
+    try:
+        s = m.generate([5, 6, 7, 8], max_tokens=400, stream=True)
+        next(s)
+        s.close()
+        m.generate([9, 10], max_tokens=2)  # the scheduler has dropped the closed one before serving this
+        st = m.batching.stats()
+        assert st["blocks_used"] == 0 and st["sequences"] == 0
+        dropped = m.generate([5, 6, 7, 8], max_tokens=400, stream=True)
+        next(dropped)
+        del dropped  # garbage-collected: cancelled as closed
+        m.generate([9, 10], max_tokens=2)
+        assert m.batching.stats()["blocks_used"] == 0
+    finally:
+        m.close()
+
+
+def test_max_queue_refuses_clearly(llama_path):
+    m = load(llama_path, n_ctx=4096)
+    m.enable_batching(1, max_queue=1)  # one running, one waiting
+    try:
+        long = m.generate([5, 6, 7], max_tokens=4000, stream=True)
+        next(long)  # running: the one slot is taken
+        waiting = m.generate([8, 9], max_tokens=2, stream=True)  # waits (queue of one)
+        with pytest.raises(QueueFullError, match="max_queue"):
+            m.generate([10, 11], max_tokens=2)
+        long.close()
+        "".join(waiting)  # served once the slot is free
+        assert 1 <= len(waiting.result.tokens) <= 2
+    finally:
+        m.close()
+
+
+def test_threads_and_asyncio_tasks_share_a_batched_model(llama_path):
+    rng = np.random.default_rng([SEED, 4])
+    reqs = [([int(t) for t in rng.integers(3, 512, size=int(rng.integers(1, 80)))], SETTINGS[i % len(SETTINGS)])
+            for i in range(32)]
+    want = alone(llama_path, reqs, 10, n_ctx=512)
+    m = load(llama_path, n_ctx=512, parallel=8)
+    try:
+        got, errors = [None] * 32, []
+
+        def thread_call(i):
+            try:
+                if i % 4 == 3:  # a stream read halfway, then dropped
+                    s = m.generate(reqs[i][0], max_tokens=10, stream=True, **reqs[i][1])
+                    next(s, None)
+                    s.close()
+                    got[i] = "dropped"
+                else:
+                    got[i] = m.generate(reqs[i][0], max_tokens=10, **reqs[i][1]).tokens
+            except Exception as e:  # noqa: BLE001 (reported below)
+                errors.append(f"thread {i}: {e!r}")
+
+        async def tasks():
+            async def one(i):
+                if i % 4 == 1:
+                    pieces = [p async for p in m.astream(reqs[i][0], max_tokens=10, **reqs[i][1])]
+                    assert pieces is not None
+                    return (await m.agenerate(reqs[i][0], max_tokens=10, **reqs[i][1])).tokens
+                return (await m.agenerate(reqs[i][0], max_tokens=10, **reqs[i][1])).tokens
+
+            return await asyncio.wait_for(asyncio.gather(*(one(i) for i in range(16, 32))), TIMEOUT)
+
+        threads = [threading.Thread(target=thread_call, args=(i,)) for i in range(16)]
+        for t in threads:
+            t.start()
+        got[16:] = asyncio.run(tasks())
+        for t in threads:
+            t.join(TIMEOUT)
+            assert not t.is_alive()
+        assert not errors, errors
+        for i in range(32):
+            if got[i] != "dropped":
+                assert got[i] == want[i], f"request {i} ({reqs[i][1]})"
+        m.generate([1, 2], max_tokens=1)
+        assert m.batching.stats()["blocks_used"] == 0
+    finally:
+        m.close()
+
+
+def test_generate_batch_returns_each_prompts_solo_result(llama_path):
+    m = load(llama_path, n_ctx=512)
+    try:
+        ps = [[3 + i, 4 + i, 5 + i] * (i + 1) for i in range(6)]
+        want = alone(llama_path, [(p, {}) for p in ps], 8, n_ctx=512)
+        got = m.generate_batch(ps, max_tokens=8)
+        assert [r.tokens for r in got] == want
+        assert m.batching is not None and m.batching.parallel == 6
+    finally:
+        m.close()
+
+
+def test_engine_refuses_bad_steps(llama_path):
+    m = load(llama_path, n_ctx=64, parallel=2)
+    try:
+        e = m.batching.engine
+        with pytest.raises(akunu.AkunuError, match="no open batch sequence"):
+            e.step([(1, [3], True)])
+        with pytest.raises(akunu.AkunuError, match="outside the vocabulary"):
+            e.open([3, 100000])
+        with pytest.raises(akunu.AkunuError, match="does not fit the context"):
+            e.open(list(range(3, 70)))
+        with pytest.raises(akunu.AkunuError, match="parallel"):
+            akunu.load(llama_path, device=DEVICE, n_ctx=64, parallel=0)
+        with pytest.raises(akunu.AkunuError, match="kv_tokens"):
+            akunu.load(llama_path, device=DEVICE, n_ctx=64, parallel=2, kv_tokens=-5)
+    finally:
+        m.close()
