@@ -154,9 +154,31 @@ void launch_tiles(const CudaArgs& a, const MatmulParams& p, const float* x, floa
     gemm_tc_kernel<F, BN, BK, BM><<<grid, 2 * BN, shared, a.stream>>>(p, a.b<uint8_t>(0), x, y, bias);
 }
 
+// A token's output sums its K products in one order whatever the tile:
+// 16-wide k slices in ascending k, each one 16x16x16 product accumulated
+// into the F32 fragment in turn (BK 32 or 64 only groups those slices into
+// staging steps), and the token's activations are rounded to F16 alone;
+// rows past the pass are read (clamped) but never written. So neither
+// n_tokens nor the tile changes a row's result. In invariant mode
+// (MatmulParams::invariant) the tile is nevertheless chosen from N and K
+// alone, so that a row's result rests on no more than one tile shape.
 template <class F>
 void launch(const CudaArgs& a, const MatmulParams& p, const float* x, float* y, const float* bias) {
     const size_t sms = (size_t)a.tuning->sm_count, fill = 2 * sms;
+    if (p.invariant) {
+        // 128-row weight tiles where N alone gives half a wave of them; BM 64
+        // (no n_tokens in the choice): prompt chunks are usually tens to hundreds of rows
+        const bool wide = (size_t)blocks_for(p.N, 128) * 2 >= sms;
+        if (p.K % 64 != 0) {
+            if (wide) launch_tiles<F, 128, 32, 64>(a, p, x, y, bias);
+            else launch_tiles<F, 64, 32, 64>(a, p, x, y, bias);
+        } else if (wide) {
+            launch_tiles<F, 128, 64, 64>(a, p, x, y, bias);
+        } else {
+            launch_tiles<F, 64, 64, 64>(a, p, x, y, bias);
+        }
+        return;
+    }
     auto blocks = [&](unsigned bn, unsigned bm) { return (size_t)blocks_for(p.N, bn) * blocks_for(p.n_tokens, bm); };
     if (p.K % 64 != 0) {  // 32 k a step
         if (blocks(128, 64) >= fill) launch_tiles<F, 128, 32, 64>(a, p, x, y, bias);

@@ -78,12 +78,19 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
 
 // Rounds x to 8 bits and enqueues the integer GEMV; false when the scratch
 // cannot hold the activations (the float kernels run instead).
+// In invariant mode (MatmulParams::invariant, batch tables) the choice
+// between the integer and the float GEMV is made for a full slice of
+// kGemvMaxTokens tokens whatever the slice holds, so it depends on K alone,
+// and every slice runs the kGemvMaxTokens instantiation (a lone decode row
+// then runs the same code as one beside seven others: M = 1 and M = 8 are
+// separate compilations, not promised to round alike).
 template <class F>
 bool launch_q8(const CudaArgs& a, const MatmulParams& p, const float* x, float* y, const float* bias) {
     ActQ8 xq;
+    if (p.invariant && !act_q8_layout(a, kGemvMaxTokens, p.K, 0, &xq)) return false;
     if (!quantize_activations(a, x, p.x_stride, p.n_tokens, p.K, ActQ8Norm{}, &xq)) return false;
     const unsigned blocks = (p.N + kWarpsPerBlock - 1) / kWarpsPerBlock;
-    launch_pdl(p.n_tokens == 1 ? gemv_q8_kernel<F, 1> : gemv_q8_kernel<F, kGemvMaxTokens>, blocks,
+    launch_pdl(p.n_tokens == 1 && !p.invariant ? gemv_q8_kernel<F, 1> : gemv_q8_kernel<F, kGemvMaxTokens>, blocks,
                kWarpsPerBlock * 32, 0, a, p, a.b<uint8_t>(0), xq, y, bias, a.tuning->prefetch_bytes);
     return true;
 }
@@ -91,8 +98,8 @@ bool launch_q8(const CudaArgs& a, const MatmulParams& p, const float* x, float* 
 template <class F>
 void launch(const CudaArgs& a, const MatmulParams& p, const float* x, float* y, const float* bias) {
     const unsigned blocks = (p.N + kWarpsPerBlock - 1) / kWarpsPerBlock;
-    launch_pdl(p.n_tokens == 1 ? gemv_kernel<F, 1> : gemv_kernel<F, kGemvMaxTokens>, blocks, kWarpsPerBlock * 32, 0,
-               a, p, a.b<uint8_t>(0), x, y, bias, a.tuning->prefetch_bytes);
+    launch_pdl(p.n_tokens == 1 && !p.invariant ? gemv_kernel<F, 1> : gemv_kernel<F, kGemvMaxTokens>, blocks,
+               kWarpsPerBlock * 32, 0, a, p, a.b<uint8_t>(0), x, y, bias, a.tuning->prefetch_bytes);
 }
 
 // The integer GEMV (format Q), or the float one (F) where the activations do not fit the scratch.
@@ -108,6 +115,14 @@ bool launch_int(const CudaArgs& a, const MatmulParams& p, const float* x, float*
 // true when the format (Q4_0, Q8_0, Q4_K, Q6_K, their x8 layouts, Q4_1, Q5_0,
 // Q5_1, F16, BF16, F32) and alignment suit these kernels; false leaves the
 // pass to the general ones.
+// A token's result does not depend on the other tokens of the pass: each
+// token has its own accumulator, fed by the same per-lane split of the row
+// (block b to lanes by b and the lane, never by m) and reduced by the same
+// butterfly, and its 8-bit rounding (act_q8.cu) is per token and per 32
+// values. The decision below depends on the format, K, the weights' and x's
+// alignment and x_stride, never on the token count within 1..kGemvMaxTokens
+// (and, in invariant mode, not on whether the scratch holds this slice: see
+// launch_q8).
 inline bool launch_gemv(const CudaArgs& a, const MatmulParams& p, const float* x, float* y) {
     using namespace gemv_decode;
     if (p.n_tokens == 0 || p.n_tokens > (uint32_t)kGemvMaxTokens) return false;

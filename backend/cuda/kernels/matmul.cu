@@ -2,8 +2,10 @@
 // tokens take the decode GEMV (gemv.cuh), 16 or more the tensor cores for the
 // common GGUF formats (cuBLAS, gemm_blas.cu, where it loads; else
 // gemm_tc.cuh); everything else runs here in float (row kernels, and a
-// shared-memory tiled GEMM), weights decoded block by block with the
-// functions that define the formats on the CPU (core/quant_blocks.h).
+// shared-memory tiled GEMM). Batch tables choose a path per row kind, not
+// per pass size (launch_matmul_invariant). Weights are decoded block by
+// block with the functions that define the formats on the CPU
+// (core/quant_blocks.h).
 #include <algorithm>
 
 #include "core/dtype_descriptor.h"
@@ -129,9 +131,11 @@ MatmulKernel q32_kernel(uint32_t dtype) {
     }
 }
 
-// One pass of at most kMaxTokens tokens.
-void launch_matmul_slice(const CudaArgs& a, const MatmulParams& p, const float* x, float* y) {
-    if (launch_gemv(a, p, x, y)) return;
+// The row kernels for one pass of at most kMaxTokens tokens. Each token has
+// its own accumulator, lanes take blocks b = lane, lane + 32, ... whatever
+// the count, and the kernel chosen depends on the format, K and alignment
+// only: a row's result does not depend on the other rows.
+void launch_row_kernels(const CudaArgs& a, const MatmulParams& p, const float* x, float* y) {
     const float* bias = p.has_bias ? a.b<float>(3) : nullptr;
     const unsigned warps = 8;
     const bool half = (p.dtype == GGML_F16 || p.dtype == GGML_BF16) && p.K % 8 == 0 &&
@@ -150,6 +154,11 @@ void launch_matmul_slice(const CudaArgs& a, const MatmulParams& p, const float* 
     else
         matmul_kernel<<<blocks_for(p.N, warps), warps * 32, 0, a.stream>>>(p, decode_unit_for(p.dtype, "CUDA matmul"), a.b<uint8_t>(0),
                                                                           x, y, bias);
+}
+
+// One pass of at most kMaxTokens tokens.
+void launch_matmul_slice(const CudaArgs& a, const MatmulParams& p, const float* x, float* y) {
+    if (!launch_gemv(a, p, x, y)) launch_row_kernels(a, p, x, y);
 }
 
 // Many-token passes (prefill, encoder sequences): a shared-memory tiled GEMM.
@@ -242,13 +251,47 @@ void launch_gemm_tiled(const CudaArgs& a, const MatmulParams& p, const float* x,
                                                        p.has_bias ? a.b<float>(3) : nullptr);
 }
 
+// Batch tables (MatmulParams::invariant): a row's result may depend on its
+// kind and data only, never on n_tokens or the other rows, so the path is
+// chosen per kind, not by the pass's size. Decode rows [0, generated_rows):
+// the decode GEMV in slices of kGemvMaxTokens (its pinned instantiation, see
+// gemv.cuh), or for formats it does not take the row kernels, in slices too.
+// Prompt rows: the tensor-core GEMM for any count, one row included (its
+// tile pinned by N and K, gemm_tc.cuh), or the row kernels in slices of
+// kMaxTokens. Never cuBLAS, whose algorithm follows the shape; never the
+// float tiled GEMM (it rounds unlike the row kernels, so a format would
+// take two paths by count).
+void launch_matmul_invariant(const CudaArgs& a, MatmulParams p, const float* x, float* y) {
+    const uint32_t total = p.n_tokens, generated = std::min(p.generated_rows, total);
+    for (uint32_t t0 = 0; t0 < generated; t0 += kGemvMaxTokens) {
+        p.n_tokens = std::min<uint32_t>(kGemvMaxTokens, generated - t0);
+        const float* xs = x + (size_t)t0 * p.x_stride;
+        float* ys = y + (size_t)t0 * p.y_stride;
+        if (!launch_gemv(a, p, xs, ys)) launch_row_kernels(a, p, xs, ys);
+    }
+    if (generated == total) return;
+    x += (size_t)generated * p.x_stride;
+    y += (size_t)generated * p.y_stride;
+    p.n_tokens = total - generated;
+    if (launch_gemm_tc(a, p, x, y)) return;
+    const uint32_t prompt = p.n_tokens;
+    for (uint32_t t0 = 0; t0 < prompt; t0 += kMaxTokens) {
+        p.n_tokens = std::min<uint32_t>(kMaxTokens, prompt - t0);
+        launch_row_kernels(a, p, x + (size_t)t0 * p.x_stride, y + (size_t)t0 * p.y_stride);
+    }
+}
+
 // 16 tokens or more: the tensor cores where gemm_tc.cuh takes the format, else
 // the float tiled GEMM or the row kernels; fewer: the row kernels (slices of
-// kMaxTokens kept for safety).
+// kMaxTokens kept for safety). Batch tables: launch_matmul_invariant.
 void launch_matmul(const CudaArgs& a) {
     MatmulParams p = a.p<MatmulParams>();
     const float* x = a.b<float>(1) + (size_t)p.row0 * p.x_stride;
     float* y = a.b<float>(2);
+    if (p.invariant) {
+        launch_matmul_invariant(a, p, x, y);
+        return;
+    }
     // Outside the tensor-core formats, those with a specialized row kernel
     // (16-byte half loads, 32-blocks decoded in registers) are faster than
     // the float tiled GEMM.

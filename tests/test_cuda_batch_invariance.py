@@ -1,0 +1,116 @@
+"""Batch invariance of CUDA's matmul in continuous batching's tables
+(MatmulParams::invariant = 1): rows [0, generated_rows) are decode rows, the
+rest prompt rows, and a row's output must be bitwise the same whether it runs
+alone (n_tokens = 1, the same kind) or inside a ragged pass of any size and
+mix. Formats with the integer decode GEMV and the tensor-core GEMM (Q8_0,
+Q4_0, Q4_K, Q6_K), the float GEMV and tensor cores (F16), and one without
+either (Q5_K: the row kernels). Every output is also checked against float64
+on the dequantized weights within the bound of the path its kind takes, and
+the pass against the CPU backend within test_device_kernels.py's tolerances.
+Outputs are NaN-poisoned; inputs are fresh random numbers every run
+(AKUNU_TEST_SEED repeats a run). Runs only where a CUDA device is visible."""
+
+import os
+import zlib
+
+import numpy as np
+import pytest
+from gguf import GGMLQuantizationType as T
+
+from akunu import _testing
+from tests.fixtures import kernel_params as kp
+from tests.fixtures.backend_compare import rel_l2
+from tests.fixtures.quant_samples import random_matrix
+from tests.test_device_kernels import (Q8_ACTIVATION_FORMATS, QUANT_VS_CPU_TOL, TENSOR_CORE_FORMATS, float32_bound,
+                                       q8_rounding_bound)
+
+SEED = int(os.environ.get("AKUNU_TEST_SEED", "0"))
+MAX_ROWS = 80
+
+
+def rng_for(key):
+    return np.random.default_rng([SEED, zlib.crc32(str(key).encode())])
+
+
+@pytest.fixture(scope="module")
+def cuda():
+    try:
+        x = np.zeros(4, np.float32)
+        _testing.run_kernel("add_inplace", [x, x.copy()], kp.add(4, 1), device="cuda")
+    except Exception as e:  # noqa: BLE001 - the reason is the skip message
+        pytest.skip(f"device cuda unavailable: {e}")
+    return "cuda"
+
+
+def run_matmul(device, qtype, raw, x, bias, N, K, generated):
+    """y for the rows of x in one pass, rows [0, generated) decode rows."""
+    m = x.shape[0]
+    y = np.full((m, N), np.nan, np.float32)
+    params = kp.matmul(N, K, m, int(qtype), K, N, has_bias=1, invariant=1, generated_rows=generated)
+    _testing.run_kernel(f"gemm_{qtype.name.lower()}", [raw, np.ascontiguousarray(x), y, bias.copy()], params,
+                        device=device)
+    return y
+
+
+def row_bound(qtype, x, w, decode):
+    """Worst-case error of one kind's rows: float32 sums, plus the 8-bit
+    activations of the integer decode GEMV (decode rows), plus F16 operands
+    on the tensor cores (prompt rows)."""
+    bound = float32_bound(x, w)
+    if decode and qtype in Q8_ACTIVATION_FORMATS:
+        bound = bound + q8_rounding_bound(x, w)
+    if not decode and qtype in TENSOR_CORE_FORMATS:
+        bound = bound + 1.2 * 2.0 ** -10 * (np.abs(x.astype(np.float64)) @ np.abs(w).T)
+    return bound
+
+
+FORMATS = [T.F16, T.Q8_0, T.Q4_0, T.Q4_K, T.Q6_K, T.Q5_K]
+SHAPES = [(1024, 4096), (4096, 1024), (2048, 3072)]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
+@pytest.mark.parametrize("qtype", FORMATS, ids=lambda t: t.name)
+def test_matmul_row_alone_equals_row_in_pass(cuda, qtype, shape):
+    N, K = shape
+    rng = rng_for((int(qtype), N, K))
+    raw, w = random_matrix(qtype, N, K, rng)
+    raw = np.ascontiguousarray(raw)
+    bias = rng.standard_normal(N).astype(np.float32)
+    x = rng.standard_normal((MAX_ROWS, K)).astype(np.float32)
+    ref = x.astype(np.float64) @ w.T + bias
+
+    # every row alone, as a decode row and as a prompt row
+    alone = {}
+    for decode in (True, False):
+        ys = np.stack([run_matmul(cuda, qtype, raw, x[i:i + 1], bias, N, K, 1 if decode else 0)[0]
+                       for i in range(MAX_ROWS)])
+        assert not np.isnan(ys).any(), f"decode={decode}: unwritten outputs"
+        err = np.abs(ys - ref)
+        bound = row_bound(qtype, x, w, decode)
+        assert (err <= bound).all(), f"decode={decode} alone: max err {err.max()} (bound {bound.max()})"
+        alone[decode] = ys
+
+    # passes of 1 to 80 rows, generated_rows from 0 to n_tokens (slices of 8
+    # decode rows, with and without a partial last one; 1 and many prompt rows)
+    cases = [(1, 0), (1, 1), (8, 8), (9, 1), (MAX_ROWS, 0), (MAX_ROWS, MAX_ROWS), (MAX_ROWS, 9), (17, 16)]
+    for _ in range(4):
+        n = int(rng.integers(2, MAX_ROWS + 1))
+        cases.append((n, int(rng.integers(0, n + 1))))
+    for n, g in cases:
+        y = run_matmul(cuda, qtype, raw, x[:n], bias, N, K, g)
+        assert not np.isnan(y).any(), f"n_tokens={n} generated_rows={g}: unwritten outputs"
+        expect = np.concatenate([alone[True][:g], alone[False][g:n]])
+        diff = np.nonzero((y.view(np.uint32) != expect.view(np.uint32)).any(axis=1))[0]
+        assert diff.size == 0, (f"n_tokens={n} generated_rows={g}: rows {diff[:10].tolist()} differ from the "
+                                f"same rows alone (max |diff| {np.abs(y - expect).max()})")
+
+    # the CPU backend on the largest mixed pass (tolerances of test_device_kernels.py)
+    n, g = MAX_ROWS, 9
+    yc = run_matmul("cpu", qtype, raw, x[:n], bias, N, K, g)
+    yg = run_matmul(cuda, qtype, raw, x[:n], bias, N, K, g)
+    if qtype == T.F16:
+        tol = 2e-3 if qtype in TENSOR_CORE_FORMATS else 1e-5
+        assert rel_l2(yg[:g], yc[:g]) < 1e-5
+        assert rel_l2(yg[g:], yc[g:]) < tol
+    else:
+        assert rel_l2(yg, yc) < QUANT_VS_CPU_TOL
