@@ -290,7 +290,7 @@ def test_engine_refuses_bad_steps(llama_path):
     try:
         e = m.batching.engine
         with pytest.raises(akunu.AkunuError, match="no open batch sequence"):
-            e.step([(1, [3], True)])
+            e.step([(1, [3], True, False)])
         with pytest.raises(akunu.AkunuError, match="outside the vocabulary"):
             e.open([3, 100000])
         with pytest.raises(akunu.AkunuError, match="does not fit the context"):

@@ -44,6 +44,7 @@ class BatchedRequest:
         self.cancelled = threading.Event()
         self.seq = -1
         self.feed: List[int] = []  # tokens to run before the next draw (prompt remainder, or the last draw)
+        self.prompt_left = 0  # leading tokens of feed that come from the prompt (the rest were generated)
         self.submitted = time.perf_counter()
         self.first_token_at: Optional[float] = None
 
@@ -196,6 +197,7 @@ class BatchScheduler:
             self._waiting.popleft()
             job.seq = seq
             job.feed = ctx[cached:]
+            job.prompt_left = max(0, len(job.req.ids) - cached)
             if not job.result.tokens:
                 job.result.stats.cached_tokens = cached
             self._apply_settings(job)
@@ -206,19 +208,22 @@ class BatchScheduler:
         if job.emitter.grammar is not None:
             self.engine.set_mask(job.seq, job.emitter.grammar.mask_words())
 
-    def _plan(self, running: Sequence[BatchedRequest]) -> List[Tuple[BatchedRequest, List[int], bool]]:
-        """This pass: every decoding request's row, then prompt chunks in arrival order."""
+    def _plan(self, running: Sequence[BatchedRequest]) -> List[Tuple[BatchedRequest, List[int], bool, bool]]:
+        """This pass as (request, tokens, draw after them, tokens were generated): every decoding
+        request's generated tokens (one, or those a resumed request had drawn), then prompt
+        chunks in arrival order. A chunk never mixes the two kinds (the kind picks a row's kernels)."""
         room = self.engine.max_pass_tokens
         plan = []
         for job in running:
-            if len(job.feed) == 1 and room > 0:
-                plan.append((job, job.feed, True))
-                room -= 1
+            if job.prompt_left == 0 and job.feed and room > 0:
+                toks = job.feed[:room]
+                plan.append((job, toks, len(toks) == len(job.feed), True))
+                room -= len(toks)
         for job in running:
-            if len(job.feed) > 1 and room > 0:
-                chunk = job.feed[:room]
-                plan.append((job, chunk, len(chunk) == len(job.feed)))
-                room -= len(chunk)
+            if job.prompt_left > 0 and room > 0:
+                toks = job.feed[:min(room, job.prompt_left)]
+                plan.append((job, toks, len(toks) == len(job.feed), False))
+                room -= len(toks)
         return plan
 
     def _step(self, running: List[BatchedRequest]) -> None:
@@ -226,7 +231,7 @@ class BatchScheduler:
         plan = self._plan(running)
         # KV blocks for the pass: preempt the newest requests until it fits
         while True:
-            need = sum(engine.blocks_needed(job.seq, len(toks)) for job, toks, _ in plan)
+            need = sum(engine.blocks_needed(job.seq, len(toks)) for job, toks, _, _ in plan)
             if need <= engine.blocks_available():
                 break
             with self._cond:
@@ -242,14 +247,16 @@ class BatchScheduler:
             plan = [p for p in plan if p[0] is not victim]
         if not plan:
             return
-        for job, _, sample in plan:
+        for job, _, sample, _ in plan:
             if sample and job.emitter.grammar is not None:
                 engine.set_mask(job.seq, job.emitter.grammar.mask_words())
-        drawn = iter(engine.step([(job.seq, toks, sample) for job, toks, sample in plan]))
+        drawn = iter(engine.step([(job.seq, toks, sample, gen) for job, toks, sample, gen in plan]))
         now = time.perf_counter()
         with self._cond:
-            for job, toks, sample in plan:
+            for job, toks, sample, generated in plan:
                 job.feed = job.feed[len(toks):]
+                if not generated:
+                    job.prompt_left -= len(toks)
                 if not sample:
                     continue
                 tok = next(drawn)

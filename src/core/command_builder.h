@@ -33,6 +33,8 @@ public:
     Cmd& patch_pos(size_t off) { cmd_.patch_pos0 = (int16_t)off; return *this; }
     Cmd& patch_row0(size_t off) { cmd_.patch_row0 = (int16_t)off; return *this; }
     Cmd& patch_n_out(size_t off) { cmd_.patch_n_out = (int16_t)off; return *this; }
+    Cmd& patch_n_generated(size_t off) { cmd_.patch_n_generated = (int16_t)off; return *this; }
+    Cmd& patch_n_out_generated(size_t off) { cmd_.patch_n_out_generated = (int16_t)off; return *this; }
     Cmd& patch_token_buffer(int index) { cmd_.patch_token_buffer = (int8_t)index; return *this; }
     Cmd& head() { cmd_.is_head = true; return *this; }
     void emit() {

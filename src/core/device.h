@@ -34,6 +34,8 @@ struct ReplayState {
     uint32_t token_index = 0;  // slot in the token-id buffer (chain decode)
     bool last_row_only = false;  // output head: only the last token's logits
     uint32_t n_out = 0;  // ragged batch passes: rows gathered for the output head
+    uint32_t n_generated = 0;      // ragged batch passes: leading rows that hold generated tokens
+    uint32_t n_out_generated = 0;  // ... and leading gathered rows that do
 };
 
 class Device {

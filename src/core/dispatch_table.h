@@ -33,6 +33,8 @@ struct DispatchCmd {
     int16_t patch_pos0 = -1;      // uint32 <- pos0
     int16_t patch_row0 = -1;      // uint32 <- n_tokens-1 in last-row mode, else 0
     int16_t patch_n_out = -1;     // uint32 <- n_out (the gathered rows of a ragged batch pass)
+    int16_t patch_n_generated = -1;      // uint32 <- n_generated
+    int16_t patch_n_out_generated = -1;  // uint32 <- n_out_generated
     int8_t patch_token_buffer = -1;  // buffer index whose offset += 4 * token_index
     bool is_head = false;         // part of the output head (last-row mode applies)
 };
@@ -71,6 +73,8 @@ inline void patch_params(const DispatchCmd& cmd, const ReplayState& st, uint8_t*
     if (cmd.patch_pos0 >= 0) std::memcpy(out + cmd.patch_pos0, &st.pos0, 4);
     if (cmd.patch_row0 >= 0) std::memcpy(out + cmd.patch_row0, &row0, 4);
     if (cmd.patch_n_out >= 0) std::memcpy(out + cmd.patch_n_out, &st.n_out, 4);
+    if (cmd.patch_n_generated >= 0) std::memcpy(out + cmd.patch_n_generated, &st.n_generated, 4);
+    if (cmd.patch_n_out_generated >= 0) std::memcpy(out + cmd.patch_n_out_generated, &st.n_out_generated, 4);
 }
 
 }  // namespace akunu

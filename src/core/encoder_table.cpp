@@ -20,7 +20,7 @@ DispatchTable build_encoder_table(Device& device, const ModelConfig& c, const Ar
 
     auto matmul = [&](const char* label, const Weight& wt, const Weight& bias, Buffer x, uint32_t x_stride,
                       Buffer y, uint32_t y_stride) {
-        MatmulParams p{(uint32_t)wt.shape[1], (uint32_t)wt.shape[0], 1, wt.dtype, x_stride, y_stride, 1, 0};
+        MatmulParams p{(uint32_t)wt.shape[1], (uint32_t)wt.shape[0], 1, wt.dtype, x_stride, y_stride, 1, 0, 0, 0};
         Cmd(t, device, dtype_lookup(wt.dtype)->gemm_kernel, label)
             .buf(wt.buf).buf(x).buf(y).buf(bias.buf)
             .params(p).patch_n(offsetof(MatmulParams, n_tokens)).emit();

@@ -40,6 +40,13 @@ struct MatmulParams {
     uint32_t y_stride;
     uint32_t has_bias;
     uint32_t row0;  // first token row of x (head in last-row mode); y starts at row 0
+    // Batch invariance (continuous batching's tables; 0 elsewhere): each row's
+    // sum runs in an order fixed by the row's kind alone, never by n_tokens
+    // or the other rows. Rows [0, generated_rows) hold generated tokens (a
+    // decode row's path); the rest hold prompt tokens (a prefill path). A
+    // backend whose kernels are row-independent anyway (CPU) ignores both.
+    uint32_t invariant;
+    uint32_t generated_rows;
 };
 
 // rope_rows: the same rotation with each row's position read from a rows

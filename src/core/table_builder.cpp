@@ -30,11 +30,12 @@ struct Builder {
     void matmul(const char* label, const Weight& w, Buffer x, uint32_t x_stride, Buffer y, uint32_t y_stride,
                 const Weight* bias = nullptr, bool is_head = false) {
         MatmulParams p{(uint32_t)w.shape[1], (uint32_t)w.shape[0], 1, w.dtype, x_stride, y_stride,
-                       bias ? 1u : 0u, 0};
+                       bias ? 1u : 0u, 0, batch ? 1u : 0u, 0};
         Cmd cmd(t, dev, matmul_kernel(w), label);
         cmd.buf(w.buf).buf(x).buf(y);
         if (bias) cmd.buf(bias->buf);
         cmd.params(p).patch_n(offsetof(MatmulParams, n_tokens));
+        if (batch) cmd.patch_n_generated(offsetof(MatmulParams, generated_rows));
         if (is_head) cmd.head();
         cmd.emit();
     }
@@ -263,9 +264,10 @@ DispatchTable build_dispatch_table(Device& device, const ModelConfig& c, const A
         Cmd(t, device, "rmsnorm", "output_norm").buf(s.proj).buf(w.output_norm.buf).buf(s.xn)
             .params(np).patch_n_out(offsetof(NormParams, n_tokens)).emit();
         MatmulParams mp{(uint32_t)w.output.shape[1], (uint32_t)w.output.shape[0], 1, w.output.dtype, dim,
-                        (uint32_t)c.vocab_size, 0, 0};
+                        (uint32_t)c.vocab_size, 0, 0, 1, 0};
         Cmd(t, device, dtype_lookup(w.output.dtype)->gemm_kernel, "lm_head").buf(w.output.buf).buf(s.xn)
-            .buf(s.logits).params(mp).patch_n_out(offsetof(MatmulParams, n_tokens)).emit();
+            .buf(s.logits).params(mp).patch_n_out(offsetof(MatmulParams, n_tokens))
+            .patch_n_out_generated(offsetof(MatmulParams, generated_rows)).emit();
         return t;
     }
 

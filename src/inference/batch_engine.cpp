@@ -254,10 +254,19 @@ std::vector<int32_t> BatchEngine::step(const std::vector<BatchEntry>& entries) {
         throw Error("KV cache full: the step needs " + std::to_string(blocks) + " more blocks, " +
                     std::to_string(pool_.available()) + " are free");
 
+    // Rows of generated tokens lead the pass (and their draws the logits
+    // rows): backends that run the two kinds on different kernels split there.
+    order_.clear();
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t e = 0; e < entries.size(); e++)
+            if (entries[e].generated == (pass == 0)) order_.push_back((int)e);
+    uint32_t n_generated = 0, n_out_generated = 0;
     ids_.clear();
     rows_host_.clear();
     out_idx_.clear();
-    for (const BatchEntry& be : entries) {
+    out_of_entry_.assign(entries.size(), -1);
+    for (int e : order_) {
+        const BatchEntry& be = entries[(size_t)e];
         Sequence& s = seqs_[(size_t)be.seq];
         grow(be.seq, (int)be.tokens.size());
         const int pos0 = (int)s.tokens.size();
@@ -266,7 +275,12 @@ std::vector<int32_t> BatchEngine::step(const std::vector<BatchEntry>& entries) {
             rows_host_.push_back(pos0 + (int)i);
         }
         ids_.insert(ids_.end(), be.tokens.begin(), be.tokens.end());
-        if (be.sample) out_idx_.push_back((int32_t)ids_.size() - 1);
+        if (be.generated) n_generated += (uint32_t)be.tokens.size();
+        if (be.sample) {
+            out_of_entry_[(size_t)e] = (int)out_idx_.size();
+            out_idx_.push_back((int32_t)ids_.size() - 1);
+            if (be.generated) n_out_generated++;
+        }
         if (s.sampling.penalizes())
             dev_.write_buffer(history_, be.tokens.data(), be.tokens.size() * 4,
                               ((size_t)be.seq * ((size_t)n_ctx_ + 1) + (size_t)pos0) * 4);
@@ -278,13 +292,16 @@ std::vector<int32_t> BatchEngine::step(const std::vector<BatchEntry>& entries) {
     ReplayState st;
     st.n_tokens = (uint32_t)total;
     st.n_out = (uint32_t)n_out;
+    st.n_generated = n_generated;
+    st.n_out_generated = n_out_generated;
     dev_.encode_dispatch_table(table_, st);
 
     // one draw per sampling entry, from its logits row, with its own settings
     draws_.commands.clear();
     const size_t vocab = (size_t)cfg_.vocab_size;
     uint32_t r = 0;
-    for (const BatchEntry& be : entries) {
+    for (int e : order_) {
+        const BatchEntry& be = entries[(size_t)e];
         if (!be.sample) continue;
         const Sequence& s = seqs_[(size_t)be.seq];
         const uint32_t pos = (uint32_t)(s.tokens.size() + be.tokens.size() - 1);  // of the token fed last
@@ -318,7 +335,11 @@ std::vector<int32_t> BatchEngine::step(const std::vector<BatchEntry>& entries) {
     }
     computed_tokens_ += (long long)total;
     last_out_rows_ = (int)n_out;
-    return std::vector<int32_t>(out_host_.begin(), out_host_.begin() + (long)n_out);
+    std::vector<int32_t> drawn;
+    drawn.reserve(n_out);
+    for (size_t e = 0; e < entries.size(); e++)
+        if (out_of_entry_[e] >= 0) drawn.push_back(out_host_[(size_t)out_of_entry_[e]]);
+    return drawn;
 }
 
 std::vector<float> BatchEngine::last_logits(int n_rows) const {

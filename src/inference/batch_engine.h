@@ -42,6 +42,10 @@ struct BatchEntry {
     int seq = 0;
     std::vector<int32_t> tokens;  // fed at the sequence's current length
     bool sample = true;           // draw the next token after the last of them
+    // The tokens were generated (drawn earlier), not given in the prompt. A
+    // row's arithmetic follows its kind alone (MatmulParams::invariant), so a
+    // sequence's tokens do not depend on its company in the batch.
+    bool generated = false;
 };
 
 struct BatchStats {
@@ -89,7 +93,8 @@ public:
     // not, before anything runs). Returns the drawn token of each sampling
     // entry, in entry order.
     std::vector<int32_t> step(const std::vector<BatchEntry>& entries);
-    // The logits row of each sampling entry of the last step (row-major).
+    // The logits rows of the last step's draws (row-major), in pass order:
+    // generated entries' first, then the others, each group in entry order.
     std::vector<float> last_logits(int n_rows) const;
 
     BatchStats stats() const;
@@ -127,6 +132,8 @@ private:
     std::vector<Sequence> seqs_;
     // per-step host staging, sized once
     std::vector<int32_t> ids_, rows_host_, out_idx_, out_host_, table_row_;
+    std::vector<int> order_;  // entries in pass order: generated ones first
+    std::vector<int> out_of_entry_;  // entry -> its logits row (-1: no draw)
     int last_out_rows_ = 0;
     long long lookup_tokens_ = 0, hit_tokens_ = 0, computed_tokens_ = 0;
 };

@@ -27,7 +27,7 @@ SamplingConfig sampling_config(float temperature, int top_k, float top_p, float 
 }
 
 void bind_batching(py::module_& m) {
-    using Entry = std::tuple<int, std::vector<int32_t>, bool>;
+    using Entry = std::tuple<int, std::vector<int32_t>, bool, bool>;
     py::class_<BatchEngine>(m, "BatchEngine")
         .def_property_readonly("max_seqs", &BatchEngine::max_seqs)
         .def_property_readonly("max_pass_tokens", &BatchEngine::max_pass_tokens)
@@ -67,10 +67,12 @@ void bind_batching(py::module_& m) {
         .def("step", [](BatchEngine& e, const std::vector<Entry>& entries) {
             std::vector<BatchEntry> es;
             es.reserve(entries.size());
-            for (const Entry& t : entries) es.push_back(BatchEntry{std::get<0>(t), std::get<1>(t), std::get<2>(t)});
+            for (const Entry& t : entries)
+                es.push_back(BatchEntry{std::get<0>(t), std::get<1>(t), std::get<2>(t), std::get<3>(t)});
             py::gil_scoped_release r;
             return e.step(es);
-        }, "One ragged pass over (sequence, tokens, sample) entries; the drawn token of each sampling entry.")
+        }, "One ragged pass over (sequence, tokens, sample, generated) entries; the drawn token of each "
+           "sampling entry, in entry order.")
         .def("last_logits", [](BatchEngine& e, int n_rows) {
             std::vector<float> l;
             {

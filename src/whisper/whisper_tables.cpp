@@ -22,7 +22,7 @@ struct Emitter {
     void matmul(const char* label, const Weight& w, const Weight* bias, Buffer x, uint32_t x_stride, Buffer y,
                 uint32_t y_stride, uint32_t n, bool head = false) {
         const DTypeDescriptor* dt = dtype_lookup(w.dtype);
-        MatmulParams p{(uint32_t)w.shape[1], (uint32_t)w.shape[0], n, w.dtype, x_stride, y_stride, bias ? 1u : 0u, 0};
+        MatmulParams p{(uint32_t)w.shape[1], (uint32_t)w.shape[0], n, w.dtype, x_stride, y_stride, bias ? 1u : 0u, 0, 0, 0};
         Cmd cmd(t, dev, decode ? dt->gemv_kernel : dt->gemm_kernel, label);
         cmd.buf(w.buf).buf(x).buf(y);
         if (bias) cmd.buf(bias->buf);

@@ -30,7 +30,7 @@ void run(const char* name, std::initializer_list<void*> bufs, const P& p, Thread
 void gemv(uint32_t dtype, void* W, float* x, float* y, uint32_t N, uint32_t K, uint32_t n_tokens, ThreadPool* pool) {
     const DTypeDescriptor* dt = dtype_lookup(dtype);
     if (!dt || !dt->supported) throw Error(std::string("gemv_multi: unsupported weight type ") + dtype_name(dtype));
-    MatmulParams mp{N, K, n_tokens, dtype, K, N, 0, 0};
+    MatmulParams mp{N, K, n_tokens, dtype, K, N, 0, 0, 0, 0};
     run(dt->gemv_kernel, {W, x, y}, mp, pool);
 }
 
