@@ -89,21 +89,23 @@ def fetch_llama_cpp_sources(dest: str) -> str:
     return out
 
 
-def build_llama_cpp(src: str, cuda: bool, cuda_arch: str = "native") -> str:
-    """llama-bench and llama-quantize built from llama.cpp's sources at src (CUDA on, or a CPU build that
-    does not assume this machine's instruction set); returns their folder."""
+def build_llama_cpp(src: str, cuda: bool, cuda_arch: str = "native",
+                    targets=("llama-bench", "llama-quantize")) -> str:
+    """`targets` (llama-bench, llama-quantize, llama-server) built from llama.cpp's sources at src (CUDA
+    on, or a CPU build that does not assume this machine's instruction set); returns their folder."""
     build = os.path.join(src, "build-cuda" if cuda else "build-cpu")
     bins = os.path.join(build, "bin")
-    if all(os.path.exists(os.path.join(bins, b)) for b in ("llama-bench", "llama-quantize")):
+    if all(os.path.exists(os.path.join(bins, b)) for b in targets):
         return bins
-    flags = ["-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_CURL=OFF", "-DLLAMA_BUILD_TESTS=OFF", "-DLLAMA_BUILD_SERVER=OFF",
-             "-DLLAMA_BUILD_EXAMPLES=OFF"]
+    server = "ON" if "llama-server" in targets else "OFF"
+    flags = ["-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_CURL=OFF", "-DLLAMA_BUILD_TESTS=OFF",
+             f"-DLLAMA_BUILD_SERVER={server}", "-DLLAMA_BUILD_EXAMPLES=OFF"]
     if cuda:
         flags += ["-DGGML_CUDA=ON", f"-DCMAKE_CUDA_ARCHITECTURES={cuda_arch}"]
     else:  # llama.cpp's native CPU build crashes on some AMX machines
         flags += ["-DGGML_NATIVE=OFF", "-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON"]
     print(f"building llama.cpp in {build}", file=sys.stderr, flush=True)
     subprocess.run(["cmake", "-S", src, "-B", build, *flags], check=True, stdout=subprocess.DEVNULL)
-    subprocess.run(["cmake", "--build", build, "-j", str(os.cpu_count() or 2), "--target", "llama-bench",
-                    "llama-quantize"], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(["cmake", "--build", build, "-j", str(os.cpu_count() or 2), "--target", *targets], check=True,
+                   stdout=subprocess.DEVNULL)
     return bins

@@ -60,8 +60,12 @@ def mixed_requests(vocab, n, rng, max_len=2000):
 
 
 def alone(path, reqs, max_tokens, **load_kw):
-    """Each request on the single-stream path of a model that serves one at a time."""
+    """Each request by itself: on the CPU on the single-stream path (whose kernels the batch's
+    equal bit for bit there); on a GPU, whose single-stream decode runs fused kernels of other
+    rounding, through a batched model serving one request at a time."""
     m = load(path, **load_kw)
+    if DEVICE != "cpu":
+        m.enable_batching(1)
     try:
         out = []
         for p, kw in reqs:

@@ -83,9 +83,9 @@ def prepare(cmd: str, tmp: str) -> str:
         cmd = rest
     if "pytest" in cmd:
         pytest.skip("the test suite itself (CI runs the README's line verbatim in .ci/run)")
-    if re.search(r"--device cuda|bench\.text_cuda|tools\.ncu_decode", cmd) and not gpu():
+    if re.search(r"--device cuda|bench\.(text_cuda|serving)|tools\.ncu_decode", cmd) and not gpu():
         pytest.skip("needs an NVIDIA GPU")
-    if re.search(r"bench\.text_cuda", cmd):
+    if re.search(r"bench\.(text_cuda|serving)", cmd):
         pytest.skip("the GPU table builds llama.cpp and writes 35 GB of models: run it by hand")
     if re.search(r"\b(PATH/TO|MODEL|SRC|BIN_DIR|DEST)\b", cmd):
         pytest.skip("has a placeholder for the reader to fill in")
