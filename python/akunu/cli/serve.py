@@ -2,8 +2,11 @@
 
 Each MODEL is a GGUF path or a named model, optionally as ID=PATH to choose
 the id clients send as "model" (default: the file name without .gguf).
-Requests to one model are served one at a time, in arrival order; different
-models run in parallel.
+Each text-generation model serves up to --parallel requests at once through
+continuous batching (their tokens are those each request gets alone); more
+wait in arrival order, at most --max-queue of them (then: 429 with a
+Retry-After header). With --parallel 1 a model serves one request at a time.
+Different models run in parallel.
 """
 
 from __future__ import annotations
@@ -31,6 +34,16 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--max-tokens", type=int, default=4096, help="largest max_tokens a request may ask "
                     "(and the default)")
     ap.add_argument("--max-body-bytes", type=int, default=4 << 20, help="largest request body (default 4 MiB)")
+    ap.add_argument("--parallel", type=int, default=None, metavar="N",
+                    help="generations each text model serves at once, continuously batched (default: 4 on a "
+                    "GPU device, 2 on the CPU; 1 serves one request at a time)")
+    ap.add_argument("--kv-budget", type=int, default=None, metavar="TOKENS",
+                    help="KV cache of a batched model in tokens, shared by its running requests (default: "
+                    "--parallel whole contexts, as far as memory allows); when it runs out the newest request "
+                    "pauses and resumes later")
+    ap.add_argument("--max-queue", type=int, default=256, metavar="N",
+                    help="requests that may wait for a model beyond those it serves; more get HTTP 429 "
+                    "(default 256; 0: no limit)")
     ap.add_argument("--verbose", action="store_true")
     ap.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     return ap
@@ -52,6 +65,26 @@ def model_ids(specs: List[str]) -> Dict[str, str]:
     return out
 
 
+def default_parallel(model) -> int:
+    """Generations served at once when --parallel is not given: a GPU has the
+    throughput to batch more streams than the CPU's cores."""
+    return 2 if getattr(model, "device", "cpu") == "cpu" else 4
+
+
+def start_batching(model, args: argparse.Namespace) -> None:
+    """Turns on continuous batching for a text-generation model (not for
+    embedding or Whisper models, which the server runs one request at a time)."""
+    if getattr(model, "is_whisper", False) or getattr(model, "is_embedding_model", False):
+        return
+    parallel = args.parallel if args.parallel is not None else default_parallel(model)
+    if parallel > 1:
+        try:
+            model.enable_batching(parallel, kv_tokens=args.kv_budget, max_queue=args.max_queue)
+        except MemoryError:
+            raise CliError("out of memory for the batched KV cache; try a smaller --kv-budget or --parallel") \
+                from None
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
 
@@ -66,14 +99,22 @@ def main(argv: Optional[List[str]] = None) -> int:
             raise CliError(f"--port must be 1-65535, got {args.port}")
         if args.max_tokens < 1 or args.max_body_bytes < 1024:
             raise CliError("--max-tokens must be >= 1 and --max-body-bytes >= 1024")
+        if args.parallel is not None and args.parallel < 1:
+            raise CliError(f"--parallel must be >= 1, got {args.parallel}")
+        if args.kv_budget is not None and args.kv_budget < 1:
+            raise CliError(f"--kv-budget must be >= 1, got {args.kv_budget}")
+        if args.max_queue < 0:
+            raise CliError(f"--max-queue must be >= 0, got {args.max_queue}")
         models = {}
         for name, path in model_ids(args.models).items():
             args.model, args.speech_ok = path, True
             models[name] = load_model(args)
+            start_batching(models[name], args)
         if args.host not in ("127.0.0.1", "localhost", "::1") and not args.api_key:
             sys.stderr.write("akunu-serve: warning: listening beyond this machine without --api-key\n")
         app = create_app(models, api_key=args.api_key,
-                         limits=ServerLimits(max_body_bytes=args.max_body_bytes, max_tokens=args.max_tokens))
+                         limits=ServerLimits(max_body_bytes=args.max_body_bytes, max_tokens=args.max_tokens,
+                                             max_queue=args.max_queue))
         sys.stderr.write(f"akunu-serve: {', '.join(models)} on http://{args.host}:{args.port}/v1\n")
         # open streams get 5 s to finish on shutdown, then are cut
         uvicorn.run(app, host=args.host, port=args.port, log_level="info" if args.verbose else "warning",

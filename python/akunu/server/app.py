@@ -1,11 +1,18 @@
 """The FastAPI application: routes, per-model queues, streaming with
-disconnect handling, API key, size limits, errors in OpenAI's shape."""
+disconnect handling, API key, size limits, errors in OpenAI's shape.
+
+A model loaded with parallel > 1 (continuous batching) takes every request
+at once and queues and batches them itself; its streams advance together on
+worker threads of the model's own capacity limiter. Other models (parallel
+1, embedding, Whisper) serve one request at a time behind an asyncio lock.
+Either way at most max_queue requests wait; one more gets 429."""
 
 from __future__ import annotations
 
 import asyncio
 import hmac
 import json
+import threading
 import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -18,9 +25,10 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response, Streami
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import __version__
+from ..batching import QueueFullError
 from ..errors import AkunuError
 from . import request_fields as rf
-from .errors import ApiError, error_response
+from .errors import ApiError, error_response, queue_full
 from .metrics import Metrics
 
 
@@ -29,16 +37,55 @@ class ServerLimits:
     max_body_bytes: int = 4 << 20   # request bodies larger than this: 413
     max_tokens: int = 4096          # upper bound on max_tokens (and the default when absent)
     max_audio_bytes: int = 25 << 20  # uploads to /v1/audio/* (OpenAI's limit)
+    max_queue: int = 256            # requests waiting for a one-at-a-time model beyond the one served (0: no limit)
 
 
 class ModelSlot:
-    """A model and its queue: one request generates at a time."""
+    """A model and how requests reach it: a batched model takes them all and
+    queues itself; any other serves one at a time behind `lock`."""
 
-    def __init__(self, name: str, model):
+    def __init__(self, name: str, model, max_queue: int):
         self.name = name
         self.model = model
         self.lock = asyncio.Lock()
+        self.max_queue = max_queue
+        self.waiting = 0  # requests waiting for `lock`
         self.created = int(time.time())
+        self._limiter: Optional[anyio.CapacityLimiter] = None
+
+    @property
+    def batching(self):
+        """The model's continuous-batching scheduler, or None (one request at a time)."""
+        return getattr(self.model, "batching", None)
+
+    def limiter(self) -> Optional[anyio.CapacityLimiter]:
+        """Worker threads for a batched model's requests: one per request it runs
+        or queues (plus some for requests on their way in), so anyio's default of
+        40 threads never caps the streams it serves. None: anyio's default."""
+        b = self.batching
+        if b is None:
+            return None
+        if self._limiter is None:  # created inside the event loop, on first use
+            self._limiter = anyio.CapacityLimiter(b.parallel + (b.max_queue or 256) + 16)
+        return self._limiter
+
+
+def _next_chunk(chunks, gate: threading.Lock):
+    """The stream's next chunk, None at its end; `gate` keeps a close from
+    running while a worker thread is still inside the generator."""
+    with gate:
+        return next(chunks, None)
+
+
+def _close_chunks(chunks, gate: threading.Lock, batched: bool) -> None:
+    """Stops a stream. A batched one is cancelled first (its KV blocks freed at
+    once), which also wakes a worker thread still waiting on its next piece so
+    that the generator itself can then be closed."""
+    inner = getattr(chunks, "_stream", None) if batched else None
+    if inner is not None:
+        inner.close()
+    with gate:
+        chunks.close()
 
 
 def create_app(models: Dict[str, Any], api_key: Optional[str] = None,
@@ -47,7 +94,7 @@ def create_app(models: Dict[str, Any], api_key: Optional[str] = None,
     if not models:
         raise ValueError("create_app needs at least one model")
     limits = limits or ServerLimits()
-    slots = {name: ModelSlot(name, m) for name, m in models.items()}
+    slots = {name: ModelSlot(name, m, limits.max_queue) for name, m in models.items()}
     default = next(iter(slots))
     metrics = Metrics()
     app = FastAPI(title="akunu", version=__version__)
@@ -116,11 +163,20 @@ def create_app(models: Dict[str, Any], api_key: Optional[str] = None,
 
     @asynccontextmanager
     async def turn(slot: ModelSlot):
-        """Waits for the model (queue) and holds it."""
+        """Waits for the model (queue) and holds it; a batched model's requests
+        go straight to it (it queues them, and raises QueueFullError itself)."""
+        if slot.batching is not None:
+            yield
+            return
+        if slot.max_queue and slot.lock.locked() and slot.waiting >= slot.max_queue:
+            raise queue_full(f"{slot.waiting} requests are already waiting for the model '{slot.name}' "
+                             f"(max_queue = {slot.max_queue}); try again later")
+        slot.waiting += 1
         metrics.add(metrics.queue_depth, slot.name, 1)
         try:
             await slot.lock.acquire()
         finally:
+            slot.waiting -= 1
             metrics.add(metrics.queue_depth, slot.name, -1)
         metrics.add(metrics.running, slot.name, 1)
         try:
@@ -130,6 +186,8 @@ def create_app(models: Dict[str, Any], api_key: Optional[str] = None,
             slot.lock.release()
 
     def as_api_error(e: AkunuError) -> ApiError:
+        if isinstance(e, QueueFullError):
+            return queue_full(str(e))
         return ApiError(400, str(e))
 
     def text_model(slot: ModelSlot) -> ModelSlot:
@@ -142,11 +200,13 @@ def create_app(models: Dict[str, Any], api_key: Optional[str] = None,
     async def generate(request: Request, slot: ModelSlot, fn, kwargs: Dict[str, Any]):
         stream = kwargs.pop("stream")
         kwargs["model"] = slot.name
+        limiter = slot.limiter()
+        batched = slot.batching is not None
         if not stream:
             async with turn(slot):
                 t0 = time.perf_counter()
                 try:
-                    out = await anyio.to_thread.run_sync(lambda: fn(**kwargs))
+                    out = await anyio.to_thread.run_sync(lambda: fn(**kwargs), limiter=limiter)
                 except AkunuError as e:
                     raise as_api_error(e) from None
             u = out["usage"]
@@ -156,14 +216,19 @@ def create_app(models: Dict[str, Any], api_key: Optional[str] = None,
         # request still gets a 4xx rather than a broken event stream.
         ctx = turn(slot)
         await ctx.__aenter__()
+        gate = threading.Lock()
+        chunks: Optional[Iterator[Dict[str, Any]]] = None
         try:
-            chunks: Iterator[Dict[str, Any]] = await anyio.to_thread.run_sync(lambda: fn(stream=True, **kwargs))
-            first = await anyio.to_thread.run_sync(next, chunks, None)
-        except AkunuError as e:
-            await ctx.__aexit__(None, None, None)
-            raise as_api_error(e) from None
-        except BaseException:
-            await ctx.__aexit__(None, None, None)
+            chunks = await anyio.to_thread.run_sync(lambda: fn(stream=True, **kwargs), limiter=limiter)
+            first = await anyio.to_thread.run_sync(_next_chunk, chunks, gate, abandon_on_cancel=True,
+                                                   limiter=limiter)
+        except BaseException as e:
+            with anyio.CancelScope(shield=True):
+                if chunks is not None:
+                    await anyio.to_thread.run_sync(_close_chunks, chunks, gate, batched)
+                await ctx.__aexit__(None, None, None)
+            if isinstance(e, AkunuError):
+                raise as_api_error(e) from None
             raise
         done = False
 
@@ -175,22 +240,26 @@ def create_app(models: Dict[str, Any], api_key: Optional[str] = None,
                 return
             done = True
             with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(chunks.close)
+                await anyio.to_thread.run_sync(_close_chunks, chunks, gate, batched)
                 await ctx.__aexit__(None, None, None)
             st = chunks.result.stats
             metrics.generation(slot.name, st.prompt_tokens, st.generated_tokens, time.perf_counter() - t0)
 
         t0 = time.perf_counter()
-        return _StreamWithCleanup(sse(request, chunks, first), finish)
+        return _StreamWithCleanup(sse(request, chunks, first, gate, limiter), finish)
 
-    async def sse(request: Request, chunks, first) -> AsyncIterator[bytes]:
+    async def sse(request: Request, chunks, first, gate: threading.Lock,
+                  limiter: Optional[anyio.CapacityLimiter]) -> AsyncIterator[bytes]:
         chunk = first
         while chunk is not None:
             yield f"data: {json.dumps(chunk)}\n\n".encode()
             if await request.is_disconnected():
                 return  # the client left: stop generating
             try:
-                chunk = await anyio.to_thread.run_sync(next, chunks, None)
+                # abandoned if the response is cancelled (client gone): finish() then
+                # cancels the generation, which ends the thread's wait
+                chunk = await anyio.to_thread.run_sync(_next_chunk, chunks, gate, abandon_on_cancel=True,
+                                                       limiter=limiter)
             except AkunuError as e:
                 err = {"error": {"message": str(e), "type": "server_error", "param": None, "code": None}}
                 yield f"data: {json.dumps(err)}\n\n".encode()
@@ -308,6 +377,7 @@ def create_app(models: Dict[str, Any], api_key: Optional[str] = None,
 
     @app.get("/health")
     async def health():
+        # touches no model, lock or worker thread: answers at once under any load
         return {"status": "ok", "models": list(slots)}
 
     @app.post("/tokenize")
@@ -336,7 +406,11 @@ def create_app(models: Dict[str, Any], api_key: Optional[str] = None,
 
     @app.get("/metrics")
     async def prometheus():
-        return PlainTextResponse(metrics.render(list(slots)), media_type="text/plain; version=0.0.4")
+        batched = {s.name: s.batching for s in slots.values() if s.batching is not None}
+        # on a worker thread: the schedulers' counters take their locks
+        stats = await anyio.to_thread.run_sync(lambda: {n: b.stats() for n, b in batched.items()}) \
+            if batched else {}
+        return PlainTextResponse(metrics.render(list(slots), stats), media_type="text/plain; version=0.0.4")
 
     return app
 

@@ -1,10 +1,12 @@
-"""Counters for GET /metrics, in Prometheus' text format."""
+"""Counters for GET /metrics, in Prometheus' text format. A batched model's
+running and waiting requests, KV blocks, prefix-cache hits and preemptions
+come from its scheduler's stats()."""
 
 from __future__ import annotations
 
 import threading
 from collections import defaultdict
-from typing import Dict, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 
 class Metrics:
@@ -32,7 +34,9 @@ class Metrics:
         with self._lock:
             table[model] += delta
 
-    def render(self, models) -> str:
+    def render(self, models, batch_stats: Optional[Dict[str, Dict[str, Any]]] = None) -> str:
+        """`batch_stats`: model id -> BatchScheduler.stats() of each batched model."""
+        batch_stats = batch_stats or {}
         out = []
 
         def metric(name, kind, help_, rows):
@@ -52,7 +56,33 @@ class Metrics:
             metric("decode_tokens_per_second", "gauge", "Tokens per second of the latest generation (prompt included in its time)",
                    [({"model": m}, round(self.decode_tok_s.get(m, 0.0), 3)) for m in models])
             metric("queue_depth", "gauge", "Requests waiting for the model",
-                   [({"model": m}, self.queue_depth[m]) for m in models])
+                   [({"model": m}, batch_stats[m]["waiting"] if m in batch_stats else self.queue_depth[m])
+                    for m in models])
             metric("requests_running", "gauge", "Requests being generated",
-                   [({"model": m}, self.running[m]) for m in models])
+                   [({"model": m}, batch_stats[m]["running"] if m in batch_stats else self.running[m])
+                    for m in models])
+        b = [(m, batch_stats[m]) for m in models if m in batch_stats]
+
+        def per_model(fn):
+            return [({"model": m}, fn(st)) for m, st in b]
+
+        metric("parallel", "gauge", "Requests a batched model generates at once",
+               per_model(lambda st: st["parallel"]))
+        metric("kv_blocks_used", "gauge", "KV cache blocks held by running requests",
+               per_model(lambda st: st["blocks_used"]))
+        metric("kv_blocks_free", "gauge", "KV cache blocks not held by a running request (cached ones included)",
+               per_model(lambda st: st["blocks_total"] - st["blocks_used"]))
+        metric("kv_blocks_cached", "gauge", "Free KV cache blocks that still hold a reusable prompt prefix",
+               per_model(lambda st: st["blocks_cached"]))
+        metric("kv_block_size_tokens", "gauge", "Tokens per KV cache block",
+               per_model(lambda st: st["block_size"]))
+        metric("prefix_cache_hit_ratio", "gauge", "Prompt tokens found in cached blocks / prompt tokens looked up",
+               per_model(lambda st: round(st["prefix_hit_tokens"] / st["prefix_lookup_tokens"], 6)
+                         if st["prefix_lookup_tokens"] else 0.0))
+        metric("prefix_cache_hit_tokens_total", "counter", "Prompt tokens found in cached blocks",
+               per_model(lambda st: st["prefix_hit_tokens"]))
+        metric("prefix_cache_lookup_tokens_total", "counter", "Prompt tokens looked up in the prefix cache",
+               per_model(lambda st: st["prefix_lookup_tokens"]))
+        metric("preemptions_total", "counter", "Requests paused because the KV cache ran out (resumed later)",
+               per_model(lambda st: st["preemptions"]))
         return "\n".join(out) + "\n"
