@@ -116,8 +116,10 @@ class BatchScheduler:
         with self._cond:
             if self._stopping:
                 raise AkunuError("this model has been closed")
-            if self.max_queue and len(self._waiting) >= self.max_queue:
-                raise QueueFullError(f"{len(self._waiting)} requests are already waiting for this model "
+            # those the next pass admits (free slots) are not waiting for a turn
+            queued = len(self._waiting) - max(0, self.parallel - len(self._running))
+            if self.max_queue and queued >= self.max_queue:
+                raise QueueFullError(f"{queued} requests are already waiting for this model "
                                      f"(max_queue = {self.max_queue}); try again later")
             self._waiting.append(job)
             self._cond.notify_all()

@@ -11,6 +11,9 @@
 namespace akunu {
 
 namespace {
+// The batch table's output head: gather_rows, output_norm, lm_head (table_builder.cpp).
+constexpr size_t kBatchHeadCommands = 3;
+
 // One command built through the table builder's Cmd helper, returned alone.
 template <class F>
 DispatchCmd single_command(Device& dev, const char* kernel, F&& bind) {
@@ -60,6 +63,14 @@ BatchEngine::BatchEngine(Device& dev, const ModelConfig& cfg, const ArchDescript
 
     BatchBuffers bb{&kv_, rows_, out_rows_};
     table_ = build_dispatch_table(dev, cfg, arch, w, unused_kv_, scratch_, TableKind::Batch, &bb);
+    const size_t n_cmds = table_.labels.size();
+    if (n_cmds < kBatchHeadCommands || table_.labels[n_cmds - 3] != "gather_rows" ||
+        table_.labels[n_cmds - 1] != "lm_head")
+        throw Error("internal error: the batch table does not end with its output head");
+    body_ = table_;
+    body_.commands.resize(body_.commands.size() - kBatchHeadCommands);
+    body_.labels.resize(body_.commands.size());
+    body_.renew_id();
     argmax_cmd_ = single_command(dev, "argmax", [&](Cmd& c) {
         c.buf(scratch_.logits).buf(out_ids_).params(ArgmaxParams{(uint32_t)vocab, 0, 1});
     });
@@ -294,7 +305,7 @@ std::vector<int32_t> BatchEngine::step(const std::vector<BatchEntry>& entries) {
     st.n_out = (uint32_t)n_out;
     st.n_generated = n_generated;
     st.n_out_generated = n_out_generated;
-    dev_.encode_dispatch_table(table_, st);
+    dev_.encode_dispatch_table(n_out ? table_ : body_, st);
 
     // one draw per sampling entry, from its logits row, with its own settings
     draws_.commands.clear();

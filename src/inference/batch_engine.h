@@ -127,6 +127,7 @@ private:
     Buffer rows_, out_rows_, out_ids_, history_, bias_, mask_, work_;
     KVCache unused_kv_;  // the builder's contiguous-cache argument (batch tables read the paged one)
     DispatchTable table_;
+    DispatchTable body_;  // table_ without its output head: passes that draw nothing (a launch of 0 rows is an error on a GPU)
     DispatchTable draws_;  // per step: one argmax or sample command per sampling entry
     DispatchCmd argmax_cmd_, sample_cmd_;
     std::vector<Sequence> seqs_;
