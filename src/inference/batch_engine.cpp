@@ -235,6 +235,20 @@ void BatchEngine::publish_full_blocks(Sequence& s) {
 
 std::vector<int32_t> BatchEngine::step(const std::vector<BatchEntry>& entries) {
     std::lock_guard<std::mutex> lock(device_lock_);
+    return run_step(entries, nullptr);
+}
+
+std::vector<std::pair<std::string, double>> BatchEngine::profile_step(const std::vector<BatchEntry>& entries,
+                                                                       std::vector<int32_t>* drawn) {
+    std::lock_guard<std::mutex> lock(device_lock_);
+    std::vector<std::pair<std::string, double>> out;
+    std::vector<int32_t> d = run_step(entries, &out);
+    if (drawn) *drawn = d;
+    return out;
+}
+
+std::vector<int32_t> BatchEngine::run_step(const std::vector<BatchEntry>& entries,
+                                           std::vector<std::pair<std::string, double>>* profile) {
     // every check before any work
     size_t total = 0, n_out = 0;
     int blocks = 0;
@@ -305,7 +319,13 @@ std::vector<int32_t> BatchEngine::step(const std::vector<BatchEntry>& entries) {
     st.n_out = (uint32_t)n_out;
     st.n_generated = n_generated;
     st.n_out_generated = n_out_generated;
-    dev_.encode_dispatch_table(n_out ? table_ : body_, st);
+    const DispatchTable& pass = n_out ? table_ : body_;
+    if (profile) {
+        const std::vector<double> t = dev_.time_commands(pass, st);
+        for (size_t i = 0; i < t.size(); i++) profile->emplace_back(pass.labels[i], t[i]);
+    } else {
+        dev_.encode_dispatch_table(pass, st);
+    }
 
     // one draw per sampling entry, from its logits row, with its own settings
     draws_.commands.clear();
@@ -335,7 +355,14 @@ std::vector<int32_t> BatchEngine::step(const std::vector<BatchEntry>& entries) {
         r++;
     }
     if (n_out) {  // (a step without draws is waited for by the next read)
-        dev_.encode_dispatch_table(draws_, ReplayState());
+        if (profile) {
+            draws_.labels.assign(draws_.commands.size(), "draw");
+            double total = 0;
+            for (double s : dev_.time_commands(draws_, ReplayState())) total += s;
+            profile->emplace_back("draws", total);
+        } else {
+            dev_.encode_dispatch_table(draws_, ReplayState());
+        }
         dev_.read_buffer(out_host_.data(), out_ids_, n_out * 4);
     }
 

@@ -98,6 +98,11 @@ public:
     std::vector<float> last_logits(int n_rows) const;
 
     BatchStats stats() const;
+    // The pass of step(entries) run command by command: (label, seconds) per
+    // command of the table, then one "draws" entry. The step happens (its
+    // tokens are fed); profiling only times it.
+    std::vector<std::pair<std::string, double>> profile_step(const std::vector<BatchEntry>& entries,
+                                                             std::vector<int32_t>* drawn);
     size_t memory_bytes() const { return kv_.bytes() + scratch_.bytes() + owned_.bytes(); }
 
 private:
@@ -115,6 +120,8 @@ private:
     void grow(int seq, int n);
     void publish_full_blocks(Sequence& s);
     void write_table_row(int seq);
+    std::vector<int32_t> run_step(const std::vector<BatchEntry>& entries,
+                                  std::vector<std::pair<std::string, double>>* profile);
 
     Device& dev_;
     std::mutex& device_lock_;  // the model's: single-stream calls and batch steps take turns on the device

@@ -73,6 +73,18 @@ void bind_batching(py::module_& m) {
             return e.step(es);
         }, "One ragged pass over (sequence, tokens, sample, generated) entries; the drawn token of each "
            "sampling entry, in entry order.")
+        .def("profile_step", [](BatchEngine& e, const std::vector<Entry>& entries) {
+            std::vector<BatchEntry> es;
+            for (const Entry& t : entries)
+                es.push_back(BatchEntry{std::get<0>(t), std::get<1>(t), std::get<2>(t), std::get<3>(t)});
+            std::vector<int32_t> drawn;
+            std::vector<std::pair<std::string, double>> prof;
+            {
+                py::gil_scoped_release r;
+                prof = e.profile_step(es, &drawn);
+            }
+            return py::make_tuple(drawn, prof);
+        }, "step() run command by command: (drawn tokens, [(label, seconds) per command]).")
         .def("last_logits", [](BatchEngine& e, int n_rows) {
             std::vector<float> l;
             {
