@@ -59,7 +59,7 @@ def row_bound(qtype, x, w, decode):
     bound = float32_bound(x, w)
     if decode and qtype in Q8_ACTIVATION_FORMATS:
         bound = bound + q8_rounding_bound(x, w)
-    if not decode and qtype in TENSOR_CORE_FORMATS:
+    if qtype in TENSOR_CORE_FORMATS:  # (decode rows take the tensor cores too under batch_decode=tc)
         bound = bound + 1.2 * 2.0 ** -10 * (np.abs(x.astype(np.float64)) @ np.abs(w).T)
     return bound
 

@@ -33,6 +33,7 @@ SETTINGS = [
     "prefill_gemm=tc",                         # prefill GEMMs on akunu's tensor-core kernels alone
     "prefill_gemm=blas",                       # every prefill GEMM cuBLAS can take
     "repack=0",                                # Q4_0 / Q8_0 / Q6_K in GGUF's layout
+    "batch_decode=gemv",                       # batched decode rows through the GEMV (8 rows a weight read)
 ]
 
 QWEN3_06B_WIDTHS = dict(dim=1024, ffn_dim=3072, n_heads=16, n_kv_heads=8, head_dim=128)

@@ -51,6 +51,12 @@ struct CudaTuning {
     // Q8Link kinds on (Q8LinkKind bits).
     uint32_t q8_link = kQ8LinkAll;
     PrefillGemm prefill_gemm = PrefillGemm::kAuto;
+    // Generated rows of batched passes (MatmulParams::invariant): false runs
+    // them through the decode GEMV, 8 rows a weight read; true through the
+    // tensor-core GEMM with the prompt rows, one weight read for the whole
+    // batch. Fixed for the device's life, so a row's kernel never depends on
+    // its company in the batch.
+    bool batch_decode_tc = true;
     // Q4_0 / Q8_0 / Q6_K weights regrouped at load into their x8 layouts
     // (CudaDevice::weight_layout); false keeps GGUF's layout.
     bool repack = true;

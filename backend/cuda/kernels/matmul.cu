@@ -262,7 +262,9 @@ void launch_gemm_tiled(const CudaArgs& a, const MatmulParams& p, const float* x,
 // float tiled GEMM (it rounds unlike the row kernels, so a format would
 // take two paths by count).
 void launch_matmul_invariant(const CudaArgs& a, MatmulParams p, const float* x, float* y) {
-    const uint32_t total = p.n_tokens, generated = std::min(p.generated_rows, total);
+    const uint32_t total = p.n_tokens;
+    // (batch_decode=tc: generated rows take the prompt rows' kernel, every row one weight read)
+    const uint32_t generated = a.tuning->batch_decode_tc ? 0u : std::min(p.generated_rows, total);
     for (uint32_t t0 = 0; t0 < generated; t0 += kGemvMaxTokens) {
         p.n_tokens = std::min<uint32_t>(kGemvMaxTokens, generated - t0);
         const float* xs = x + (size_t)t0 * p.x_stride;
