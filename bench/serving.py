@@ -214,7 +214,7 @@ def main() -> None:
                 prompts = [[int(t) for t in rng.integers(100, vocab - 100,
                                                          size=int(rng.integers(a.min_input, a.max_input + 1)))]
                            for _ in range(n_req)]
-                ceiling = clients * bandwidth / 2 / weight_bytes if bandwidth else None
+                ceiling = clients * bandwidth / weight_bytes if bandwidth else None
                 for engine in engines:
                     port = free_port()
                     log = os.path.join(common.CACHE, f"serve-{engine}.log")
