@@ -109,8 +109,8 @@ def test_matmul_row_alone_equals_row_in_pass(cuda, qtype, shape):
     yc = run_matmul("cpu", qtype, raw, x[:n], bias, N, K, g)
     yg = run_matmul(cuda, qtype, raw, x[:n], bias, N, K, g)
     if qtype == T.F16:
+        # (decode rows take the tensor cores too under the default batch_decode=tc)
         tol = 2e-3 if qtype in TENSOR_CORE_FORMATS else 1e-5
-        assert rel_l2(yg[:g], yc[:g]) < 1e-5
-        assert rel_l2(yg[g:], yc[g:]) < tol
+        assert rel_l2(yg, yc) < tol
     else:
         assert rel_l2(yg, yc) < QUANT_VS_CPU_TOL
