@@ -40,7 +40,14 @@ class BatchedRequest:
         self.req = req
         self.result = GenerationResult(text="", tokens=[], stats=GenerationStats(prompt_tokens=len(req.ids)))
         self.emitter = TokenEmitter(model, req, self.result)
-        self.events: "queue.SimpleQueue" = queue.SimpleQueue()  # text pieces, then _DONE or an exception
+        # Drawn token ids for the reader to turn into text (its own thread: the
+        # scheduler's loop stays short), or text pieces the scheduler made itself
+        # (grammar requests, whose next mask needs the token accepted first);
+        # then _DONE or an exception.
+        self.events: "queue.SimpleQueue" = queue.SimpleQueue()
+        self.inline = self.emitter.grammar is not None
+        self.stop_ids = frozenset(model.stop_ids)
+        self.drawn: List[int] = []  # every token drawn so far
         self.cancelled = threading.Event()
         self.seq = -1
         self.feed: List[int] = []  # tokens to run before the next draw (prompt remainder, or the last draw)
@@ -50,7 +57,7 @@ class BatchedRequest:
 
     def context(self) -> List[int]:
         """The prompt and every token generated so far (a preempted request resumes from it)."""
-        return list(self.req.ids) + list(self.result.tokens)
+        return list(self.req.ids) + list(self.drawn)
 
 
 class BatchedStream:
@@ -67,16 +74,27 @@ class BatchedStream:
         return self
 
     def __next__(self) -> str:
-        if self._ended:
-            raise StopIteration
-        item = self._job.events.get()
-        if item is _DONE:
-            self._ended = True
-            raise StopIteration
-        if isinstance(item, BaseException):
-            self._ended = True
-            raise item
-        return item
+        job = self._job
+        while not self._ended:
+            item = job.events.get()
+            if isinstance(item, int):  # a drawn token: its text here, on the reader's thread
+                finished, piece = job.emitter.emit(item)
+                if finished:  # an end-of-turn token or a stop string: nothing after it counts
+                    self.close()
+                if piece:
+                    return piece
+                continue
+            if item is _DONE:
+                self._ended = True
+                tail = job.emitter.tail() if not job.inline else ""
+                if tail:
+                    return tail
+                break
+            if isinstance(item, BaseException):
+                self._ended = True
+                raise item
+            return item  # a piece the scheduler made (grammar requests)
+        raise StopIteration
 
     def close(self) -> None:
         if not self._ended:
@@ -182,7 +200,7 @@ class BatchScheduler:
         engine = self.engine
         while self._waiting and len(self._running) < self.parallel:
             job = self._waiting[0]
-            if job.req.max_tokens - len(job.result.tokens) <= 0:
+            if job.req.max_tokens - len(job.drawn) <= 0:
                 self._waiting.popleft()
                 job.events.put(_DONE)
                 continue
@@ -200,7 +218,7 @@ class BatchScheduler:
             job.seq = seq
             job.feed = ctx[cached:]
             job.prompt_left = max(0, len(job.req.ids) - cached)
-            if not job.result.tokens:
+            if not job.drawn:
                 job.result.stats.cached_tokens = cached
             self._apply_settings(job)
             self._running.append(job)
@@ -268,17 +286,23 @@ class BatchScheduler:
                 if job.first_token_at is None:
                     job.first_token_at = now
                     stats.prefill_seconds = now - job.submitted
-                finished, piece = job.emitter.emit(tok)
-                if piece:
-                    job.events.put(piece)
+                job.drawn.append(tok)
+                if job.inline:
+                    finished, piece = job.emitter.emit(tok)
+                    if piece:
+                        job.events.put(piece)
+                else:  # the reader makes the text (and stops at a stop string)
+                    finished = tok in job.stop_ids
+                    job.events.put(tok)
                 n_ctx = engine.n_ctx
-                if not finished and (len(job.result.tokens) >= job.req.max_tokens
-                                     or len(job.req.ids) + len(job.result.tokens) >= n_ctx):
+                if not finished and (len(job.drawn) >= job.req.max_tokens
+                                     or len(job.req.ids) + len(job.drawn) >= n_ctx):
                     finished = True
-                    job.result.finish_reason = "length"
-                    tail = job.emitter.tail()
-                    if tail:
-                        job.events.put(tail)
+                    if job.inline:
+                        job.result.finish_reason = "length"
+                        tail = job.emitter.tail()
+                        if tail:
+                            job.events.put(tail)
                 if finished:
                     self._finish(job, None)
                 else:
