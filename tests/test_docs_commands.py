@@ -43,6 +43,7 @@ SHORT = [
     (r"^python -m bench\.embeddings\b", "-r 1 --tokens 16 --batch 4 --json {tmp}/rows.json"),
     (r"^python -m bench\.whisper\b", "-r 1 --seconds 8 --models whisper-tiny.en --json {tmp}/rows.json"),
     (r"^python -m bench\.decoding\b", "-r 1 -n 8"),
+    (r"^python -m bench\.threads\b", "--threads 2 --max-tokens 4 --prompt-tokens 8"),
     (r"^akunu-bench .*(minilm|--compare sentence)", "-r 1 --batch 4 --tokens 16"),
     (r"^akunu-bench .*whisper", "-r 1 --seconds 8"),
     (r"^akunu-bench\b", "-r 1 -p 16 -n 4"),

@@ -450,3 +450,27 @@ def test_gather_rows_device(device, case):
     (cpu,) = run("gather_rows", [src, idx], [dst], params)
     (got,) = run("gather_rows", [src, idx], [dst], params, device)
     np.testing.assert_array_equal(got, cpu, err_msg=seed_msg(("gather_rows", case)))
+
+
+# -- the matmul of batch tables (MatmulParams::invariant) ---------------------------------------------
+
+@pytest.mark.parametrize("n_tokens,generated", [(1, 0), (1, 1), (5, 2), (9, 0), (40, 7)])
+def test_invariant_matmul_row_alone_equals_row_in_pass(device, n_tokens, generated):
+    """F16 weights: each row of a batch-table matmul equals the same row run alone (as the same
+    kind of row), bit for bit; a pass of n_tokens crosses the backends' GEMV / tile thresholds."""
+    key = ("matmul", n_tokens, generated)
+    rng = rng_for(key)
+    N, K = 96, 256
+    w = rng.standard_normal((N, K)).astype(np.float16)
+    x = rng.standard_normal((n_tokens, K)).astype(np.float32)
+    f16 = 1  # GGML_TYPE_F16
+
+    def matmul(rows, g):
+        params = kp.matmul(N, K, len(rows), f16, K, N, invariant=1, generated_rows=g)
+        (y,) = run("gemm_f16", [w.view(np.uint8).reshape(-1), rows], [nan_like((len(rows), N))], params, device)
+        return y
+
+    together = matmul(x, generated)
+    for t in range(n_tokens):
+        alone = matmul(x[t:t + 1], 1 if t < generated else 0)[0]
+        assert np.array_equal(alone, together[t]), f"row {t} differs alone ({seed_msg(key)})"

@@ -31,7 +31,9 @@ constexpr uint32_t kSamplerThreads = 256;
 // variant 0: gemv_<format>, 1: gemm_<format>
 MetalLaunch matmul(const uint8_t* b, const ChipConfig&) {
     auto p = read<MatmulParams>(b);
-    if (p.n_tokens <= kGemvMaxTokens)
+    // batch tables (invariant): the tile kernel at every count, so a row's sums
+    // never depend on how many rows share the pass
+    if (p.n_tokens <= kGemvMaxTokens && !p.invariant)
         return {0, Dim3(ceil_div(p.N, kGemvRowsPerThreadgroup)), 32 * kGemvRowsPerThreadgroup, 0};
     return {1, Dim3(ceil_div(p.N, kGemmTile), ceil_div(p.n_tokens, kGemmTile)), 128, 3 * kGemmTile * kGemmTile * 4};
 }
