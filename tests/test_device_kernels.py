@@ -706,6 +706,17 @@ def test_sampler_distribution(device, temperature, top_k, top_p, min_p):
     assert ok, f"chi-square {stat:.1f} > {limit:.1f}"
 
 
+def test_paged_kernels_once(device):
+    """The paged-KV kernels of batched decode, tested in depth by tests/test_paged_kernels.py (which
+    runs after this file), once each here so that the coverage count below sees them."""
+    from tests import test_paged_kernels as paged
+
+    paged.test_rope_rows_device(device, next(iter(paged.ROPE_CASES)))
+    paged.test_kv_write_paged_device(device, next(iter(paged.KV_WRITE_CASES)))
+    paged.test_attention_paged_device(device, list(paged.ATTENTION_CASES)[-1])
+    paged.test_gather_rows_device(device, next(iter(paged.GATHER_CASES)))
+
+
 # -- coverage: keep last ----------------------------------------------------------------------------
 
 def test_kernel_coverage(device):
