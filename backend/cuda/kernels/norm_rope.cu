@@ -58,9 +58,12 @@ void launch_layernorm(const CudaArgs& a) {
                                                                          a.b<float>(3));
 }
 
-// One thread per pair of a head (rope_pair: device_math.cuh); the position
-// from the replay state inside a decode graph.
-__global__ void rope_kernel(RopeParams p, float* x, const float* factors, const uint32_t* replay_pos) {
+// One thread per pair of a head (rope_pair: device_math.cuh). The position:
+// each row's own from the (sequence, position) pairs of `rows` (rope_rows: a
+// batch of sequences at their own positions), else pos0 + row, pos0 from the
+// replay state inside a decode graph.
+__global__ void rope_kernel(RopeParams p, float* x, const float* factors, const uint32_t* replay_pos,
+                            const int32_t* rows) {
     const uint32_t half = p.head_dim / 2;
     const size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     const size_t total = (size_t)p.n_tokens * p.n_heads * half;
@@ -68,44 +71,25 @@ __global__ void rope_kernel(RopeParams p, float* x, const float* factors, const 
     const uint32_t i = (uint32_t)(idx % half);
     const uint32_t h = (uint32_t)((idx / half) % p.n_heads);
     const uint32_t t = (uint32_t)(idx / ((size_t)half * p.n_heads));
-    const float pos = (float)(replay_position(replay_pos, p.pos0) + t);
+    const float pos = rows ? (float)(uint32_t)rows[2 * (size_t)t + 1] : (float)(replay_position(replay_pos, p.pos0) + t);
     float* v = x + (size_t)t * p.row_stride + (size_t)h * p.head_dim;
     uint32_t i0, i1;
     float o0, o1;
     rope_pair(i, p.head_dim, p.neox != 0, pos, p.freq_scale, p.freq_base, factors, v, v, i0, i1, o0, o1);
 }
 
-void launch_rope(const CudaArgs& a) {
-    RopeParams p = a.p<RopeParams>();
-    const size_t n = (size_t)p.n_tokens * p.n_heads * (p.head_dim / 2);
-    rope_kernel<<<blocks_for(n, 256), 256, 0, a.stream>>>(p, a.b<float>(0),
-                                                          p.has_freq_factors ? a.b<float>(1) : nullptr, a.replay_pos);
-}
-
-// rope with each row's position read from the (sequence, position) pairs of
-// buffer 2 (a batch of sequences at their own positions); pos0 is unused.
-__global__ void rope_rows_kernel(RopeParams p, float* x, const float* factors, const int32_t* rows) {
-    const uint32_t half = p.head_dim / 2;
-    const size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const size_t total = (size_t)p.n_tokens * p.n_heads * half;
-    if (idx >= total) return;
-    const uint32_t i = (uint32_t)(idx % half);
-    const uint32_t h = (uint32_t)((idx / half) % p.n_heads);
-    const uint32_t t = (uint32_t)(idx / ((size_t)half * p.n_heads));
-    const float pos = (float)(uint32_t)rows[2 * (size_t)t + 1];
-    float* v = x + (size_t)t * p.row_stride + (size_t)h * p.head_dim;
-    uint32_t i0, i1;
-    float o0, o1;
-    rope_pair(i, p.head_dim, p.neox != 0, pos, p.freq_scale, p.freq_base, factors, v, v, i0, i1, o0, o1);
-}
-
-void launch_rope_rows(const CudaArgs& a) {
+void launch_rope_kernel(const CudaArgs& a, const int32_t* rows) {
     RopeParams p = a.p<RopeParams>();
     const size_t n = (size_t)p.n_tokens * p.n_heads * (p.head_dim / 2);
     if (n == 0) return;
-    rope_rows_kernel<<<blocks_for(n, 256), 256, 0, a.stream>>>(
-        p, a.b<float>(0), p.has_freq_factors ? a.b<float>(1) : nullptr, a.b<int32_t>(2));
+    rope_kernel<<<blocks_for(n, 256), 256, 0, a.stream>>>(p, a.b<float>(0), p.has_freq_factors ? a.b<float>(1) : nullptr,
+                                                          rows ? nullptr : a.replay_pos, rows);
 }
+
+void launch_rope(const CudaArgs& a) { launch_rope_kernel(a, nullptr); }
+
+// rope with each row's position read from buffer 2; pos0 is unused.
+void launch_rope_rows(const CudaArgs& a) { launch_rope_kernel(a, a.b<int32_t>(2)); }
 
 }  // namespace
 
