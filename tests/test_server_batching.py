@@ -246,3 +246,14 @@ def test_help_names_the_batching_options():
     assert out.returncode == 0
     for flag in ("--parallel", "--kv-budget", "--max-queue"):
         assert flag in out.stdout
+
+
+@pytest.mark.parametrize("flag,value,message", [("--parallel", "0", "--parallel must be >= 1"),
+                                                ("--kv-budget", "-5", "--kv-budget must be >= 1"),
+                                                ("--max-queue", "-1", "--max-queue must be >= 0")])
+def test_bad_batching_options_are_clear_errors(paths, flag, value, message):
+    out = subprocess.run([sys.executable, "-m", "akunu.cli.serve", paths["small"], flag, value], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode != 0
+    assert message in out.stderr + out.stdout
+    assert "Traceback" not in out.stderr
