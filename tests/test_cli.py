@@ -106,7 +106,8 @@ get = lambda flag: a[a.index(flag) + 1]
 with open(sys.argv[0] + ".calls", "a") as f:
     f.write(" ".join(a) + "\\n")
 p, n = int(get("-p")), int(get("-n"))
-print(json.dumps([{"n_prompt": p, "n_gen": n, "avg_ts": 50.0, "stddev_ts": 1.0, "avg_ns": 1,
+d = int(get("-d")) if "-d" in a else 0
+print(json.dumps([{"n_prompt": p, "n_gen": n, "n_depth": d, "avg_ts": 50.0, "stddev_ts": 1.0, "avg_ns": 1,
                    "samples_ts": [50.0], "samples_ns": [1], "build_commit": "fake"}]))
 """
 
@@ -134,6 +135,25 @@ def test_bench_compare_with_llama_bench(small, tmp_path):
     table = [l for l in r.stdout.splitlines() if l.startswith("|")]
     assert "akunu t/s" in table[0] and "llama.cpp t/s" in table[0] and "ratio" in table[0]
     assert len(table) == 4 and all(l.rstrip(" |").endswith("x") for l in table[2:])
+
+
+def test_bench_depth(small, tmp_path):
+    """-d runs each test after that many tokens of context, named as llama-bench names them, and passes
+    -d to llama-bench; a depth past --ctx is a clear error."""
+    fake = tmp_path / "llama-bench"
+    fake.write_text(FAKE_LLAMA_BENCH)
+    fake.chmod(0o755)
+    r = cli("bench", small, "-p", "8", "-n", "4", "-d", "0,40", "-r", "1", "--compare", "llama.cpp",
+            "--llama-bench", str(fake), "-o", "json")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)
+    names = ["pp8", "tg4", "pp8 @ d40", "tg4 @ d40"]
+    assert [x["test"] for x in rows] == names * 2 and [x["n_depth"] for x in rows] == [0, 0, 40, 40] * 2
+    assert all(x["avg_ts"] > 0 for x in rows)
+    calls = (tmp_path / "llama-bench.calls").read_text().splitlines()
+    assert sorted(c.split("-d ")[1].split()[0] for c in calls) == ["0", "0", "40", "40"]
+    r = cli("bench", small, "-p", "8", "-n", "4", "-d", "100", "--ctx", "64", "-r", "1")
+    assert r.returncode == 1 and "context" in r.stderr and "Traceback" not in r.stderr, r.stderr
 
 
 def test_bench_compare_errors(small, tmp_path):
@@ -223,7 +243,7 @@ def test_llama_bench_on_a_gpu_takes_its_better_setting(tmp_path):
     fake.write_text(FAKE_LLAMA_BENCH.replace('"avg_ts": 50.0', '"avg_ts": 50.0 + (40 if p else -40) * '
                                              '(__import__("os").environ.get("GGML_CUDA_GRAPH_OPT") == "1")'))
     fake.chmod(0o755)
-    rows = llama_bench_rows(str(fake), "model.gguf", [("pp", 512), ("tg", 128)], 3, "cuda", 16)
+    rows = llama_bench_rows(str(fake), "model.gguf", [("pp", 512, 0), ("tg", 128, 0)], 3, "cuda", 16)
     assert [(r["test"], r["avg_ts"]) for r in rows] == [("pp512", 90.0), ("tg128", 50.0)]
     assert "GGML_CUDA_GRAPH_OPT=1" in rows[0]["peer_settings"] and "GRAPH_OPT" not in rows[1]["peer_settings"]
     calls = (tmp_path / "llama-bench.calls").read_text().splitlines()

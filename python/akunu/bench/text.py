@@ -4,6 +4,8 @@ them, for akunu and for llama.cpp on the same GGUF file.
 - ppN: N random tokens prefilled from an empty context.
 - tgN: N tokens generated one at a time from an empty context (the first
   token's prefill included, as llama-bench counts it).
+- ppN @ dD, tgN @ dD (llama-bench's ``-d``): the same after D tokens already
+  in the context; their prefill is not timed.
 
 llama.cpp runs through its own ``llama-bench`` when a binary is given or on
 PATH (on a GPU with every layer offloaded and flash attention, ``-ngl 99 -fa
@@ -24,17 +26,22 @@ import numpy as np
 
 from . import PeerMissing, row, timed
 
-Test = Tuple[str, int]  # ("pp", 512) or ("tg", 128)
+Test = Tuple[str, int, int]  # ("pp", 512, depth) or ("tg", 128, depth)
 
 
-def bench_pp(core, n: int, rng, vocab: int) -> None:
+def test_name(kind: str, n: int, depth: int) -> str:
+    """llama-bench's name of a test: "pp512", "tg128 @ d4096"."""
+    return f"{kind}{n}" + (f" @ d{depth}" if depth else "")
+
+
+def bench_pp(core, n: int, depth: int, rng, vocab: int) -> None:
     toks = rng.integers(0, vocab, n).tolist()
-    core.truncate(0)
+    core.truncate(depth)
     core.prefill(toks)
 
 
-def bench_tg(core, n: int, rng, vocab: int) -> None:
-    core.truncate(0)
+def bench_tg(core, n: int, depth: int, rng, vocab: int) -> None:
+    core.truncate(depth)
     first = core.prefill([int(rng.integers(0, vocab))])
     if n > 1:
         core.decode_greedy(first, n - 1, [])
@@ -44,11 +51,14 @@ def akunu_rows(model, tests: List[Test], reps: int) -> List[Dict]:
     core, vocab = model._core(), model.config["vocab_size"]
     rng = np.random.default_rng(0)
     rows = []
-    for kind, n in tests:
+    for kind, n, depth in tests:
+        if depth:  # the context the test starts from, prefilled once; each run truncates back to it
+            core.truncate(0)
+            core.prefill(rng.integers(0, vocab, depth).tolist())
         fn = bench_pp if kind == "pp" else bench_tg
-        times = timed(lambda: fn(core, n, rng, vocab), reps)  # one warm-up run first, as llama-bench
-        rows.append(row("akunu", f"{kind}{n}", "t/s", times, n, n_prompt=n if kind == "pp" else 0,
-                        n_gen=n if kind == "tg" else 0))
+        times = timed(lambda: fn(core, n, depth, rng, vocab), reps)  # one warm-up run first, as llama-bench
+        rows.append(row("akunu", test_name(kind, n, depth), "t/s", times, n, n_prompt=n if kind == "pp" else 0,
+                        n_gen=n if kind == "tg" else 0, n_depth=depth))
     return rows
 
 
@@ -63,30 +73,39 @@ def find_llama_bench(path: Optional[str]) -> Optional[str]:
 
 
 def llama_bench_rows(binary: str, path: str, tests: List[Test], reps: int, device: str, threads: int) -> List[Dict]:
-    """llama-bench's own measurement; on a GPU the better of its default and GGML_CUDA_GRAPH_OPT=1 per test."""
+    """llama-bench's own measurement; on a GPU the best of its default and GGML_CUDA_GRAPH_OPT=1 per test,
+    and for prompts over 512 tokens also of 2048-token micro-batches (-ub 2048), its fastest there."""
     best: Dict[str, Dict] = {}
     envs = [{}, {"GGML_CUDA_GRAPH_OPT": "1"}] if device == "cuda" else [{}]
     for env in envs:
-        for kind, n in tests:
-            cmd = [binary, "-m", path, "-r", str(reps), "-o", "json", "-t", str(threads),
-                   "-p", str(n if kind == "pp" else 0), "-n", str(n if kind == "tg" else 0)]
-            cmd += ["-ngl", "99", "-fa", "1"] if device == "cuda" else ["-ngl", "0"]
-            out = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env})
-            if out.returncode != 0:
-                raise PeerMissing(f"llama-bench failed ({' '.join(cmd)}): {out.stderr.strip()[-400:]}")
-            for r in json.loads(out.stdout):
-                if r["n_prompt"] and r["n_gen"]:
-                    continue
-                test = f"pp{r['n_prompt']}" if r["n_prompt"] else f"tg{r['n_gen']}"
-                got = dict(engine="llama.cpp", test=test, unit="t/s", avg_ts=r["avg_ts"], stddev_ts=r["stddev_ts"],
-                           avg_ns=r["avg_ns"], samples_ts=r.get("samples_ts", []),
-                           samples_ns=r.get("samples_ns", []), n_prompt=r["n_prompt"], n_gen=r["n_gen"],
-                           peer_build=f"llama-bench {r.get('build_commit', '?')}",
-                           peer_settings=" ".join(["-t", str(threads), "-r", str(reps)] + cmd[cmd.index("-ngl"):])
-                           + "".join(f" {k}={v}" for k, v in env.items()))
-                if test not in best or got["avg_ts"] > best[test]["avg_ts"]:
-                    best[test] = got
-    return [best[f"{k}{n}"] for k, n in tests if f"{k}{n}" in best]
+        for kind, n, depth in tests:
+            batches = [[], ["-b", "2048", "-ub", "2048"]] if device == "cuda" and kind == "pp" and n > 512 else [[]]
+            for ub in batches:
+                cmd = [binary, "-m", path, "-r", str(reps), "-o", "json", "-t", str(threads),
+                       "-p", str(n if kind == "pp" else 0), "-n", str(n if kind == "tg" else 0), "-d", str(depth)]
+                cmd += (["-ngl", "99", "-fa", "1"] if device == "cuda" else ["-ngl", "0"]) + ub
+                for got in _llama_bench_run(cmd, env, threads, reps):
+                    if got["test"] not in best or got["avg_ts"] > best[got["test"]]["avg_ts"]:
+                        best[got["test"]] = got
+    return [best[test_name(*t)] for t in tests if test_name(*t) in best]
+
+
+def _llama_bench_run(cmd: List[str], env: Dict[str, str], threads: int, reps: int) -> List[Dict]:
+    out = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env})
+    if out.returncode != 0:
+        raise PeerMissing(f"llama-bench failed ({' '.join(cmd)}): {out.stderr.strip()[-400:]}")
+    rows = []
+    for r in json.loads(out.stdout):
+        if r["n_prompt"] and r["n_gen"]:
+            continue
+        test = test_name("pp" if r["n_prompt"] else "tg", r["n_prompt"] or r["n_gen"], r.get("n_depth", 0))
+        rows.append(dict(engine="llama.cpp", test=test, unit="t/s", avg_ts=r["avg_ts"], stddev_ts=r["stddev_ts"],
+                         avg_ns=r["avg_ns"], samples_ts=r.get("samples_ts", []), samples_ns=r.get("samples_ns", []),
+                         n_prompt=r["n_prompt"], n_gen=r["n_gen"], n_depth=r.get("n_depth", 0),
+                         peer_build=f"llama-bench {r.get('build_commit', '?')}",
+                         peer_settings=" ".join(["-t", str(threads), "-r", str(reps)] + cmd[cmd.index("-ngl"):])
+                         + "".join(f" {k}={v}" for k, v in env.items())))
+    return rows
 
 
 def llama_cpp_python_rows(path: str, tests: List[Test], reps: int, device: str, threads: int, n_ctx: int,
@@ -105,21 +124,31 @@ def llama_cpp_python_rows(path: str, tests: List[Test], reps: int, device: str, 
     vocab = ll.n_vocab()
     rng = np.random.default_rng(0)
 
-    def pp(n):
-        ll.reset()
+    def at_depth(depth):  # the context a test starts from, dropped back to its first `depth` tokens
+        if ll.n_tokens < depth:
+            ll.reset()
+            ll.eval(rng.integers(0, vocab, depth).tolist())
+        ll._ctx.kv_cache_seq_rm(-1, depth, -1)
+        ll.n_tokens = depth
+
+    def pp(n, depth):
+        at_depth(depth)
         ll.eval(rng.integers(0, vocab, n).tolist())
 
-    def tg(n):
-        ll.reset()
+    def tg(n, depth):
+        at_depth(depth)
         for t in rng.integers(0, vocab, n).tolist():
             ll.eval([t])
 
     rows = []
-    for kind, n in tests:
+    for kind, n, depth in tests:
         fn = pp if kind == "pp" else tg
-        times = timed(lambda: fn(n), reps)
-        rows.append(row("llama.cpp", f"{kind}{n}", "t/s", times, n, n_prompt=n if kind == "pp" else 0,
-                        n_gen=n if kind == "tg" else 0, peer_build=f"llama-cpp-python {llama_cpp.__version__}",
+        ll.reset()
+        at_depth(depth)
+        times = timed(lambda: fn(n, depth), reps)
+        rows.append(row("llama.cpp", test_name(kind, n, depth), "t/s", times, n, n_prompt=n if kind == "pp" else 0,
+                        n_gen=n if kind == "tg" else 0, n_depth=depth,
+                        peer_build=f"llama-cpp-python {llama_cpp.__version__}",
                         peer_settings=f"n_threads={threads} n_batch={n_batch} n_gpu_layers={99 if gpu else 0} "
                                       f"flash_attn={gpu}"))
     return rows

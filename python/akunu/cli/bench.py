@@ -60,6 +60,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     add_model_args(ap)
     ap.add_argument("-p", "--n-prompt", type=_ints, default=[512], help="prompt lengths (default 512)")
     ap.add_argument("-n", "--n-gen", type=_ints, default=[128], help="generation lengths (default 128)")
+    ap.add_argument("-d", "--n-depth", type=_ints, default=[0],
+                    help="tokens already in the context when each text test starts, as llama-bench's -d "
+                         "(default 0)")
     ap.add_argument("-r", "--repetitions", type=int, default=5, help="runs per test (default 5)")
     ap.add_argument("-o", "--output", choices=["md", "json", "jsonl"], default="md")
     ap.add_argument("--compare", metavar="PEER", default=None,
@@ -83,8 +86,9 @@ def main(argv: Optional[List[str]] = None) -> int:
 
         if args.repetitions < 1:
             raise CliError("-r must be at least 1")
-        tests = [("pp", n) for n in args.n_prompt if n > 0] + [("tg", n) for n in args.n_gen if n > 0]
-        need = max([n for _, n in tests] + [1]) + 1
+        tests = [(kind, n, d) for d in args.n_depth for kind, ns in (("pp", args.n_prompt), ("tg", args.n_gen))
+                 for n in ns if n > 0]
+        need = max([n + d for _, n, d in tests] + [1]) + 1
         if args.ctx is None:
             args.ctx = max(need, 512)
         model = load_model(args, quiet=args.output != "md")
