@@ -135,10 +135,13 @@ def test_packer_writes_every_field_at_its_offset(name):
 
 def test_packer_arguments_that_name_fields_differently():
     """Packers whose arguments are not named as the fields: each mapping read back."""
-    r = kp.unpack("RopeParams", kp.rope(1, 2, 3, 4, 5, 6, 7, 8.5, 9.5))
-    assert (r["has_freq_factors"], r["freq_base"], r["freq_scale"]) == (7, 8.5, 9.5)
-    q = kp.unpack("QKRopeKVParams", kp.qk_norm_rope_kv(1, 2, 3, 4, 5, 6, 7.5, 8.5, 9, 10, 11.5, 12.5, 13))
-    assert (q["has_freq_factors"], q["freq_base"], q["freq_scale"], q["max_ctx"]) == (10, 11.5, 12.5, 13)
+    r = kp.unpack("RopeParams", kp.rope(1, 2, 3, 4, 5, 6, 7, 8.5, 9.5, 10.5))
+    assert (r["has_freq_factors"], r["freq_base"], r["freq_scale"], r["attn_factor"]) == (7, 8.5, 9.5, 10.5)
+    assert kp.unpack("RopeParams", kp.rope(1, 2, 3, 4, 5, 6, 7, 8.5, 9.5))["attn_factor"] == 1.0
+    q = kp.unpack("QKRopeKVParams", kp.qk_norm_rope_kv(1, 2, 3, 4, 5, 6, 7.5, 8.5, 9, 10, 11.5, 12.5, 13, 14.5))
+    assert (q["has_freq_factors"], q["freq_base"], q["freq_scale"], q["max_ctx"], q["attn_factor"]) == (
+        10, 11.5, 12.5, 13, 14.5)
+    assert kp.unpack("QKRopeKVParams", kp.qk_norm_rope_kv(*range(1, 14)))["attn_factor"] == 1.0
     assert kp.unpack("Im2ColParams", kp.im2col(1, 2, 3, 4, 5, 6))["kernel_size"] == 4
     g = kp.unpack("GatedActParams", kp.gated(7, 2))
     assert (g["gate_stride"], g["up_stride"], g["out_stride"]) == (7, 7, 7)

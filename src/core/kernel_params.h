@@ -61,6 +61,9 @@ struct RopeParams {
     uint32_t has_freq_factors;
     float freq_base;
     float freq_scale;
+    // Magnitude of cos and sin (YaRN's attention factor, mscale; 1 without
+    // YaRN): the rotation scales both elements of each pair by it.
+    float attn_factor;
 };
 
 struct KVWriteParams {
@@ -207,6 +210,7 @@ struct QKRopeKVParams {
     float freq_base;
     float freq_scale;
     uint32_t max_ctx;
+    float attn_factor;  // as RopeParams::attn_factor
 };
 
 // add_inplace: x += y; gelu_erf: x = gelu(x) (erf form), both over n * n_tokens floats

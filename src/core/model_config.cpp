@@ -1,5 +1,6 @@
 #include "core/model_config.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -13,6 +14,86 @@ static int checked_dim(const ModelFile& f, const std::string& key, int64_t def, 
         throw FormatError("metadata '" + key + "' = " + std::to_string(v) + " is outside [" +
                           std::to_string(lo) + ", " + std::to_string(hi) + "]");
     return (int)v;
+}
+
+static double checked_float(const ModelFile& f, const std::string& key, double def, double lo, double hi) {
+    const double v = f.get_float(key, def);
+    if (!(v >= lo && v <= hi))
+        throw FormatError("metadata '" + key + "' = " + std::to_string(v) + " is outside [" + std::to_string(lo) +
+                          ", " + std::to_string(hi) + "]");
+    return v;
+}
+
+// llama.cpp's YaRN correction range (ggml_rope_yarn_corr_dims, in float as
+// there): the dimensions between which the blend goes from extrapolation
+// (fast-rotating pairs, left as trained) to interpolation (slow pairs,
+// divided by the factor).
+static void yarn_corr_dims(int n_dims, int n_ctx_orig, float base, float beta_fast, float beta_slow, float dims[2]) {
+    auto corr_dim = [&](float n_rot) {
+        return (float)n_dims * std::log((float)n_ctx_orig / (n_rot * 2.0f * (float)M_PI)) / (2.0f * std::log(base));
+    };
+    dims[0] = std::max(0.0f, std::floor(corr_dim(beta_fast)));
+    dims[1] = std::min((float)(n_dims - 1), std::ceil(corr_dim(beta_slow)));
+}
+
+// RoPE scaling from GGUF metadata with llama.cpp's meaning (llama-model.cpp,
+// llama-context.cpp, ggml's rope_yarn):
+// - rope.scaling.type absent means linear; rope.scaling.factor (or the old
+//   rope.scale_linear) f gives freq_scale 1/f; 0 or absent means none.
+// - yarn: each pair's angle blends interpolation (angle / f) and
+//   extrapolation (angle) by ramp_j * ext_factor, ramp_j falling from 1 to 0
+//   over the correction range of original_context_length with
+//   yarn_beta_fast / yarn_beta_slow (32 / 1); that is a per-dimension
+//   divisor of the inverse frequency, 1 / (1/f * (1 - mix_j) + mix_j). With
+//   ext_factor != 0 (default 1) llama.cpp's cos/sin magnitude is
+//   (0.1 ln f + 1) * rope.scaling.attn_factor: it sets yarn_attn_factor to
+//   get_mscale(f) / (1 + 0.1 ln f) and ggml multiplies by 1 + 0.1 ln f again,
+//   so the file's yarn_attn_factor is not used. With ext_factor 0 the angle
+//   is plain linear and the magnitude yarn_attn_factor * attn_factor.
+//   (yarn_log_multiplier is read by llama.cpp's DeepSeek / Mistral 3 models
+//   only, none of which akunu runs; it is ignored here, as llama.cpp does
+//   for the architectures akunu runs.)
+// - rope.scaling.attn_factor multiplies cos and sin whatever the type.
+// Transformers' meaning for Hugging Face directories is computed by the
+// directory reader (hf_directory.cpp), which hands over the divisors as
+// rope_freqs.weight and the magnitude as rope.scaling.attn_factor.
+static void read_rope_scaling(const ModelFile& f, const std::string& a, ModelConfig& c) {
+    const std::string scaling = f.get_string(a + "rope.scaling.type", "linear");
+    double factor = checked_float(f, a + "rope.scaling.factor", 0.0, 0.0, 1e6);
+    if (factor == 0.0) factor = checked_float(f, a + "rope.scale_linear", 0.0, 0.0, 1e6);
+    const float freq_scale = factor == 0.0 ? 1.0f : (float)(1.0 / factor);
+    c.rope_attn_factor = (float)checked_float(f, a + "rope.scaling.attn_factor", 1.0, 1e-6, 1e6);
+    if (scaling == "none") return;
+    if (scaling == "linear") {
+        c.rope_freq_scale = freq_scale;
+        return;
+    }
+    if (scaling != "yarn")
+        throw UnsupportedError("RoPE scaling type '" + scaling + "' is not supported (none, linear, yarn)");
+    double ext = checked_float(f, a + "rope.scaling.yarn_ext_factor", -1.0, -1e6, 1e6);
+    if (ext < 0) ext = 1.0;  // negative means not set: 1 for YaRN
+    if (ext == 0.0) {
+        c.rope_freq_scale = freq_scale;
+        c.rope_attn_factor *= (float)checked_float(f, a + "rope.scaling.yarn_attn_factor", 1.0, 1e-6, 1e6);
+        return;
+    }
+    int n_ctx_orig = checked_dim(f, a + "rope.scaling.original_context_length", c.context_length, 0, 1 << 24);
+    if (n_ctx_orig == 0) n_ctx_orig = c.context_length;
+    const float beta_fast = (float)checked_float(f, a + "rope.scaling.yarn_beta_fast", 32.0, -1e6, 1e6);
+    const float beta_slow = (float)checked_float(f, a + "rope.scaling.yarn_beta_slow", 1.0, -1e6, 1e6);
+    if (!(c.rope_base > 1.0f)) throw FormatError("YaRN needs a RoPE base above 1 (metadata '" + a + "rope.freq_base')");
+    if (!(beta_fast > 0 && beta_slow > 0))
+        throw FormatError("metadata '" + a + "rope.scaling.yarn_beta_fast' / 'yarn_beta_slow' must be positive");
+    float dims[2];
+    yarn_corr_dims(c.head_dim, n_ctx_orig, c.rope_base, beta_fast, beta_slow, dims);
+    c.rope_yarn_divisors.resize((size_t)c.head_dim / 2);
+    for (size_t j = 0; j < c.rope_yarn_divisors.size(); j++) {
+        const float y = ((float)j - dims[0]) / std::max(0.001f, dims[1] - dims[0]);
+        const float mix = (1.0f - std::min(1.0f, std::max(0.0f, y))) * (float)ext;
+        c.rope_yarn_divisors[j] = 1.0f / (freq_scale * (1.0f - mix) + mix);
+    }
+    const double f_eff = 1.0 / (double)freq_scale;
+    if (f_eff > 1.0) c.rope_attn_factor *= (float)(0.1 * std::log(f_eff) + 1.0);
 }
 
 ModelConfig config_from_file(const ModelFile& f, const ArchDescriptor& arch) {
@@ -41,10 +122,7 @@ ModelConfig config_from_file(const ModelFile& f, const ArchDescriptor& arch) {
                                     f.get_float(a + "attention.layer_norm_epsilon", 1e-5));
     c.rope_base = (float)f.get_float(a + "rope.freq_base", 10000.0);
     c.rope_base_swa = (float)f.get_float(a + "rope.freq_base_swa", arch.default_swa_rope_base);
-    std::string scaling = f.get_string(a + "rope.scaling.type", "none");
-    double factor = f.get_float(a + "rope.scaling.factor", 0.0);
-    if (scaling == "linear" && factor > 0) c.rope_freq_scale = (float)(1.0 / factor);
-    else if (scaling == "yarn") throw UnsupportedError("YaRN RoPE scaling is not supported");
+    read_rope_scaling(f, a, c);
     c.sliding_window = checked_dim(f, a + "attention.sliding_window", 0, 0, 1 << 24);
     c.attn_scale = (float)f.get_float(a + "attention.scale", 0.0);
     if (c.attn_scale == 0.0f) c.attn_scale = 1.0f / std::sqrt((float)c.head_dim);

@@ -26,6 +26,11 @@ struct ModelConfig {
     float rope_base = 10000.0f;
     float rope_base_swa = 10000.0f;
     float rope_freq_scale = 1.0f;  // 1 / linear scaling factor
+    // YaRN: per-dimension divisors of the inverse frequency (head_dim / 2 of
+    // them; empty without YaRN), uploaded once at load as the RoPE frequency
+    // factors (model_weights.cpp), and the magnitude of cos and sin.
+    std::vector<float> rope_yarn_divisors;
+    float rope_attn_factor = 1.0f;
     int sliding_window = 0;        // 0 = none
     float attn_scale = 0.0f;
     std::vector<uint8_t> layer_is_local;  // per layer: uses the sliding window

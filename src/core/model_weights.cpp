@@ -56,8 +56,19 @@ ModelWeights resolve_weights(WeightProvider& wp, const ModelConfig& c, const Arc
     w.output_norm = wp.vector_f32("output_norm.weight", dim);
     // Tied embeddings: the logit projection reuses the token embedding.
     w.output = wp.has("output.weight") ? wp.matrix("output.weight", dim, vocab) : w.tok_embd;
-    if (wp.has("rope_freqs.weight")) {
-        w.rope_freqs = wp.vector_f32("rope_freqs.weight", (uint64_t)c.head_dim / 2);
+    const uint64_t half = (uint64_t)c.head_dim / 2;
+    if (!c.rope_yarn_divisors.empty()) {
+        // YaRN's divisors times the file's own factors, as llama.cpp divides
+        // the angle by both (ggml_rope_cache_init): one table, built once.
+        std::vector<float> f = c.rope_yarn_divisors;
+        if (wp.has("rope_freqs.weight")) {
+            const std::vector<float> own = wp.read_f32("rope_freqs.weight", {half});
+            for (size_t i = 0; i < f.size(); i++) f[i] *= own[i];
+        }
+        w.rope_freqs = wp.upload_f32(f, {half});
+        w.has_rope_freqs = true;
+    } else if (wp.has("rope_freqs.weight")) {
+        w.rope_freqs = wp.vector_f32("rope_freqs.weight", half);
         w.has_rope_freqs = true;
     }
     for (int l = 0; l < c.n_layers; l++) {

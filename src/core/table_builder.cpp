@@ -113,10 +113,10 @@ struct Builder {
         cmd.params(p).patch_n(offsetof(MultiGemvParams, n_tokens)).emit();
     }
 
-    void rope(const char* label, Buffer x, uint32_t n_heads, uint32_t stride, float base, float scale,
+    void rope(const char* label, Buffer x, uint32_t n_heads, uint32_t stride, float base, float scale, float attn,
               const ModelWeights& w) {
         RopeParams p{n_heads, (uint32_t)c.head_dim, 1, 0, stride, arch.rope_neox ? 1u : 0u,
-                     w.has_rope_freqs ? 1u : 0u, base, scale};
+                     w.has_rope_freqs ? 1u : 0u, base, scale, attn};
         Cmd cmd(t, dev, batch ? "rope_rows" : "rope", label);
         cmd.buf(x).buf(w.has_rope_freqs ? w.rope_freqs.buf : x);
         if (batch) cmd.buf(batch->rows);  // each row at its own position
@@ -145,7 +145,8 @@ void fused_layer(Builder& b, const ModelConfig& c, const ArchDescriptor& arch, c
     {
         QKRopeKVParams p{(uint32_t)c.n_heads, (uint32_t)c.n_kv_heads, (uint32_t)c.head_dim, 1, 0,
                          arch.has_qk_norm ? 1u : 0u, c.norm_eps, c.norm_weight_offset, arch.rope_neox ? 1u : 0u,
-                         w.has_rope_freqs ? 1u : 0u, base, scale, (uint32_t)kv.n_ctx};
+                         w.has_rope_freqs ? 1u : 0u, base, scale, (uint32_t)kv.n_ctx,
+                         local ? 1.0f : c.rope_attn_factor};
         Cmd cmd(t, device, "qk_norm_rope_kv", "qk_norm_rope_kv");
         cmd.buf(s.q).buf(s.k).buf(s.v);
         cmd.buf(arch.has_qk_norm ? L.q_norm.buf : s.q).buf(arch.has_qk_norm ? L.k_norm.buf : s.k);
@@ -206,6 +207,7 @@ DispatchTable build_dispatch_table(Device& device, const ModelConfig& c, const A
         const bool local = c.layer_is_local[(size_t)l] != 0;
         const float base = local ? c.rope_base_swa : c.rope_base;
         const float scale = local ? 1.0f : c.rope_freq_scale;
+        const float attn = local ? 1.0f : c.rope_attn_factor;  // cos / sin magnitude (YaRN)
 
         if (fused) {
             fused_layer(b, c, arch, w, L, kv, l, base, scale, local);
@@ -219,8 +221,8 @@ DispatchTable build_dispatch_table(Device& device, const ModelConfig& c, const A
             b.rmsnorm("q_norm", s.q, L.q_norm, s.q, (uint32_t)c.head_dim, (uint32_t)c.n_heads, qd);
             b.rmsnorm("k_norm", s.k, L.k_norm, s.k, (uint32_t)c.head_dim, (uint32_t)c.n_kv_heads, kvd);
         }
-        b.rope("rope_q", s.q, (uint32_t)c.n_heads, qd, base, scale, w);
-        b.rope("rope_k", s.k, (uint32_t)c.n_kv_heads, kvd, base, scale, w);
+        b.rope("rope_q", s.q, (uint32_t)c.n_heads, qd, base, scale, attn, w);
+        b.rope("rope_k", s.k, (uint32_t)c.n_kv_heads, kvd, base, scale, attn, w);
         if (b.batch) {
             const PagedKVCache& pk = *b.batch->kv;
             PagedKVWriteParams p{kvd, 1, kvd, kvd, (uint32_t)pk.block_size, (uint32_t)pk.max_blocks};

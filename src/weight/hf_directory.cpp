@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -256,7 +257,7 @@ void HFDirectory::read_config() {
         if (type == "linear") {
             kv_[a + "rope.scaling.type"] = gguf_string("linear");
             kv_[a + "rope.scaling.factor"] = gguf_float(rs->number("factor", 1.0, what));
-        } else if (type == "llama3") {
+        } else if (type == "llama3" || type == "yarn") {
             add_rope_freqs(*rs, theta);
         } else if (type != "default") {
             throw UnsupportedError(what + ": rope_scaling type '" + type + "' is not supported");
@@ -264,32 +265,96 @@ void HFDirectory::read_config() {
     }
 }
 
-// Llama 3.1's frequency-dependent RoPE scaling as per-frequency divisors
-// (what llama.cpp's converter stores as rope_freqs.weight).
+// YaRN with transformers' meaning (_compute_yarn_parameters in
+// modeling_rope_utils.py): inv_freq_j = inv_interp_j * (1 - E_j) +
+// inv_extrap_j * E_j with inv_interp = inv_extrap / factor and E_j = 1 -
+// clamp((j - low) / (high - low), 0, 1) over the correction range of
+// original_max_position_embeddings with beta_fast / beta_slow (32 / 1;
+// floor / ceil unless truncate is false). The divisor inv_extrap_j /
+// inv_freq_j goes to `f`. Returns the attention factor (cos and sin
+// magnitude): attention_factor, else get_mscale(factor, mscale) /
+// get_mscale(factor, mscale_all_dim) when both are set, else
+// get_mscale(factor) = 0.1 ln(factor) + 1 (1 for factor <= 1).
+// llama.cpp's GGUF meaning differs (always truncated, its own attention
+// factor rule): model_config.cpp.
+static double yarn_divisors(const JsonValue& rs, const JsonValue& config, double base, size_t n_pairs, float* f,
+                            const std::string& what) {
+    const int64_t max_pos = config.integer("max_position_embeddings", 2048, what);
+    // transformers moves a top-level original_max_position_embeddings (Phi-3) into the RoPE parameters
+    const double orig = config.get("original_max_position_embeddings")
+                            ? config.number("original_max_position_embeddings", 0, what)
+                            : rs.number("original_max_position_embeddings", (double)max_pos, what);
+    if (!(orig >= 1 && orig <= (1 << 24))) throw FormatError(what + ": bad original_max_position_embeddings");
+    const double factor = rs.number("factor", (double)max_pos / orig, what);
+    if (!(factor > 0 && factor <= 1e6)) throw FormatError(what + ": bad YaRN factor");
+    if (!(base > 1)) throw FormatError(what + ": YaRN needs rope_theta above 1");
+    auto get_mscale = [](double scale, double m) { return scale <= 1 ? 1.0 : 0.1 * m * std::log(scale) + 1.0; };
+    double attn;
+    if (const JsonValue* af = rs.get("attention_factor"); af && af->kind != JsonValue::Kind::Null) {
+        attn = rs.number("attention_factor", 1.0, what);
+    } else {
+        const double ms = rs.number("mscale", 0.0, what), ms_all = rs.number("mscale_all_dim", 0.0, what);
+        attn = ms != 0 && ms_all != 0 ? get_mscale(factor, ms) / get_mscale(factor, ms_all) : get_mscale(factor, 1.0);
+    }
+    if (!(attn > 0 && attn < 1e6)) throw FormatError(what + ": bad YaRN attention factor");
+    // `or`: 0 or null means the default, as in transformers
+    double beta_fast = rs.number("beta_fast", 0.0, what), beta_slow = rs.number("beta_slow", 0.0, what);
+    if (beta_fast == 0) beta_fast = 32;
+    if (beta_slow == 0) beta_slow = 1;
+    if (!(beta_fast > 0 && beta_slow > 0)) throw FormatError(what + ": YaRN beta_fast / beta_slow must be positive");
+    const bool truncate = rs.boolean("truncate", true, what);
+    const double dim = 2.0 * (double)n_pairs;  // the head dimension
+    auto corr_dim = [&](double rot) { return dim * std::log(orig / (rot * 2 * M_PI)) / (2 * std::log(base)); };
+    double low = corr_dim(beta_fast), high = corr_dim(beta_slow);
+    if (truncate) {
+        low = std::floor(low);
+        high = std::ceil(high);
+    }
+    low = std::max(low, 0.0);
+    high = std::min(high, dim - 1);
+    if (low == high) high += 0.001;  // transformers' guard against a zero-width ramp
+    for (size_t j = 0; j < n_pairs; j++) {
+        const double e = 1 - std::min(1.0, std::max(0.0, ((double)j - low) / (high - low)));
+        f[j] = (float)(1.0 / ((1 - e) / factor + e));
+    }
+    return attn;
+}
+
+// Frequency-dependent RoPE scaling as per-frequency divisors (what
+// llama.cpp's converter stores as rope_freqs.weight for Llama 3.1): Llama
+// 3's, or YaRN's (yarn_divisors, with its attention factor as
+// rope.scaling.attn_factor, which multiplies cos and sin).
 void HFDirectory::add_rope_freqs(const JsonValue& rs, double base) {
     const std::string what = "'" + dir_ + "/config.json' rope_scaling";
-    const double factor = rs.number("factor", 8.0, what);
-    const double lo = rs.number("low_freq_factor", 1.0, what);
-    const double hi = rs.number("high_freq_factor", 4.0, what);
-    const double old_ctx = rs.number("original_max_position_embeddings", 8192, what);
-    if (!(factor > 0) || !(hi > lo)) throw FormatError(what + " has invalid factors");
     const int64_t hidden = config_.integer("hidden_size", 0, what);
     const int64_t heads = config_.integer("num_attention_heads", 1, what);
     const int64_t head_dim = config_.integer("head_dim", heads > 0 ? hidden / heads : 0, what);
     if (head_dim < 2 || head_dim > 1024) throw FormatError(what + ": bad head dimension");
+    if (config_.number("partial_rotary_factor", 1.0, what) != 1.0 || rs.number("partial_rotary_factor", 1.0, what) != 1.0)
+        throw UnsupportedError(what + ": partial_rotary_factor other than 1 is not supported");
     const size_t n = (size_t)head_dim / 2;
     float* f = reinterpret_cast<float*>(own(n * 4));
-    for (size_t i = 0; i < n; i++) {
-        const double freq = 1.0 / std::pow(base, 2.0 * (double)i / (double)head_dim);
-        const double wavelen = 2 * M_PI / freq;
-        double div;
-        if (wavelen < old_ctx / hi) div = 1.0;
-        else if (wavelen > old_ctx / lo) div = factor;
-        else {
-            const double smooth = (old_ctx / wavelen - lo) / (hi - lo);
-            div = 1.0 / ((1 - smooth) / factor + smooth);
+    const std::string type = rs.string("rope_type", rs.string("type", "default", what), what);
+    if (type == "yarn") {
+        kv_[arch_ + ".rope.scaling.attn_factor"] = gguf_float(yarn_divisors(rs, config_, base, n, f, what));
+    } else {
+        const double factor = rs.number("factor", 8.0, what);
+        const double lo = rs.number("low_freq_factor", 1.0, what);
+        const double hi = rs.number("high_freq_factor", 4.0, what);
+        const double old_ctx = rs.number("original_max_position_embeddings", 8192, what);
+        if (!(factor > 0) || !(hi > lo)) throw FormatError(what + " has invalid factors");
+        for (size_t i = 0; i < n; i++) {
+            const double freq = 1.0 / std::pow(base, 2.0 * (double)i / (double)head_dim);
+            const double wavelen = 2 * M_PI / freq;
+            double div;
+            if (wavelen < old_ctx / hi) div = 1.0;
+            else if (wavelen > old_ctx / lo) div = factor;
+            else {
+                const double smooth = (old_ctx / wavelen - lo) / (hi - lo);
+                div = 1.0 / ((1 - smooth) / factor + smooth);
+            }
+            f[i] = (float)div;
         }
-        f[i] = (float)div;
     }
     GGUFTensorInfo t;
     t.name = "rope_freqs.weight";

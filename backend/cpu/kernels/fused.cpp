@@ -76,10 +76,10 @@ void qk_norm_rope_kv(const CpuArgs& a) {
         run("rmsnorm", {k, a.buf[4], k}, nk, a.pool);
     }
     RopeParams rq{p.n_heads, p.head_dim, p.n_tokens, p.pos0, qd, p.neox, p.has_freq_factors, p.freq_base,
-                  p.freq_scale};
+                  p.freq_scale, p.attn_factor};
     run("rope", {q, a.buf[5]}, rq, a.pool);
     RopeParams rk{p.n_kv_heads, p.head_dim, p.n_tokens, p.pos0, kvd, p.neox, p.has_freq_factors, p.freq_base,
-                  p.freq_scale};
+                  p.freq_scale, p.attn_factor};
     run("rope", {k, a.buf[5]}, rk, a.pool);
     KVWriteParams kv{kvd, p.n_tokens, p.pos0, kvd, kvd, p.max_ctx};
     run("kv_write", {k, a.buf[2], a.buf[6], a.buf[7]}, kv, a.pool);

@@ -49,14 +49,15 @@ void layernorm(const CpuArgs& a) {
 
 // Rotates pairs of each head of one token row in place: (2i, 2i+1) for the
 // original Llama layout, (i, i + d/2) for NeoX.
-// theta_i = pos * scale * base^(-2i/d) / factor_i.
+// theta_i = pos * scale * base^(-2i/d) / factor_i; cos and sin scaled by
+// attn_factor (YaRN's magnitude correction; 1 otherwise).
 void rope_row(const RopeParams& p, const float* factors, float* row, uint32_t position) {
     const uint32_t half = p.head_dim / 2;
     const float pos = (float)position;
     for (uint32_t i = 0; i < half; i++) {
         float theta = p.freq_scale * pos * std::pow(p.freq_base, -2.0f * (float)i / (float)p.head_dim);
         if (factors) theta /= factors[i];
-        const float c = std::cos(theta), s = std::sin(theta);
+        const float c = std::cos(theta) * p.attn_factor, s = std::sin(theta) * p.attn_factor;
         for (uint32_t h = 0; h < p.n_heads; h++) {
             float* v = row + (size_t)h * p.head_dim;
             uint32_t i0 = p.neox ? i : 2 * i;

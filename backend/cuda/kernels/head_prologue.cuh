@@ -10,9 +10,10 @@ namespace akunu {
 
 // Thread j < head_dim / 2 of a block holds RoPE pair j of one or two head
 // rows (HeadPairs: a, and b where two_rows), as registers. The pair's angle
-// and its QK-norm weights (wa for row a, wb for row b, when p.has_qk_norm)
-// depend on the position and weights only: taken before the wait, the
-// weights' load latency is off the path after it.
+// (cos and sin scaled by p.attn_factor) and its QK-norm weights (wa for row
+// a, wb for row b, when p.has_qk_norm) depend on the position and weights
+// only: taken before the wait, the weights' load latency is off the path
+// after it.
 struct HeadPairs {
     RopePair at;
     bool active;           // threadIdx.x < head_dim / 2
@@ -26,6 +27,8 @@ __device__ inline HeadPairs head_pairs_at(const QKRopeKVParams& p, uint32_t pos,
     h.active = threadIdx.x < p.head_dim / 2;
     if (h.active) {
         h.at = rope_pair_at(threadIdx.x, p.head_dim, p.neox != 0, (float)pos, p.freq_scale, p.freq_base, factors);
+        h.at.c *= p.attn_factor;  // YaRN's magnitude (1 otherwise), as the rope kernel
+        h.at.s *= p.attn_factor;
         if (p.has_qk_norm) {
             h.wa0 = wa[h.at.i0] + p.weight_offset;
             h.wa1 = wa[h.at.i1] + p.weight_offset;

@@ -58,7 +58,8 @@ void launch_layernorm(const CudaArgs& a) {
                                                                          a.b<float>(3));
 }
 
-// One thread per pair of a head (rope_pair: device_math.cuh). The position:
+// One thread per pair of a head (rope_pair_at: device_math.cuh), cos and sin
+// scaled by p.attn_factor (YaRN's magnitude; 1 otherwise). The position:
 // each row's own from the (sequence, position) pairs of `rows` (rope_rows: a
 // batch of sequences at their own positions), else pos0 + row, pos0 from the
 // replay state inside a decode graph.
@@ -73,9 +74,13 @@ __global__ void rope_kernel(RopeParams p, float* x, const float* factors, const 
     const uint32_t t = (uint32_t)(idx / ((size_t)half * p.n_heads));
     const float pos = rows ? (float)(uint32_t)rows[2 * (size_t)t + 1] : (float)(replay_position(replay_pos, p.pos0) + t);
     float* v = x + (size_t)t * p.row_stride + (size_t)h * p.head_dim;
-    uint32_t i0, i1;
-    float o0, o1;
-    rope_pair(i, p.head_dim, p.neox != 0, pos, p.freq_scale, p.freq_base, factors, v, v, i0, i1, o0, o1);
+    RopePair r = rope_pair_at(i, p.head_dim, p.neox != 0, pos, p.freq_scale, p.freq_base, factors);
+    r.c *= p.attn_factor;
+    r.s *= p.attn_factor;
+    float x0 = v[r.i0], x1 = v[r.i1];
+    rope_rotate(r, x0, x1);
+    v[r.i0] = x0;
+    v[r.i1] = x1;
 }
 
 void launch_rope_kernel(const CudaArgs& a, const int32_t* rows) {

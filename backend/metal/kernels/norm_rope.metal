@@ -39,7 +39,8 @@ kernel void layernorm(device const float* x [[buffer(0)]], device const float* w
 AK_EXPORT_KERNEL(layernorm)
 
 // Rotates pairs of one token row's heads in place: (2i, 2i+1), or (i, i + d/2)
-// for NeoX. theta_i = pos * scale * base^(-2i/d) / factor_i; threads over (head, i).
+// for NeoX. theta_i = pos * scale * base^(-2i/d) / factor_i, cos and sin scaled
+// by attn_factor (YaRN's magnitude; 1 otherwise); threads over (head, i).
 inline void rope_row(device float* row, device const float* factors, constant RopeParams& p, uint position, uint first,
                      uint step) {
     const uint half_dim = p.head_dim / 2;
@@ -48,7 +49,7 @@ inline void rope_row(device float* row, device const float* factors, constant Ro
         const uint h = e / half_dim, i = e % half_dim;
         float theta = p.freq_scale * pos * pow(p.freq_base, -2.0f * (float)i / (float)p.head_dim);
         if (p.has_freq_factors) theta /= factors[i];
-        const float c = cos(theta), s = sin(theta);
+        const float c = cos(theta) * p.attn_factor, s = sin(theta) * p.attn_factor;
         device float* v = row + (ulong)h * p.head_dim;
         const uint i0 = p.neox ? i : 2 * i, i1 = p.neox ? i + half_dim : 2 * i + 1;
         const float x0 = v[i0], x1 = v[i1];
