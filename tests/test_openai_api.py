@@ -62,8 +62,8 @@ def test_json_response_format(model):
     assert set(json.loads(r["choices"][0]["message"]["content"])) == {"n"}
     with pytest.raises(akunu.AkunuError, match="response_format"):
         model.create_chat_completion(MESSAGES, response_format={"type": "yaml"})
-    with pytest.raises(akunu.AkunuError, match="n = 2"):
-        model.create_chat_completion(MESSAGES, n=2)
+    with pytest.raises(akunu.AkunuError, match="n = 0"):
+        model.create_chat_completion(MESSAGES, n=0)
     with pytest.raises(akunu.AkunuError, match="unsupported argument"):
         model.create_chat_completion(MESSAGES, best_of=3)
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, Dict, Iterator, Optional, Sequence, Union
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from .errors import AkunuError
+from . import tool_calls
 from .grammar import Grammar
 
 # llama-cpp-python's defaults for the OpenAI-style calls
@@ -88,7 +89,11 @@ def _generate_kwargs(kwargs: Dict[str, Any]) -> Dict[str, Any]:
 
 
 _ACCEPTED = set(_SAMPLING_KEYS) | {"max_tokens", "stop", "stream", "response_format", "grammar", "model",
-                                   "n", "stream_options", "max_completion_tokens", "user"}
+                                   "n", "stream_options", "max_completion_tokens", "user", "logprobs",
+                                   "top_logprobs"}
+_CHAT_ONLY = {"tools", "tool_choice", "parallel_tool_calls"}
+MAX_STOP = 4    # OpenAI's limit on stop sequences
+MAX_N = 16      # choices per request (OpenAI allows 128; each is a generation of its own here)
 
 
 def _check(kwargs: Dict[str, Any]) -> None:
@@ -96,86 +101,223 @@ def _check(kwargs: Dict[str, Any]) -> None:
     if unknown:
         raise AkunuError(f"unsupported argument(s): {', '.join(sorted(unknown))}")
     n = kwargs.get("n")
-    if n is not None and n != 1:
-        raise AkunuError(f"n = {n} is not supported: akunu returns one choice per request (n = 1)")
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_N):
+        raise AkunuError(f"n = {n!r} is not supported: n must be an integer from 1 to {MAX_N}")
+    stop = kwargs.get("stop")
+    if isinstance(stop, (list, tuple)) and len(stop) > MAX_STOP:
+        raise AkunuError(f"stop takes at most {MAX_STOP} sequences (OpenAI's limit), got {len(stop)}")
+    # the decode loops return token ids, not their logits: no log-probabilities to report
+    if kwargs.get("logprobs") not in (None, False) or kwargs.get("top_logprobs") not in (None, 0):
+        raise AkunuError("logprobs is not supported yet")
     if kwargs.get("max_completion_tokens") is not None and kwargs.get("max_tokens") is None:
         kwargs["max_tokens"] = kwargs["max_completion_tokens"]
 
 
-def _stream_tail(s, include_usage: bool, make) -> Iterator[Dict[str, Any]]:
-    """The last chunks of a stream: the finish reason, then (if asked) one with usage and no choices."""
-    yield make(s.result.finish_reason)
-    if include_usage:
-        d = make(None)
-        d["choices"] = []
-        d["usage"] = _usage(s.result)
-        yield d
+def _usage_of(results) -> Dict[str, int]:
+    """Usage of n choices of one prompt: the prompt counted once."""
+    p = results[0].stats.prompt_tokens
+    c = sum(r.stats.generated_tokens for r in results)
+    return {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
+
+
+def _usage(result) -> Dict[str, int]:
+    return _usage_of([result])
+
+
+def _choice_kwargs(gen: Dict[str, Any], i: int) -> Dict[str, Any]:
+    """Choice i's settings: with a seed, seed + i, so that sampled choices differ and repeat."""
+    if i and gen.get("seed") is not None:
+        return {**gen, "seed": gen["seed"] + i}
+    return gen
+
+
+def _generate_n(llm, prompt, gen: Dict[str, Any], n: int):
+    """n whole results for one prompt: together on the batching scheduler when the model
+    has one, else one after another."""
+    if n == 1:
+        return [llm.generate(prompt, **gen)]
+    if llm.batching is None:
+        return [llm.generate(prompt, **_choice_kwargs(gen, i)) for i in range(n)]
+    from . import async_calls
+    from .batching import run_to_end
+
+    streams = [llm.generate(prompt, stream=True, **_choice_kwargs(gen, i)) for i in range(n)]
+    try:
+        for s in streams:
+            run_to_end(s, async_calls.cancelled)
+    finally:
+        for s in streams:
+            s.close()
+    return [s.result for s in streams]
+
+
+class _Choices:
+    """The streams of n choices, run one after another: ``result`` sums what they did so far
+    (prompt counted once), ``close()`` stops the one running."""
+
+    def __init__(self, llm, prompt, gen: Dict[str, Any], n: int):
+        self._start = lambda i: llm.generate(prompt, stream=True, **_choice_kwargs(gen, i))
+        self.n = n
+        self.streams: List[Any] = [self._start(0)]  # the first one checks the request
+
+    def stream(self, i: int):
+        if i == len(self.streams):
+            self.streams.append(self._start(i))
+        return self.streams[i]
+
+    @property
+    def result(self):
+        from .generation import GenerationResult, GenerationStats
+
+        rs = [s.result for s in self.streams]
+        if len(rs) == 1:
+            return rs[0]
+        u = _usage_of(rs)
+        return GenerationResult(text="", tokens=[], finish_reason=rs[-1].finish_reason,
+                                stats=GenerationStats(prompt_tokens=u["prompt_tokens"],
+                                                      generated_tokens=u["completion_tokens"]))
+
+    def close(self) -> None:
+        for s in self.streams:
+            s.close()
+
+
+def _usage_chunk(make, choices: "_Choices") -> Dict[str, Any]:
+    d = make(None)
+    d["choices"] = []
+    d["usage"] = _usage_of([s.result for s in choices.streams])
+    return d
 
 
 def create_completion(llm, prompt: Union[str, Sequence[int]], /, *, stream: bool = False, **kwargs: Any):
+    echo = kwargs.pop("echo", False)
+    if not isinstance(echo, bool):
+        raise AkunuError("echo must be true or false")
     _check(kwargs)
+    n = kwargs.get("n") or 1
     include_usage = bool((kwargs.get("stream_options") or {}).get("include_usage"))
     name = kwargs.get("model") or llm.name
     gen = _generate_kwargs(kwargs)
     if gen["max_tokens"] is None:
         gen["max_tokens"] = 16  # OpenAI's default for completions
     cid, created = "cmpl-" + uuid.uuid4().hex, int(time.time())
+    prefix = ""
+    if echo:  # the prompt is written before each choice's text
+        prefix = prompt if isinstance(prompt, str) else llm.detokenize(prompt)
 
-    def shape(text, finish, result=None):
-        d = {"id": cid, "object": "text_completion", "created": created, "model": name,
-             "choices": [{"text": text, "index": 0, "logprobs": None, "finish_reason": finish}]}
-        if result is not None:
-            d["usage"] = _usage(result)
+    def choice(i, text, finish):
+        return {"text": text, "index": i, "logprobs": None, "finish_reason": finish}
+
+    def shape(choices, usage=None):
+        d = {"id": cid, "object": "text_completion", "created": created, "model": name, "choices": choices}
+        if usage is not None:
+            d["usage"] = usage
         return d
 
     if not stream:
-        r = llm.generate(prompt, **gen)
-        return shape(r.text, r.finish_reason, r)
-    s = llm.generate(prompt, stream=True, **gen)
+        rs = _generate_n(llm, prompt, gen, n)
+        return shape([choice(i, prefix + r.text, r.finish_reason) for i, r in enumerate(rs)], _usage_of(rs))
+    cs = _Choices(llm, prompt, gen, n)
 
     def chunks() -> Iterator[Dict[str, Any]]:
         try:
-            for piece in s:
-                yield shape(piece, None)
-            yield from _stream_tail(s, include_usage, lambda finish: shape("", finish))
+            for i in range(n):
+                s = cs.stream(i)
+                if prefix:
+                    yield shape([choice(i, prefix, None)])
+                for piece in s:
+                    yield shape([choice(i, piece, None)])
+                yield shape([choice(i, "", s.result.finish_reason)])
+            if include_usage:
+                yield _usage_chunk(lambda _: shape([]), cs)
         finally:
-            s.close()
+            cs.close()
 
-    return ChunkStream(chunks(), s)
+    return ChunkStream(chunks(), cs)
+
+
+def _chat_prompt(llm, messages, tools: Optional[tool_calls.ToolRequest]):
+    template = llm.chat_template
+    if template is None:
+        raise AkunuError("this is an embedding model: it has no chat template")
+    msgs = tool_calls.template_messages(messages, tools, template) if isinstance(messages, (list, tuple)) \
+        else messages
+    extra = {"tools": tools.tools} if tools is not None and tools.native else {}
+    return llm.tokenize(template.render(msgs, **extra), add_bos=False)
+
+
+def _message(r, tools: Optional[tool_calls.ToolRequest]) -> Tuple[Dict[str, Any], str]:
+    """The assistant message of one result and its finish reason."""
+    if tools is None:
+        return {"role": "assistant", "content": r.text}, r.finish_reason
+    parsed = tools.parse(r.text)
+    calls = tool_calls.openai_calls(parsed, tools)
+    if not calls:
+        return {"role": "assistant", "content": r.text}, r.finish_reason
+    msg = {"role": "assistant", "content": parsed.content or None, "tool_calls": calls}
+    return msg, "tool_calls" if r.finish_reason == "stop" else r.finish_reason
 
 
 def create_chat_completion(llm, messages: Sequence[Dict[str, Any]], /, *, stream: bool = False,
                            **kwargs: Any):
+    tool_args = {k: kwargs.pop(k) for k in list(kwargs) if k in _CHAT_ONLY}
     _check(kwargs)
+    n = kwargs.get("n") or 1
     include_usage = bool((kwargs.get("stream_options") or {}).get("include_usage"))
     name = kwargs.get("model") or llm.name
+    tools = tool_calls.prepare(llm.chat_template, **tool_args)
     gen = _generate_kwargs(kwargs)
-    prompt = llm.tokenize(llm.apply_chat_template(messages), add_bos=False)
+    if tools is not None and tools.constrained:
+        if "grammar" in gen:
+            raise AkunuError("tool_choice 'required' or a named function sets the output's grammar: "
+                             "give no grammar or response_format with it")
+        gen["grammar"] = tool_calls.constraint(tools)
+    prompt = _chat_prompt(llm, messages, tools)
     cid, created = "chatcmpl-" + uuid.uuid4().hex, int(time.time())
 
     if not stream:
-        r = llm.generate(prompt, **gen)
+        rs = _generate_n(llm, prompt, gen, n)
+        choices = []
+        for i, r in enumerate(rs):
+            msg, finish = _message(r, tools)
+            choices.append({"index": i, "message": msg, "logprobs": None, "finish_reason": finish})
         return {"id": cid, "object": "chat.completion", "created": created, "model": name,
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": r.text},
-                             "logprobs": None, "finish_reason": r.finish_reason}],
-                "usage": _usage(r)}
-    s = llm.generate(prompt, stream=True, **gen)
+                "choices": choices, "usage": _usage_of(rs)}
+    cs = _Choices(llm, prompt, gen, n)
 
-    def chunk(delta, finish):
+    def chunk(i, delta, finish):
         return {"id": cid, "object": "chat.completion.chunk", "created": created, "model": name,
-                "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+                "choices": [{"index": i, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+
+    def choice_chunks(i) -> Iterator[Dict[str, Any]]:
+        s = cs.stream(i)
+        yield chunk(i, {"role": "assistant", "content": ""}, None)
+        if tools is None:
+            for piece in s:
+                if piece:
+                    yield chunk(i, {"content": piece}, None)
+            yield chunk(i, {}, s.result.finish_reason)
+            return
+        # content held back while a call may be opening; calls as OpenAI streams them
+        ds = tool_calls.DeltaStream(tools)
+        for piece in s:
+            for d in ds.feed(piece):
+                yield chunk(i, d, None)
+        for d in ds.finish():
+            yield chunk(i, d, None)
+        finish = s.result.finish_reason
+        yield chunk(i, {}, "tool_calls" if ds.called and finish == "stop" else finish)
 
     def chunks() -> Iterator[Dict[str, Any]]:
         try:
-            yield chunk({"role": "assistant", "content": ""}, None)
-            for piece in s:
-                if piece:
-                    yield chunk({"content": piece}, None)
-            yield from _stream_tail(s, include_usage, lambda finish: chunk({}, finish))
+            for i in range(n):
+                yield from choice_chunks(i)
+            if include_usage:
+                yield _usage_chunk(lambda _: chunk(0, {}, None), cs)
         finally:
-            s.close()
+            cs.close()
 
-    return ChunkStream(chunks(), s)
+    return ChunkStream(chunks(), cs)
 
 
 def create_embedding(model, input: Any, model_name: Optional[str] = None, encoding_format: str = "float",
