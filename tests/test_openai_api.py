@@ -88,3 +88,50 @@ def test_api_basics(model):
     with pytest.raises(akunu.AkunuError, match="takes a string"):
         model.tokenize(b"bytes")
     assert model.memory_bytes > 0 and model.config["n_ctx"] == 512 and model.name
+
+
+def test_n_choices_one_after_another_and_batched(model, tmp_path):
+    kw = dict(max_tokens=12, temperature=0.8, seed=21)
+    r = model.create_chat_completion(MESSAGES, n=3, **kw)
+    ChatCompletion.model_validate(r)
+    # choice i samples with seed + i
+    want = [model.create_chat_completion(MESSAGES, **{**kw, "seed": 21 + i})["choices"][0]["message"]
+            for i in range(3)]
+    assert [c["message"] for c in r["choices"]] == want and [c["index"] for c in r["choices"]] == [0, 1, 2]
+    # on a batching model the choices run together, with the same results
+    path = str(tmp_path / "q.gguf")
+    random_gguf.write_model(path, "qwen2", "F16", seed=9)
+    batched = akunu.load(path, n_ctx=512, parallel=3)
+    try:
+        rb = batched.create_chat_completion(MESSAGES, n=3, **kw)
+        assert [c["message"] for c in rb["choices"]] == want
+        assert rb["usage"] == r["usage"]
+        comp = batched.create_completion("The weather", n=2, max_tokens=6, temperature=0)
+        assert comp["choices"][0]["text"] == comp["choices"][1]["text"]
+    finally:
+        batched.close()
+    chunks = list(model.create_completion("The weather", n=2, max_tokens=6, temperature=0.7, seed=1, stream=True,
+                                          stream_options={"include_usage": True}))
+    whole = model.create_completion("The weather", n=2, max_tokens=6, temperature=0.7, seed=1)
+    for i in (0, 1):
+        assert "".join(c["choices"][0]["text"] for c in chunks if c["choices"] and c["choices"][0]["index"] == i) \
+            == whole["choices"][i]["text"]
+    assert chunks[-1]["usage"] == whole["usage"]
+
+
+def test_echo_stop_limit_and_logprobs(model):
+    plain = model.create_completion("The weather today", max_tokens=8, temperature=0)
+    echoed = model.create_completion("The weather today", max_tokens=8, temperature=0, echo=True)
+    assert echoed["choices"][0]["text"] == "The weather today" + plain["choices"][0]["text"]
+    ids = model.tokenize("The weather today")
+    assert model.create_completion(ids, max_tokens=8, temperature=0, echo=True)["choices"][0]["text"] == \
+        echoed["choices"][0]["text"]
+    with pytest.raises(akunu.AkunuError, match="at most 4"):
+        model.create_chat_completion(MESSAGES, stop=["a", "b", "c", "d", "e"])
+    for bad in ({"logprobs": True}, {"top_logprobs": 2}):
+        with pytest.raises(akunu.AkunuError, match="logprobs is not supported yet"):
+            model.create_chat_completion(MESSAGES, **bad)
+    with pytest.raises(akunu.AkunuError, match="logprobs is not supported yet"):
+        model.create_completion("hi", logprobs=1)
+    with pytest.raises(akunu.AkunuError, match="unsupported argument"):
+        model.create_completion("hi", tools=[])  # tools belong to chat completions

@@ -125,7 +125,7 @@ def test_errors_in_openai_shape(client):
              400)
     assert error_of(client.post("/v1/chat/completions", json={"messages": MSGS, "temperature": "hot"}),
                     400)["param"] == "temperature"
-    assert "n = 1" in error_of(client.post("/v1/chat/completions", json={"messages": MSGS, "n": 2}), 400)["message"]
+    assert "n = 0" in error_of(client.post("/v1/chat/completions", json={"messages": MSGS, "n": 0}), 400)["message"]
     assert "limit" in error_of(client.post("/v1/chat/completions", json={"messages": MSGS, "max_tokens": 10**6}),
                                400)["message"]
     err = error_of(client.post("/v1/completions", json={"prompt": "word " * 400, "max_tokens": 4}), 400)
@@ -182,6 +182,44 @@ def test_api_key(models):
         assert error_of(c.get("/v1/models"), 401)["type"] == "authentication_error"
         assert c.get("/v1/models", headers={"Authorization": "Bearer sekret"}).status_code == 200
         assert c.get("/health").status_code == 200
+
+
+def test_n_stop_seed_echo_and_logprobs(client):
+    req = {"model": "llama", "messages": MSGS, "max_tokens": 10, "temperature": 0.9, "seed": 5}
+    two = client.post("/v1/chat/completions", json={**req, "n": 2})
+    assert two.status_code == 200, two.text
+    body = two.json()
+    ChatCompletion.model_validate(body)
+    assert [c["index"] for c in body["choices"]] == [0, 1]
+    # choice 0 is the request without n; the seed is passed through (the same seed, the same text)
+    one = client.post("/v1/chat/completions", json=req).json()
+    assert body["choices"][0]["message"] == one["choices"][0]["message"]
+    assert body["usage"]["prompt_tokens"] == one["usage"]["prompt_tokens"]
+    # choice i samples with seed + i: choice 1 is the request with seed 6
+    other = client.post("/v1/chat/completions", json={**req, "seed": 6}).json()
+    assert body["choices"][1]["message"] == other["choices"][0]["message"]
+    assert body["usage"]["completion_tokens"] == one["usage"]["completion_tokens"] + other["usage"]["completion_tokens"]
+    chunks = sse_events(client.post("/v1/chat/completions", json={**req, "n": 2, "stream": True}).text)
+    for i in (0, 1):
+        text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks
+                       if c["choices"] and c["choices"][0]["index"] == i)
+        assert text == body["choices"][i]["message"]["content"]
+    assert "at most 4" in error_of(client.post("/v1/chat/completions", json={
+        **req, "stop": ["a", "b", "c", "d", "e"]}), 400)["message"]
+    assert client.post("/v1/chat/completions", json={**req, "stop": ["a", "b", "c", "d"]}).status_code == 200
+    for field in ({"logprobs": True}, {"logprobs": True, "top_logprobs": 3}):
+        assert error_of(client.post("/v1/chat/completions", json={**req, **field}), 400)["message"] == \
+            "logprobs is not supported yet"
+    assert error_of(client.post("/v1/completions", json={"prompt": "hi", "logprobs": 2}), 400)["param"] == "logprobs"
+    assert client.post("/v1/chat/completions", json={**req, "logprobs": False}).status_code == 200
+    plain = client.post("/v1/completions", json={"prompt": "Once upon", "max_tokens": 6, "temperature": 0}).json()
+    echoed = client.post("/v1/completions", json={"prompt": "Once upon", "max_tokens": 6, "temperature": 0,
+                                                  "echo": True}).json()
+    assert echoed["choices"][0]["text"] == "Once upon" + plain["choices"][0]["text"]
+    streamed = sse_events(client.post("/v1/completions", json={"prompt": "Once upon", "max_tokens": 6,
+                                                              "temperature": 0, "echo": True, "stream": True}).text)
+    assert "".join(c["choices"][0]["text"] for c in streamed) == echoed["choices"][0]["text"]
+    error_of(client.post("/v1/completions", json={"prompt": "hi", "echo": "yes"}), 400)
 
 
 # -- a real server process ------------------------------------------------------
@@ -395,3 +433,37 @@ def test_abuse_does_not_crash_or_leak(server):
         after = rss_bytes(server.pid)
     assert httpx.get(server + "/health", timeout=5).status_code == 200
     assert after - before < 16 << 20, f"server memory grew by {(after - before) >> 20} MiB over 200 bad requests"
+
+
+def test_tool_fields_are_checked_and_used(server):
+    """The models' templates have no tools: they go into the system message and the call is
+    the generic JSON object, constrained to the function's schema."""
+    headers = {"Authorization": "Bearer k"}
+    with httpx.Client(base_url=server, headers=headers, timeout=120) as client:
+        check_tool_fields(client)
+
+
+def check_tool_fields(client):
+    tools = [{"type": "function", "function": {"name": "pick", "parameters": {
+        "type": "object", "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 9}},
+        "required": ["n"], "additionalProperties": False}}}]
+    req = {"model": "b", "messages": MSGS, "tools": tools, "max_tokens": 60, "seed": 3, "parallel_tool_calls": False}
+    r = client.post("/v1/chat/completions", json={**req, "tool_choice": "required"})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    ChatCompletion.model_validate(body)
+    call = body["choices"][0]["message"]["tool_calls"][0]
+    assert body["choices"][0]["finish_reason"] == "tool_calls" and call["function"]["name"] == "pick"
+    assert 0 <= json.loads(call["function"]["arguments"])["n"] <= 9
+    chunks = sse_events(client.post("/v1/chat/completions", json={**req, "tool_choice": "required",
+                                                                  "stream": True}).text)
+    for c in chunks:
+        ChatCompletionChunk.model_validate(c)
+    parts = [tc for c in chunks for tc in c["choices"][0]["delta"].get("tool_calls") or []]
+    assert parts[0]["function"]["name"] == "pick"
+    assert "".join(p["function"]["arguments"] for p in parts) == call["function"]["arguments"]
+    for bad, param in [({"tools": "pick"}, "tools"), ({"tool_choice": 3}, "tool_choice"),
+                       ({"parallel_tool_calls": "no"}, "parallel_tool_calls")]:
+        assert error_of(client.post("/v1/chat/completions", json={**req, **bad}), 400)["param"] == param
+    assert "not among the tools" in error_of(client.post("/v1/chat/completions", json={
+        **req, "tool_choice": {"type": "function", "function": {"name": "other"}}}), 400)["message"]

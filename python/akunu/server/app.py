@@ -273,6 +273,7 @@ def create_app(models: Dict[str, Any], api_key: Optional[str] = None,
         slot = text_model(slot_for(rf.model_field(body)))
         messages = rf.messages_field(body)
         kwargs = rf.sampling_fields(body, limits.max_tokens)
+        kwargs.update(rf.tool_fields(body))
         kwargs["messages"] = messages
         return await generate(request, slot, slot.model.create_chat_completion, kwargs)
 
@@ -282,6 +283,8 @@ def create_app(models: Dict[str, Any], api_key: Optional[str] = None,
         slot = text_model(slot_for(rf.model_field(body)))
         prompt = rf.prompt_field(body)
         kwargs = rf.sampling_fields(body, limits.max_tokens)
+        if rf.echo_field(body):
+            kwargs["echo"] = True
         kwargs["prompt"] = prompt
         return await generate(request, slot, slot.model.create_completion, kwargs)
 

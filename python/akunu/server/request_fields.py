@@ -12,8 +12,9 @@ from .errors import ApiError
 _NUMBER_FIELDS = ("temperature", "top_p", "min_p", "presence_penalty", "frequency_penalty", "repeat_penalty")
 _INT_FIELDS = ("top_k", "seed", "n", "max_tokens", "max_completion_tokens", "penalty_last_n")
 # accepted and ignored, as other OpenAI-compatible servers do
-_IGNORED = ("user", "logprobs", "top_logprobs", "echo", "suffix", "best_of", "parallel_tool_calls",
-            "service_tier", "store", "metadata")
+_IGNORED = ("user", "suffix", "best_of", "service_tier", "store", "metadata")
+MAX_STOP = 4   # OpenAI's limit on stop sequences
+MAX_N = 16     # choices per request
 
 
 def _bad(param: str, msg: str) -> ApiError:
@@ -46,15 +47,22 @@ def sampling_fields(body: Dict[str, Any], max_tokens_limit: int) -> Dict[str, An
         raise _bad("max_tokens", f"{mt} exceeds this server's limit of {max_tokens_limit}")
     if out.get("max_tokens") is None:
         out["max_tokens"] = max_tokens_limit
-    if out.get("n", 1) != 1:
-        raise _bad("n", f"only n = 1 is supported, got {out['n']}")
+    if not 1 <= out.get("n", 1) <= MAX_N:
+        raise _bad("n", f"n = {out['n']} is not supported: n must be from 1 to {MAX_N}")
     stop = body.get("stop")
     if stop is not None:
         if isinstance(stop, str):
             stop = [stop]
-        if not isinstance(stop, list) or not all(isinstance(s, str) for s in stop) or len(stop) > 16:
-            raise _bad("stop", "expected a string or a list of at most 16 strings")
+        if not isinstance(stop, list) or not all(isinstance(s, str) for s in stop):
+            raise _bad("stop", f"expected a string or a list of at most {MAX_STOP} strings")
+        if len(stop) > MAX_STOP:
+            raise _bad("stop", f"at most {MAX_STOP} stop sequences are allowed (OpenAI's limit), got {len(stop)}")
         out["stop"] = stop
+    # log-probabilities are refused rather than silently left out
+    lp, top = body.get("logprobs"), body.get("top_logprobs")
+    if lp not in (None, False) or top not in (None, 0):
+        raise ApiError(400, "logprobs is not supported yet", param="logprobs" if lp not in (None, False)
+                       else "top_logprobs")
     bias = body.get("logit_bias")
     if bias is not None:
         if not isinstance(bias, dict):
@@ -78,6 +86,38 @@ def sampling_fields(body: Dict[str, Any], max_tokens_limit: int) -> Dict[str, An
         raise _bad("stream", f"expected true or false, got {stream!r}")
     out["stream"] = stream
     return out
+
+
+def tool_fields(body: Dict[str, Any]) -> Dict[str, Any]:
+    """tools, tool_choice and parallel_tool_calls of a chat request (their content is
+    checked by the chat completion itself)."""
+    out: Dict[str, Any] = {}
+    tools = body.get("tools")
+    if tools is not None:
+        if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
+            raise _bad("tools", "expected a list of {'type': 'function', 'function': {...}} objects")
+        out["tools"] = tools
+    choice = body.get("tool_choice")
+    if choice is not None:
+        if not isinstance(choice, (str, dict)):
+            raise _bad("tool_choice", "expected 'none', 'auto', 'required' or "
+                                      "{'type': 'function', 'function': {'name': ...}}")
+        out["tool_choice"] = choice
+    parallel = body.get("parallel_tool_calls")
+    if parallel is not None:
+        if not isinstance(parallel, bool):
+            raise _bad("parallel_tool_calls", f"expected true or false, got {parallel!r}")
+        out["parallel_tool_calls"] = parallel
+    return out
+
+
+def echo_field(body: Dict[str, Any]) -> bool:
+    echo = body.get("echo", False)
+    if echo is None:
+        return False
+    if not isinstance(echo, bool):
+        raise _bad("echo", f"expected true or false, got {echo!r}")
+    return echo
 
 
 def model_field(body: Dict[str, Any]):
