@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
 import httpx
 import jsonschema
@@ -303,6 +304,7 @@ def test_real_templates_render_tools_as_transformers(real_templates, name, famil
 
     class FakeModel:  # _chat_prompt's view of a model: its template and tokenizer
         chat_template = t
+        tokenizer = SimpleNamespace(tokens=["<s>", "</s>"])
 
         @staticmethod
         def tokenize(text, add_bos):
@@ -323,6 +325,23 @@ def test_templates_without_tools_get_them_in_the_system_message():
     assert text.count("<start_of_turn>user") == 3 and '"name": "get_weather"' in text
     assert '{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}' in text
     assert "Result of abcDEF123:\n{\"temperature\": 21}<end_of_turn>" in text
+
+
+def test_family_from_the_vocabulary_when_the_template_has_no_tools():
+    """A Qwen GGUF without its template (the built-in ChatML is used) still gets its own
+    <tool_call> syntax: the tokenizer has the token."""
+    from akunu.chat_template import BUILTIN, ChatTemplate
+    from akunu.tool_calls import template_messages
+
+    t = ChatTemplate(BUILTIN["chatml"], "chatml")
+    vocab = ["<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>"]
+    req = prepare(t, TOOLS, "auto", vocab=vocab)
+    assert req.fmt.name == "hermes" and not req.native
+    text = t.render(template_messages(HISTORY, req, t, vocab))
+    assert text.startswith("<|im_start|>system\nYou can call these functions:")
+    assert '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}\n</tool_call>' \
+        in text
+    assert prepare(ChatTemplate(BUILTIN["chatml"], "chatml"), TOOLS, vocab=["<s>"]).fmt.name == "generic"
 
 
 # -- constrained calls from models that cannot make them on their own ------------------------------

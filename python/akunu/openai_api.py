@@ -240,8 +240,9 @@ def _chat_prompt(llm, messages, tools: Optional[tool_calls.ToolRequest]):
     template = llm.chat_template
     if template is None:
         raise AkunuError("this is an embedding model: it has no chat template")
-    msgs = tool_calls.template_messages(messages, tools, template) if isinstance(messages, (list, tuple)) \
-        else messages
+    vocab = llm.tokenizer.tokens
+    msgs = tool_calls.template_messages(messages, tools, template, vocab) \
+        if isinstance(messages, (list, tuple)) else messages
     extra = {"tools": tools.tools} if tools is not None and tools.native else {}
     return llm.tokenize(template.render(msgs, **extra), add_bos=False)
 
@@ -265,7 +266,7 @@ def create_chat_completion(llm, messages: Sequence[Dict[str, Any]], /, *, stream
     n = kwargs.get("n") or 1
     include_usage = bool((kwargs.get("stream_options") or {}).get("include_usage"))
     name = kwargs.get("model") or llm.name
-    tools = tool_calls.prepare(llm.chat_template, **tool_args)
+    tools = tool_calls.prepare(llm.chat_template, vocab=llm.tokenizer.tokens, **tool_args)
     gen = _generate_kwargs(kwargs)
     if tools is not None and tools.constrained:
         if "grammar" in gen:

@@ -11,6 +11,7 @@ import json
 import re
 import secrets
 import string
+import weakref
 from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -85,19 +86,31 @@ def _check_schema(schema: Dict[str, Any], where: str) -> None:
         raise AkunuError(f"{where} is not a valid JSON schema: {e.message}") from None
 
 
-def tool_format(template) -> ToolFormat:
-    """The family's call format, from its chat template: the markers the template itself
-    writes for tool calls; a template without tools gets the generic JSON format."""
+_FAMILY_TOKENS = (("<tool_call>", "hermes"), ("[TOOL_CALLS]", "mistral"), ("<|python_tag|>", "llama3"))
+_families: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def tool_format(template, vocab: Sequence[str] = ()) -> ToolFormat:
+    """The family's call format: from the markers the chat template itself writes for
+    tool calls; for a template without tools, from the family's tool-call tokens in the
+    vocabulary; else the generic JSON format."""
+    if template is not None and template in _families:
+        return _families[template]
     src = template.source if template is not None else ""
-    if not supports_tools(template):
-        return FORMATS["generic"]
-    if "<tool_call>" in src:
-        return FORMATS["hermes"]
-    if "[TOOL_CALLS]" in src:
-        return FORMATS["mistral"]
-    if "<|python_tag|>" in src or "<|start_header_id|>" in src:
-        return FORMATS["llama3"]
-    return FORMATS["generic"]
+    name = "generic"
+    if supports_tools(template):
+        if "<tool_call>" in src:
+            name = "hermes"
+        elif "[TOOL_CALLS]" in src:
+            name = "mistral"
+        elif "<|python_tag|>" in src or "<|start_header_id|>" in src:
+            name = "llama3"
+    else:
+        tokens = set(vocab)
+        name = next((fam for tok, fam in _FAMILY_TOKENS if tok in tokens), "generic")
+    if template is not None and (len(vocab) or supports_tools(template)):
+        _families[template] = FORMATS[name]  # the vocabulary is the template's model's: cached with it
+    return FORMATS[name]
 
 
 def supports_tools(template) -> bool:
@@ -105,8 +118,8 @@ def supports_tools(template) -> bool:
     return template is not None and re.search(r"\btools\b", template.source) is not None
 
 
-def prepare(template, tools: Any = None, tool_choice: Any = None,
-            parallel_tool_calls: Any = None) -> Optional[ToolRequest]:
+def prepare(template, tools: Any = None, tool_choice: Any = None, parallel_tool_calls: Any = None,
+            vocab: Sequence[str] = ()) -> Optional[ToolRequest]:
     """The request's tool settings; None when the model may not call tools (none given,
     or tool_choice "none")."""
     if parallel_tool_calls is not None and not isinstance(parallel_tool_calls, bool):
@@ -132,7 +145,7 @@ def prepare(template, tools: Any = None, tool_choice: Any = None,
         raise AkunuError(f"tool_choice {tool_choice!r} needs a non-empty tools list")
     if forced is not None and forced not in {t["function"]["name"] for t in checked}:
         raise AkunuError(f"tool_choice names the function '{forced}', which is not among the tools")
-    return ToolRequest(checked, choice, forced, parallel_tool_calls is not False, tool_format(template),
+    return ToolRequest(checked, choice, forced, parallel_tool_calls is not False, tool_format(template, vocab),
                        supports_tools(template))
 
 
@@ -155,11 +168,13 @@ def _mistral_id(i: Any) -> Any:
     return hashlib.sha256(str(i).encode()).hexdigest()[:9] if i is not None else i
 
 
-def template_messages(messages: Sequence[Any], req: Optional[ToolRequest], template) -> List[Any]:
+def template_messages(messages: Sequence[Any], req: Optional[ToolRequest], template,
+                      vocab: Sequence[str] = ()) -> List[Any]:
     """The conversation as the chat template wants it: assistant tool calls with dict
     arguments; for templates without tools, calls and results written as text."""
     native = supports_tools(template)
-    mistral = tool_format(template).name == "mistral"
+    fmt = tool_format(template, vocab)
+    mistral = native and fmt.name == "mistral"
     out: List[Any] = []
     for i, m in enumerate(messages):
         if not isinstance(m, dict):
@@ -182,7 +197,7 @@ def template_messages(messages: Sequence[Any], req: Optional[ToolRequest], templ
             m = {**m, "tool_call_id": _mistral_id(m["tool_call_id"])}
         out.append(m)
     if not native:
-        out = _as_text(out)
+        out = _as_text(out, fmt)
         if req is not None:
             out = _with_tool_prompt(out, req)
     return out
@@ -194,9 +209,22 @@ def _text_of(content: Any) -> str:
     return content if isinstance(content, str) else ""
 
 
-def _as_text(messages: List[Any]) -> List[Any]:
+def write_calls(calls: List[Dict[str, Any]], fmt: ToolFormat) -> str:
+    """Calls ({'name', 'arguments'} with dict arguments) as the family writes them."""
+    if fmt.name == "hermes":
+        return "\n".join("<tool_call>\n" + json.dumps(c, ensure_ascii=False) + "\n</tool_call>" for c in calls)
+    if fmt.name == "llama3":
+        return "; ".join(json.dumps({"name": c["name"], "parameters": c["arguments"]}, ensure_ascii=False)
+                         for c in calls)
+    if fmt.name == "mistral":
+        return "[TOOL_CALLS]" + json.dumps(calls, ensure_ascii=False)
+    return json.dumps(calls[0] if len(calls) == 1 else calls, ensure_ascii=False)
+
+
+def _as_text(messages: List[Any], fmt: ToolFormat) -> List[Any]:
     """Tool calls and results in plain turns, for templates that know neither: a call is
-    the assistant's JSON, results are a user turn (merged with user turns next to it)."""
+    the assistant's text in the family's syntax, results are a user turn (merged with
+    user turns next to it)."""
     if not any(isinstance(m, dict) and (m.get("tool_calls") or m.get("role") == "tool") for m in messages):
         return messages
     out: List[Any] = []
@@ -204,7 +232,7 @@ def _as_text(messages: List[Any]) -> List[Any]:
         if isinstance(m, dict) and m.get("tool_calls"):
             calls = [{"name": c["function"]["name"], "arguments": c["function"]["arguments"]}
                      for c in m["tool_calls"]]
-            text = json.dumps(calls[0] if len(calls) == 1 else calls, ensure_ascii=False)
+            text = write_calls(calls, fmt)
             before = _text_of(m.get("content"))
             m = {"role": "assistant", "content": (before + "\n" if before else "") + text}
         elif isinstance(m, dict) and m.get("role") == "tool":
@@ -219,8 +247,11 @@ def _as_text(messages: List[Any]) -> List[Any]:
     return [{k: v for k, v in m.items() if k != "_tool"} if isinstance(m, dict) else m for m in out]
 
 
+_EXAMPLE = {"name": "<function name>", "arguments": {"<parameter>": "<value>"}}
+
+
 def _with_tool_prompt(messages: List[Any], req: ToolRequest) -> List[Any]:
-    """The tools described in the system message, with the generic format's instructions."""
+    """The tools described in the system message, with instructions in the family's syntax."""
     functions = [t["function"] for t in req.tools]
     if req.choice == "named":
         rule = f"You must call the function {req.forced}."
@@ -228,10 +259,11 @@ def _with_tool_prompt(messages: List[Any], req: ToolRequest) -> List[Any]:
         rule = "You must call one of these functions."
     else:
         rule = "Call a function only when it helps; otherwise reply normally."
+    several = ("several calls one after another" if req.fmt.name in ("hermes", "llama3")
+               else "a JSON list of call objects")
     text = ("You can call these functions:\n" + json.dumps(functions, ensure_ascii=False) +
-            "\n\nTo call a function, reply with only a JSON object "
-            '{"name": <function name>, "arguments": <arguments object>}, or a JSON list of such objects '
-            "to call several at once. " + rule)
+            "\n\nTo call a function, reply with only:\n" + write_calls([_EXAMPLE], req.fmt) +
+            f"\nTo call several at once, write {several}. " + rule)
     if messages and isinstance(messages[0], dict) and messages[0].get("role") == "system":
         first = messages[0]
         return [{**first, "content": _text_of(first.get("content")) + "\n\n" + text}] + list(messages[1:])
