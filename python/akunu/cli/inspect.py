@@ -1,4 +1,6 @@
-"""akunu-inspect: what is inside a GGUF file (no weights are loaded)."""
+"""akunu-inspect: what is inside a GGUF file or model directory (no weights are
+loaded); for a Hugging Face repo id, what the repo holds, what is cached here and
+which files the name loads (nothing is downloaded but a small index file)."""
 
 from __future__ import annotations
 
@@ -9,8 +11,8 @@ import sys
 from collections import defaultdict
 from typing import Any, Dict, List, Optional
 
-from .. import __version__, _core
-from ..model_zoo import resolve_model_path
+from .. import __version__, _core, hub
+from ..model_zoo import is_named_model, resolve_model_path
 from .common import CliError, _model_bytes, run
 
 
@@ -97,10 +99,80 @@ def print_text(s: Dict[str, Any], show_tensors: bool, out=sys.stdout) -> None:
         w(f"  {d:<8} {e['tensors']:>5} tensors {e['params'] / 1e6:>10.1f} M params {_human(e['bytes']):>12}\n")
 
 
+def _where(where: Optional[str]) -> str:
+    return {"hf": "cached", "llama.cpp": "in llama.cpp's cache"}.get(where or "", "-")
+
+
+def print_repo(d: Dict[str, Any], out=None) -> None:
+    """akunu-inspect's account of a repo id (hub.describe)."""
+    out = out or sys.stdout
+    w = out.write
+    commit = f", commit {d['commit'][:12]}" if d.get("commit") else ""
+    w(f"Hugging Face repo {d['repo']} (revision {d['revision']}{commit}) at {d['endpoint']}"
+      f"{'; gated' if d.get('gated') else ''}\n\n")
+    if "repo_files" in d:
+        w("the repo holds\n")
+        for name, f in d["repo_files"].items():
+            size = _human(f["size"]) if f["size"] is not None else "?"
+            w(f"  {name:<60} {size:>12}  {_where(f['cached'])}\n")
+    else:
+        w(f"the repo's files: not asked ({'HF_HUB_OFFLINE=1' if d['offline'] else d.get('repo_error')})\n")
+    if d["gguf_models"]:
+        w("\nGGUF models\n")
+        for m in d["gguf_models"]:
+            parts = f" ({len(m['files'])}/{m['splits']} splits)" if m["splits"] > 1 else ""
+            w(f"  {m['quant']:<12} {m['files'][0] + parts:<56} {_human(m['size']):>12}  "
+              f"{'cached' if m['cached'] else '-'}\n")
+    c = d["cached"]
+    w(f"\ncached here ({d['hf_cache']})\n")
+    if not c["snapshots"] and not c["llama_cpp"]:
+        w("  nothing\n")
+    for ref, commit in sorted(c["refs"].items()):
+        w(f"  ref {ref} -> {commit[:12]}\n")
+    for commit, files in c["snapshots"].items():
+        w(f"  snapshot {commit[:12]}: {len(files)} file{'' if len(files) == 1 else 's'}, "
+          f"{_human(sum(files.values()))}\n")
+        for name, size in files.items():
+            w(f"    {name:<58} {_human(size):>12}\n")
+    for name, path in c["llama_cpp"].items():
+        w(f"  llama.cpp: {path}\n")
+    loads = d["loads"]
+    if "error" in loads:
+        w(f"\n'{d['name']}' loads nothing: {loads['error']}\n")
+    else:
+        what = f"GGUF {loads['quant']}" if loads["kind"] == "gguf" else loads["kind"] + " directory"
+        w(f"\n'{d['name']}' loads {what}: {', '.join(loads['weights'])} ({_human(loads['size'])}, "
+          f"{'all cached' if loads['cached'] else 'to fetch on first load'})\n")
+
+
+def _cached_model(spec: hub.RepoSpec, d: Dict[str, Any]) -> Optional[str]:
+    """The local path of what the repo id loads, where all of it is cached and it is one file or directory."""
+    loads = d["loads"]
+    if "error" in loads or not loads["cached"] or (loads["kind"] == "gguf" and len(loads["weights"]) > 1):
+        return None
+    try:
+        p = hub.plan_offline(spec)
+    except Exception:
+        return None
+    if p.weights != loads["weights"] or any(p.repo_files[n].local is None for n in p.files):
+        return None
+    paths = hub.fetch(p)
+    return paths[p.weights[0]] if p.kind == "gguf" else os.path.dirname(paths["config.json"])
+
+
+def _read(path: str) -> Dict[str, Any]:
+    if os.path.isdir(path):
+        info = _core.read_model(path)
+        info["size_bytes"] = _model_bytes(path)
+        return info
+    return _core.read_gguf(path)
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="akunu-inspect", description=__doc__)
-    ap.add_argument("model", help="GGUF file, Hugging Face / MLX / CTranslate2 directory, or a named model such as "
-                    "gemma3-270m")
+    ap.add_argument("model", help="GGUF file, Hugging Face / MLX / CTranslate2 directory, a named model such as "
+                    "gemma3-270m, or a Hugging Face repo id (owner/repo, owner/repo:QUANT, owner/repo/FILE.gguf, @REV)")
+    ap.add_argument("--revision", default=None, help="branch, tag or commit of a repo id (as @REV)")
     ap.add_argument("--json", action="store_true", help="machine-readable output")
     ap.add_argument("--no-tensors", action="store_true", help="leave out the tensor table")
     ap.add_argument("--verbose", action="store_true", help="show tracebacks")
@@ -108,20 +180,27 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = ap.parse_args(argv)
 
     def body() -> int:
-        path = resolve_model_path(args.model)
-        if os.path.isdir(path):
-            info = _core.read_model(path)
-            info["size_bytes"] = _model_bytes(path)
+        name = args.model
+        spec = None if os.path.exists(name) or is_named_model(name) else hub.parse_repo_id(name, args.revision)
+        if spec is None:
+            s: Optional[Dict[str, Any]] = summarize(_read(resolve_model_path(name, args.revision)))
+            repo = None
         else:
-            info = _core.read_gguf(path)
-        s = summarize(info)
+            repo = hub.describe(spec)
+            path = _cached_model(spec, repo)
+            s = summarize(_read(path)) if path else None
+        if s is not None and args.no_tensors:
+            s.pop("tensors")
         if args.json:
-            if args.no_tensors:
-                s.pop("tensors")
-            json.dump(s, sys.stdout, indent=1, default=str)
+            json.dump(s if repo is None else {"hub": repo, "model": s}, sys.stdout, indent=1, default=str)
             sys.stdout.write("\n")
-        else:
-            print_text(s, not args.no_tensors)
+            return 0
+        if repo is not None:
+            print_repo(repo)
+            if s is not None:
+                sys.stdout.write("\n")
+        if s is not None:
+            print_text(s, not args.no_tensors, sys.stdout)
         return 0
 
     return run("akunu-inspect", body, argv)
