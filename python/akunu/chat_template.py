@@ -160,11 +160,13 @@ class ChatTemplate:
         return cls(BUILTIN[name], name, bos, eos)
 
     def render(self, messages: Sequence[Dict[str, Any]], add_generation_prompt: bool = True,
-               **extra: Any) -> str:
+               tools: Optional[List[Dict[str, Any]]] = None, **extra: Any) -> str:
+        """The prompt text. `tools`: OpenAI function tools ({"type": "function", "function":
+        {...}}), handed to the template as transformers' apply_chat_template hands them."""
         msgs = validate_messages(messages)
         try:
             # tools / documents are passed as None when absent, as transformers does
-            kw = {"tools": None, "documents": None, **extra}
+            kw = {"documents": None, **extra, "tools": tools}
             return self._template.render(messages=msgs, add_generation_prompt=add_generation_prompt,
                                          bos_token=self.bos_token, eos_token=self.eos_token, **kw)
         except TemplateError:

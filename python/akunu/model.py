@@ -411,13 +411,23 @@ class Model:
         return self.generate(self.tokenize(text, add_bos=False), max_tokens=max_tokens, **kwargs)
 
     def create_completion(self, prompt: Union[str, Sequence[int]], **kwargs: Any):
-        """OpenAI / llama-cpp-python shaped completion (a dict, or an iterator of chunk dicts with stream=True)."""
+        """OpenAI / llama-cpp-python shaped completion (a dict, or an iterator of chunk dicts with stream=True).
+
+        Takes OpenAI's fields: max_tokens, temperature, top_p, stop (at most 4), seed, n (choices
+        1-16; choice i samples with seed + i), echo (the prompt before the text), response_format,
+        stream, stream_options; logprobs is refused (not supported yet)."""
         from .openai_api import create_completion
 
         return create_completion(self, prompt, **kwargs)
 
     def create_chat_completion(self, messages: Sequence[Dict[str, Any]], **kwargs: Any):
-        """OpenAI / llama-cpp-python shaped chat completion (a dict, or chunk dicts with stream=True)."""
+        """OpenAI / llama-cpp-python shaped chat completion (a dict, or chunk dicts with stream=True).
+
+        Takes create_completion's fields (but echo) and OpenAI's tool calling: tools, tool_choice
+        ("auto", "none", "required" or {"type": "function", "function": {"name": ...}}; the last
+        two constrain the reply to a valid call) and parallel_tool_calls. Calls come back as the
+        message's tool_calls (tool_calls.py); messages may hold assistant tool_calls and
+        role "tool" results."""
         from .openai_api import create_chat_completion
 
         return create_chat_completion(self, messages, **kwargs)
