@@ -494,3 +494,23 @@ def test_openai_client_tool_calls(tool_server):
                                   tool_choice={"type": "function", "function": {"name": "nope"}})
     with pytest.raises(openai.BadRequestError, match="tools"):
         c.chat.completions.create(model="q", messages=ASK, tools="get_time")
+
+
+@pytest.mark.parametrize("family", sorted(FORMATS))
+@pytest.mark.parametrize("parallel", [False, True])
+def test_the_constraint_of_every_family_parses_and_validates(qwen, family, parallel):
+    """Random weights under each family's grammar: the text always parses into calls of the
+    offered functions whose arguments validate against their schemas."""
+    from akunu.tool_calls import constraint
+
+    req = ToolRequest(TOOLS, "required", None, parallel, FORMATS[family], True)
+    grammar = constraint(req)
+    for seed in range(2):
+        r = qwen.generate("Call a tool:", max_tokens=300, temperature=1.0, seed=seed, grammar=grammar)
+        assert r.finish_reason == "stop", r.text
+        parsed = req.parse(r.text)
+        assert parsed.calls and all(c.complete for c in parsed.calls) and not parsed.content, r.text
+        if not parallel:
+            assert len(parsed.calls) == 1
+        for c in parsed.calls:
+            jsonschema.validate(json.loads(c.arguments), SCHEMAS[c.name])
