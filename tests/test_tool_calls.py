@@ -381,8 +381,8 @@ def test_required_and_named_calls_validate_from_random_weights(qwen):
         assert choice["finish_reason"] == "tool_calls" and choice["message"]["content"] is None
         check_calls(choice["message"])
         assert len(choice["message"]["tool_calls"]) == 1
-    r = qwen.create_chat_completion(ASK, tools=TOOLS, tool_choice={"type": "function", "function": {"name": "get_time"}},
-                                    max_tokens=120, temperature=0.8, seed=7, n=2)
+    named = {"type": "function", "function": {"name": "get_time"}}
+    r = qwen.create_chat_completion(ASK, tools=TOOLS, tool_choice=named, max_tokens=120, temperature=0.8, seed=7, n=2)
     assert [c["index"] for c in r["choices"]] == [0, 1]
     for choice in r["choices"]:
         check_calls(choice["message"], ["get_time"])

@@ -58,8 +58,10 @@ def check_tools(tools: Any) -> List[Dict[str, Any]]:
         raise AkunuError("tools must be a list of {'type': 'function', 'function': {...}} objects")
     seen = set()
     for i, t in enumerate(tools):
-        if not isinstance(t, dict) or t.get("type", "function") != "function" or not isinstance(t.get("function"), dict):
-            raise AkunuError(f"tools[{i}] must be {{'type': 'function', 'function': {{'name': ..., 'parameters': ...}}}}")
+        if (not isinstance(t, dict) or t.get("type", "function") != "function"
+                or not isinstance(t.get("function"), dict)):
+            raise AkunuError(f"tools[{i}] must be {{'type': 'function', 'function': "
+                             "{'name': ..., 'parameters': ...}}")
         f = t["function"]
         name = f.get("name")
         if not isinstance(name, str) or not _NAME.match(name):
@@ -238,8 +240,8 @@ def _as_text(messages: List[Any], fmt: ToolFormat) -> List[Any]:
         elif isinstance(m, dict) and m.get("role") == "tool":
             label = m.get("name") or m.get("tool_call_id") or "tool"
             m = {"role": "user", "content": f"Result of {label}:\n{_text_of(m.get('content'))}", "_tool": True}
-        if (out and isinstance(m, dict) and m.get("role") == "user" and out[-1].get("role") == "user"
-                and (m.get("_tool") or out[-1].get("_tool"))):
+        if (out and isinstance(m, dict) and isinstance(out[-1], dict) and m.get("role") == "user"
+                and out[-1].get("role") == "user" and (m.get("_tool") or out[-1].get("_tool"))):
             out[-1] = {"role": "user", "content": out[-1]["content"] + "\n\n" + _text_of(m.get("content")),
                        "_tool": True}
             continue
