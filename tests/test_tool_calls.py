@@ -141,6 +141,14 @@ def test_llama3_calls():
     for answer in ('{"name": "Ada Lovelace", "parameters": {"born": 1815}}', '{"result": 4}', '[1, 2, 3]'):
         p = parse(answer, f, NAMES)
         assert p.calls == [] and p.content == answer
+    # untagged JSON must name the function first; then a JSON answer streams as content at once
+    args_first = '{"parameters": {"zone": "UTC"}, "name": "get_time"}'
+    assert parse(args_first, f, NAMES).calls == []
+    ds = DeltaStream(ToolRequest(TOOLS, "auto", None, True, f, True))
+    assert ds.feed('{"answer": "the weather is') == [{"content": '{"answer": "the weather is'}]
+    # behind the family's own tag, any key order
+    p = parse('<tool_call>{"arguments": {"zone": "UTC"}, "name": "get_time"}</tool_call>', FORMATS["hermes"], NAMES)
+    assert calls_of(p) == [("get_time", {"zone": "UTC"})]
     # a call is only recognised at the start of the reply
     text = 'Here is how: {"name": "get_time", "parameters": {"zone": "UTC"}}'
     assert parse(text, f, NAMES).content == text

@@ -11,6 +11,9 @@ Formats (the parser is chosen from the chat template: tool_calls.py):
   generic  a JSON call object (or a list of them) as the whole reply, optionally in a
            ```json fence: the format tool_calls.py asks templates without tool support for
 
+Untagged JSON (and JSON in a fence) is a call only when its first key is "name"
+and it names an offered tool, so a JSON answer is told from a call at once.
+
 The parser is a pure function of the text so far: parse(text, final=False)
 says which text is certainly content and which calls have begun (name known,
 arguments as written so far), so a stream can send OpenAI deltas by
@@ -152,8 +155,10 @@ class _Call:
     end: Optional[int] = None   # after the call object's closing brace
 
 
-def _scan_call(s: str, i: int, fmt: ToolFormat) -> _Call:
-    """The call object at s[i] == '{', as far as the text goes (end None: unfinished)."""
+def _scan_call(s: str, i: int, fmt: ToolFormat, name_first: bool) -> _Call:
+    """The call object at s[i] == '{', as far as the text goes (end None: unfinished).
+    name_first: an object whose first key is not "name" is no call (untagged JSON is
+    then told from a call at its first key, not at its end)."""
     call = _Call()
     try:
         j = _ws(s, i + 1)
@@ -166,6 +171,8 @@ def _scan_call(s: str, i: int, fmt: ToolFormat) -> _Call:
                 raise _Invalid
             ke = _string_end(s, j)
             key = json.loads(s[j:ke])
+            if name_first and call.name is None and key != "name":
+                raise _Invalid
             j = _ws(s, ke)
             if j >= len(s):
                 raise _Incomplete
@@ -262,7 +269,7 @@ def _payload(s: str, i: int, fmt: ToolFormat, names: Optional[Collection[str]], 
         raise _Invalid
     j = items_start
     while True:
-        call = _scan_call(s, j, fmt)
+        call = _scan_call(s, j, fmt, name_first=names is not None)
         _check_name(call.name, names)
         if call.name is not None:
             args, done = _arguments(s, call)
