@@ -60,11 +60,6 @@ def grammar_from_response_format(response_format: Optional[Dict[str, Any]]) -> O
     raise AkunuError(f"response_format type '{kind}' is not supported (text, json_object, json_schema)")
 
 
-def _usage(result) -> Dict[str, int]:
-    p, c = result.stats.prompt_tokens, result.stats.generated_tokens
-    return {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
-
-
 def _generate_kwargs(kwargs: Dict[str, Any]) -> Dict[str, Any]:
     out = dict(DEFAULTS)
     for k in _SAMPLING_KEYS:
@@ -118,10 +113,6 @@ def _usage_of(results) -> Dict[str, int]:
     p = results[0].stats.prompt_tokens
     c = sum(r.stats.generated_tokens for r in results)
     return {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
-
-
-def _usage(result) -> Dict[str, int]:
-    return _usage_of([result])
 
 
 def _choice_kwargs(gen: Dict[str, Any], i: int) -> Dict[str, Any]:
