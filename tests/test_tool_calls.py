@@ -8,6 +8,7 @@ function's schema, through the Python API and the openai client."""
 import glob
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -444,9 +445,9 @@ def test_named_call_from_gemma_in_the_generic_format(gemma):
 # -- through the openai client against akunu-serve -------------------------------------------------
 @pytest.fixture(scope="module")
 def tool_server(qwen_path):
-    from tests.test_server import free_port
-
-    port = free_port()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
     proc = subprocess.Popen([sys.executable, "-m", "akunu.cli.serve", f"q={qwen_path}", "--port", str(port),
                              "-c", "4096"], env={**os.environ, "PYTHONUNBUFFERED": "1"},
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
