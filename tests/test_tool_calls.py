@@ -126,6 +126,10 @@ def test_hermes_qwen_calls():
              '<tool_call>{"name": oops}</tool_call>')
     p = parse(mixed, FORMATS["hermes"], NAMES)
     assert calls_of(p) == [("get_time", {"zone": "UTC"})] and p.content == '<tool_call>{"name": oops}</tool_call>'
+    # the tag hidden (a control token): the call JSON alone, naming an offered tool
+    p = parse('{"name": "get_time", "arguments": {"zone": "UTC"}}', FORMATS["hermes"], NAMES)
+    assert calls_of(p) == [("get_time", {"zone": "UTC"})]
+    assert parse('{"name": "Bob", "arguments": {}}', FORMATS["hermes"], NAMES).calls == []
     # plain text is untouched
     assert parse("No tools needed: 2 + 2 = 4.\n", FORMATS["hermes"], NAMES).content == "No tools needed: 2 + 2 = 4.\n"
 

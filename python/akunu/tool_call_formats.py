@@ -3,7 +3,8 @@ calls in generated text, complete or still being written.
 
 Formats (the parser is chosen from the chat template: tool_calls.py):
   hermes   ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` (Qwen, Hermes);
-           several blocks in a row are parallel calls; text before them is content
+           several blocks in a row are parallel calls; text before them is content;
+           untagged call JSON at the start counts too (the tag may be a hidden token)
   llama3   ``{"name": ..., "parameters": {...}}`` at the start of the reply, optionally
            after ``<|python_tag|>``; several separated by ``;``
   mistral  ``[TOOL_CALLS][{"name": ..., "arguments": {...}}, ...]`` (the tag is a control
@@ -43,7 +44,8 @@ class ToolFormat:
 
 
 FORMATS = {
-    "hermes": ToolFormat("hermes", ("<tool_call>",), ("</tool_call>",), bare=False),
+    # bare: a tokenizer that hides <tool_call> as a control token leaves only the JSON
+    "hermes": ToolFormat("hermes", ("<tool_call>",), ("</tool_call>",), bare=True),
     "llama3": ToolFormat("llama3", ("<|python_tag|>",), ("",), bare=True, separators=";"),
     "mistral": ToolFormat("mistral", ("[TOOL_CALLS]",), ("",), bare=True),
     "generic": ToolFormat("generic", ("```json", "```"), ("```", "```"), bare=True),
