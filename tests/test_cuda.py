@@ -57,13 +57,13 @@ def test_quantized_models_match_cpu(path):
     compare(path, 3e-2)
 
 
-def compare_decode_steps(path, tol):
+def compare_decode_steps(path, tol, n_ctx=256, n_prompt=20):
     """One-token decode steps, logits step by step: the decode GEMVs and the
     Q8Links between them (a writer preparing the next command's input), which
     the logits of a prefill do not run and greedy tokens check only loosely."""
-    other = cuda_or_skip(path, n_ctx=256)
-    cpu = akunu.load(path, n_ctx=256)
-    ids = np.random.default_rng(7).integers(0, cpu.config["vocab_size"], 20).tolist()
+    other = cuda_or_skip(path, n_ctx=n_ctx)
+    cpu = akunu.load(path, n_ctx=n_ctx)
+    ids = np.random.default_rng(7).integers(0, cpu.config["vocab_size"], n_prompt).tolist()
     for m in (cpu, other):
         m._core().prefill(ids)
     for t in ids[:6]:
@@ -100,6 +100,19 @@ def test_decode_steps_at_real_widths(tmp_path, arch, dtype, widths, tol):
     p = str(tmp_path / f"{arch}-{dtype}.gguf")
     random_gguf.write_model(p, arch, dtype, seed=3, shape=random_gguf.Shape(n_layers=2, vocab=512, ctx=512, **widths))
     compare_decode_steps(p, tol)
+
+
+@pytest.mark.parametrize("arch,dtype,widths", [
+    ("llama", "F16", LLAMA_1B_WIDTHS),  # 4 query heads a block, head_dim 64
+    ("qwen3", "Q8_0", QWEN3_06B_WIDTHS),  # 2 query heads a block, QK norm in the absorbed prologue
+], ids=["llama-1b-f16", "qwen3-0.6b-q8_0"])
+def test_decode_steps_with_a_long_cache(tmp_path, arch, dtype, widths):
+    """A cache of 16384 positions takes the grouped-query decode attention
+    (one block for the query heads of a KV group, many key splits), with the
+    prologue absorbed; 3000 keys span many splits that combine."""
+    p = str(tmp_path / f"{arch}-{dtype}-long.gguf")
+    random_gguf.write_model(p, arch, dtype, seed=5, shape=random_gguf.Shape(n_layers=2, vocab=512, ctx=16384, **widths))
+    compare_decode_steps(p, 2e-3 if dtype == "F16" else 3e-2, n_ctx=16384, n_prompt=3000)
 
 
 @pytest.mark.parametrize("arch", ["llama", "gemma"])

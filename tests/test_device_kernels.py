@@ -595,6 +595,13 @@ ATTENTION_CASES = {
     "decode-qwen3-one-split": dict(heads=16, kv_heads=8, hd=128, n=1, pos0=127, max_ctx=4096),
     "decode-llama1b": dict(heads=32, kv_heads=8, hd=64, n=1, pos0=1000, max_ctx=4096),
     "decode-llama8b-split-of-one": dict(heads=32, kv_heads=8, hd=128, n=1, pos0=128, max_ctx=4096),
+    # caches of 16384 positions and more: the grouped-query kernel (4 or 2 query
+    # heads a block, head_dim 64 / 128 / 256), deep, shallow, windowed
+    "decode-gqa-llama8b-deep": dict(heads=32, kv_heads=8, hd=128, n=1, pos0=30000, max_ctx=32768),
+    "decode-gqa-llama1b-shallow": dict(heads=32, kv_heads=8, hd=64, n=1, pos0=90, max_ctx=16384),
+    "decode-gqa-group2-hd256": dict(heads=4, kv_heads=2, hd=256, n=1, pos0=9000, max_ctx=16384),
+    "decode-gqa-group6": dict(heads=12, kv_heads=2, hd=64, n=1, pos0=8500, max_ctx=16384),
+    "decode-gqa-window": dict(heads=16, kv_heads=4, hd=128, n=1, pos0=20000, max_ctx=24576, window=16384),
     "prefill-causal": dict(heads=8, kv_heads=2, hd=64, n=40, pos0=0),
     "chunk-after-cache": dict(heads=8, kv_heads=8, hd=64, n=20, pos0=150),
     "sliding-window": dict(heads=4, kv_heads=1, hd=256, n=24, pos0=40, window=16),

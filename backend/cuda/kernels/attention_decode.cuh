@@ -10,7 +10,8 @@
 // before the global sum is known). The difference stays inside the per-op
 // tolerance of one F16 step of the weights.
 //
-// Included once, by attention.cu (namespace attention_decode: takes, absorbs, launch).
+// Included once, by attention.cu (namespace attention_decode: takes, absorbs, launch); long caches
+// with grouped-query attention take attention_decode_gqa.cuh's kernel.
 #pragma once
 #include <cuda_fp16.h>
 
@@ -141,11 +142,12 @@ struct SplitRange {
     uint32_t pos, lo, j0, j1, used;
 };
 __device__ __forceinline__ SplitRange split_range(const AttentionParams& p, uint32_t n_splits, uint32_t split,
-                                                  const uint32_t* replay_pos) {
+                                                  const uint32_t* replay_pos,
+                                                  uint32_t min_keys = kMinKeysPerSplit) {
     const uint32_t pos = replay_position(replay_pos, p.pos0);
     const uint32_t lo = (p.window && pos + 1 > p.window) ? pos + 1 - p.window : 0;
     const uint32_t n = pos + 1 - lo;
-    const uint32_t chunk = max(kMinKeysPerSplit, (n + n_splits - 1) / n_splits);
+    const uint32_t chunk = max(min_keys, (n + n_splits - 1) / n_splits);
     const uint32_t j0 = split * chunk;
     // Splits past the keys exit at once; the rest combine only when there are several.
     return {pos, lo, j0, min(n, j0 + chunk), min(n_splits, (n + chunk - 1) / chunk)};
@@ -511,12 +513,22 @@ inline bool absorbs(const CudaArgs& self, const char* prev, const CudaArgs& prev
            prev_args.buf[0] == self.buf[0] && prev_args.buf[6] == self.buf[1] && prev_args.buf[7] == self.buf[2];
 }
 
+// The grouped-query kernel for long caches (attention_decode_gqa.cuh).
+namespace gqa {
+inline bool takes(const CudaArgs& a, const AttentionParams& p);
+inline void launch(const CudaArgs& a, const AttentionParams& p);
+}  // namespace gqa
+
 // Launches the split kernel and returns true when takes(p); false leaves the
 // pass to the other kernels.
 inline bool launch(const CudaArgs& a, const AttentionParams& p) {
     // (absorbs said yes only where the lane-group kernel takes p)
     if (a.absorbed.set && !groups_kernel_takes(a, p)) throw Error("attention: cannot do the absorbed prologue's work here");
     if (!takes(p)) return false;
+    if (gqa::takes(a, p)) {
+        gqa::launch(a, p);
+        return true;
+    }
     const uint32_t dims_per_lane = p.head_dim / 32;
     // Split count from the cache size and head count (never the position):
     // at most about two blocks an SM (a full cache still fills the GPU; fewer
@@ -555,3 +567,5 @@ inline bool launch(const CudaArgs& a, const AttentionParams& p) {
 
 }  // namespace attention_decode
 }  // namespace akunu
+
+#include "attention_decode_gqa.cuh"
