@@ -229,6 +229,7 @@ def test_revisions(env):
     assert greedy("tiny/rev-GGUF@v1") == greedy(model_file("q8_0"))
     assert greedy("tiny/rev-GGUF:Q4_K_M@v1") == greedy(model_file("q8_0"))
     assert greedy(resolve_model_path("tiny/rev-GGUF", revision=v1)) == greedy(model_file("q8_0"))
+    assert greedy("tiny/rev-GGUF", revision="v1") == greedy(model_file("q8_0"))  # akunu.load's revision=
     assert greedy(f"tiny/rev-GGUF@{main}") == greedy(model_file("q4_k_m"))
     with pytest.raises(akunu.AkunuError, match="tiny/rev-GGUF@v2.*not in the Hugging Face cache.*HF_HUB_OFFLINE"):
         akunu.load("tiny/rev-GGUF@v2")

@@ -524,10 +524,14 @@ def _is_whisper(path: str) -> bool:
 
 def load(path: str, device: str = "cpu", n_ctx: Optional[int] = None, n_threads: int = 0,
          chat_template: Optional[str] = None, n_beams: int = 5, n_batch: Optional[int] = None,
-         parallel: int = 1, kv_tokens: Optional[int] = None, max_queue: int = 0):
+         parallel: int = 1, kv_tokens: Optional[int] = None, max_queue: int = 0,
+         revision: Optional[str] = None):
     """Load a model: a GGUF file, a Hugging Face / MLX directory (config.json + safetensors +
-    tokenizer.json), a CTranslate2 Whisper directory (model.bin, as faster-whisper uses), or a
-    named model such as ``"gemma3-270m"``, ``"all-minilm-l6-v2"`` or ``"whisper-tiny.en"``.
+    tokenizer.json), a CTranslate2 Whisper directory (model.bin, as faster-whisper uses), a
+    named model such as ``"gemma3-270m"``, ``"all-minilm-l6-v2"`` or ``"whisper-tiny.en"``, or
+    a Hugging Face repo id (``"owner/repo"``, ``"owner/repo:Q4_K_M"``,
+    ``"owner/repo/file.gguf"``; `revision` or ``@REV``: a branch, tag or commit), fetched into
+    the Hugging Face cache.
     Whisper models come back as :class:`akunu.whisper.WhisperModel` (``transcribe()``), with
     decoder caches for beam searches up to `n_beams` wide.
 
@@ -541,7 +545,7 @@ def load(path: str, device: str = "cpu", n_ctx: Optional[int] = None, n_threads:
     parallel whole contexts, as far as memory allows). `max_queue`: callers that may
     wait for the model beyond those (0: no limit); one more raises QueueFullError.
     """
-    path = resolve_model_path(path)
+    path = resolve_model_path(path, revision=revision)
     if _known_device(device) and _is_whisper(path):
         from .whisper import WhisperModel
 

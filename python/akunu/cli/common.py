@@ -20,7 +20,8 @@ class CliError(Exception):
 
 
 def add_model_args(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("model", help="GGUF file, or a named model such as gemma3-270m")
+    ap.add_argument("model", help="GGUF file, model directory, named model such as gemma3-270m, or Hugging Face "
+                    "repo id (owner/repo, owner/repo:Q4_K_M, owner/repo/file.gguf, @REV)")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda", "metal", "auto"],
                     help="backend to run on (default: cpu)")
     ap.add_argument("-c", "--ctx", type=int, default=None, help="context size in tokens (default: the model's, "
