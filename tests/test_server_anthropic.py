@@ -1,0 +1,155 @@
+"""Anthropic's Messages API on akunu-serve, driven by the official anthropic
+client against a real server: whole and streamed messages equal the chat
+completion they translate to, tool_use / tool_result round trips, token
+counting, x-api-key, and errors in Anthropic's shape. Sampling fields go in
+extra_body: newer clients no longer take temperature as an argument."""
+
+import json
+import socket
+import threading
+import time
+
+import httpx
+import pytest
+
+anthropic = pytest.importorskip("anthropic")
+uvicorn = pytest.importorskip("uvicorn")
+
+import akunu  # noqa: E402
+from akunu.server import ServerLimits, create_app  # noqa: E402
+from akunu.server.anthropic_api import install  # noqa: E402
+from tests.fixtures import random_gguf  # noqa: E402
+
+KEY = "sk-test-anthropic"
+ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
+WEATHER = {"name": "get_weather", "description": "The weather in a city",
+           "input_schema": {"type": "object", "properties": {"city": {"enum": ["Paris", "Rome"]}}, "required": ["city"]}}
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("anth") / "qwen.gguf")
+    random_gguf.write_model(path, "qwen2", "F16", seed=5, shape=random_gguf.Shape(ctx=2048))
+    return akunu.load(path, n_ctx=2048)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def base(model):
+    app = create_app({"qwen": model}, api_key=KEY, limits=ServerLimits(max_tokens=256))
+    install(app, max_tokens=256)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
+    t = threading.Thread(target=server.run, daemon=True)
+    t.start()
+    url = f"http://127.0.0.1:{server.config.port}"
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.02)  # waiting for uvicorn to listen
+    yield url
+    server.should_exit = True
+    t.join(10)
+
+
+@pytest.fixture(scope="module")
+def client(base):
+    return anthropic.Anthropic(base_url=base, api_key=KEY, max_retries=0)
+
+
+def test_message_equals_the_chat_completion(client, model):
+    msg = client.messages.create(model="qwen", max_tokens=12, extra_body={"temperature": 0}, system="Be brief.", messages=ASK)
+    ref = model.create_chat_completion([{"role": "system", "content": "Be brief."}] + ASK, max_tokens=12,
+                                       temperature=0)
+    assert msg.type == "message" and msg.role == "assistant" and msg.id.startswith("msg_")
+    assert msg.content[0].type == "text" and msg.content[0].text == ref["choices"][0]["message"]["content"]
+    assert msg.usage.input_tokens == ref["usage"]["prompt_tokens"]
+    assert msg.usage.output_tokens == ref["usage"]["completion_tokens"]
+    assert msg.stop_reason == {"length": "max_tokens", "stop": "end_turn"}[ref["choices"][0]["finish_reason"]]
+
+
+def test_stream_events_rebuild_the_whole_message(client):
+    kw = dict(model="qwen", max_tokens=16, extra_body={"temperature": 0}, messages=ASK)
+    whole = client.messages.create(**kw)
+    kinds = []
+    with client.messages.stream(**kw) as s:
+        for ev in s:
+            kinds.append(ev.type)
+        final = s.get_final_message()
+    assert kinds[0] == "message_start" and kinds[-1] == "message_stop"
+    assert "content_block_start" in kinds and "content_block_delta" in kinds and "message_delta" in kinds
+    assert final.content[0].text == whole.content[0].text
+    assert final.usage.output_tokens == whole.usage.output_tokens
+    assert final.usage.input_tokens == whole.usage.input_tokens and final.stop_reason == whole.stop_reason
+
+
+def test_forced_tool_use_and_tool_result_round_trip(client):
+    msg = client.messages.create(model="qwen", max_tokens=60, extra_body={"temperature": 0.8}, messages=ASK, tools=[WEATHER],
+                                 tool_choice={"type": "tool", "name": "get_weather"})
+    uses = [b for b in msg.content if b.type == "tool_use"]
+    assert msg.stop_reason == "tool_use" and len(uses) >= 1
+    assert uses[0].name == "get_weather" and uses[0].input["city"] in ("Paris", "Rome")
+    # streamed: the tool call arrives as input_json_delta fragments that parse to the input
+    with client.messages.stream(model="qwen", max_tokens=60, extra_body={"temperature": 0.8}, messages=ASK, tools=[WEATHER],
+                                tool_choice={"type": "any"}) as s:
+        deltas = [ev.delta.type for ev in s if ev.type == "content_block_delta"]
+        final = s.get_final_message()
+    assert "input_json_delta" in deltas and final.stop_reason == "tool_use"
+    assert any(b.type == "tool_use" and b.name == "get_weather" for b in final.content)
+    # the result goes back as a tool_result block; the reply is text again
+    history = ASK + [{"role": "assistant", "content": [b.model_dump() for b in msg.content]},
+                     {"role": "user", "content": [{"type": "tool_result", "tool_use_id": uses[0].id,
+                                                   "content": "Sunny, 21 C"}]}]
+    follow = client.messages.create(model="qwen", max_tokens=8, messages=history, tools=[WEATHER],
+                                    tool_choice={"type": "none"})
+    assert follow.stop_reason in ("end_turn", "max_tokens") and all(b.type == "text" for b in follow.content)
+    n = client.messages.count_tokens(model="qwen", messages=history, tools=[WEATHER]).input_tokens
+    assert n > client.messages.count_tokens(model="qwen", messages=ASK).input_tokens > 0
+
+
+def test_count_tokens_matches_the_prompt(client):
+    n = client.messages.count_tokens(model="qwen", messages=ASK).input_tokens
+    msg = client.messages.create(model="qwen", max_tokens=1, messages=ASK)
+    assert n == msg.usage.input_tokens
+
+
+def test_keys_and_errors_in_anthropic_shape(base):
+    body = {"model": "qwen", "max_tokens": 4, "messages": ASK}
+    r = httpx.post(base + "/v1/messages", json=body, headers={"x-api-key": KEY})
+    assert r.status_code == 200 and r.json()["type"] == "message"
+    r = httpx.post(base + "/v1/messages", json=body, headers={"x-api-key": "wrong"})
+    assert r.status_code == 401
+    assert r.json() == {"type": "error", "error": {"type": "authentication_error", "message": r.json()["error"]
+                                                   ["message"]}}
+    bad = anthropic.Anthropic(base_url=base, api_key="wrong", max_retries=0)
+    with pytest.raises(anthropic.AuthenticationError):
+        bad.messages.create(model="qwen", max_tokens=4, messages=ASK)
+    auth = {"x-api-key": KEY}
+    cases = [({**body, "model": "nope"}, 404, "not_found_error"),
+             ({k: v for k, v in body.items() if k != "max_tokens"}, 400, "invalid_request_error"),
+             ({**body, "max_tokens": 100000}, 400, "invalid_request_error"),
+             ({**body, "messages": [{"role": "system", "content": "x"}]}, 400, "invalid_request_error"),
+             ({**body, "messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]}, 400,
+              "invalid_request_error"),
+             ({**body, "temperature": 3}, 400, "invalid_request_error"),
+             ({**body, "tool_choice": {"type": "tool", "name": "missing"}, "tools": [WEATHER]}, 400,
+              "invalid_request_error"),
+             ({**body, "tool_choice": {"type": "sometimes"}}, 400, "invalid_request_error")]
+    for req, status, kind in cases:
+        r = httpx.post(base + "/v1/messages", json=req, headers=auth)
+        assert r.status_code == status, (req, r.text)
+        assert r.json()["type"] == "error" and r.json()["error"]["type"] == kind, r.text
+    r = httpx.post(base + "/v1/messages", content=b"{not json", headers=auth)
+    assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
+    with pytest.raises(anthropic.NotFoundError):
+        anthropic.Anthropic(base_url=base, api_key=KEY, max_retries=0).messages.create(
+            model="nope", max_tokens=4, messages=ASK)
+    # the OpenAI routes keep OpenAI's shape
+    r = httpx.post(base + "/v1/chat/completions", json={"model": "nope", "messages": ASK},
+                   headers={"authorization": f"Bearer {KEY}"})
+    assert r.status_code == 404 and "type" in r.json()["error"] and "message" in r.json()["error"]
+    assert json.loads(r.text).get("type") is None
