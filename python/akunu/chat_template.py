@@ -127,6 +127,10 @@ def validate_messages(messages: Any) -> List[Dict[str, Any]]:
     return out
 
 
+# variables render() sets itself (tools has its own argument)
+_RESERVED = {"messages", "add_generation_prompt", "bos_token", "eos_token", "raise_exception", "strftime_now"}
+
+
 class ChatTemplate:
     """A model's chat template: its own from the GGUF, else a built-in chosen by its special tokens."""
 
@@ -162,7 +166,12 @@ class ChatTemplate:
     def render(self, messages: Sequence[Dict[str, Any]], add_generation_prompt: bool = True,
                tools: Optional[List[Dict[str, Any]]] = None, **extra: Any) -> str:
         """The prompt text. `tools`: OpenAI function tools ({"type": "function", "function":
-        {...}}), handed to the template as transformers' apply_chat_template hands them."""
+        {...}}), handed to the template as transformers' apply_chat_template hands them.
+        `extra`: more template variables (``enable_thinking``, ``reasoning_effort``, a
+        request's chat_template_kwargs); the ones the renderer sets itself are refused."""
+        taken = sorted(set(extra) & _RESERVED)
+        if taken:
+            raise TemplateError(f"template variable(s) {', '.join(taken)} cannot be set by the request")
         msgs = validate_messages(messages)
         try:
             # tools / documents are passed as None when absent, as transformers does

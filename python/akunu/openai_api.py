@@ -8,7 +8,8 @@ import uuid
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from .errors import AkunuError
-from . import tool_calls
+from . import logprobs as lp_mod
+from . import reasoning, tool_calls
 from .grammar import Grammar
 
 # llama-cpp-python's defaults for the OpenAI-style calls
@@ -87,6 +88,7 @@ _ACCEPTED = set(_SAMPLING_KEYS) | {"max_tokens", "stop", "stream", "response_for
                                    "n", "stream_options", "max_completion_tokens", "user", "logprobs",
                                    "top_logprobs"}
 _CHAT_ONLY = {"tools", "tool_choice", "parallel_tool_calls"}
+_REASONING_ARGS = {"reasoning_format", "chat_template_kwargs", "enable_thinking", "reasoning_effort"}
 MAX_STOP = 4    # OpenAI's limit on stop sequences
 MAX_N = 16      # choices per request (OpenAI allows 128; each is a generation of its own here)
 
@@ -101,11 +103,40 @@ def _check(kwargs: Dict[str, Any]) -> None:
     stop = kwargs.get("stop")
     if isinstance(stop, (list, tuple)) and len(stop) > MAX_STOP:
         raise AkunuError(f"stop takes at most {MAX_STOP} sequences (OpenAI's limit), got {len(stop)}")
-    # the decode loops return token ids, not their logits: no log-probabilities to report
-    if kwargs.get("logprobs") not in (None, False) or kwargs.get("top_logprobs") not in (None, 0):
-        raise AkunuError("logprobs is not supported yet")
     if kwargs.get("max_completion_tokens") is not None and kwargs.get("max_tokens") is None:
         kwargs["max_tokens"] = kwargs["max_completion_tokens"]
+
+
+def _top_n(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= lp_mod.MAX_TOP_LOGPROBS:
+        raise AkunuError(f"{name} must be an integer from 0 to {lp_mod.MAX_TOP_LOGPROBS}, got {value!r}")
+    return value
+
+
+def _chat_logprobs(kwargs: Dict[str, Any]) -> Optional[int]:
+    """Chat's logprobs (true / false) and top_logprobs (0-20): the top count, or None for none."""
+    lp, top = kwargs.get("logprobs"), kwargs.get("top_logprobs")
+    if lp is not None and not isinstance(lp, bool):
+        raise AkunuError(f"logprobs must be true or false, got {lp!r}")
+    n = _top_n(top, "top_logprobs") if top is not None else 0
+    if n and not lp:
+        raise AkunuError("top_logprobs needs logprobs: true")
+    return n if lp else None
+
+
+def _completion_logprobs(kwargs: Dict[str, Any]) -> Optional[int]:
+    """The legacy completion's logprobs: the number of likeliest tokens to list (0-20), or None."""
+    if kwargs.get("top_logprobs") is not None:
+        raise AkunuError("top_logprobs is a chat completion field; completions take logprobs: N")
+    lp = kwargs.get("logprobs")
+    return None if lp is None else _top_n(lp, "logprobs")
+
+
+def _prompt_ids(llm, prompt) -> List[int]:
+    """The token ids generate() makes of a completion prompt."""
+    if isinstance(prompt, str):
+        return llm.tokenize(prompt)
+    return [int(t) for t in prompt]
 
 
 def _usage_of(results) -> Dict[str, int]:
@@ -180,11 +211,19 @@ def _usage_chunk(make, choices: "_Choices") -> Dict[str, Any]:
     return d
 
 
+def _logprob_trackers(llm, prompt_ids, top_n: Optional[int]):
+    """A Tracker per generation result (logprobs.py), or None when none were asked for."""
+    if top_n is None:
+        return None
+    return lambda result: lp_mod.Tracker(llm, prompt_ids, result, top_n)
+
+
 def create_completion(llm, prompt: Union[str, Sequence[int]], /, *, stream: bool = False, **kwargs: Any):
     echo = kwargs.pop("echo", False)
     if not isinstance(echo, bool):
         raise AkunuError("echo must be true or false")
     _check(kwargs)
+    top_n = _completion_logprobs(kwargs)
     n = kwargs.get("n") or 1
     include_usage = bool((kwargs.get("stream_options") or {}).get("include_usage"))
     name = kwargs.get("model") or llm.name
@@ -195,9 +234,15 @@ def create_completion(llm, prompt: Union[str, Sequence[int]], /, *, stream: bool
     prefix = ""
     if echo:  # the prompt is written before each choice's text
         prefix = prompt if isinstance(prompt, str) else llm.detokenize(prompt)
+    tracker = None
+    if top_n is not None:
+        try:
+            tracker = _logprob_trackers(llm, _prompt_ids(llm, prompt), top_n)
+        except (TypeError, ValueError):
+            raise AkunuError("prompt must be a string or a sequence of token ids") from None
 
-    def choice(i, text, finish):
-        return {"text": text, "index": i, "logprobs": None, "finish_reason": finish}
+    def choice(i, text, finish, logprobs=None):
+        return {"text": text, "index": i, "logprobs": logprobs, "finish_reason": finish}
 
     def shape(choices, usage=None):
         d = {"id": cid, "object": "text_completion", "created": created, "model": name, "choices": choices}
@@ -207,18 +252,37 @@ def create_completion(llm, prompt: Union[str, Sequence[int]], /, *, stream: bool
 
     if not stream:
         rs = _generate_n(llm, prompt, gen, n)
-        return shape([choice(i, prefix + r.text, r.finish_reason) for i, r in enumerate(rs)], _usage_of(rs))
+        out = []
+        for i, r in enumerate(rs):
+            lps = None
+            if tracker is not None:
+                lps = lp_mod.completion_logprobs(llm.tokenizer, tracker(r).take(final=True), top_n,
+                                                 lp_mod.LegacyOffsets(len(prefix)))
+            out.append(choice(i, prefix + r.text, r.finish_reason, lps))
+        return shape(out, _usage_of(rs))
     cs = _Choices(llm, prompt, gen, n)
+    # a single-stream generation holds the model's turn while it is open (the logprobs pass
+    # then runs inside that turn); a batched one never does
+    in_turn = llm.batching is None
 
     def chunks() -> Iterator[Dict[str, Any]]:
         try:
             for i in range(n):
                 s = cs.stream(i)
+                t = tracker(s.result) if tracker is not None else None
+                offsets = lp_mod.LegacyOffsets(len(prefix))
+
+                def lps(final=False):
+                    if t is None:
+                        return None
+                    got = t.take(holding_turn=in_turn and not final, final=final)
+                    return lp_mod.completion_logprobs(llm.tokenizer, got, top_n, offsets) if got or final else None
+
                 if prefix:
                     yield shape([choice(i, prefix, None)])
                 for piece in s:
-                    yield shape([choice(i, piece, None)])
-                yield shape([choice(i, "", s.result.finish_reason)])
+                    yield shape([choice(i, piece, None, lps())])
+                yield shape([choice(i, "", s.result.finish_reason, lps(final=True))])
             if include_usage:
                 yield _usage_chunk(lambda _: shape([]), cs)
         finally:
@@ -227,33 +291,54 @@ def create_completion(llm, prompt: Union[str, Sequence[int]], /, *, stream: bool
     return ChunkStream(chunks(), cs)
 
 
-def _chat_prompt(llm, messages, tools: Optional[tool_calls.ToolRequest]):
+def _render_chat(llm, messages, tools: Optional[tool_calls.ToolRequest],
+                 template_kwargs: Optional[Dict[str, Any]] = None) -> str:
     template = llm.chat_template
     if template is None:
         raise AkunuError("this is an embedding model: it has no chat template")
     vocab = llm.tokenizer.tokens
     msgs = tool_calls.template_messages(messages, tools, template, vocab) \
         if isinstance(messages, (list, tuple)) else messages
-    extra = {"tools": tools.tools} if tools is not None and tools.native else {}
-    return llm.tokenize(template.render(msgs, **extra), add_bos=False)
+    extra = dict(template_kwargs or {})
+    if tools is not None and tools.native:
+        extra["tools"] = tools.tools
+    return template.render(msgs, **extra)
 
 
-def _message(r, tools: Optional[tool_calls.ToolRequest]) -> Tuple[Dict[str, Any], str]:
+def _chat_prompt(llm, messages, tools: Optional[tool_calls.ToolRequest],
+                 template_kwargs: Optional[Dict[str, Any]] = None):
+    return llm.tokenize(_render_chat(llm, messages, tools, template_kwargs), add_bos=False)
+
+
+def _message(r, tools: Optional[tool_calls.ToolRequest],
+             syntax: Optional[reasoning.ReasoningSyntax] = None) -> Tuple[Dict[str, Any], str]:
     """The assistant message of one result and its finish reason."""
+    thought, text, seen = reasoning.split(r.text, syntax)
+    base: Dict[str, Any] = {"role": "assistant"}
+    if seen:
+        base["reasoning_content"] = thought
     if tools is None:
-        return {"role": "assistant", "content": r.text}, r.finish_reason
-    parsed = tools.parse(r.text)
+        return {**base, "content": text}, r.finish_reason
+    parsed = tools.parse(text)
     calls = tool_calls.openai_calls(parsed, tools)
     if not calls:
-        return {"role": "assistant", "content": r.text}, r.finish_reason
-    msg = {"role": "assistant", "content": parsed.content or None, "tool_calls": calls}
+        return {**base, "content": text}, r.finish_reason
+    msg = {**base, "content": parsed.content or None, "tool_calls": calls}
     return msg, "tool_calls" if r.finish_reason == "stop" else r.finish_reason
+
+
+def _chat_logprobs_field(llm, lps, top_n: int) -> Dict[str, Any]:
+    return {"content": lp_mod.chat_content(llm.tokenizer, lps, top_n), "refusal": None}
 
 
 def create_chat_completion(llm, messages: Sequence[Dict[str, Any]], /, *, stream: bool = False,
                            **kwargs: Any):
     tool_args = {k: kwargs.pop(k) for k in list(kwargs) if k in _CHAT_ONLY}
+    think_args = {k: kwargs.pop(k) for k in list(kwargs) if k in _REASONING_ARGS}
     _check(kwargs)
+    top_n = _chat_logprobs(kwargs)
+    fmt = reasoning.check_format(think_args.pop("reasoning_format", None))
+    tkw = reasoning.template_kwargs(**think_args)
     n = kwargs.get("n") or 1
     include_usage = bool((kwargs.get("stream_options") or {}).get("include_usage"))
     name = kwargs.get("model") or llm.name
@@ -264,41 +349,83 @@ def create_chat_completion(llm, messages: Sequence[Dict[str, Any]], /, *, stream
             raise AkunuError("tool_choice 'required' or a named function sets the output's grammar: "
                              "give no grammar or response_format with it")
         gen["grammar"] = tool_calls.constraint(tools)
-    prompt = _chat_prompt(llm, messages, tools)
+    template = llm.chat_template
+    constrained = "grammar" in gen
+    # A grammar applies from the reply's first token, so a constrained reply has no room to
+    # think: templates that can turn thinking off are told to, and the constrained text is
+    # never read as reasoning (it is the content).
+    if constrained and template is not None and reasoning.can_disable_thinking(template.source):
+        tkw.setdefault("enable_thinking", False)
+    text = _render_chat(llm, messages, tools, tkw)
+    prompt = llm.tokenize(text, add_bos=False)
+    syntax = None
+    if fmt != "none" and not constrained and template is not None:
+        syntax = reasoning.syntax_for(template.source, text, llm.tokenizer.tokens)
+    tracker = _logprob_trackers(llm, prompt, top_n)
     cid, created = "chatcmpl-" + uuid.uuid4().hex, int(time.time())
 
     if not stream:
         rs = _generate_n(llm, prompt, gen, n)
         choices = []
         for i, r in enumerate(rs):
-            msg, finish = _message(r, tools)
-            choices.append({"index": i, "message": msg, "logprobs": None, "finish_reason": finish})
+            msg, finish = _message(r, tools, syntax)
+            lps = None
+            if tracker is not None:
+                lps = _chat_logprobs_field(llm, tracker(r).take(final=True), top_n)
+            choices.append({"index": i, "message": msg, "logprobs": lps, "finish_reason": finish})
         return {"id": cid, "object": "chat.completion", "created": created, "model": name,
                 "choices": choices, "usage": _usage_of(rs)}
     cs = _Choices(llm, prompt, gen, n)
+    in_turn = llm.batching is None  # see create_completion
 
-    def chunk(i, delta, finish):
+    def chunk(i, delta, finish, logprobs=None):
         return {"id": cid, "object": "chat.completion.chunk", "created": created, "model": name,
-                "choices": [{"index": i, "delta": delta, "logprobs": None, "finish_reason": finish}]}
+                "choices": [{"index": i, "delta": delta, "logprobs": logprobs, "finish_reason": finish}]}
 
     def choice_chunks(i) -> Iterator[Dict[str, Any]]:
         s = cs.stream(i)
+        t = tracker(s.result) if tracker is not None else None
+        pending: List[Any] = []  # logprobs of tokens whose text no chunk has carried yet
+
+        def out(deltas, finish=None, final=False):
+            """Chunks for deltas; the logprobs of the tokens so far ride on the first."""
+            if t is not None:
+                pending.extend(t.take(holding_turn=in_turn and not final, final=final))
+            if finish is not None:
+                deltas = list(deltas) + [{}]
+            for k, d in enumerate(deltas):
+                last = k == len(deltas) - 1
+                lps = None
+                if pending and (k == 0 or finish is not None and last):
+                    lps = _chat_logprobs_field(llm, pending, top_n)
+                    pending.clear()
+                yield chunk(i, d, finish if finish is not None and last else None, lps)
+
         yield chunk(i, {"role": "assistant", "content": ""}, None)
-        if tools is None:
-            for piece in s:
-                if piece:
-                    yield chunk(i, {"content": piece}, None)
-            yield chunk(i, {}, s.result.finish_reason)
-            return
-        # content held back while a call may be opening; calls as OpenAI streams them
-        ds = tool_calls.DeltaStream(tools)
+        split = reasoning.DeltaSplitter(syntax)
+        ds = tool_calls.DeltaStream(tools) if tools is not None else None
+
+        def deltas_of(r_delta, c_delta, end=False):
+            ds_out = []
+            if r_delta:
+                ds_out.append({"reasoning_content": r_delta})
+            if ds is None:
+                if c_delta:
+                    ds_out.append({"content": c_delta})
+            else:  # content held back while a call may be opening; calls as OpenAI streams them
+                if c_delta:
+                    ds_out += ds.feed(c_delta)
+                if end:
+                    ds_out += ds.finish()
+            return ds_out
+
         for piece in s:
-            for d in ds.feed(piece):
-                yield chunk(i, d, None)
-        for d in ds.finish():
-            yield chunk(i, d, None)
+            yield from out(deltas_of(*split.feed(piece)))
+        tail = deltas_of(*split.finish(), end=True)
         finish = s.result.finish_reason
-        yield chunk(i, {}, "tool_calls" if ds.called and finish == "stop" else finish)
+        if ds is not None and ds.called and finish == "stop":
+            finish = "tool_calls"
+        yield from out(tail, finish=finish, final=True)
 
     def chunks() -> Iterator[Dict[str, Any]]:
         try:

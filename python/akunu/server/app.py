@@ -274,6 +274,8 @@ def create_app(models: Dict[str, Any], api_key: Optional[str] = None,
         messages = rf.messages_field(body)
         kwargs = rf.sampling_fields(body, limits.max_tokens)
         kwargs.update(rf.tool_fields(body))
+        kwargs.update(rf.chat_logprob_fields(body))
+        kwargs.update(rf.reasoning_fields(body))
         kwargs["messages"] = messages
         return await generate(request, slot, slot.model.create_chat_completion, kwargs)
 
@@ -283,6 +285,7 @@ def create_app(models: Dict[str, Any], api_key: Optional[str] = None,
         slot = text_model(slot_for(rf.model_field(body)))
         prompt = rf.prompt_field(body)
         kwargs = rf.sampling_fields(body, limits.max_tokens)
+        kwargs.update(rf.completion_logprob_fields(body))
         if rf.echo_field(body):
             kwargs["echo"] = True
         kwargs["prompt"] = prompt

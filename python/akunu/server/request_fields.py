@@ -15,6 +15,7 @@ _INT_FIELDS = ("top_k", "seed", "n", "max_tokens", "max_completion_tokens", "pen
 _IGNORED = ("user", "suffix", "best_of", "service_tier", "store", "metadata")
 MAX_STOP = 4   # OpenAI's limit on stop sequences
 MAX_N = 16     # choices per request
+MAX_TOP_LOGPROBS = 20  # OpenAI's limit
 
 
 def _bad(param: str, msg: str) -> ApiError:
@@ -58,11 +59,6 @@ def sampling_fields(body: Dict[str, Any], max_tokens_limit: int) -> Dict[str, An
         if len(stop) > MAX_STOP:
             raise _bad("stop", f"at most {MAX_STOP} stop sequences are allowed (OpenAI's limit), got {len(stop)}")
         out["stop"] = stop
-    # log-probabilities are refused rather than silently left out
-    lp, top = body.get("logprobs"), body.get("top_logprobs")
-    if lp not in (None, False) or top not in (None, 0):
-        raise ApiError(400, "logprobs is not supported yet", param="logprobs" if lp not in (None, False)
-                       else "top_logprobs")
     bias = body.get("logit_bias")
     if bias is not None:
         if not isinstance(bias, dict):
@@ -85,6 +81,53 @@ def sampling_fields(body: Dict[str, Any], max_tokens_limit: int) -> Dict[str, An
     if not isinstance(stream, bool):
         raise _bad("stream", f"expected true or false, got {stream!r}")
     out["stream"] = stream
+    return out
+
+
+def chat_logprob_fields(body: Dict[str, Any]) -> Dict[str, Any]:
+    """Chat's logprobs (true / false) and top_logprobs (0-20; needs logprobs true)."""
+    out: Dict[str, Any] = {}
+    lp, top = body.get("logprobs"), body.get("top_logprobs")
+    if lp is not None:
+        if not isinstance(lp, bool):
+            raise _bad("logprobs", f"expected true or false, got {lp!r}")
+        out["logprobs"] = lp
+    if top is not None:
+        if isinstance(top, bool) or not isinstance(top, int) or not 0 <= top <= MAX_TOP_LOGPROBS:
+            raise _bad("top_logprobs", f"expected an integer from 0 to {MAX_TOP_LOGPROBS}, got {top!r}")
+        if top and not lp:
+            raise _bad("top_logprobs", "needs logprobs: true")
+        out["top_logprobs"] = top
+    return out
+
+
+def completion_logprob_fields(body: Dict[str, Any]) -> Dict[str, Any]:
+    """The legacy completion's logprobs: how many likeliest tokens to list at each position (0-20)."""
+    lp = body.get("logprobs")
+    if body.get("top_logprobs") is not None:
+        raise _bad("top_logprobs", "a chat completion field; completions take logprobs: N")
+    if lp is None:
+        return {}
+    if isinstance(lp, bool) or not isinstance(lp, int) or not 0 <= lp <= MAX_TOP_LOGPROBS:
+        raise _bad("logprobs", f"expected an integer from 0 to {MAX_TOP_LOGPROBS}, got {lp!r}")
+    return {"logprobs": lp}
+
+
+_TEMPLATE_FIELDS = {"enable_thinking": bool, "reasoning_effort": str, "reasoning_format": str,
+                    "chat_template_kwargs": dict}
+
+
+def reasoning_fields(body: Dict[str, Any]) -> Dict[str, Any]:
+    """chat_template_kwargs, enable_thinking, reasoning_effort and reasoning_format of a chat
+    request (their values are checked by the chat completion itself)."""
+    out: Dict[str, Any] = {}
+    for k, kind in _TEMPLATE_FIELDS.items():
+        v = body.get(k)
+        if v is None:
+            continue
+        if isinstance(v, bool) != (kind is bool) or not isinstance(v, kind):
+            raise _bad(k, f"expected {'true or false' if kind is bool else 'an object' if kind is dict else 'a string'}")
+        out[k] = v
     return out
 
 
