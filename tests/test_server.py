@@ -208,10 +208,19 @@ def test_n_stop_seed_echo_and_logprobs(client):
         **req, "stop": ["a", "b", "c", "d", "e"]}), 400)["message"]
     assert client.post("/v1/chat/completions", json={**req, "stop": ["a", "b", "c", "d"]}).status_code == 200
     for field in ({"logprobs": True}, {"logprobs": True, "top_logprobs": 3}):
-        assert error_of(client.post("/v1/chat/completions", json={**req, **field}), 400)["message"] == \
-            "logprobs is not supported yet"
-    assert error_of(client.post("/v1/completions", json={"prompt": "hi", "logprobs": 2}), 400)["param"] == "logprobs"
-    assert client.post("/v1/chat/completions", json={**req, "logprobs": False}).status_code == 200
+        got = client.post("/v1/chat/completions", json={**req, **field})
+        assert got.status_code == 200, got.text
+        entries = got.json()["choices"][0]["logprobs"]["content"]
+        assert entries and all(len(e["top_logprobs"]) == field.get("top_logprobs", 0) for e in entries)
+    assert client.post("/v1/completions", json={"prompt": "hi", "logprobs": 2}).json()["choices"][0]["logprobs"]
+    for body, param in [({**req, "top_logprobs": 3}, "top_logprobs"), ({**req, "logprobs": 1}, "logprobs"),
+                        ({**req, "logprobs": True, "top_logprobs": 21}, "top_logprobs")]:
+        assert error_of(client.post("/v1/chat/completions", json=body), 400)["param"] == param
+    for bad in ({"logprobs": True}, {"logprobs": 21}, {"logprobs": 2, "top_logprobs": 2}):
+        assert error_of(client.post("/v1/completions", json={"prompt": "hi", **bad}), 400)["param"] in \
+            ("logprobs", "top_logprobs")
+    assert client.post("/v1/chat/completions", json={**req, "logprobs": False}).json()["choices"][0]["logprobs"] \
+        is None
     plain = client.post("/v1/completions", json={"prompt": "Once upon", "max_tokens": 6, "temperature": 0}).json()
     echoed = client.post("/v1/completions", json={"prompt": "Once upon", "max_tokens": 6, "temperature": 0,
                                                   "echo": True}).json()
@@ -312,6 +321,42 @@ def test_openai_client_against_the_server(server, models):
         c.chat.completions.create(model="a", messages=MSGS, temperature=-1)
     with pytest.raises(openai.AuthenticationError):
         OpenAI(base_url=server + "/v1", api_key="wrong").models.list()
+
+
+def test_openai_client_logprobs(server, models):
+    """logprobs through the official client, chat and completions, whole and streamed: the
+    log_softmax of the model's logits at each generated token's position."""
+    import numpy as np
+    from openai import OpenAI
+
+    c = OpenAI(base_url=server + "/v1", api_key="k")
+    m = models["llama"]
+
+    def reference(prompt_ids, tokens):
+        x = m.logits(list(prompt_ids) + list(tokens)).astype(np.float64)
+        x -= x.max(axis=1, keepdims=True)
+        lp = x - np.log(np.exp(x).sum(axis=1, keepdims=True))
+        return [lp[len(prompt_ids) - 1 + j, t] for j, t in enumerate(tokens)]
+
+    r = c.chat.completions.create(model="a", messages=MSGS, max_tokens=8, temperature=0, logprobs=True,
+                                  top_logprobs=3)
+    prompt = m.tokenize(m.apply_chat_template(MSGS), add_bos=False)
+    toks = [t for t in m.generate(prompt, max_tokens=8).tokens if t not in m.stop_ids]
+    got = r.choices[0].logprobs.content
+    np.testing.assert_allclose([e.logprob for e in got], reference(prompt, toks), rtol=0, atol=1e-9)
+    assert all(len(e.top_logprobs) == 3 and e.top_logprobs[0].logprob >= e.logprob - 1e-12 for e in got)
+    streamed = [e for ch in c.chat.completions.create(model="a", messages=MSGS, max_tokens=8, temperature=0,
+                                                       logprobs=True, top_logprobs=3, stream=True)
+                if ch.choices and ch.choices[0].logprobs for e in ch.choices[0].logprobs.content or []]
+    assert [e.model_dump() for e in streamed] == [e.model_dump() for e in got]
+    comp = c.completions.create(model="a", prompt="Once upon a time", max_tokens=6, temperature=0, logprobs=2)
+    ids = m.tokenize("Once upon a time")
+    toks = [t for t in m.generate(ids, max_tokens=6).tokens if t not in m.stop_ids]
+    np.testing.assert_allclose(comp.choices[0].logprobs.token_logprobs, reference(ids, toks), rtol=0, atol=1e-9)
+    vals = [v for ch in c.completions.create(model="a", prompt="Once upon a time", max_tokens=6, temperature=0,
+                                             logprobs=2, stream=True) if ch.choices[0].logprobs
+            for v in ch.choices[0].logprobs.token_logprobs]
+    assert vals == comp.choices[0].logprobs.token_logprobs
 
 
 def test_concurrent_requests_are_queued_not_mixed(server, models):
