@@ -128,7 +128,8 @@ def validate_messages(messages: Any) -> List[Dict[str, Any]]:
 
 
 # variables render() sets itself (tools has its own argument)
-_RESERVED = {"messages", "add_generation_prompt", "bos_token", "eos_token", "raise_exception", "strftime_now"}
+RESERVED_TEMPLATE_VARIABLES = {"messages", "add_generation_prompt", "bos_token", "eos_token", "raise_exception",
+                               "strftime_now"}
 
 
 class ChatTemplate:
@@ -169,7 +170,7 @@ class ChatTemplate:
         {...}}), handed to the template as transformers' apply_chat_template hands them.
         `extra`: more template variables (``enable_thinking``, ``reasoning_effort``, a
         request's chat_template_kwargs); the ones the renderer sets itself are refused."""
-        taken = sorted(set(extra) & _RESERVED)
+        taken = sorted(set(extra) & RESERVED_TEMPLATE_VARIABLES)
         if taken:
             raise TemplateError(f"template variable(s) {', '.join(taken)} cannot be set by the request")
         msgs = validate_messages(messages)

@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Dict, Optional, Tuple
 
+from .chat_template import RESERVED_TEMPLATE_VARIABLES
 from .errors import AkunuError
 
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
@@ -61,6 +62,9 @@ def template_kwargs(chat_template_kwargs: Any = None, enable_thinking: Any = Non
             raise AkunuError("chat_template_kwargs must be an object of template variables")
         if "tools" in chat_template_kwargs:
             raise AkunuError("chat_template_kwargs cannot set tools: give the request's tools field")
+        taken = sorted(set(chat_template_kwargs) & RESERVED_TEMPLATE_VARIABLES)
+        if taken:
+            raise AkunuError(f"chat_template_kwargs cannot set {', '.join(taken)} (the renderer sets it)")
         out.update(chat_template_kwargs)
     if "enable_thinking" in out and not isinstance(out["enable_thinking"], bool):
         raise AkunuError("chat_template_kwargs.enable_thinking must be true or false")
