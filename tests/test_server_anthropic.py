@@ -153,3 +153,20 @@ def test_keys_and_errors_in_anthropic_shape(base):
                    headers={"authorization": f"Bearer {KEY}"})
     assert r.status_code == 404 and "type" in r.json()["error"] and "message" in r.json()["error"]
     assert json.loads(r.text).get("type") is None
+
+
+def test_stop_sequences_end_with_stop_reason_stop_sequence(client):
+    kw = dict(model="qwen", max_tokens=24, extra_body={"temperature": 0}, messages=ASK)
+    text = client.messages.create(**kw).content[0].text
+    k = next(i for i in range(4, len(text) - 3) if text.find(text[i:i + 3]) == i
+             and text[i:i + 3].isascii() and text[i:i + 3].strip())
+    stop = text[k:k + 3]
+    msg = client.messages.create(stop_sequences=["never-generated-zzz", stop], **kw)
+    assert msg.stop_reason == "stop_sequence" and msg.stop_sequence == stop
+    assert msg.content[0].text == text[:k]
+    with client.messages.stream(stop_sequences=[stop], **kw) as s:
+        final = s.get_final_message()
+    assert final.stop_reason == "stop_sequence" and final.stop_sequence == stop and final.content[0].text == text[:k]
+    # a sequence never met: the reply runs to max_tokens as before
+    msg = client.messages.create(stop_sequences=["never-generated-zzz"], **kw)
+    assert msg.stop_reason == "max_tokens" and msg.stop_sequence is None and msg.content[0].text == text

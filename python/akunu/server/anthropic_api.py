@@ -15,7 +15,6 @@ that its middleware runs first and reshapes their errors too."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import math
 import threading
@@ -235,7 +234,7 @@ def _tool_input(arguments: str) -> Dict[str, Any]:
     return v if isinstance(v, dict) else {}
 
 
-def to_message(out: Dict[str, Any], model: str) -> Dict[str, Any]:
+def to_message(out: Dict[str, Any], model: str, stop: Optional[str] = None) -> Dict[str, Any]:
     choice = out["choices"][0]
     msg = choice["message"]
     content: List[Dict[str, Any]] = []
@@ -246,8 +245,48 @@ def to_message(out: Dict[str, Any], model: str) -> Dict[str, Any]:
                         "input": _tool_input(c["function"]["arguments"])})
     u = out["usage"]
     return {"id": _message_id(), "type": "message", "role": "assistant", "model": model, "content": content,
-            "stop_reason": _STOP_REASON.get(choice["finish_reason"], "end_turn"), "stop_sequence": None,
-            "usage": {"input_tokens": u["prompt_tokens"], "output_tokens": u["completion_tokens"]}}
+            "stop_reason": "stop_sequence" if stop is not None else _STOP_REASON.get(choice["finish_reason"], "end_turn"),
+            "stop_sequence": stop, "usage": {"input_tokens": u["prompt_tokens"], "output_tokens": u["completion_tokens"]}}
+
+
+def matched_stop(model, result, stops: List[str]) -> Optional[str]:
+    """The stop sequence that ended a generation, or None (an end-of-turn token,
+    the length limit, a finished tool call). The generated tokens' text holds
+    the sequence the reply was cut at; no earlier one, or it would have
+    stopped there."""
+    if not stops or result.finish_reason != "stop" or not result.tokens \
+            or result.tokens[-1] in getattr(model, "stop_ids", ()):
+        return None
+    # decoded as the generation decoded them (byte pieces, bad UTF-8 replaced), not as detokenize() cleans up
+    tok = getattr(model, "tokenizer", None)
+    full = b"".join(tok.token_bytes(t) for t in result.tokens).decode("utf-8", "replace") \
+        if hasattr(tok, "token_bytes") else model.detokenize(result.tokens)
+    found = [(full.find(s), -len(s), s) for s in stops if s in full]
+    return min(found)[2] if found else None
+
+
+def collect(chunks) -> Dict[str, Any]:
+    """A chat completion assembled from its stream of chunks (one choice)."""
+    text, calls, finish = [], {}, "stop"
+    for chunk in chunks:
+        for c in chunk.get("choices", []):
+            d = c.get("delta", {})
+            if d.get("content"):
+                text.append(d["content"])
+            for tc in d.get("tool_calls") or []:
+                call = calls.setdefault(tc["index"], {"id": tc.get("id"), "type": "function",
+                                                      "function": {"name": "", "arguments": ""}})
+                fn = tc.get("function", {})
+                call["function"]["name"] += fn.get("name", "")
+                call["function"]["arguments"] += fn.get("arguments", "")
+            finish = c.get("finish_reason") or finish
+    st = chunks.result.stats
+    msg: Dict[str, Any] = {"role": "assistant", "content": "".join(text) or None}
+    if calls:
+        msg["tool_calls"] = [calls[i] for i in sorted(calls)]
+    return {"choices": [{"index": 0, "message": msg, "finish_reason": finish}],
+            "usage": {"prompt_tokens": st.prompt_tokens, "completion_tokens": st.generated_tokens,
+                      "total_tokens": st.prompt_tokens + st.generated_tokens}}
 
 
 def _event(kind: str, data: Dict[str, Any]) -> bytes:
@@ -300,10 +339,11 @@ class EventTranslator:
                 self.finish = choice["finish_reason"]
         return out
 
-    def end(self, output_tokens: int) -> List[bytes]:
+    def end(self, output_tokens: int, stop: Optional[str] = None) -> List[bytes]:
         out = self._stop()
+        reason = "stop_sequence" if stop is not None else _STOP_REASON.get(self.finish or "stop", "end_turn")
         out.append(_event("message_delta", {
-            "delta": {"stop_reason": _STOP_REASON.get(self.finish or "stop", "end_turn"), "stop_sequence": None},
+            "delta": {"stop_reason": reason, "stop_sequence": stop},
             "usage": {"output_tokens": output_tokens}}))
         out.append(_event("message_stop", {}))
         return out
@@ -430,6 +470,20 @@ def count_prompt_tokens(model, messages: List[Dict[str, Any]], tools: Dict[str, 
     return len(_chat_prompt(model, messages, req))
 
 
+def _complete(model, name: str, msgs, kwargs) -> Tuple[Dict[str, Any], Optional[str]]:
+    """The whole chat completion and the stop sequence that ended it. With stop
+    sequences it is run as a stream, whose result keeps the generated tokens
+    that tell which sequence (if any) was met."""
+    if "stop" not in kwargs:
+        return model.create_chat_completion(msgs, model=name, **kwargs), None
+    chunks = model.create_chat_completion(msgs, stream=True, model=name, **kwargs)
+    try:
+        out = collect(chunks)
+        return out, matched_stop(model, chunks.result, kwargs["stop"])
+    finally:
+        chunks.close()
+
+
 def router(max_tokens: int = 4096) -> APIRouter:
     r = APIRouter()
 
@@ -447,14 +501,14 @@ def router(max_tokens: int = 4096) -> APIRouter:
             async with _turn(slot):
                 t0 = time.perf_counter()
                 try:
-                    out = await anyio.to_thread.run_sync(
-                        lambda: model.create_chat_completion(msgs, model=slot.name, **kwargs), limiter=limiter)
+                    out, stop = await anyio.to_thread.run_sync(lambda: _complete(model, slot.name, msgs, kwargs),
+                                                               limiter=limiter)
                 except AkunuError as e:
                     raise _as_api_error(e) from None
             if metrics is not None:
                 metrics.generation(slot.name, out["usage"]["prompt_tokens"], out["usage"]["completion_tokens"],
                                    time.perf_counter() - t0)
-            return JSONResponse(to_message(out, slot.name))
+            return JSONResponse(to_message(out, slot.name, stop))
         return await _stream(request, slot, msgs, tools, kwargs, metrics)
 
     @r.post(PREFIX + "/count_tokens")
@@ -524,7 +578,8 @@ async def _stream(request: Request, slot, msgs, tools, kwargs, metrics):
             except AkunuError as e:
                 yield _event("error", {"error": {"type": "api_error", "message": str(e)}})
                 return
-        for ev in tr.end(chunks.result.stats.generated_tokens):
+        result = chunks.result
+        for ev in tr.end(result.stats.generated_tokens, matched_stop(model, result, kwargs.get("stop"))):
             yield ev
 
     return _StreamWithCleanup(events(), finish)
