@@ -23,7 +23,8 @@ from tests.fixtures import random_gguf  # noqa: E402
 KEY = "sk-test-anthropic"
 ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
 WEATHER = {"name": "get_weather", "description": "The weather in a city",
-           "input_schema": {"type": "object", "properties": {"city": {"enum": ["Paris", "Rome"]}}, "required": ["city"]}}
+           "input_schema": {"type": "object", "properties": {"city": {"enum": ["Paris", "Rome"]}},
+                            "required": ["city"]}}
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +63,8 @@ def client(base):
 
 
 def test_message_equals_the_chat_completion(client, model):
-    msg = client.messages.create(model="qwen", max_tokens=12, extra_body={"temperature": 0}, system="Be brief.", messages=ASK)
+    msg = client.messages.create(model="qwen", max_tokens=12, extra_body={"temperature": 0}, system="Be brief.",
+                                 messages=ASK)
     ref = model.create_chat_completion([{"role": "system", "content": "Be brief."}] + ASK, max_tokens=12,
                                        temperature=0)
     assert msg.type == "message" and msg.role == "assistant" and msg.id.startswith("msg_")
@@ -88,14 +90,14 @@ def test_stream_events_rebuild_the_whole_message(client):
 
 
 def test_forced_tool_use_and_tool_result_round_trip(client):
-    msg = client.messages.create(model="qwen", max_tokens=60, extra_body={"temperature": 0.8}, messages=ASK, tools=[WEATHER],
-                                 tool_choice={"type": "tool", "name": "get_weather"})
+    msg = client.messages.create(model="qwen", max_tokens=60, extra_body={"temperature": 0.8}, messages=ASK,
+                                 tools=[WEATHER], tool_choice={"type": "tool", "name": "get_weather"})
     uses = [b for b in msg.content if b.type == "tool_use"]
     assert msg.stop_reason == "tool_use" and len(uses) >= 1
     assert uses[0].name == "get_weather" and uses[0].input["city"] in ("Paris", "Rome")
     # streamed: the tool call arrives as input_json_delta fragments that parse to the input
-    with client.messages.stream(model="qwen", max_tokens=60, extra_body={"temperature": 0.8}, messages=ASK, tools=[WEATHER],
-                                tool_choice={"type": "any"}) as s:
+    with client.messages.stream(model="qwen", max_tokens=60, extra_body={"temperature": 0.8}, messages=ASK,
+                                tools=[WEATHER], tool_choice={"type": "any"}) as s:
         deltas = [ev.delta.type for ev in s if ev.type == "content_block_delta"]
         final = s.get_final_message()
     assert "input_json_delta" in deltas and final.stop_reason == "tool_use"

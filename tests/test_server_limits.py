@@ -146,3 +146,44 @@ def test_openai_client_sees_rate_limit_error(model, clock):
         with pytest.raises(openai.RateLimitError) as e:
             client.chat.completions.create(model="m", messages=MSGS, max_tokens=2)
         assert e.value.response.headers["retry-after"] == "60"
+
+
+def test_all_installed_together(model, clock, tmp_path):
+    """The modules in their documented order: registry, rate limits, body limits, Anthropic API."""
+    from akunu.server.anthropic_api import install as install_anthropic
+    from akunu.server.model_registry import install as install_registry
+
+    random_gguf.write_model(str(tmp_path / "Chat.gguf"), "qwen2", "F16", seed=8)
+    key = "sk-all"
+    app = create_app({"m": model}, api_key=key, limits=ServerLimits(max_tokens=16))
+    registry = install_registry(app, models_dir=str(tmp_path), loader=lambda p: akunu.load(p, n_ctx=256),
+                                api_key=key)
+    limiter = install_rate_limits(app, requests_per_minute=3, tokens_per_minute=10_000, api_key=key, clock=clock)
+    install_body_limits(app, max_bytes=64 << 10, max_depth=64)
+    install_anthropic(app, max_tokens=16)
+    auth = {"x-api-key": key}
+    ask = {"model": "chat", "max_tokens": 3, "messages": MSGS}
+
+    def anthropic_error(r, status, kind):
+        assert r.status_code == status, r.text
+        assert r.json()["type"] == "error" and r.json()["error"]["type"] == kind, r.text
+
+    with TestClient(app) as c:
+        # refused before anything is loaded or counted
+        anthropic_error(c.post("/v1/messages", headers={"x-api-key": "nope"}, json=ask), 401, "authentication_error")
+        assert "Chat" not in registry.slots and not limiter._windows
+        anthropic_error(c.post("/v1/messages", headers=auth, content=b"[" * 60000), 400, "invalid_request_error")
+        anthropic_error(c.post("/v1/messages", headers=auth, content=b"x" * (65 << 10)), 413, "request_too_large")
+        r = c.post("/v1/messages", headers=auth, json=ask)  # loads "Chat", named in any case
+        assert r.status_code == 200 and r.json()["model"] == "Chat" and "Chat" in registry.slots
+        used = r.json()["usage"]["input_tokens"] + r.json()["usage"]["output_tokens"]
+        assert next(iter(limiter._windows.values())).token_sum == used
+        assert c.post("/v1/chat/completions", headers={"authorization": f"Bearer {key}"},
+                      json={"model": "CHAT", "messages": MSGS, "max_tokens": 2}).json()["model"] == "Chat"
+        # the refused bodies were not counted: this is the third request of the minute, the next is over
+        assert c.post("/v1/messages", headers=auth, json=ask).status_code == 200
+        r = c.post("/v1/messages", headers=auth, json=ask)
+        anthropic_error(r, 429, "rate_limit_error")
+        assert int(r.headers["retry-after"]) >= 1
+        r = c.post("/v1/chat/completions", headers={"authorization": f"Bearer {key}"}, json={"messages": MSGS})
+        assert openai_error(r, 429)["code"] == "rate_limit_exceeded"

@@ -244,9 +244,10 @@ def to_message(out: Dict[str, Any], model: str, stop: Optional[str] = None) -> D
         content.append({"type": "tool_use", "id": c["id"], "name": c["function"]["name"],
                         "input": _tool_input(c["function"]["arguments"])})
     u = out["usage"]
+    reason = "stop_sequence" if stop is not None else _STOP_REASON.get(choice["finish_reason"], "end_turn")
     return {"id": _message_id(), "type": "message", "role": "assistant", "model": model, "content": content,
-            "stop_reason": "stop_sequence" if stop is not None else _STOP_REASON.get(choice["finish_reason"], "end_turn"),
-            "stop_sequence": stop, "usage": {"input_tokens": u["prompt_tokens"], "output_tokens": u["completion_tokens"]}}
+            "stop_reason": reason, "stop_sequence": stop,
+            "usage": {"input_tokens": u["prompt_tokens"], "output_tokens": u["completion_tokens"]}}
 
 
 def matched_stop(model, result, stops: List[str]) -> Optional[str]:
