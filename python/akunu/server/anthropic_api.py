@@ -438,22 +438,33 @@ def _slot(app, body: Dict[str, Any]):
 
 
 @asynccontextmanager
-async def _turn(slot):
+async def _turn(slot, metrics=None):
     """The model for this request: a batched model queues requests itself; any
-    other serves one at a time behind its slot's lock, as the OpenAI routes do."""
+    other serves one at a time behind its slot's lock, as the OpenAI routes do
+    (and counted in the same queue / running gauges)."""
     if slot.batching is not None:
         yield
         return
     if slot.max_queue and slot.lock.locked() and slot.waiting >= slot.max_queue:
-        raise queue_full(f"{slot.waiting} requests are already waiting for the model '{slot.name}'")
+        raise queue_full(f"{slot.waiting} requests are already waiting for the model '{slot.name}' "
+                         f"(max_queue = {slot.max_queue}); try again later")
+
+    def gauge(which, d):
+        if metrics is not None:
+            metrics.add(getattr(metrics, which), slot.name, d)
+
     slot.waiting += 1
+    gauge("queue_depth", 1)
     try:
         await slot.lock.acquire()
     finally:
         slot.waiting -= 1
+        gauge("queue_depth", -1)
+    gauge("running", 1)
     try:
         yield
     finally:
+        gauge("running", -1)
         slot.lock.release()
 
 
@@ -499,7 +510,7 @@ def router(max_tokens: int = 4096) -> APIRouter:
         limiter = slot.limiter()
         metrics = getattr(request.app.state, "metrics", None)
         if not stream:
-            async with _turn(slot):
+            async with _turn(slot, metrics):
                 t0 = time.perf_counter()
                 try:
                     out, stop = await anyio.to_thread.run_sync(lambda: _complete(model, slot.name, msgs, kwargs),
@@ -530,7 +541,7 @@ async def _stream(request: Request, slot, msgs, tools, kwargs, metrics):
     """Anthropic's event stream. The prompt is counted and the first chunk
     computed before answering, so a bad request still gets a 4xx."""
     model, limiter, batched = slot.model, slot.limiter(), slot.batching is not None
-    ctx = _turn(slot)
+    ctx = _turn(slot, metrics)
     await ctx.__aenter__()
     gate = threading.Lock()
     chunks = None

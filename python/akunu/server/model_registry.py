@@ -243,8 +243,10 @@ class RegistryMiddleware:
 
     SKIP = ("/v1/models/load", "/v1/models/unload", "/health", "/metrics")
 
-    def __init__(self, app, registry: ModelRegistry, api_key: Optional[str] = None):
+    def __init__(self, app, registry: ModelRegistry, api_key: Optional[str] = None,
+                 max_body_bytes: int = 16 << 20):
         self.app, self.registry, self.api_key = app, registry, api_key
+        self.max_body_bytes = max_body_bytes  # a larger body is passed on unread (the app answers 413)
 
     def _authorized(self, scope) -> bool:
         if not self.api_key:
@@ -265,9 +267,9 @@ class RegistryMiddleware:
                 or not self._authorized(scope):  # the app answers 401 without loading anything
             await self.app(scope, receive, send)
             return
-        body, receive = await _buffer(receive)
+        body, receive = await _buffer(receive, self.max_body_bytes)
         try:
-            data = json.loads(body) if body.strip() else None
+            data = json.loads(body) if body is not None and body.strip() else None
         except (ValueError, RecursionError):
             data = None  # the route reports what is wrong with it
         name = data.get("model") if isinstance(data, dict) else None
@@ -297,17 +299,32 @@ class RegistryMiddleware:
             self.registry.release(slot)
 
 
-async def _buffer(receive):
-    parts = []
+async def _buffer(receive, limit: int):
+    """(the body, or None past `limit` bytes; a receive() that gives the app
+    everything read, then the rest)."""
+    parts, size = [], 0
     while True:
         msg = await receive()
         if msg["type"] != "http.request":
-            break
-        parts.append(msg.get("body", b""))
+            return None, _replay_messages(parts + [msg], receive)
+        parts.append(msg)
+        size += len(msg.get("body", b""))
         if not msg.get("more_body", False):
-            break
-    body = b"".join(parts)
-    return body, _replay(body, receive)
+            body = b"".join(m.get("body", b"") for m in parts)
+            return body, _replay(body, receive)
+        if size > limit:
+            return None, _replay_messages(parts, receive)
+
+
+def _replay_messages(msgs, receive):
+    pending = list(msgs)
+
+    async def replay():
+        if pending:
+            return pending.pop(0)
+        return await receive()
+
+    return replay
 
 
 def _replay(body: bytes, receive):
@@ -343,8 +360,8 @@ def router(registry: ModelRegistry) -> APIRouter:
             if name not in registry.slots:
                 try:
                     created = int(os.path.getmtime(path))
-                except OSError:
-                    continue
+                except OSError:  # a named model (akunu.load resolves it), not a file
+                    created = 0
                 data.append({"id": name, "object": "model", "created": created, "owned_by": "akunu",
                              "loaded": False})
         return {"object": "list", "data": data}
@@ -382,7 +399,8 @@ def router(registry: ModelRegistry) -> APIRouter:
 
 def install(app, models_dir: Optional[str] = None, loader: Callable[[str], Any] = _default_loader,
             idle_unload: Optional[float] = None, api_key: Optional[str] = None,
-            paths: Optional[Dict[str, str]] = None, max_queue: Optional[int] = None) -> ModelRegistry:
+            paths: Optional[Dict[str, str]] = None, max_queue: Optional[int] = None,
+            max_body_bytes: int = 16 << 20) -> ModelRegistry:
     """Adds the registry to `app` (create_app's): its /v1/models replaces the
     app's own, /v1/models/load and /unload, and the middleware that loads a
     request's model. `paths`: where the models given to create_app came from,
@@ -395,5 +413,5 @@ def install(app, models_dir: Optional[str] = None, loader: Callable[[str], Any] 
     app.state.model_registry = registry
     # first among the app's routes: ahead of its own GET /v1/models, which lists only loaded models
     app.router.routes[0:0] = router(registry).routes
-    app.add_middleware(RegistryMiddleware, registry=registry, api_key=api_key)
+    app.add_middleware(RegistryMiddleware, registry=registry, api_key=api_key, max_body_bytes=max_body_bytes)
     return registry
