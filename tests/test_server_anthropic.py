@@ -172,3 +172,39 @@ def test_stop_sequences_end_with_stop_reason_stop_sequence(client):
     # a sequence never met: the reply runs to max_tokens as before
     msg = client.messages.create(stop_sequences=["never-generated-zzz"], **kw)
     assert msg.stop_reason == "max_tokens" and msg.stop_sequence is None and msg.content[0].text == text
+
+
+def test_concurrent_streams_on_a_batched_model(tmp_path):
+    """A continuously batched model takes Anthropic requests at once; each stream
+    equals the same request answered alone."""
+    path = str(tmp_path / "b.gguf")
+    random_gguf.write_model(path, "qwen2", "F16", seed=9)
+    m = akunu.load(path, n_ctx=256)
+    m.enable_batching(3, max_queue=8)
+    from fastapi.testclient import TestClient
+
+    app = create_app({"b": m}, limits=ServerLimits(max_tokens=16))
+    install(app, max_tokens=16)
+    prompts = [f"Tell me about the number {i}." for i in range(3)]
+
+    def body(p, stream):
+        return {"model": "b", "max_tokens": 10, "temperature": 0, "stream": stream,
+                "messages": [{"role": "user", "content": p}]}
+
+    with TestClient(app) as c:
+        alone = [c.post("/v1/messages", json=body(p, False)).json()["content"][0]["text"] for p in prompts]
+        out = [None] * 3
+
+        def run(i):
+            r = c.post("/v1/messages", json=body(prompts[i], True))
+            events = [json.loads(line[6:]) for line in r.text.split("\n") if line.startswith("data: ")]
+            out[i] = "".join(e["delta"]["text"] for e in events
+                             if e["type"] == "content_block_delta" and e["delta"]["type"] == "text_delta")
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+    m.close()
+    assert all(alone) and out == alone
