@@ -22,7 +22,10 @@ more work than the walk.
 Either leaves the single-stream KV cache holding context[:-1] and says so in
 ``model._cached``, as Model.logits does: the next generation reuses it, and
 a generation that is still running (a stream between two chunks, whose cache
-then already holds context[:-1]) continues from the same positions.
+then already holds context[:-1]) continues from the same positions. Its cache
+rows are then the prefill table's: on the CPU they are bit for bit the
+decode's, on a GPU they may differ in the last bits, which can tip a later
+near-tie of a stream with logprobs the other way.
 """
 
 from __future__ import annotations
