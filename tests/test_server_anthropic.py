@@ -208,3 +208,21 @@ def test_concurrent_streams_on_a_batched_model(tmp_path):
             t.join(60)
     m.close()
     assert all(alone) and out == alone
+
+
+def test_a_final_assistant_turn_is_continued(client, model):
+    """Anthropic's prefill: the reply continues the last assistant text and leaves it out."""
+    history = ASK + [{"role": "assistant", "content": "The weather is"}]
+    kw = dict(model="qwen", max_tokens=10, extra_body={"temperature": 0}, messages=history)
+    msg = client.messages.create(**kw)
+    t = model.chat_template
+    ids = model.tokenize(t.render(ASK, add_generation_prompt=True) + "The weather is", add_bos=False)
+    ref = model.create_completion(ids, max_tokens=10, temperature=0)
+    assert msg.content[0].text == ref["choices"][0]["text"]
+    counted = client.messages.count_tokens(model="qwen", messages=history).input_tokens
+    assert msg.usage.input_tokens == len(ids) == counted
+    with client.messages.stream(**kw) as s:
+        assert s.get_final_message().content[0].text == msg.content[0].text
+    r = httpx.post(str(client.base_url.join("/v1/messages")), headers={"x-api-key": KEY},
+                   json={"model": "qwen", "max_tokens": 2, "messages": ASK + [{"role": "assistant", "content": "x "}]})
+    assert r.status_code == 400 and "whitespace" in r.json()["error"]["message"]

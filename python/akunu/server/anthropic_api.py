@@ -2,7 +2,9 @@
 over the models the OpenAI routes serve: a request is translated into the
 arguments of the model's create_chat_completion (system prompt, text /
 tool_use / tool_result blocks, tools and tool_choice, sampling fields) and
-its answer, whole or streamed, back into Anthropic's message and events.
+its answer, whole or streamed, back into Anthropic's message and events. A
+conversation ending with assistant text is continued from that text (a
+"prefill"), as a text completion of the rendered prompt.
 Errors on these paths take Anthropic's shape ({"type": "error", "error":
 {"type", "message"}}), including the app's own (401, 404, 413, 429), and
 the `x-api-key` header is taken as well as `Authorization: Bearer`.
@@ -272,8 +274,8 @@ def collect(chunks) -> Dict[str, Any]:
     for chunk in chunks:
         for c in chunk.get("choices", []):
             d = c.get("delta", {})
-            if d.get("content"):
-                text.append(d["content"])
+            if d.get("content") or c.get("text"):
+                text.append(d.get("content") or c["text"])
             for tc in d.get("tool_calls") or []:
                 call = calls.setdefault(tc["index"], {"id": tc.get("id"), "type": "function",
                                                       "function": {"name": "", "arguments": ""}})
@@ -321,7 +323,7 @@ class EventTranslator:
         out: List[bytes] = []
         for choice in chunk.get("choices", []):
             delta = choice.get("delta", {})
-            text = delta.get("content")
+            text = delta.get("content") or choice.get("text")  # a chat chunk, or a prefill's text chunk
             if text:
                 if self.open != "text":
                     out += self._start("text", {"type": "text", "text": ""})
@@ -478,17 +480,63 @@ def count_prompt_tokens(model, messages: List[Dict[str, Any]], tools: Dict[str, 
     from .. import tool_calls
     from ..openai_api import _chat_prompt
 
+    prefill = prefill_of(messages, tools)
+    if prefill is not None and messages[:-1]:
+        return len(prefill_prompt(model, messages, prefill))
     req = tool_calls.prepare(model.chat_template, vocab=model.tokenizer.tokens, **tools)
     return len(_chat_prompt(model, messages, req))
+
+
+def prefill_of(msgs: List[Dict[str, Any]], tools: Dict[str, Any]) -> Optional[str]:
+    """The text of a final assistant turn, which Anthropic's API continues
+    rather than answers (a "prefill"); None when the conversation ends with
+    the user, or with tools in play (their calls are parsed from a reply of
+    its own)."""
+    last = msgs[-1]
+    if last["role"] != "assistant" or last.get("tool_calls") or tools.get("tools"):
+        return None
+    text = last.get("content") or ""
+    if text != text.rstrip():
+        raise _bad(f"messages[{len(msgs) - 1}]", "the final assistant content cannot end with whitespace")
+    return text
+
+
+def prefill_prompt(model, msgs: List[Dict[str, Any]], prefill: str) -> List[int]:
+    """Token ids of the conversation before the final assistant turn, its
+    reply opened, and the prefill written into it."""
+    from .. import tool_calls
+
+    template = model.chat_template
+    head = tool_calls.template_messages(msgs[:-1], None, template, model.tokenizer.tokens)
+    return model.tokenize(template.render(head, add_generation_prompt=True) + prefill, add_bos=False)
+
+
+def _as_chat(out: Dict[str, Any]) -> Dict[str, Any]:
+    """A text completion in a chat completion's shape (a prefill's reply)."""
+    c = out["choices"][0]
+    return {"choices": [{"index": 0, "message": {"role": "assistant", "content": c["text"]},
+                         "finish_reason": c["finish_reason"]}], "usage": out["usage"]}
+
+
+def _generate(model, name: str, msgs, tools, kwargs, stream: bool):
+    """The model's chat completion of `msgs`, or with a prefill its text
+    completion continuing the final assistant turn."""
+    prefill = prefill_of(msgs, tools)
+    if prefill is None or not msgs[:-1]:
+        return model.create_chat_completion(msgs, stream=stream, model=name, **kwargs)
+    plain = {k: v for k, v in kwargs.items() if k not in ("tools", "tool_choice", "parallel_tool_calls")}
+    out = model.create_completion(prefill_prompt(model, msgs, prefill), stream=stream, model=name, **plain)
+    return out if stream else _as_chat(out)
 
 
 def _complete(model, name: str, msgs, kwargs) -> Tuple[Dict[str, Any], Optional[str]]:
     """The whole chat completion and the stop sequence that ended it. With stop
     sequences it is run as a stream, whose result keeps the generated tokens
     that tell which sequence (if any) was met."""
+    tools = {k: v for k, v in kwargs.items() if k in ("tools", "tool_choice", "parallel_tool_calls")}
     if "stop" not in kwargs:
-        return model.create_chat_completion(msgs, model=name, **kwargs), None
-    chunks = model.create_chat_completion(msgs, stream=True, model=name, **kwargs)
+        return _generate(model, name, msgs, tools, kwargs, False), None
+    chunks = _generate(model, name, msgs, tools, kwargs, True)
     try:
         out = collect(chunks)
         return out, matched_stop(model, chunks.result, kwargs["stop"])
@@ -549,7 +597,7 @@ async def _stream(request: Request, slot, msgs, tools, kwargs, metrics):
     try:
         n_prompt = await anyio.to_thread.run_sync(lambda: count_prompt_tokens(model, msgs, tools), limiter=limiter)
         chunks = await anyio.to_thread.run_sync(
-            lambda: model.create_chat_completion(msgs, stream=True, model=slot.name, **kwargs), limiter=limiter)
+            lambda: _generate(model, slot.name, msgs, tools, kwargs, True), limiter=limiter)
         first = await anyio.to_thread.run_sync(_next_chunk, chunks, gate, abandon_on_cancel=True, limiter=limiter)
     except BaseException as e:
         with anyio.CancelScope(shield=True):
