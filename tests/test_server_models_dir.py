@@ -142,6 +142,7 @@ def rss():
 def test_idle_models_are_unloaded_and_memory_returns(models_dir, resident):
     loader = CountingLoader()
     with make_client(models_dir, {"pinned": resident}, loader, idle_unload=0.5) as c:
+        assert not c.app.state.model_registry._reaper.done()  # the idle check runs from startup
         gc.collect()
         before = rss()
         r = c.post("/v1/completions", headers=AUTH, json={"model": "big", "prompt": "hello", "max_tokens": 2})

@@ -414,4 +414,10 @@ def install(app, models_dir: Optional[str] = None, loader: Callable[[str], Any] 
     # first among the app's routes: ahead of its own GET /v1/models, which lists only loaded models
     app.router.routes[0:0] = router(registry).routes
     app.add_middleware(RegistryMiddleware, registry=registry, api_key=api_key, max_body_bytes=max_body_bytes)
+
+    async def start_idle_check() -> None:
+        registry.ensure_reaper()  # from the start, not only after the first request
+
+    if idle_unload and hasattr(app.router, "on_startup"):
+        app.router.on_startup.append(start_idle_check)
     return registry
