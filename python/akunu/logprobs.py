@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import codecs
 from dataclasses import dataclass
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Sequence
 
 import numpy as np
 
