@@ -33,7 +33,8 @@ void kv_write(const CpuArgs& a) {
     });
 }
 
-// Work items are (head, block of up to kTokenBlock tokens). The K and V rows
+// Work items are (query heads of one KV group, block of up to kTokenBlock
+// tokens; heads_per_item says how many heads). The K and V rows
 // of a block's key range are converted from F16 once per item, kKeyChunk keys
 // at a time, and reused by every token of the block (encoder passes and
 // prefill: a 1500-token Whisper window converted each row 1500 times before).
@@ -186,37 +187,43 @@ void weighted_rows(const float* weights, const float* rows, uint32_t j0, uint32_
         for (uint32_t d = 0; d < hd; d++) acc[d] += weights[j] * rows[(size_t)j * hd + d];
 }
 
-// One work item: query head h of nt tokens whose key ranges are [lo[i],
-// last[i]] and whose queries are qsrc(i); key position j is row key_row(j) of
-// the caches. Writes each token's output row through dst(i).
+// One work item: nh consecutive query heads from h0 (one KV group's, sharing
+// its K / V rows) of nt tokens whose key ranges are [lo[i], last[i]] and
+// whose queries are qsrc(i, k) (token i, head h0 + k); key position j is row
+// key_row(j) of the caches. Writes each row's output through dst(i, k).
 struct HeadBlock {
-    uint32_t h, nt;
+    uint32_t h0, nh, nt;
     const uint32_t* lo;
     const uint32_t* last;
 };
+
+// The query rows of an item: token i of head h0 + k is row i * nh + k.
+constexpr uint32_t kMaxRows = kTokenBlock * 8;
 
 template <class QSrc, class KeyRow, class Dst>
 void attend(const HeadBlock& hb, uint32_t hd, uint32_t kv_dim, uint32_t group, float scale, const uint16_t* kc,
             const uint16_t* vc, QSrc qsrc, KeyRow key_row, Dst dst) {
     thread_local std::vector<float> scores, rows, dots, acc, qr;
-    float mx[kTokenBlock], inv_sum[kTokenBlock];
+    const uint32_t nh = hb.nh, nq = hb.nt * nh;
+    float mx[kMaxRows], inv_sum[kMaxRows];
+    uint32_t lo[kMaxRows], last[kMaxRows];
     if (rows.size() < (size_t)kKeyChunk * hd) rows.resize((size_t)kKeyChunk * hd);
-    if (dots.size() < (size_t)kKeyChunk * kTokenBlock) dots.resize((size_t)kKeyChunk * kTokenBlock);
-    if (qr.size() < (size_t)kTokenBlock * hd) { qr.resize((size_t)kTokenBlock * hd); acc.resize(qr.size()); }
-    const uint32_t nt = hb.nt, h = hb.h;
-    const uint32_t* lo = hb.lo;
-    const uint32_t* last = hb.last;
+    if (dots.size() < (size_t)kKeyChunk * kMaxRows) dots.resize((size_t)kKeyChunk * kMaxRows);
+    if (qr.size() < (size_t)kMaxRows * hd) { qr.resize((size_t)kMaxRows * hd); acc.resize(qr.size()); }
     uint32_t kmin = UINT32_MAX, kmax = 0;
-    for (uint32_t i = 0; i < nt; i++) {
-        kmin = std::min(kmin, lo[i]);
-        kmax = std::max(kmax, last[i]);
-        const float* q = qsrc(i);
-        for (uint32_t d = 0; d < hd; d++) qr[i * hd + d] = f16_to_f32(f32_to_f16(q[d]));
-        mx[i] = -INFINITY;
+    for (uint32_t r = 0; r < nq; r++) {
+        const uint32_t i = r / nh, k = r % nh;
+        lo[r] = hb.lo[i];
+        last[r] = hb.last[i];
+        kmin = std::min(kmin, lo[r]);
+        kmax = std::max(kmax, last[r]);
+        const float* q = qsrc(i, k);
+        for (uint32_t d = 0; d < hd; d++) qr[r * hd + d] = f16_to_f32(f32_to_f16(q[d]));
+        mx[r] = -INFINITY;
     }
     const size_t span = (size_t)kmax - kmin + 1;
-    if (scores.size() < nt * span) scores.resize(nt * span);
-    const size_t koff = (size_t)(h / group) * hd;
+    if (scores.size() < nq * span) scores.resize(nq * span);
+    const size_t koff = (size_t)(hb.h0 / group) * hd;
     auto convert = [&](const uint16_t* cache, uint32_t c0, uint32_t c1) {
         for (uint32_t j = c0; j <= c1; j++)
             f16_row_to_f32(cache + (size_t)key_row(j) * kv_dim + koff, rows.data() + (size_t)(j - c0) * hd, (int)hd);
@@ -224,34 +231,46 @@ void attend(const HeadBlock& hb, uint32_t hd, uint32_t kv_dim, uint32_t group, f
     for (uint32_t c0 = kmin; c0 <= kmax; c0 += kKeyChunk) {  // scores
         const uint32_t c1 = std::min(kmax, c0 + kKeyChunk - 1);
         convert(kc, c0, c1);
-        block_dots(qr.data(), nt, rows.data(), c1 - c0 + 1, hd, dots.data());
-        for (uint32_t i = 0; i < nt; i++) {  // each token's own key range
-            float* sc = scores.data() + i * span - kmin;
-            const float* dt = dots.data() + (size_t)i * kKeyChunk - c0;
-            for (uint32_t j = std::max(c0, lo[i]); j <= std::min(c1, last[i]); j++) {
+        block_dots(qr.data(), nq, rows.data(), c1 - c0 + 1, hd, dots.data());
+        for (uint32_t r = 0; r < nq; r++) {  // each row's own key range
+            float* sc = scores.data() + r * span - kmin;
+            const float* dt = dots.data() + (size_t)r * kKeyChunk - c0;
+            for (uint32_t j = std::max(c0, lo[r]); j <= std::min(c1, last[r]); j++) {
                 sc[j] = dt[j] * scale;
-                mx[i] = std::max(mx[i], sc[j]);
+                mx[r] = std::max(mx[r], sc[j]);
             }
         }
     }
-    for (uint32_t i = 0; i < nt; i++) {  // softmax
-        float* sc = scores.data() + i * span - kmin;
-        inv_sum[i] = (float)(1.0 / exp_and_sum(sc, lo[i], last[i], mx[i]));
+    for (uint32_t r = 0; r < nq; r++) {  // softmax
+        float* sc = scores.data() + r * span - kmin;
+        inv_sum[r] = (float)(1.0 / exp_and_sum(sc, lo[r], last[r], mx[r]));
     }
-    std::fill(acc.begin(), acc.begin() + (size_t)nt * hd, 0.0f);
+    std::fill(acc.begin(), acc.begin() + (size_t)nq * hd, 0.0f);
     for (uint32_t c0 = kmin; c0 <= kmax; c0 += kKeyChunk) {  // weighted V
         const uint32_t c1 = std::min(kmax, c0 + kKeyChunk - 1);
         convert(vc, c0, c1);
-        for (uint32_t i = 0; i < nt; i++) {
-            const float* sc = scores.data() + i * span - kmin;
-            const uint32_t j0 = std::max(c0, lo[i]), j1 = std::min(c1, last[i]);
+        for (uint32_t r = 0; r < nq; r++) {
+            const float* sc = scores.data() + r * span - kmin;
+            const uint32_t j0 = std::max(c0, lo[r]), j1 = std::min(c1, last[r]);
             if (j0 > j1) continue;
             for (uint32_t j = j0; j <= j1; j++)
-                dots[j - c0] = f16_to_f32(f32_to_f16(sc[j] * inv_sum[i]));  // weights, F16-rounded
-            weighted_rows(dots.data(), rows.data(), j0 - c0, j1 - c0 + 1, hd, acc.data() + i * hd);
+                dots[j - c0] = f16_to_f32(f32_to_f16(sc[j] * inv_sum[r]));  // weights, F16-rounded
+            weighted_rows(dots.data(), rows.data(), j0 - c0, j1 - c0 + 1, hd, acc.data() + r * hd);
         }
     }
-    for (uint32_t i = 0; i < nt; i++) std::copy(acc.begin() + i * hd, acc.begin() + (i + 1) * hd, dst(i));
+    for (uint32_t r = 0; r < nq; r++)
+        std::copy(acc.begin() + r * hd, acc.begin() + (r + 1) * hd, dst(r / nh, r % nh));
+}
+
+// Query heads an item serves: the whole KV group (its K / V rows converted
+// once for all of them: decode converted them once per query head) where
+// that still leaves two items a thread, else fewer (down to one: a single
+// KV head's decode keeps its query heads on separate threads). At most 8
+// (kMaxRows). The arithmetic of a row is the same whatever the grouping.
+uint32_t heads_per_item(uint32_t group, uint32_t n_kv_heads, uint32_t n_blocks, int n_threads) {
+    uint32_t nh = std::min<uint32_t>(group, 8);
+    while (nh > 1 && (group % nh || (size_t)n_blocks * n_kv_heads * (group / nh) < 2u * (uint32_t)n_threads)) nh--;
+    return nh;
 }
 
 void attention(const CpuArgs& a) {
@@ -264,10 +283,12 @@ void attention(const CpuArgs& a) {
     const uint32_t hd = p.head_dim, kv_dim = p.n_kv_heads * hd;
     const uint32_t group = p.n_heads / p.n_kv_heads;
     const uint32_t n_blocks = (p.n_tokens + kTokenBlock - 1) / kTokenBlock;
-    a.pool->parallel_for((int)(n_blocks * p.n_heads), [&](int i0, int i1) {
+    const uint32_t nh = heads_per_item(group, p.n_kv_heads, n_blocks, a.pool->size());
+    const uint32_t items_a_block = p.n_heads / nh;
+    a.pool->parallel_for((int)(n_blocks * items_a_block), [&](int i0, int i1) {
         uint32_t lo[kTokenBlock], last[kTokenBlock];
         for (int it = i0; it < i1; it++) {
-            const uint32_t h = (uint32_t)it % p.n_heads, t0 = ((uint32_t)it / p.n_heads) * kTokenBlock;
+            const uint32_t h0 = ((uint32_t)it % items_a_block) * nh, t0 = ((uint32_t)it / items_a_block) * kTokenBlock;
             const uint32_t nt = std::min(kTokenBlock, p.n_tokens - t0);
             for (uint32_t i = 0; i < nt; i++) {
                 const uint32_t t = t0 + i, pos = p.pos0 + t;
@@ -282,10 +303,10 @@ void attention(const CpuArgs& a) {
                     last[i] = p.n_keys - 1;
                 }
             }
-            attend(HeadBlock{h, nt, lo, last}, hd, kv_dim, group, p.scale, kc, vc,
-                   [&](uint32_t i) { return q + (size_t)(t0 + i) * p.q_stride + (size_t)h * hd; },
+            attend(HeadBlock{h0, nh, nt, lo, last}, hd, kv_dim, group, p.scale, kc, vc,
+                   [&](uint32_t i, uint32_t k) { return q + (size_t)(t0 + i) * p.q_stride + (size_t)(h0 + k) * hd; },
                    [](uint32_t j) { return j; },
-                   [&](uint32_t i) { return out + (size_t)(t0 + i) * p.out_stride + (size_t)h * hd; });
+                   [&](uint32_t i, uint32_t k) { return out + (size_t)(t0 + i) * p.out_stride + (size_t)(h0 + k) * hd; });
         }
     });
 }
@@ -329,10 +350,12 @@ void attention_paged(const CpuArgs& a) {
     const uint32_t hd = p.head_dim, kv_dim = p.n_kv_heads * hd;
     const uint32_t group = p.n_heads / p.n_kv_heads;
     const uint32_t n_blocks = (p.n_tokens + kTokenBlock - 1) / kTokenBlock;
-    a.pool->parallel_for((int)(n_blocks * p.n_heads), [&](int i0, int i1) {
+    const uint32_t nh = heads_per_item(group, p.n_kv_heads, n_blocks, a.pool->size());
+    const uint32_t items_a_block = p.n_heads / nh;
+    a.pool->parallel_for((int)(n_blocks * items_a_block), [&](int i0, int i1) {
         uint32_t lo[kTokenBlock], last[kTokenBlock];
         for (int it = i0; it < i1; it++) {
-            const uint32_t h = (uint32_t)it % p.n_heads, b0 = ((uint32_t)it / p.n_heads) * kTokenBlock;
+            const uint32_t h0 = ((uint32_t)it % items_a_block) * nh, b0 = ((uint32_t)it / items_a_block) * kTokenBlock;
             const uint32_t b1 = std::min(b0 + kTokenBlock, p.n_tokens);
             for (uint32_t t0 = b0; t0 < b1;) {
                 const uint32_t seq = (uint32_t)rows[2 * t0];
@@ -343,10 +366,10 @@ void attention_paged(const CpuArgs& a) {
                     last[nt] = pos;
                     nt++;
                 }
-                attend(HeadBlock{h, nt, lo, last}, hd, kv_dim, group, p.scale, kc, vc,
-                       [&](uint32_t i) { return q + (size_t)(t0 + i) * p.q_stride + (size_t)h * hd; },
+                attend(HeadBlock{h0, nh, nt, lo, last}, hd, kv_dim, group, p.scale, kc, vc,
+                       [&](uint32_t i, uint32_t k) { return q + (size_t)(t0 + i) * p.q_stride + (size_t)(h0 + k) * hd; },
                        [&](uint32_t j) { return paged_row(tables, p.max_blocks, p.block_size, seq, j); },
-                       [&](uint32_t i) { return out + (size_t)(t0 + i) * p.out_stride + (size_t)h * hd; });
+                       [&](uint32_t i, uint32_t k) { return out + (size_t)(t0 + i) * p.out_stride + (size_t)(h0 + k) * hd; });
                 t0 += nt;
             }
         }
