@@ -22,22 +22,28 @@ Integration:
                     "model directories, named without extension)")
     ap.add_argument("--idle-unload", type=float, metavar="SECONDS", default=None,
                     help="unload models no request used for this long")
-    (MODEL positional: nargs="*" when --models-dir is given)
-  cli/serve.py, main(), after create_app:
-    def loader(path):
-        args.model, args.speech_ok = path, True
-        m = load_model(args)
-        start_batching(m, args)
+    (MODEL positional: nargs="*", at least one MODEL or --models-dir)
+  cli/serve.py, main(): a loader with the CLI's options, passed to create_app:
+    def loader(path):  # a copy of args per load: loads of two models may overlap
+        a = argparse.Namespace(**{**vars(args), "model": path, "speech_ok": True})
+        m = load_model(a)
+        start_batching(m, a)
         return m
-    if args.models_dir or args.idle_unload:
-        from ..server.model_registry import install as install_registry
-        install_registry(app, models_dir=args.models_dir, loader=loader, idle_unload=args.idle_unload,
-                         api_key=args.api_key, paths=model_ids(args.models))
-  app.py: create_app must accept an empty `models` when a models dir is
-  given (today it raises, and `default = next(iter(slots))`); with
-  models_dir only, the CLI can load the first listed model as the default.
-Install it before the rate limits, body limits and Anthropic API (their
-middleware then runs first)."""
+    create_app(models, ..., models_dir=args.models_dir, idle_unload=args.idle_unload, loader=loader,
+               model_paths=model_ids(args.models))
+  app.py's create_app (those four new keyword arguments), after the routes and
+  before the other installs:
+    if models_dir or idle_unload:
+        from .model_registry import install as install_registry
+        install_registry(app, models_dir=models_dir, loader=loader, idle_unload=idle_unload,
+                         api_key=api_key, paths=model_paths, max_queue=limits.max_queue,
+                         max_body_bytes=limits.max_body_bytes)
+  app.py: create_app must accept an empty `models` when models_dir is given
+  (today it raises, and `default = next(iter(slots))`); until then the CLI
+  loads the first model of the directory as the default.
+Install it first of the four (registry, rate limits, body limits, Anthropic
+API): Starlette runs the middleware added last first, so requests are
+checked, counted and reshaped before a model is loaded for them."""
 
 from __future__ import annotations
 
@@ -397,19 +403,20 @@ def router(registry: ModelRegistry) -> APIRouter:
     return r
 
 
-def install(app, models_dir: Optional[str] = None, loader: Callable[[str], Any] = _default_loader,
+def install(app, models_dir: Optional[str] = None, loader: Optional[Callable[[str], Any]] = None,
             idle_unload: Optional[float] = None, api_key: Optional[str] = None,
             paths: Optional[Dict[str, str]] = None, max_queue: Optional[int] = None,
             max_body_bytes: int = 16 << 20) -> ModelRegistry:
     """Adds the registry to `app` (create_app's): its /v1/models replaces the
     app's own, /v1/models/load and /unload, and the middleware that loads a
-    request's model. `paths`: where the models given to create_app came from,
-    so that they too can be unloaded and loaded again."""
+    request's model. `loader(path)` -> model (default: akunu.load(path)).
+    `paths`: where the models given to create_app came from, so that they too
+    can be unloaded and loaded again."""
     if models_dir is not None and not os.path.isdir(models_dir):
         raise ValueError(f"--models-dir: '{models_dir}' is not a directory")
     if idle_unload is not None and idle_unload <= 0:
         raise ValueError("--idle-unload must be > 0 seconds")
-    registry = ModelRegistry(app, models_dir, loader, idle_unload, paths, max_queue)
+    registry = ModelRegistry(app, models_dir, loader or _default_loader, idle_unload, paths, max_queue)
     app.state.model_registry = registry
     # first among the app's routes: ahead of its own GET /v1/models, which lists only loaded models
     app.router.routes[0:0] = router(registry).routes
