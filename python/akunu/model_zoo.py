@@ -18,7 +18,7 @@ import os
 import shutil
 from typing import Optional
 
-from . import hub
+from . import gguf_splits, hub
 from .errors import AkunuError
 
 _PACKAGES = {
@@ -83,7 +83,7 @@ def resolve_model_path(name_or_path, revision: Optional[str] = None) -> str:
     if os.path.exists(name):
         if revision is not None:
             raise AkunuError(f"revision='{revision}' applies to Hugging Face repo ids, and '{name}' is a path here")
-        return hub.local_model_path(name)
+        return gguf_splits.local_model_path(name)
     spec = hub.parse_repo_id(name, revision)
     if spec is not None:
         return hub.resolve(spec)
