@@ -37,6 +37,54 @@ akunu_status akunu_embed(akunu_model* model, const int32_t* const* seqs, const i
 /* Forget the cached context. */
 void akunu_reset(akunu_model* model);
 
+/* --- Low-level decode loop (greedy) --- */
+/* Appends tokens at the current position; *out_token is the argmax after them. */
+akunu_status akunu_prefill(akunu_model* model, const int32_t* tokens, int32_t n_tokens, int32_t* out_token);
+/* Feeds `token` at `position` (at most akunu_get_position; a smaller one drops
+ * the context after it); *out_token is the argmax that follows. */
+akunu_status akunu_decode_step(akunu_model* model, int32_t token, int32_t position, int32_t* out_token);
+/* Up to `count` greedy steps from first_token at start_position, chained on
+ * the device; out_tokens holds count ids, *n_out receives how many were made. */
+akunu_status akunu_chain_decode(akunu_model* model, int32_t first_token, int32_t start_position, int32_t count,
+                                int32_t* out_tokens, int32_t* n_out);
+/* Tokens in the cached context; -1 for a bad handle. */
+int32_t akunu_get_position(const akunu_model* model);
+
+/* --- Streaming generation --- */
+/* Clears the context, prefills the prompt, then generates up to max_tokens,
+ * calling `callback` (may be NULL) with each token; stops after a stop id or
+ * when the callback returns false. `sampling` NULL: greedy. `stats` may be NULL. */
+akunu_status akunu_generate_stream(akunu_model* model, const int32_t* prompt, int32_t n_prompt, int32_t max_tokens,
+                                   const AkunuSamplingConfig* sampling, const int32_t* stop_ids, int32_t n_stop,
+                                   akunu_token_callback callback, void* user_data, AkunuGenerationStats* stats);
+/* The same, keeping the cached context: only new_tokens are prefilled. */
+akunu_status akunu_generate_continue(akunu_model* model, const int32_t* new_tokens, int32_t n_new, int32_t max_tokens,
+                                     const AkunuSamplingConfig* sampling, const int32_t* stop_ids, int32_t n_stop,
+                                     akunu_token_callback callback, void* user_data, AkunuGenerationStats* stats);
+
+/* --- Inspection: failures return -1, NULL or 0 with akunu_last_error set --- */
+int32_t akunu_tensor_count(const akunu_model* model);
+/* Valid until the model is freed. */
+const char* akunu_tensor_name(const akunu_model* model, int32_t index);
+/* GGML type id of the tensor as loaded. */
+int32_t akunu_tensor_dtype(const akunu_model* model, int32_t index);
+/* Name of that type ("F16", "Q8_0", "BF16", ...); static storage. */
+const char* akunu_tensor_raw_dtype(const akunu_model* model, int32_t index);
+/* Bytes held by weights, KV cache, scratch and sampler buffers. */
+size_t akunu_model_memory(const akunu_model* model);
+/* 1 for a Whisper model, 0 otherwise, -1 for a bad handle. */
+int32_t akunu_is_whisper(const akunu_model* model);
+
+/* --- Profiling --- */
+/* Runs one decode step of `token` at `position` (must equal
+ * akunu_get_position) command by command, writing each command's time in ms;
+ * the step is undone. Returns the number of entries, or -1 (also when more
+ * than max_entries would be written). */
+int32_t akunu_profile_decode_step(akunu_model* model, int32_t token, int32_t position, float* timing_out,
+                                  int32_t max_entries);
+/* Label of entry `index` of the last profile; valid until the next profile. */
+const char* akunu_profile_label(const akunu_model* model, int32_t index);
+
 #ifdef __cplusplus
 }
 #endif

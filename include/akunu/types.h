@@ -1,6 +1,8 @@
 /* Plain C types of the akunu C API. */
 #ifndef AKUNU_TYPES_H
 #define AKUNU_TYPES_H
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -44,6 +46,21 @@ typedef struct {
     const float* logit_bias_values;
     int32_t n_logit_bias;
 } AkunuSamplingConfig;
+
+/* Timings of one streaming generation (akunu_generate_stream / _continue).
+ * The first generated token comes from the prefill; decode counts the rest. */
+typedef struct {
+    int32_t prompt_tokens;    /* tokens prefilled by this call */
+    int32_t generated_tokens; /* tokens handed to the callback (or produced) */
+    float prefill_time_ms;
+    float decode_time_ms;
+    float prefill_tokens_per_sec;
+    float decode_tokens_per_sec; /* (generated_tokens - 1) / decode time */
+} AkunuGenerationStats;
+
+/* Called with each generated token; returning false stops generation after
+ * it. `text` is NULL: the C API has no tokenizer (see README.md). */
+typedef bool (*akunu_token_callback)(int32_t token_id, const char* text, void* user_data);
 
 #ifdef __cplusplus
 }

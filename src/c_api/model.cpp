@@ -1,43 +1,15 @@
-// The C API: every entry point catches C++ exceptions and turns them into a
-// status code plus a thread-local message.
+// The C API's model lifecycle, logits, array generation and embeddings: every
+// entry point catches C++ exceptions and turns them into a status code plus a
+// thread-local message.
 #include <algorithm>
 #include <cstring>
 #include <string>
 
-#include "akunu/akunu.h"
-#include "core/error.h"
-#include "inference/model.h"
+#include "handle.h"
 
-struct akunu_model {
-    std::unique_ptr<akunu::Model> m;
-};
-
-static thread_local std::string g_last_error;
-
-template <typename F>
-static akunu_status guarded(F&& f) {
-    try {
-        f();
-        g_last_error.clear();
-        return AKUNU_OK;
-    } catch (const akunu::FormatError& e) {
-        g_last_error = e.what();
-        return AKUNU_ERROR_FORMAT;
-    } catch (const akunu::UnsupportedError& e) {
-        g_last_error = e.what();
-        return AKUNU_ERROR_UNSUPPORTED;
-    } catch (const std::exception& e) {
-        g_last_error = e.what();
-        return AKUNU_ERROR;
-    } catch (...) {
-        g_last_error = "unknown error";
-        return AKUNU_ERROR;
-    }
-}
+using namespace akunu_c;
 
 extern "C" {
-
-const char* akunu_last_error(void) { return g_last_error.c_str(); }
 
 akunu_status akunu_load_model(const char* path, const AkunuLoadParams* params, akunu_model** out) {
     return guarded([&] {
@@ -50,26 +22,32 @@ akunu_status akunu_load_model(const char* path, const AkunuLoadParams* params, a
         }
         auto h = std::make_unique<akunu_model>();
         h->m = std::make_unique<akunu::Model>(path, opt);
+        register_handle(h.get());
         *out = h.release();
     });
 }
 
-void akunu_free_model(akunu_model* model) { delete model; }
+void akunu_free_model(akunu_model* model) {
+    // Unknown pointers (double free, foreign) are left alone: freeing never aborts.
+    if (model && unregister_handle(model)) delete model;
+}
 
 akunu_status akunu_get_config(const akunu_model* model, AkunuModelConfig* out) {
     return guarded([&] {
-        if (!model || !out) throw akunu::Error("akunu_get_config: null argument");
-        const akunu::ModelConfig& c = model->m->config();
+        akunu_model& h = live(model, "akunu_get_config");
+        if (!out) throw akunu::Error("akunu_get_config: null argument");
+        const akunu::ModelConfig& c = h.m->config();
         *out = AkunuModelConfig{c.dim, c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim, c.ffn_dim,
-                                c.vocab_size, c.context_length, model->m->n_ctx(), c.norm_eps, c.rope_base, {}};
+                                c.vocab_size, c.context_length, h.m->n_ctx(), c.norm_eps, c.rope_base, {}};
         std::strncpy(out->architecture, c.architecture.c_str(), sizeof(out->architecture) - 1);
     });
 }
 
 akunu_status akunu_logits(akunu_model* model, const int32_t* tokens, int32_t n, float* out) {
     return guarded([&] {
-        if (!model || !tokens || !out || n <= 0) throw akunu::Error("akunu_logits: bad argument");
-        std::vector<float> l = model->m->logits(std::vector<int32_t>(tokens, tokens + n));
+        akunu_model& h = live(model, "akunu_logits");
+        if (!tokens || !out || n <= 0) throw akunu::Error("akunu_logits: bad argument");
+        std::vector<float> l = h.m->logits(std::vector<int32_t>(tokens, tokens + n));
         std::memcpy(out, l.data(), l.size() * sizeof(float));
     });
 }
@@ -86,26 +64,11 @@ akunu_status akunu_generate(akunu_model* model, const int32_t* prompt, int32_t n
                             const AkunuSamplingConfig* sampling, const int32_t* stop_ids, int32_t n_stop,
                             int32_t* out, int32_t* n_out) {
     return guarded([&] {
-        if (!model || !prompt || n_prompt <= 0 || !out || !n_out || max_tokens < 0 || n_stop < 0)
+        akunu_model& h = live(model, "akunu_generate");
+        if (!prompt || n_prompt <= 0 || !out || !n_out || max_tokens < 0 || n_stop < 0)
             throw akunu::Error("akunu_generate: bad argument");
-        akunu::SamplingConfig cfg;
-        if (sampling) {
-            const AkunuSamplingConfig& s = *sampling;
-            if (s.n_logit_bias < 0 || (s.n_logit_bias > 0 && (!s.logit_bias_ids || !s.logit_bias_values)))
-                throw akunu::Error("akunu_generate: logit bias arrays missing");
-            cfg.temperature = s.temperature;
-            cfg.top_k = s.top_k;
-            cfg.top_p = s.top_p;
-            cfg.min_p = s.min_p;
-            cfg.repeat_penalty = s.repeat_penalty;
-            cfg.presence_penalty = s.presence_penalty;
-            cfg.frequency_penalty = s.frequency_penalty;
-            cfg.penalty_window = s.penalty_window;
-            cfg.seed = s.seed;
-            for (int32_t i = 0; i < s.n_logit_bias; i++)
-                cfg.logit_bias.emplace_back(s.logit_bias_ids[i], s.logit_bias_values[i]);
-        }
-        akunu::Model& m = *model->m;
+        akunu::SamplingConfig cfg = to_sampling(sampling, "akunu_generate");
+        akunu::Model& m = *h.m;
         m.set_sampling(cfg);  // validates before any work
         *n_out = 0;
         if (max_tokens == 0) return;
@@ -131,26 +94,32 @@ akunu_status akunu_generate_greedy(akunu_model* model, const int32_t* prompt, in
 }
 
 int32_t akunu_embedding_dim(const akunu_model* model) {
-    return model && model->m->is_encoder() ? model->m->embedding_dim() : 0;
+    try {
+        akunu_model& h = live(model, "akunu_embedding_dim");
+        return h.m->is_encoder() ? h.m->embedding_dim() : 0;
+    } catch (const std::exception& e) {
+        set_error(e.what());
+        return 0;
+    }
 }
 
 akunu_status akunu_embed(akunu_model* model, const int32_t* const* seqs, const int32_t* lens, int32_t n_seqs,
                          float* out) {
     return guarded([&] {
-        if (!model || n_seqs < 0 || (n_seqs > 0 && (!seqs || !lens || !out)))
-            throw akunu::Error("akunu_embed: bad argument");
+        akunu_model& h = live(model, "akunu_embed");
+        if (n_seqs < 0 || (n_seqs > 0 && (!seqs || !lens || !out))) throw akunu::Error("akunu_embed: bad argument");
         std::vector<std::vector<int32_t>> batch;
         for (int32_t i = 0; i < n_seqs; i++) {
             if (lens[i] < 0 || (lens[i] > 0 && !seqs[i])) throw akunu::Error("akunu_embed: bad sequence");
             batch.emplace_back(seqs[i], seqs[i] + lens[i]);
         }
-        std::vector<float> e = model->m->embed(batch);
+        std::vector<float> e = h.m->embed(batch);
         std::memcpy(out, e.data(), e.size() * sizeof(float));
     });
 }
 
 void akunu_reset(akunu_model* model) {
-    if (model) model->m->truncate(0);
+    guarded([&] { live(model, "akunu_reset").m->truncate(0); });
 }
 
 }  // extern "C"
