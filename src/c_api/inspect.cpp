@@ -29,8 +29,8 @@ T checked(T fail, F&& f) {
 const akunu::GGUFTensorInfo& tensor_at(const akunu_model* model, int32_t index, const char* fn) {
     const auto& ts = live(model, fn).m->file().tensors();
     if (index < 0 || (size_t)index >= ts.size())
-        throw akunu::Error(std::string(fn) + ": tensor index " + std::to_string(index) + " is outside 0.." +
-                           std::to_string(ts.size()));
+        throw akunu::Error(std::string(fn) + ": tensor index " + std::to_string(index) + " is outside [0, " +
+                           std::to_string(ts.size()) + ")");
     return ts[(size_t)index];
 }
 
