@@ -457,7 +457,7 @@ def test_abuse_does_not_crash_or_leak(server):
         (json.dumps({"messages": MSGS, "max_tokens": -5}).encode(), 400),
         (json.dumps({"messages": MSGS, "unknown_field": {"x": 1}, "max_tokens": 2}).encode(), 200),
         (json.dumps({"messages": [{"role": "user", "content": "word " * 3000}], "max_tokens": 2}).encode(), 400),
-        (b"x" * (5 << 20), 413),
+        (b"x" * (17 << 20), 413),  # past the default 16 MiB
         (rb'{"messages": [{"role": "user", "content": "lone surrogate \ud800"}], "max_tokens": 2}', 200),
     ]
     with httpx.Client(timeout=60) as c:

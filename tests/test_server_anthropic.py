@@ -17,7 +17,6 @@ uvicorn = pytest.importorskip("uvicorn")
 
 import akunu  # noqa: E402
 from akunu.server import ServerLimits, create_app  # noqa: E402
-from akunu.server.anthropic_api import install  # noqa: E402
 from tests.fixtures import random_gguf  # noqa: E402
 
 KEY = "sk-test-anthropic"
@@ -42,8 +41,7 @@ def free_port():
 
 @pytest.fixture(scope="module")
 def base(model):
-    app = create_app({"qwen": model}, api_key=KEY, limits=ServerLimits(max_tokens=256))
-    install(app, max_tokens=256)
+    app = create_app({"qwen": model}, api_key=KEY, limits=ServerLimits(max_tokens=256))  # /v1/messages included
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
     t = threading.Thread(target=server.run, daemon=True)
     t.start()
@@ -184,7 +182,6 @@ def test_concurrent_streams_on_a_batched_model(tmp_path):
     from fastapi.testclient import TestClient
 
     app = create_app({"b": m}, limits=ServerLimits(max_tokens=16))
-    install(app, max_tokens=16)
     prompts = [f"Tell me about the number {i}." for i in range(3)]
 
     def body(p, stream):

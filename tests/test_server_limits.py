@@ -41,8 +41,7 @@ def test_json_depth_ignores_brackets_in_strings():
 
 
 def test_malformed_bodies_are_4xx_never_500(model):
-    app = create_app({"m": model}, limits=ServerLimits(max_body_bytes=16 << 20, max_tokens=16))
-    install_body_limits(app, max_bytes=1 << 20, max_depth=64)
+    app = create_app({"m": model}, limits=ServerLimits(max_body_bytes=1 << 20, max_tokens=16), max_json_depth=64)
     with TestClient(app) as c:
         bodies = [b"[" * 100000, b"{\"a\":" * 100000, b'{"model": "m", "messages": ' + b"[" * 65 + b"]" * 65 + b"}",
                   b'{"prompt": ' + b"1" * 5000 + b"}", b"{not json", b"\xff\xfe{}", b'{"a": "\\ud800"',
@@ -60,8 +59,7 @@ def test_malformed_bodies_are_4xx_never_500(model):
 
 
 def test_oversized_bodies_are_413_with_or_without_a_length(model):
-    app = create_app({"m": model}, limits=ServerLimits(max_body_bytes=16 << 20, max_tokens=16))
-    install_body_limits(app, max_bytes=64 << 10, max_depth=64)
+    app = create_app({"m": model}, limits=ServerLimits(max_body_bytes=64 << 10, max_tokens=16))
     big = json.dumps({"model": "m", "prompt": "x" * (70 << 10)}).encode()
     with TestClient(app) as c:
         err = openai_error(c.post("/v1/completions", content=big), 413)

@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 
 import akunu
 from akunu.server import ServerLimits, create_app
-from akunu.server.model_registry import install, scan
+from akunu.server.model_registry import scan
 from tests.fixtures import random_gguf
 
 KEY = "sk-models"
@@ -59,9 +59,9 @@ def wait_closed(model, seconds=10.0):
         time.sleep(0.02)
 
 
-def make_client(models_dir, initial, loader, **kw):
-    app = create_app(initial, api_key=KEY, limits=ServerLimits(max_tokens=64))
-    install(app, models_dir=models_dir, loader=loader, api_key=KEY, **kw)
+def make_client(models_dir, initial, loader, paths=None, **kw):
+    app = create_app(initial, api_key=KEY, limits=ServerLimits(max_tokens=64), models_dir=models_dir, loader=loader,
+                     model_paths=paths, **kw)
     return TestClient(app)
 
 
@@ -173,3 +173,21 @@ def test_idle_models_are_unloaded_and_memory_returns(models_dir, resident):
                     listed = {m["id"]: m["loaded"] for m in c.get("/v1/models", headers=AUTH).json()["data"]}
                     assert listed["Llama-Small"] is True
         assert r.status_code == 200 and "data: [DONE]" in lines
+
+
+@pytest.mark.parametrize("args,message", [
+    ([], "name at least one MODEL, or --models-dir DIR"),
+    (["--models-dir", "/nonexistent/models"], "is not a directory"),
+    (["--models-dir", ".", "--idle-unload", "0"], "--idle-unload must be > 0"),
+    (["--models-dir", ".", "--rate-limit-rpm", "0"], "--rate-limit-rpm must be >= 1"),
+    (["--models-dir", ".", "--max-json-depth", "0"], "--max-json-depth must be >= 1"),
+])
+def test_serve_flags_are_clear_errors(args, message):
+    """akunu-serve's model-management and limit flags: bad values end with a message, not a traceback."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "akunu.cli.serve", *args], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode != 0 and message in out.stderr + out.stdout, out.stderr
+    assert "Traceback" not in out.stderr

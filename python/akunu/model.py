@@ -415,7 +415,7 @@ class Model:
 
         Takes OpenAI's fields: max_tokens, temperature, top_p, stop (at most 4), seed, n (choices
         1-16; choice i samples with seed + i), echo (the prompt before the text), response_format,
-        stream, stream_options; logprobs is refused (not supported yet)."""
+        stream, stream_options, logprobs (N alternatives a token: the legacy shape)."""
         from .openai_api import create_completion
 
         return create_completion(self, prompt, **kwargs)

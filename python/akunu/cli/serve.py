@@ -6,7 +6,9 @@ Each text-generation model serves up to --parallel requests at once through
 continuous batching (their tokens are those each request gets alone); more
 wait in arrival order, at most --max-queue of them (then: 429 with a
 Retry-After header). With --parallel 1 a model serves one request at a time.
-Different models run in parallel.
+Different models run in parallel. With --models-dir, the models in that
+directory load on their first request (and with --idle-unload unload when
+unused); POST /v1/messages serves Anthropic's Messages API beside OpenAI's.
 """
 
 from __future__ import annotations
@@ -23,7 +25,19 @@ from .common import CliError, load_model, run
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="akunu-serve", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("models", nargs="+", metavar="MODEL", help="GGUF file or named model, optionally ID=PATH")
+    ap.add_argument("models", nargs="*", metavar="MODEL",
+                    help="GGUF file, model directory, named model or Hugging Face repo id, optionally ID=PATH")
+    ap.add_argument("--models-dir", metavar="DIR", default=None,
+                    help="load the models in DIR (GGUF files and model directories, named without extension) "
+                    "on their first request")
+    ap.add_argument("--idle-unload", type=float, metavar="SECONDS", default=None,
+                    help="unload models no request has used for this long")
+    ap.add_argument("--rate-limit-rpm", type=int, metavar="N", default=None,
+                    help="requests a minute per API key (default: no limit; more get HTTP 429)")
+    ap.add_argument("--rate-limit-tpm", type=int, metavar="N", default=None,
+                    help="tokens a minute per API key (default: no limit; more get HTTP 429)")
+    ap.add_argument("--max-json-depth", type=int, metavar="N", default=64,
+                    help="deepest nesting of a JSON request body (default 64)")
     ap.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     ap.add_argument("--port", type=int, default=8080)
     ap.add_argument("--api-key", default=os.environ.get("AKUNU_API_KEY"),
@@ -33,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("-t", "--threads", type=int, default=0)
     ap.add_argument("--max-tokens", type=int, default=4096, help="largest max_tokens a request may ask "
                     "(and the default)")
-    ap.add_argument("--max-body-bytes", type=int, default=4 << 20, help="largest request body (default 4 MiB)")
+    ap.add_argument("--max-body-bytes", type=int, default=16 << 20, help="largest request body (default 16 MiB)")
     ap.add_argument("--parallel", type=int, default=None, metavar="N",
                     help="generations each text model serves at once, continuously batched (default: 4 on a "
                     "GPU device, 2 on the CPU; 1 serves one request at a time)")
@@ -105,17 +119,35 @@ def main(argv: Optional[List[str]] = None) -> int:
             raise CliError(f"--kv-budget must be >= 1, got {args.kv_budget}")
         if args.max_queue < 0:
             raise CliError(f"--max-queue must be >= 0, got {args.max_queue}")
-        models = {}
-        for name, path in model_ids(args.models).items():
-            args.model, args.speech_ok = path, True
-            models[name] = load_model(args)
-            start_batching(models[name], args)
+        if not args.models and not args.models_dir:
+            raise CliError("name at least one MODEL, or --models-dir DIR")
+        if args.models_dir is not None and not os.path.isdir(args.models_dir):
+            raise CliError(f"--models-dir: '{args.models_dir}' is not a directory")
+        if args.idle_unload is not None and args.idle_unload <= 0:
+            raise CliError(f"--idle-unload must be > 0 seconds, got {args.idle_unload}")
+        for flag in ("rate_limit_rpm", "rate_limit_tpm", "max_json_depth"):
+            if getattr(args, flag) is not None and getattr(args, flag) < 1:
+                raise CliError(f"--{flag.replace('_', '-')} must be >= 1, got {getattr(args, flag)}")
+
+        def loader(path: str):  # a copy of the options per load: loads of two models may overlap
+            a = argparse.Namespace(**{**vars(args), "model": path, "speech_ok": True})
+            m = load_model(a)
+            start_batching(m, a)
+            return m
+
+        paths = model_ids(args.models)
+        models = {name: loader(path) for name, path in paths.items()}
         if args.host not in ("127.0.0.1", "localhost", "::1") and not args.api_key:
             sys.stderr.write("akunu-serve: warning: listening beyond this machine without --api-key\n")
         app = create_app(models, api_key=args.api_key,
                          limits=ServerLimits(max_body_bytes=args.max_body_bytes, max_tokens=args.max_tokens,
-                                             max_queue=args.max_queue))
-        sys.stderr.write(f"akunu-serve: {', '.join(models)} on http://{args.host}:{args.port}/v1\n")
+                                             max_queue=args.max_queue),
+                         models_dir=args.models_dir, idle_unload=args.idle_unload, loader=loader, model_paths=paths,
+                         rate_limit_rpm=args.rate_limit_rpm, rate_limit_tpm=args.rate_limit_tpm,
+                         max_json_depth=args.max_json_depth)
+        names = ", ".join(models) or "no model yet"
+        where = f" (more from {args.models_dir})" if args.models_dir else ""
+        sys.stderr.write(f"akunu-serve: {names}{where} on http://{args.host}:{args.port}/v1\n")
         # open streams get 5 s to finish on shutdown, then are cut
         uvicorn.run(app, host=args.host, port=args.port, log_level="info" if args.verbose else "warning",
                     timeout_graceful_shutdown=5)

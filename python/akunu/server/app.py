@@ -16,12 +16,12 @@ import threading
 import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Dict, Iterator, Optional
+from typing import Any, AsyncIterator, Callable, Dict, Iterator, Optional
 
 import anyio
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from .. import __version__
@@ -34,7 +34,7 @@ from .metrics import Metrics
 
 @dataclass
 class ServerLimits:
-    max_body_bytes: int = 4 << 20   # request bodies larger than this: 413
+    max_body_bytes: int = 16 << 20  # request bodies larger than this: 413
     max_tokens: int = 4096          # upper bound on max_tokens (and the default when absent)
     max_audio_bytes: int = 25 << 20  # uploads to /v1/audio/* (OpenAI's limit)
     max_queue: int = 256            # requests waiting for a one-at-a-time model beyond the one served (0: no limit)
@@ -89,13 +89,23 @@ def _close_chunks(chunks, gate: threading.Lock, batched: bool) -> None:
 
 
 def create_app(models: Dict[str, Any], api_key: Optional[str] = None,
-               limits: Optional[ServerLimits] = None) -> FastAPI:
-    """`models`: model id -> loaded akunu Model. The first is the default."""
-    if not models:
-        raise ValueError("create_app needs at least one model")
+               limits: Optional[ServerLimits] = None, models_dir: Optional[str] = None,
+               idle_unload: Optional[float] = None, loader: Optional[Callable[[str], Any]] = None,
+               model_paths: Optional[Dict[str, str]] = None, rate_limit_rpm: Optional[int] = None,
+               rate_limit_tpm: Optional[int] = None, max_json_depth: int = 64) -> FastAPI:
+    """`models`: model id -> loaded akunu Model. The first is the default.
+    `models_dir`: more models, loaded on their first request (and with
+    `idle_unload` seconds, unloaded when unused; `loader(path)` loads one,
+    `model_paths` says where the given models came from: model_registry.py).
+    `rate_limit_rpm` / `rate_limit_tpm`: requests and tokens a minute per API
+    key (rate_limits.py). Bodies are bounded in size and JSON nesting
+    (body_limits.py); POST /v1/messages serves Anthropic's Messages API
+    (anthropic_api.py)."""
+    if not models and not models_dir:
+        raise ValueError("create_app needs at least one model, or a models directory")
     limits = limits or ServerLimits()
     slots = {name: ModelSlot(name, m, limits.max_queue) for name, m in models.items()}
-    default = next(iter(slots))
+    default = next(iter(slots), None)
     metrics = Metrics()
     app = FastAPI(title="akunu", version=__version__)
     app.state.slots = slots
@@ -155,6 +165,9 @@ def create_app(models: Dict[str, Any], api_key: Optional[str] = None,
 
     def slot_for(name: Optional[str]) -> ModelSlot:
         if name is None or name == "":
+            if default is None or default not in slots:
+                raise ApiError(400, f"name a model; available: {', '.join(slots) or 'none loaded yet'}",
+                               param="model", code="model_not_found")
             return slots[default]
         if name not in slots:
             raise ApiError(404, f"the model '{name}' does not exist; available: {', '.join(slots)}",
@@ -418,6 +431,24 @@ def create_app(models: Dict[str, Any], api_key: Optional[str] = None,
             if batched else {}
         return PlainTextResponse(metrics.render(list(slots), stats), media_type="text/plain; version=0.0.4")
 
+    # Starlette runs the middleware added last first: bodies are checked and
+    # reshaped (Anthropic's API), then counted against the key's limits,
+    # before a model is loaded for them.
+    if models_dir or idle_unload:
+        from .model_registry import install as install_registry
+
+        install_registry(app, models_dir=models_dir, loader=loader, idle_unload=idle_unload, api_key=api_key,
+                         paths=model_paths, max_queue=limits.max_queue, max_body_bytes=limits.max_body_bytes)
+    if rate_limit_rpm or rate_limit_tpm:
+        from .rate_limits import install as install_rate_limits
+
+        install_rate_limits(app, requests_per_minute=rate_limit_rpm, tokens_per_minute=rate_limit_tpm,
+                            api_key=api_key)
+    from .anthropic_api import install as install_anthropic
+    from .body_limits import install as install_body_limits
+
+    install_body_limits(app, max_bytes=limits.max_body_bytes, max_depth=max_json_depth)
+    install_anthropic(app, max_tokens=limits.max_tokens)
     return app
 
 
