@@ -220,3 +220,63 @@ def test_example_program_builds_and_runs(tmp_path, random_model):
     want = _greedy(random_model, [1, 2, 3], 16)
     assert p.stdout.splitlines()[0] == " ".join(map(str, want))
     assert "tok/s" in p.stdout
+
+
+def _installed_prefix():
+    """The directory holding the installed akunu package (a wheel's site-packages),
+    which is the prefix of its CMake package config and pkg-config file."""
+    pkg = os.path.dirname(os.path.realpath(akunu.__file__))
+    if not glob.glob(os.path.join(pkg, "lib", "libakunu*")):
+        pytest.skip("libakunu comes from a build tree, not an installed akunu package (pip install .)")
+    return os.path.dirname(pkg)
+
+
+def _pc_flags(pc_path):
+    """Cflags and Libs of a .pc file, its ${var} references expanded (as pkg-config does)."""
+    import re
+    env, fields = {"pcfiledir": os.path.dirname(pc_path)}, {}
+    expand = lambda v: re.sub(r"\$\{(\w+)\}", lambda m: env[m.group(1)], v)  # noqa: E731
+    for line in open(pc_path):
+        line = line.strip()
+        if re.match(r"^\w+=", line):
+            k, v = line.split("=", 1)
+            env[k] = expand(v)
+        elif re.match(r"^\w+:", line):
+            k, v = line.split(":", 1)
+            fields[k] = expand(v.strip())
+    return fields["Cflags"].split() + fields["Libs"].split()
+
+
+def test_pkg_config_file_builds_the_example(tmp_path, random_model):
+    prefix = _installed_prefix()
+    pc = os.path.join(prefix, "akunu", "lib", "pkgconfig", "akunu.pc")
+    assert os.path.exists(pc), "akunu.pc is not installed with the package"
+    flags = _pc_flags(pc)
+    libdir = next(f[2:] for f in flags if f.startswith("-L"))
+    exe = str(tmp_path / "example")
+    subprocess.run([CC, "-std=c99", os.path.join(HERE, "c_api", "example.c"), *flags, f"-Wl,-rpath,{libdir}",
+                    "-o", exe], check=True)
+    p = subprocess.run([exe, random_model.path, "1", "2", "3"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and p.stdout.split("\n")[0] == " ".join(map(str, _greedy(random_model, [1, 2, 3], 16)))
+
+
+def test_cmake_find_package_links_libakunu(tmp_path, random_model):
+    cmake = shutil.which("cmake")
+    if cmake is None:
+        pytest.skip("cmake is not on PATH")
+    prefix = _installed_prefix()
+    src = tmp_path / "consumer"
+    src.mkdir()
+    shutil.copy(os.path.join(HERE, "c_api", "example.c"), src / "example.c")
+    (src / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.18)\nproject(consumer C)\nfind_package(akunu 0.1 REQUIRED)\n"
+        "add_executable(example example.c)\ntarget_link_libraries(example PRIVATE akunu::akunu)\n")
+    build = tmp_path / "build"
+    env = dict(os.environ, CC=CC)
+    for cmd in ([cmake, "-S", str(src), "-B", str(build), f"-DCMAKE_PREFIX_PATH={prefix}"],
+                [cmake, "--build", str(build)]):
+        p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+        assert p.returncode == 0, p.stdout + p.stderr
+    p = subprocess.run([str(build / "example"), random_model.path, "1", "2", "3"], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0 and p.stdout.split("\n")[0] == " ".join(map(str, _greedy(random_model, [1, 2, 3], 16)))
