@@ -191,3 +191,29 @@ def test_serve_flags_are_clear_errors(args, message):
                          timeout=60)
     assert out.returncode != 0 and message in out.stderr + out.stdout, out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_a_hugging_face_repo_id_names_a_model(tmp_path, monkeypatch, models_dir, resident):
+    """A request (or /v1/models/load) naming a repo id loads it through the Hugging Face cache, as
+    akunu.load does; an id that is neither cached nor reachable is a clear error, not a 500."""
+    from tests.test_hub import add_to_cache
+
+    for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_ENDPOINT"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("AKUNU_CACHE", str(tmp_path / "akunu"))
+    monkeypatch.setenv("LLAMA_CACHE", str(tmp_path / "llama.cpp"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    add_to_cache(tmp_path / "hub", "tiny/qwen-GGUF", {"qwen-Q8_0.gguf": os.path.join(models_dir, "qwen.gguf")})
+    loader = CountingLoader()
+    with make_client(models_dir, {"pinned": resident}, loader) as c:
+        body = {"model": "tiny/qwen-GGUF", "messages": MSGS, "max_tokens": 4, "temperature": 0}
+        r = c.post("/v1/chat/completions", json=body, headers=AUTH)
+        assert r.status_code == 200, r.text
+        direct = c.post("/v1/chat/completions", json={**body, "model": "qwen"}, headers=AUTH)
+        assert r.json()["choices"][0]["message"] == direct.json()["choices"][0]["message"]
+        listed = {m["id"]: m for m in c.get("/v1/models", headers=AUTH).json()["data"]}
+        assert listed["tiny/qwen-GGUF"]["loaded"] is True
+        r = c.post("/v1/chat/completions", json={**body, "model": "tiny/absent-GGUF"}, headers=AUTH)
+        assert 400 <= r.status_code < 600 and r.status_code != 200
+        assert "tiny/absent-GGUF" in r.json()["error"]["message"]

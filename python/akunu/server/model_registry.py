@@ -7,7 +7,9 @@ naming a model that is not loaded loads it first: one load at a time per
 model, concurrent requests for it wait for that load, and the model becomes
 visible to the routes only once it is whole. Names match case-insensitively
 (the request body's "model" is rewritten to the model's own name, so the
-routes' exact lookup finds it). `--idle-unload SECONDS` closes models no
+routes' exact lookup finds it). A Hugging Face repo id (owner/repo,
+owner/repo:QUANT, @REV) names a model too: loaded as akunu.load loads it,
+from the Hugging Face cache or fetched. `--idle-unload SECONDS` closes models no
 request has used for that long (Model.close() frees their memory); a model
 still serving requests is never closed under them. POST /v1/models/load and
 /v1/models/unload {"model": name} do the same on request (the app's API key
@@ -97,6 +99,17 @@ def _default_loader(path: str):
     return akunu.load(path)
 
 
+def _is_repo_id(name: str) -> bool:
+    """Whether `name` reads as a Hugging Face repo id (owner/repo[:QUANT][@REV]), which the loader
+    resolves through akunu.hub as akunu.load does (from the cache, or fetched)."""
+    from ..hub import parse_repo_id
+
+    try:
+        return "/" in name and parse_repo_id(name) is not None
+    except Exception:  # a malformed id is no model name at all
+        return False
+
+
 class ModelRegistry:
     def __init__(self, app, models_dir: Optional[str] = None, loader: Callable[[str], Any] = _default_loader,
                  idle_unload: Optional[float] = None, paths: Optional[Dict[str, str]] = None,
@@ -131,7 +144,10 @@ class ModelRegistry:
         avail = self.available()
         if name in avail:
             return name
-        return next((n for n in avail if n.lower() == low), None)
+        found = next((n for n in avail if n.lower() == low), None)
+        if found is None and _is_repo_id(name):  # a Hugging Face repo id: loaded (fetched) by its name
+            return name
+        return found
 
     # -- loading ------------------------------------------------------------------------
     async def acquire(self, name: str) -> ModelSlot:
@@ -156,7 +172,7 @@ class ModelRegistry:
     async def _load(self, name: str) -> None:
         fut = self._loading.get(name)
         if fut is None:  # the first request for it starts the load; the others wait on the same future
-            path = self.available().get(name)
+            path = self.available().get(name) or (name if _is_repo_id(name) else None)
             if path is None:
                 raise ApiError(404, f"the model '{name}' does not exist", "not_found_error", "model",
                                "model_not_found")
