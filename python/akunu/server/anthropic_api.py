@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import math
-import threading
 import time
 import uuid
 from contextlib import asynccontextmanager
@@ -31,7 +30,7 @@ from fastapi.responses import JSONResponse
 
 from ..batching import QueueFullError
 from ..errors import AkunuError
-from .app import _close_chunks, _next_chunk, _StreamWithCleanup
+from .app import GenerationStream, _StreamWithCleanup
 from .errors import ApiError, queue_full
 
 PREFIX = "/v1/messages"
@@ -588,61 +587,36 @@ def router(max_tokens: int = 4096) -> APIRouter:
 async def _stream(request: Request, slot, msgs, tools, kwargs, metrics):
     """Anthropic's event stream. The prompt is counted and the first chunk
     computed before answering, so a bad request still gets a 4xx."""
-    model, limiter, batched = slot.model, slot.limiter(), slot.batching is not None
-    ctx = _turn(slot, metrics)
-    await ctx.__aenter__()
-    gate = threading.Lock()
-    chunks = None
-    t0 = time.perf_counter()
+    model = slot.model
     try:
-        n_prompt = await anyio.to_thread.run_sync(lambda: count_prompt_tokens(model, msgs, tools), limiter=limiter)
-        chunks = await anyio.to_thread.run_sync(
-            lambda: _generate(model, slot.name, msgs, tools, kwargs, True), limiter=limiter)
-        first = await anyio.to_thread.run_sync(_next_chunk, chunks, gate, abandon_on_cancel=True, limiter=limiter)
-    except BaseException as e:
-        with anyio.CancelScope(shield=True):
-            if chunks is not None:
-                await anyio.to_thread.run_sync(_close_chunks, chunks, gate, batched)
-            await ctx.__aexit__(None, None, None)
-        if isinstance(e, AkunuError):
-            raise _as_api_error(e) from None
-        raise
-    done = False
-
-    async def finish() -> None:
-        nonlocal done
-        if done:
-            return
-        done = True
-        with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(_close_chunks, chunks, gate, batched)
-            await ctx.__aexit__(None, None, None)
-        if metrics is not None:
-            st = chunks.result.stats
-            metrics.generation(slot.name, st.prompt_tokens, st.generated_tokens, time.perf_counter() - t0)
+        n_prompt = await anyio.to_thread.run_sync(lambda: count_prompt_tokens(model, msgs, tools),
+                                                  limiter=slot.limiter())
+        gen = await GenerationStream(slot, _turn(slot, metrics), metrics).open(
+            lambda: _generate(model, slot.name, msgs, tools, kwargs, True))
+    except AkunuError as e:
+        raise _as_api_error(e) from None
 
     async def events() -> AsyncIterator[bytes]:
         tr = EventTranslator()
         yield _event("message_start", {"message": {
             "id": _message_id(), "type": "message", "role": "assistant", "model": slot.name, "content": [],
             "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": n_prompt, "output_tokens": 0}}})
-        chunk = first
+        chunk = gen.first
         while chunk is not None:
             for ev in tr.feed(chunk):
                 yield ev
             if await request.is_disconnected():
                 return
             try:
-                chunk = await anyio.to_thread.run_sync(_next_chunk, chunks, gate, abandon_on_cancel=True,
-                                                       limiter=limiter)
+                chunk = await gen.next()
             except AkunuError as e:
                 yield _event("error", {"error": {"type": "api_error", "message": str(e)}})
                 return
-        result = chunks.result
+        result = gen.chunks.result
         for ev in tr.end(result.stats.generated_tokens, matched_stop(model, result, kwargs.get("stop"))):
             yield ev
 
-    return _StreamWithCleanup(events(), finish)
+    return _StreamWithCleanup(events(), gen.finish)
 
 
 def install(app, max_tokens: int = 4096) -> None:

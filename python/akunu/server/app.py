@@ -88,6 +88,57 @@ def _close_chunks(chunks, gate: threading.Lock, batched: bool) -> None:
         chunks.close()
 
 
+class GenerationStream:
+    """A streamed generation on a model's turn. open() computes the first
+    chunk before the response starts (so a bad request still gets a 4xx
+    rather than a broken event stream); next() pulls the rest one at a time,
+    abandoned if the response is cancelled; finish() stops the generation and
+    frees the model once, shielded: a cancelled request must still release
+    its slot."""
+
+    def __init__(self, slot: "ModelSlot", turn_ctx, metrics=None):
+        self.slot, self.ctx, self.metrics = slot, turn_ctx, metrics
+        self.limiter, self.batched = slot.limiter(), slot.batching is not None
+        self.gate = threading.Lock()
+        self.chunks: Optional[Iterator[Dict[str, Any]]] = None
+        self.first: Optional[Dict[str, Any]] = None
+        self.t0 = time.perf_counter()
+        self._done = False
+
+    async def open(self, start: Callable[[], Iterator[Dict[str, Any]]]) -> "GenerationStream":
+        """Takes the model's turn and starts the generation (`start`, on a worker thread); on any
+        failure frees both and re-raises."""
+        await self.ctx.__aenter__()
+        try:
+            self.chunks = await anyio.to_thread.run_sync(start, limiter=self.limiter)
+            self.first = await self.next()
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                if self.chunks is not None:
+                    await anyio.to_thread.run_sync(_close_chunks, self.chunks, self.gate, self.batched)
+                await self.ctx.__aexit__(None, None, None)
+            raise
+        return self
+
+    async def next(self) -> Optional[Dict[str, Any]]:
+        # abandoned if the response is cancelled (client gone): finish() then
+        # cancels the generation, which ends the thread's wait
+        return await anyio.to_thread.run_sync(_next_chunk, self.chunks, self.gate, abandon_on_cancel=True,
+                                              limiter=self.limiter)
+
+    async def finish(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(_close_chunks, self.chunks, self.gate, self.batched)
+            await self.ctx.__aexit__(None, None, None)
+        if self.metrics is not None:
+            st = self.chunks.result.stats
+            self.metrics.generation(self.slot.name, st.prompt_tokens, st.generated_tokens,
+                                    time.perf_counter() - self.t0)
+
+
 def create_app(models: Dict[str, Any], api_key: Optional[str] = None,
                limits: Optional[ServerLimits] = None, models_dir: Optional[str] = None,
                idle_unload: Optional[float] = None, loader: Optional[Callable[[str], Any]] = None,
@@ -214,7 +265,6 @@ def create_app(models: Dict[str, Any], api_key: Optional[str] = None,
         stream = kwargs.pop("stream")
         kwargs["model"] = slot.name
         limiter = slot.limiter()
-        batched = slot.batching is not None
         if not stream:
             async with turn(slot):
                 t0 = time.perf_counter()
@@ -225,54 +275,21 @@ def create_app(models: Dict[str, Any], api_key: Optional[str] = None,
             u = out["usage"]
             metrics.generation(slot.name, u["prompt_tokens"], u["completion_tokens"], time.perf_counter() - t0)
             return JSONResponse(out)
-        # Streaming: the first chunk is computed before answering, so a bad
-        # request still gets a 4xx rather than a broken event stream.
-        ctx = turn(slot)
-        await ctx.__aenter__()
-        gate = threading.Lock()
-        chunks: Optional[Iterator[Dict[str, Any]]] = None
+        # Streaming: the first chunk is computed before answering (GenerationStream)
         try:
-            chunks = await anyio.to_thread.run_sync(lambda: fn(stream=True, **kwargs), limiter=limiter)
-            first = await anyio.to_thread.run_sync(_next_chunk, chunks, gate, abandon_on_cancel=True,
-                                                   limiter=limiter)
-        except BaseException as e:
-            with anyio.CancelScope(shield=True):
-                if chunks is not None:
-                    await anyio.to_thread.run_sync(_close_chunks, chunks, gate, batched)
-                await ctx.__aexit__(None, None, None)
-            if isinstance(e, AkunuError):
-                raise as_api_error(e) from None
-            raise
-        done = False
+            gen = await GenerationStream(slot, turn(slot), metrics).open(lambda: fn(stream=True, **kwargs))
+        except AkunuError as e:
+            raise as_api_error(e) from None
+        return _StreamWithCleanup(sse(request, gen), gen.finish)
 
-        async def finish() -> None:
-            """Stops the generation and frees the model, once. Shielded: a
-            cancelled request must still release its slot."""
-            nonlocal done
-            if done:
-                return
-            done = True
-            with anyio.CancelScope(shield=True):
-                await anyio.to_thread.run_sync(_close_chunks, chunks, gate, batched)
-                await ctx.__aexit__(None, None, None)
-            st = chunks.result.stats
-            metrics.generation(slot.name, st.prompt_tokens, st.generated_tokens, time.perf_counter() - t0)
-
-        t0 = time.perf_counter()
-        return _StreamWithCleanup(sse(request, chunks, first, gate, limiter), finish)
-
-    async def sse(request: Request, chunks, first, gate: threading.Lock,
-                  limiter: Optional[anyio.CapacityLimiter]) -> AsyncIterator[bytes]:
-        chunk = first
+    async def sse(request: Request, gen: GenerationStream) -> AsyncIterator[bytes]:
+        chunk = gen.first
         while chunk is not None:
             yield f"data: {json.dumps(chunk)}\n\n".encode()
             if await request.is_disconnected():
                 return  # the client left: stop generating
             try:
-                # abandoned if the response is cancelled (client gone): finish() then
-                # cancels the generation, which ends the thread's wait
-                chunk = await anyio.to_thread.run_sync(_next_chunk, chunks, gate, abandon_on_cancel=True,
-                                                       limiter=limiter)
+                chunk = await gen.next()
             except AkunuError as e:
                 err = {"error": {"message": str(e), "type": "server_error", "param": None, "code": None}}
                 yield f"data: {json.dumps(err)}\n\n".encode()
