@@ -333,3 +333,15 @@ def run_to_end(stream: Iterator[str], cancelled=lambda: False) -> None:
         if cancelled():
             stream.close()
             break
+
+
+def results_of(streams, cancelled=lambda: False) -> list:
+    """The results of batched streams submitted together, each read to its end in turn (they
+    advance together in the scheduler), every one closed whatever happens."""
+    try:
+        for s in streams:
+            run_to_end(s, cancelled)
+    finally:
+        for s in streams:
+            s.close()
+    return [s.result for s in streams]

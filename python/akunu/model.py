@@ -10,7 +10,7 @@ from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 import numpy as np
 
 from . import _core
-from .batching import BatchedStream, BatchScheduler, run_to_end
+from .batching import BatchedStream, BatchScheduler, results_of, run_to_end
 from .chat_template import ChatTemplate
 from .cuda_libraries import export_cublas_dirs
 from .errors import AkunuError, UnsupportedModelError
@@ -334,14 +334,8 @@ class Model:
             return []
         if self._batch is None:
             self.enable_batching(min(len(prompts), 16))
-        streams = [self.generate(p, max_tokens=max_tokens, stream=True, **kwargs) for p in prompts]
-        try:
-            for s in streams:
-                run_to_end(s, async_calls.cancelled)
-        finally:
-            for s in streams:
-                s.close()
-        return [s.result for s in streams]
+        return results_of([self.generate(p, max_tokens=max_tokens, stream=True, **kwargs) for p in prompts],
+                          async_calls.cancelled)
 
     def _request(self, prompt, max_tokens, sampling: SamplingConfig, stop, grammar, json_schema, speculative,
                  add_bos, stream) -> GenerationRequest:

@@ -161,16 +161,10 @@ def _generate_n(llm, prompt, gen: Dict[str, Any], n: int):
     if llm.batching is None:
         return [llm.generate(prompt, **_choice_kwargs(gen, i)) for i in range(n)]
     from . import async_calls
-    from .batching import run_to_end
+    from .batching import results_of
 
-    streams = [llm.generate(prompt, stream=True, **_choice_kwargs(gen, i)) for i in range(n)]
-    try:
-        for s in streams:
-            run_to_end(s, async_calls.cancelled)
-    finally:
-        for s in streams:
-            s.close()
-    return [s.result for s in streams]
+    return results_of([llm.generate(prompt, stream=True, **_choice_kwargs(gen, i)) for i in range(n)],
+                      async_calls.cancelled)
 
 
 class _Choices:
