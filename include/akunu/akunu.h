@@ -88,4 +88,9 @@ const char* akunu_profile_label(const akunu_model* model, int32_t index);
 #ifdef __cplusplus
 }
 #endif
+
+#include "text.h"
+#include "chat.h"
+#include "grammar.h"
+#include "whisper.h"
 #endif

@@ -10,9 +10,13 @@
 #include "core/error.h"
 #include "inference/model.h"
 #include "inference/sampling_config.h"
+#include "text/tokenizer.h"
 
 struct akunu_model {
     std::unique_ptr<akunu::Model> m;
+    std::string path;  // the file or directory it was loaded from
+    // Built on first use by tokenizer_of (most C callers bring their own ids).
+    std::shared_ptr<const akunu::text::Tokenizer> tokenizer;
     // Labels of the last akunu_profile_decode_step, read by akunu_profile_label.
     std::vector<std::string> profile_labels;
 };
@@ -28,6 +32,8 @@ void register_handle(akunu_model* h);
 bool unregister_handle(akunu_model* h);
 // The live handle `h`, or throws naming `fn` (null or unknown handle).
 akunu_model& live(const akunu_model* h, const char* fn);
+// The model's tokenizer, loaded from h.path on first use (src/c_api/tokenize.cpp).
+const akunu::text::Tokenizer& tokenizer_of(akunu_model& h);
 
 // Runs f, turning any exception into a status and the thread's last error.
 template <typename F>

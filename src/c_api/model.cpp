@@ -22,6 +22,7 @@ akunu_status akunu_load_model(const char* path, const AkunuLoadParams* params, a
         }
         auto h = std::make_unique<akunu_model>();
         h->m = std::make_unique<akunu::Model>(path, opt);
+        h->path = path;
         register_handle(h.get());
         *out = h.release();
     });
