@@ -2,8 +2,8 @@
 harmony channels (gpt-oss) split from recorded replies, on the real chat
 templates of llama.cpp's set (which decide whether the reply starts inside
 the block), streamed deltas that join to the whole reply's fields, the
-thinking switch passed to the template, and constrained replies that skip
-thinking."""
+thinking switch passed to the template, and constrained replies with thinking
+turned off."""
 
 import json
 import random
@@ -152,11 +152,13 @@ def test_reply_inside_an_open_block_is_reasoning(r1):
     assert "reasoning_content" not in off["choices"][0]["message"]
 
 
-def test_constrained_reply_turns_thinking_off(qwen3):
+def test_constrained_reply_with_thinking_off_is_all_content(qwen3):
+    """Thinking turned off by the caller: the constraint applies from the reply's first token
+    (with thinking on it applies after the reasoning: tests/test_reasoning_grammar.py)."""
     plain = qwen3.create_chat_completion(MSGS, max_tokens=4, temperature=0)
     off = qwen3.create_chat_completion(MSGS, max_tokens=4, temperature=0, enable_thinking=False)
     assert off["usage"]["prompt_tokens"] > plain["usage"]["prompt_tokens"]  # the empty <think></think>
-    r = qwen3.create_chat_completion(MSGS, max_tokens=40, temperature=0.7, seed=2,
+    r = qwen3.create_chat_completion(MSGS, max_tokens=40, temperature=0.7, seed=2, enable_thinking=False,
                                      response_format={"type": "json_object"})
     assert r["usage"]["prompt_tokens"] == off["usage"]["prompt_tokens"]
     msg = r["choices"][0]["message"]

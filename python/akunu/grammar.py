@@ -53,6 +53,92 @@ class Grammar:
         """Any JSON object (OpenAI's json_object mode)."""
         return cls("json")
 
+    @classmethod
+    def after_thinking(cls, answer: Optional["Grammar"], opened: bool,
+                       max_tokens: Optional[int] = None) -> "Grammar":
+        """A reply that reasons first: free text up to the first ``</think>``, then `answer`
+        (None: any text). With `opened` the prompt has written ``<think>`` and the reply
+        starts inside the block; else the block is optional and the reply opens it. The
+        block's text holds no ``</think>``; `max_tokens` bounds it (then ``</think>`` comes)."""
+        return cls.gbnf(thinking_ebnf(answer, opened, max_tokens))
+
+
+def no_raw_control_characters(ebnf: str) -> str:
+    """xgrammar's rule for length-bounded strings admits raw control characters, which
+    JSON forbids in strings: every negated character class (they only occur in string
+    rules) also excludes U+0000-U+001F. Quoted literals are left as they are."""
+    out, i, n = [], 0, len(ebnf)
+    while i < n:
+        c = ebnf[i]
+        if c == '"':  # a literal: copy it through its closing quote
+            j = i + 1
+            while j < n and ebnf[j] != '"':
+                j += 2 if ebnf[j] == "\\" else 1
+            out.append(ebnf[i:j + 1])
+            i = j + 1
+            continue
+        if c == "[":  # a character class: copy through its closing bracket
+            j = i + 1
+            while j < n and ebnf[j] != "]":
+                j += 2 if ebnf[j] == "\\" else 1
+            cls = ebnf[i:j + 1]
+            if cls.startswith("[^") and not cls.startswith("[^\\0-\\x1f"):
+                cls = "[^\\0-\\x1f" + cls[2:]
+            out.append(cls)
+            i = j + 1
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def json_ebnf(schema: str) -> str:
+    """Compact JSON valid for `schema` (a JSON string) as EBNF with root rule ``root``,
+    raw control characters kept out of strings (the JSON-mode vocabulary does that when
+    the schema is compiled alone; embedded, the grammar must)."""
+    xgr = _xgrammar()
+    try:
+        ebnf = str(xgr.Grammar.from_json_schema(schema, any_whitespace=False))
+    except Exception as e:  # xgrammar reports unsupported schemas as RuntimeError
+        raise AkunuError(f"invalid json_schema grammar: {str(e).strip().splitlines()[0]}") from None
+    return no_raw_control_characters(ebnf)
+
+
+def answer_ebnf(g: Grammar) -> str:
+    """What `g` accepts as EBNF with root rule ``root``, to embed in a larger grammar."""
+    if g.kind == "gbnf":
+        return g.source
+    return json_ebnf(g.source if g.kind == "json_schema" else '{"type": "object"}')
+
+
+# what may sit between "</think>" and the answer: the line breaks reasoning models write there,
+# bounded so that a weak model cannot pad the reply with blank lines forever
+_AFTER_THINK = r'root ::= [ \n]{0,4}'
+
+
+def thinking_ebnf(answer: Optional[Grammar], opened: bool, max_tokens: Optional[int] = None) -> str:
+    """The EBNF of Grammar.after_thinking, composed with xgrammar's structural tags: the think
+    block is a tag whose any-text body excludes its end marker, so the first ``</think>``
+    closes it and the answer's grammar applies from there."""
+    from xgrammar.structural_tag import (AnyTextFormat, GrammarFormat, OptionalFormat, SequenceFormat,
+                                         StructuralTag, TagFormat)
+
+    if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)
+                                   or max_tokens < 1):
+        raise AkunuError(f"the reasoning's token limit must be a positive integer, got {max_tokens!r}")
+    xgr = _xgrammar()
+    body = AnyTextFormat(max_tokens=max_tokens) if max_tokens is not None else AnyTextFormat()
+    block = SequenceFormat(elements=[TagFormat(begin="" if opened else "<think>", content=body, end="</think>"),
+                                     GrammarFormat(grammar=_AFTER_THINK)])
+    think = block if opened else OptionalFormat(content=block)
+    rest = GrammarFormat(grammar=answer_ebnf(answer)) if answer is not None else AnyTextFormat()
+    try:
+        g = xgr.Grammar.from_structural_tag(StructuralTag(format=SequenceFormat(elements=[think, rest])))
+    except Exception as e:
+        raise AkunuError(f"invalid {answer.kind if answer else 'text'} grammar: "
+                         f"{str(e).strip().splitlines()[0]}") from None
+    return str(g)
+
 
 class GrammarCompiler:
     """One per model: xgrammar's view of the vocabulary and a compile cache."""

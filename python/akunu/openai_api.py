@@ -88,7 +88,8 @@ _ACCEPTED = set(_SAMPLING_KEYS) | {"max_tokens", "stop", "stream", "response_for
                                    "n", "stream_options", "max_completion_tokens", "user", "logprobs",
                                    "top_logprobs"}
 _CHAT_ONLY = {"tools", "tool_choice", "parallel_tool_calls"}
-_REASONING_ARGS = {"reasoning_format", "chat_template_kwargs", "enable_thinking", "reasoning_effort"}
+_REASONING_ARGS = {"reasoning_format", "chat_template_kwargs", "enable_thinking", "reasoning_effort",
+                   "max_reasoning_tokens"}
 MAX_STOP = 4    # OpenAI's limit on stop sequences
 MAX_N = 16      # choices per request (OpenAI allows 128; each is a generation of its own here)
 
@@ -325,6 +326,37 @@ def _chat_logprobs_field(llm, lps, top_n: int) -> Dict[str, Any]:
     return {"content": lp_mod.chat_content(llm.tokenizer, lps, top_n), "refusal": None}
 
 
+def _thinking_grammar(llm, messages, tools, tkw: Dict[str, Any], gen: Dict[str, Any], fmt: str,
+                      budget: Optional[int]) -> Tuple[str, Optional[reasoning.ReasoningSyntax]]:
+    """The rendered prompt and the reply's reasoning syntax; sets gen's grammar for thinking.
+
+    While the model thinks in a <think> block (the template opens it, or the model may), a
+    grammar (response_format, a forced tool call, max_reasoning_tokens) is composed after the
+    block: the reasoning is free up to "</think>", the constraint applies from there. A reply
+    that cannot think that way (the caller turned thinking off, reasoning_format "none",
+    harmony's channels) keeps the constraint from its first token: templates that can turn
+    thinking off are told to, and the constrained text is never read as reasoning."""
+    template = llm.chat_template
+    text = _render_chat(llm, messages, tools, tkw)
+    found = reasoning.syntax_for(template.source, text, llm.tokenizer.tokens) if template is not None else None
+    syntax = found if fmt != "none" else None
+    constrained = "grammar" in gen
+    thinks = (found is not None and found.kind == "think" and tkw.get("enable_thinking") is not False
+              and (fmt != "none" or not constrained))
+    if thinks and (constrained or budget is not None):
+        answer = gen.get("grammar")
+        if isinstance(answer, str):
+            answer = Grammar.gbnf(answer)
+        gen["grammar"] = Grammar.after_thinking(answer, found.starts_inside, budget)
+        return text, syntax
+    if constrained:
+        if reasoning.can_disable_thinking(template.source) and "enable_thinking" not in tkw:
+            tkw["enable_thinking"] = False
+            text = _render_chat(llm, messages, tools, tkw)
+        syntax = None
+    return text, syntax
+
+
 def create_chat_completion(llm, messages: Sequence[Dict[str, Any]], /, *, stream: bool = False,
                            **kwargs: Any):
     tool_args = {k: kwargs.pop(k) for k in list(kwargs) if k in _CHAT_ONLY}
@@ -332,6 +364,7 @@ def create_chat_completion(llm, messages: Sequence[Dict[str, Any]], /, *, stream
     _check(kwargs)
     top_n = _chat_logprobs(kwargs)
     fmt = reasoning.check_format(think_args.pop("reasoning_format", None))
+    budget = reasoning.check_budget(think_args.pop("max_reasoning_tokens", None))
     tkw = reasoning.template_kwargs(**think_args)
     n = kwargs.get("n") or 1
     include_usage = bool((kwargs.get("stream_options") or {}).get("include_usage"))
@@ -343,18 +376,8 @@ def create_chat_completion(llm, messages: Sequence[Dict[str, Any]], /, *, stream
             raise AkunuError("tool_choice 'required' or a named function sets the output's grammar: "
                              "give no grammar or response_format with it")
         gen["grammar"] = tool_calls.constraint(tools)
-    template = llm.chat_template
-    constrained = "grammar" in gen
-    # A grammar applies from the reply's first token, so a constrained reply has no room to
-    # think: templates that can turn thinking off are told to, and the constrained text is
-    # never read as reasoning (it is the content).
-    if constrained and template is not None and reasoning.can_disable_thinking(template.source):
-        tkw.setdefault("enable_thinking", False)
-    text = _render_chat(llm, messages, tools, tkw)
+    text, syntax = _thinking_grammar(llm, messages, tools, tkw, gen, fmt, budget)
     prompt = llm.tokenize(text, add_bos=False)
-    syntax = None
-    if fmt != "none" and not constrained and template is not None:
-        syntax = reasoning.syntax_for(template.source, text, llm.tokenizer.tokens)
     tracker = _logprob_trackers(llm, prompt, top_n)
     cid, created = "chatcmpl-" + uuid.uuid4().hex, int(time.time())
 

@@ -79,6 +79,14 @@ def template_kwargs(chat_template_kwargs: Any = None, enable_thinking: Any = Non
     return out
 
 
+def check_budget(max_reasoning_tokens: Any) -> Optional[int]:
+    """The reasoning's token limit: None (no limit) or a positive integer."""
+    v = max_reasoning_tokens
+    if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+        raise AkunuError(f"max_reasoning_tokens must be a positive integer, got {v!r}")
+    return v
+
+
 def check_format(reasoning_format: Any) -> str:
     if reasoning_format is None:
         return "auto"

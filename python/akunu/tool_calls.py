@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence
 
 from .errors import AkunuError
-from .grammar import Grammar
+from .grammar import Grammar, no_raw_control_characters
 from .tool_call_formats import FORMATS, Parsed, ToolFormat, parse
 
 _NAME = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")  # OpenAI's rule for function names
@@ -279,35 +279,6 @@ def _call_schema(tool: Dict[str, Any], arg_key: str) -> Dict[str, Any]:
             "required": ["name", arg_key], "additionalProperties": False}
 
 
-def _no_raw_control_characters(ebnf: str) -> str:
-    """xgrammar's rule for length-bounded strings admits raw control characters, which
-    JSON forbids in strings: every negated character class (they only occur in string
-    rules) also excludes U+0000-U+001F. Quoted literals are left as they are."""
-    out, i, n = [], 0, len(ebnf)
-    while i < n:
-        c = ebnf[i]
-        if c == '"':  # a literal: copy it through its closing quote
-            j = i + 1
-            while j < n and ebnf[j] != '"':
-                j += 2 if ebnf[j] == "\\" else 1
-            out.append(ebnf[i:j + 1])
-            i = j + 1
-            continue
-        if c == "[":  # a character class: copy through its closing bracket
-            j = i + 1
-            while j < n and ebnf[j] != "]":
-                j += 2 if ebnf[j] == "\\" else 1
-            cls = ebnf[i:j + 1]
-            if cls.startswith("[^") and not cls.startswith("[^\\0-\\x1f"):
-                cls = "[^\\0-\\x1f" + cls[2:]
-            out.append(cls)
-            i = j + 1
-            continue
-        out.append(c)
-        i += 1
-    return "".join(out)
-
-
 def constraint(req: ToolRequest) -> Grammar:
     """A grammar whose every sentence is a call (or, with parallel calls, several) in the
     family's syntax, naming an allowed function with arguments valid for its schema."""
@@ -349,7 +320,7 @@ def constraint(req: ToolRequest) -> Grammar:
         form = SequenceFormat(elements=[ConstStringFormat(value="["), calls("", "", ", "),
                                         ConstStringFormat(value="]")])
     ebnf = str(xgr.Grammar.from_structural_tag(StructuralTag(format=form)))
-    return Grammar.gbnf(_no_raw_control_characters(ebnf))
+    return Grammar.gbnf(no_raw_control_characters(ebnf))
 
 
 # -- the reply -------------------------------------------------------------------------
