@@ -463,8 +463,10 @@ def create_app(models: Dict[str, Any], api_key: Optional[str] = None,
                             api_key=api_key)
     from .anthropic_api import install as install_anthropic
     from .body_limits import install as install_body_limits
+    from .responses_api import install as install_responses
 
     install_body_limits(app, max_bytes=limits.max_body_bytes, max_depth=max_json_depth)
+    install_responses(app, max_tokens=limits.max_tokens)  # POST /v1/responses (responses_api.py)
     install_anthropic(app, max_tokens=limits.max_tokens)
     return app
 

@@ -158,7 +158,8 @@ class TokenCounter:
             d = json.loads(data)
         except ValueError:
             return
-        u = d.get("usage") or (d.get("message") or {}).get("usage")
+        # OpenAI's usage chunk, Anthropic's message_start, the Responses API's response.completed
+        u = d.get("usage") or (d.get("message") or {}).get("usage") or (d.get("response") or {}).get("usage")
         if isinstance(u, dict):
             self.usage_seen = True
             self.tokens += _usage_tokens(u)
