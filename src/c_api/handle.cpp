@@ -28,13 +28,29 @@ bool unregister_handle(akunu_model* h) {
     return handles().erase(h) == 1;
 }
 
-akunu_model& live(const akunu_model* h, const char* fn) {
+akunu_model& live_any(const akunu_model* h, const char* fn) {
     if (!h) throw akunu::Error(std::string(fn) + ": null model handle");
     {
         std::lock_guard<std::mutex> l(g_handles_mu);
         if (!handles().count(h)) throw akunu::Error(std::string(fn) + ": not a live model handle (freed?)");
     }
     return *const_cast<akunu_model*>(h);
+}
+
+akunu_model& live(const akunu_model* h, const char* fn) {
+    akunu_model& m = live_any(h, fn);
+    if (!m.m)
+        throw akunu::UnsupportedError(std::string(fn) +
+                                      ": this is a Whisper (speech-to-text) model; use akunu_transcribe and its siblings");
+    return m;
+}
+
+akunu_model& live_whisper(const akunu_model* h, const char* fn) {
+    akunu_model& m = live_any(h, fn);
+    if (!m.whisper)
+        throw akunu::UnsupportedError(std::string(fn) + ": not a Whisper model (architecture '" +
+                                      (m.m ? m.m->config().architecture : std::string("?")) + "')");
+    return m;
 }
 
 akunu::SamplingConfig to_sampling(const AkunuSamplingConfig* sampling, const char* fn) {

@@ -12,6 +12,10 @@
 #include "inference/sampling_config.h"
 #include "text/tokenizer.h"
 
+namespace akunu_c {
+struct WhisperHandle;  // src/c_api/whisper.cpp
+}
+
 struct akunu_model {
     std::unique_ptr<akunu::Model> m;
     std::string path;  // the file or directory it was loaded from
@@ -19,6 +23,8 @@ struct akunu_model {
     std::shared_ptr<const akunu::text::Tokenizer> tokenizer;
     // Labels of the last akunu_profile_decode_step, read by akunu_profile_label.
     std::vector<std::string> profile_labels;
+    // Set instead of `m` for a Whisper (speech-to-text) model.
+    std::shared_ptr<akunu_c::WhisperHandle> whisper;
 };
 
 namespace akunu_c {
@@ -30,8 +36,21 @@ void clear_error();
 // pointer is reported as an error instead of being dereferenced.
 void register_handle(akunu_model* h);
 bool unregister_handle(akunu_model* h);
-// The live handle `h`, or throws naming `fn` (null or unknown handle).
+// The live handle `h` of a text model, or throws naming `fn` (null or unknown
+// handle, or a Whisper model: text-model calls would find no `m`).
 akunu_model& live(const akunu_model* h, const char* fn);
+// The live handle `h` of either kind.
+akunu_model& live_any(const akunu_model* h, const char* fn);
+// The live handle `h` of a Whisper model, or throws naming `fn`.
+akunu_model& live_whisper(const akunu_model* h, const char* fn);
+
+// Whisper models behind the handle (src/c_api/whisper.cpp): whether the model
+// at `path` is one, loading it, and what inspection reads of it.
+bool is_whisper_model(const std::string& path);
+std::shared_ptr<WhisperHandle> load_whisper(const std::string& path, const akunu::LoadOptions& opt);
+const akunu::ModelFile& whisper_file(const WhisperHandle& w);
+size_t whisper_memory(const WhisperHandle& w);
+AkunuModelConfig whisper_config(const WhisperHandle& w);
 // The model's tokenizer, loaded from h.path on first use (src/c_api/tokenize.cpp).
 const akunu::text::Tokenizer& tokenizer_of(akunu_model& h);
 

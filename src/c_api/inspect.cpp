@@ -26,8 +26,14 @@ T checked(T fail, F&& f) {
     }
 }
 
+// The tensors of either kind of model.
+const std::vector<akunu::GGUFTensorInfo>& tensors_of(const akunu_model* model, const char* fn) {
+    akunu_model& h = live_any(model, fn);
+    return h.whisper ? whisper_file(*h.whisper).tensors() : h.m->file().tensors();
+}
+
 const akunu::GGUFTensorInfo& tensor_at(const akunu_model* model, int32_t index, const char* fn) {
-    const auto& ts = live(model, fn).m->file().tensors();
+    const auto& ts = tensors_of(model, fn);
     if (index < 0 || (size_t)index >= ts.size())
         throw akunu::Error(std::string(fn) + ": tensor index " + std::to_string(index) + " is outside [0, " +
                            std::to_string(ts.size()) + ")");
@@ -39,7 +45,7 @@ const akunu::GGUFTensorInfo& tensor_at(const akunu_model* model, int32_t index, 
 extern "C" {
 
 int32_t akunu_tensor_count(const akunu_model* model) {
-    return checked<int32_t>(-1, [&] { return (int32_t)live(model, "akunu_tensor_count").m->file().tensors().size(); });
+    return checked<int32_t>(-1, [&] { return (int32_t)tensors_of(model, "akunu_tensor_count").size(); });
 }
 
 const char* akunu_tensor_name(const akunu_model* model, int32_t index) {
@@ -56,11 +62,14 @@ const char* akunu_tensor_raw_dtype(const akunu_model* model, int32_t index) {
 }
 
 size_t akunu_model_memory(const akunu_model* model) {
-    return checked<size_t>(0, [&] { return live(model, "akunu_model_memory").m->memory_bytes(); });
+    return checked<size_t>(0, [&] {
+        akunu_model& h = live_any(model, "akunu_model_memory");
+        return h.whisper ? whisper_memory(*h.whisper) : h.m->memory_bytes();
+    });
 }
 
 int32_t akunu_is_whisper(const akunu_model* model) {
-    return checked<int32_t>(-1, [&] { return (int32_t)(live(model, "akunu_is_whisper").m->config().architecture == "whisper"); });
+    return checked<int32_t>(-1, [&] { return (int32_t)(live_any(model, "akunu_is_whisper").whisper != nullptr); });
 }
 
 int32_t akunu_profile_decode_step(akunu_model* model, int32_t token, int32_t position, float* timing_out,

@@ -21,7 +21,8 @@ akunu_status akunu_load_model(const char* path, const AkunuLoadParams* params, a
             opt.n_threads = params->n_threads;
         }
         auto h = std::make_unique<akunu_model>();
-        h->m = std::make_unique<akunu::Model>(path, opt);
+        if (is_whisper_model(path)) h->whisper = load_whisper(path, opt);  // speech to text (whisper.h)
+        else h->m = std::make_unique<akunu::Model>(path, opt);
         h->path = path;
         register_handle(h.get());
         *out = h.release();
@@ -35,8 +36,12 @@ void akunu_free_model(akunu_model* model) {
 
 akunu_status akunu_get_config(const akunu_model* model, AkunuModelConfig* out) {
     return guarded([&] {
-        akunu_model& h = live(model, "akunu_get_config");
+        akunu_model& h = live_any(model, "akunu_get_config");
         if (!out) throw akunu::Error("akunu_get_config: null argument");
+        if (h.whisper) {
+            *out = whisper_config(*h.whisper);
+            return;
+        }
         const akunu::ModelConfig& c = h.m->config();
         *out = AkunuModelConfig{c.dim, c.n_layers, c.n_heads, c.n_kv_heads, c.head_dim, c.ffn_dim,
                                 c.vocab_size, c.context_length, h.m->n_ctx(), c.norm_eps, c.rope_base, {}};
