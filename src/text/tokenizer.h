@@ -9,6 +9,10 @@
 #include <string_view>
 #include <vector>
 
+namespace akunu {
+class ModelFile;
+}
+
 namespace akunu::text {
 
 class Tokenizer {
@@ -31,11 +35,21 @@ public:
     virtual std::string token_text(int32_t id) const = 0;
     virtual int32_t bos_id() const = 0;  // -1 when the model has none
     virtual int32_t eos_id() const = 0;  // -1 when the model has none
+
+    // The bytes of token_bytes(id), held by the tokenizer: valid while it
+    // lives (the C API hands them out); empty for an id outside the vocabulary.
+    virtual std::string_view token_bytes_view(int32_t id) const { (void)id; return {}; }
+    // The tokenizer family as the Python package names it: "llama"
+    // (SentencePiece-style BPE), "gpt2" (byte-level BPE) or "bert" (WordPiece).
+    virtual std::string kind() const { return ""; }
 };
 
 // The tokenizer described by the model at `path` (a .gguf file or a model
 // directory). Throws akunu::FormatError / UnsupportedError with a message
 // naming what is missing or unknown.
 std::shared_ptr<const Tokenizer> load_tokenizer(const std::string& path);
+// The same for a model already open: a GGUF's metadata is read from `file`;
+// a model directory's tokenizer.json from `path`.
+std::shared_ptr<const Tokenizer> load_tokenizer(const ModelFile& file, const std::string& path);
 
 }  // namespace akunu::text

@@ -1,0 +1,149 @@
+#include "text/tokenizer/regex_split.h"
+
+#include "text/tokenizer/unicode.h"
+
+namespace akunu::text::tok {
+
+const char* const kGpt2Regex = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+const char* const kGpt2RegexNoTrailing = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S))";
+const char* const kLlama3Regex =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+const char* const kQwen2Regex =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
+const char* const kDigitRegex = R"(\p{N})";
+
+namespace {
+
+namespace u = akunu::text::unicode;
+
+bool is_l(char32_t c) { return u::has(c, u::LETTER); }
+bool is_n(char32_t c) { return u::has(c, u::NUMBER); }
+bool is_s(char32_t c) { return u::has(c, u::SPACE); }
+bool is_other(char32_t c) { return !(u::flags(c) & (u::LETTER | u::NUMBER | u::SPACE)); }  // [^\s\p{L}\p{N}]
+bool is_crlf(char32_t c) { return c == '\r' || c == '\n'; }
+
+size_t run(const std::u32string& s, size_t i, bool (*pred)(char32_t)) {
+    size_t j = i;
+    while (j < s.size() && pred(s[j])) ++j;
+    return j - i;
+}
+
+// 's|'t|'re|'ve|'m|'ll|'d, case-sensitive or (?i:...) as Oniguruma folds case.
+size_t contraction(const std::u32string& s, size_t i, bool fold) {
+    if (i + 1 >= s.size() || s[i] != '\'') return 0;
+    auto lower = [&](size_t k) -> char32_t {
+        if (k >= s.size()) return 0;
+        char32_t c = s[k];
+        if (!fold) return c;
+        if (c >= 'A' && c <= 'Z') return c + 32;
+        if (c == 0x17F) return 's';   // LATIN SMALL LETTER LONG S folds to s
+        if (c == 0x212A) return 'k';  // KELVIN SIGN folds to k (not in the pattern)
+        return c;
+    };
+    char32_t a = lower(i + 1), b = lower(i + 2);
+    if (a == 's' || a == 't' || a == 'm' || a == 'd') return 2;
+    if ((a == 'r' || a == 'v') && b == 'e') return 3;
+    if (a == 'l' && b == 'l') return 3;
+    return 0;
+}
+
+// \s+(?!\S): a whitespace run, giving back its last character unless the run ends the text.
+size_t space_not_before_text(const std::u32string& s, size_t i) {
+    size_t k = run(s, i, is_s);
+    if (k == 0) return 0;
+    if (i + k == s.size()) return k;
+    return k - 1;
+}
+
+class Gpt2 : public SplitRegex {
+public:
+    explicit Gpt2(bool trailing) : trailing_(trailing) {}
+    size_t match_at(const std::u32string& s, size_t i) const override {
+        if (size_t m = contraction(s, i, false)) return m;
+        size_t sp = s[i] == ' ' ? 1 : 0;
+        for (auto pred : {is_l, is_n, is_other}) {
+            // ` ?X+`: with the space when X follows it, else X at i
+            if (sp && i + 1 < s.size() && pred(s[i + 1])) return 1 + run(s, i + 1, pred);
+            if (pred(s[i])) return run(s, i, pred);
+        }
+        if (size_t m = space_not_before_text(s, i)) return m;
+        return trailing_ ? run(s, i, is_s) : 0;
+    }
+
+private:
+    bool trailing_;
+};
+
+class Llama3 : public SplitRegex {
+public:
+    explicit Llama3(size_t max_digits) : max_digits_(max_digits) {}
+    size_t match_at(const std::u32string& s, size_t i) const override {
+        if (size_t m = contraction(s, i, true)) return m;
+        // [^\r\n\p{L}\p{N}]?\p{L}+
+        char32_t c = s[i];
+        if (!is_crlf(c) && !is_l(c) && !is_n(c) && i + 1 < s.size() && is_l(s[i + 1])) return 1 + run(s, i + 1, is_l);
+        if (is_l(c)) return run(s, i, is_l);
+        // \p{N}{1,max}
+        if (is_n(c)) {
+            size_t k = run(s, i, is_n);
+            return k < max_digits_ ? k : max_digits_;
+        }
+        // ` ?[^\s\p{L}\p{N}]+[\r\n]*`
+        size_t start = (c == ' ' && i + 1 < s.size() && is_other(s[i + 1])) ? i + 1 : is_other(c) ? i : s.size();
+        if (start < s.size()) {
+            size_t j = start + run(s, start, is_other);
+            j += run(s, j, is_crlf);
+            return j - i;
+        }
+        // \s*[\r\n]+: the whitespace run up to its last \r or \n
+        size_t k = run(s, i, is_s);
+        for (size_t j = i + k; j > i; --j)
+            if (is_crlf(s[j - 1])) return j - i;
+        // \s+(?!\S) | \s+
+        if (size_t m = space_not_before_text(s, i)) return m;
+        return k;
+    }
+
+private:
+    size_t max_digits_;
+};
+
+class Digits : public SplitRegex {
+public:
+    explicit Digits(size_t max) : max_(max) {}
+    size_t match_at(const std::u32string& s, size_t i) const override {
+        size_t k = run(s, i, is_n);
+        return k < max_ ? k : max_;
+    }
+
+private:
+    size_t max_;
+};
+
+}  // namespace
+
+std::vector<std::pair<size_t, size_t>> SplitRegex::find_all(const std::u32string& s) const {
+    std::vector<std::pair<size_t, size_t>> out;
+    for (size_t i = 0; i < s.size();) {
+        size_t m = match_at(s, i);
+        if (m) {
+            out.emplace_back(i, i + m);
+            i += m;
+        } else {
+            ++i;
+        }
+    }
+    return out;
+}
+
+std::shared_ptr<const SplitRegex> known_regex(const std::string& p) {
+    if (p == kGpt2Regex) return std::make_shared<Gpt2>(true);
+    if (p == kGpt2RegexNoTrailing) return std::make_shared<Gpt2>(false);
+    if (p == kLlama3Regex) return std::make_shared<Llama3>(3);
+    if (p == kQwen2Regex) return std::make_shared<Llama3>(1);
+    if (p == kDigitRegex) return std::make_shared<Digits>(1);
+    if (p == R"(\p{N}{1,3})") return std::make_shared<Digits>(3);
+    return nullptr;
+}
+
+}  // namespace akunu::text::tok
