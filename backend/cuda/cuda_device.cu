@@ -29,7 +29,10 @@ void check(cudaError_t e, const char* what) {
 constexpr size_t kWorkspaceBytes = 8u << 20;
 // 8-bit activations, two halves (act_q8_layout): 8 tokens of K = 200k each
 constexpr size_t kActScratchBytes = 4u << 20;
-constexpr size_t kMaxStepGraphs = 8;  // (a table's one-step and unrolled graphs, a few tables)
+// Split-K partials of batch tables' decode rows: 64 rows x (splits x N) up to 32 x 2048 floats, and counters
+constexpr size_t kSplitScratchBytes = (16u << 20) + (64u << 10);
+constexpr size_t kMaxStepGraphs = 8;
+constexpr size_t kMaxPassGraphs = 96;  // batch decode passes: one per batch size in use  // (a table's one-step and unrolled graphs, a few tables)
 
 __global__ void set_replay_state(uint32_t* state, uint32_t pos0) {
     state[0] = pos0;
@@ -73,6 +76,8 @@ CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {
     check(cudaMalloc(&workspace_, workspace_bytes_), "cudaMalloc (workspace)");
     check(cudaMemset(workspace_, 0, workspace_bytes_), "cudaMemset (workspace)");
     check(cudaMalloc(&act_scratch_, kActScratchBytes), "cudaMalloc (activation scratch)");
+    check(cudaMalloc(&split_scratch_, kSplitScratchBytes), "cudaMalloc (split-K scratch)");
+    check(cudaMemset(split_scratch_, 0, kSplitScratchBytes), "cudaMemset (split-K scratch)");
     blas_ = make_blas_gemm(tuning_.prefill_gemm);
 }
 
@@ -80,10 +85,13 @@ CudaDevice::~CudaDevice() {
     if (stream_) cudaStreamSynchronize(stream_);
     for (StepGraph& g : graphs_)
         if (g.exec) cudaGraphExecDestroy(g.exec);
+    for (PassGraph& g : pass_graphs_)
+        if (g.exec) cudaGraphExecDestroy(g.exec);
     blas_.reset();
     cudaFree(replay_state_);
     cudaFree(workspace_);
     cudaFree(act_scratch_);
+    cudaFree(split_scratch_);
     if (stream_) cudaStreamDestroy(stream_);
 }
 
@@ -187,6 +195,8 @@ CudaArgs CudaDevice::scratch_args() const {
     a.workspace_bytes = workspace_bytes_;
     a.act_scratch = act_scratch_;
     a.act_scratch_bytes = kActScratchBytes;
+    a.split_scratch = split_scratch_;
+    a.split_scratch_bytes = kSplitScratchBytes;
     a.blas = blas_.get();
     a.tuning = &tuning_;
     return a;
@@ -328,6 +338,56 @@ cudaGraphExec_t CudaDevice::step_graph(const DispatchTable& table, int steps) {
     }
     graphs_.push_back(g);
     return g.exec;
+}
+
+// Batch decode passes: the first pass of a (table, sizes) runs command by
+// command (launchers set their kernels' attributes then, outside any
+// capture), the second is captured with its parameters as patched for those
+// sizes, and later ones replay the graph; everything else a pass reads
+// (ids, rows, block tables, sampler state) is in device memory.
+void CudaDevice::encode_decode_pass(const DispatchTable& table, const ReplayState& st) {
+    auto it = std::find_if(pass_graphs_.begin(), pass_graphs_.end(), [&](const PassGraph& g) {
+        return g.table_id == table.id && g.n_tokens == st.n_tokens && g.n_out == st.n_out;
+    });
+    if (it == pass_graphs_.end()) {
+        if (pass_graphs_.size() == kMaxPassGraphs) {
+            if (pass_graphs_.front().exec) {
+                sync();  // it may still be running
+                cudaGraphExecDestroy(pass_graphs_.front().exec);
+            }
+            pass_graphs_.erase(pass_graphs_.begin());
+        }
+        PassGraph g;
+        g.table_id = table.id;
+        g.n_tokens = st.n_tokens;
+        g.n_out = st.n_out;
+        pass_graphs_.push_back(g);
+        launch_commands(table, st, false);
+        return;
+    }
+    PassGraph g = *it;
+    pass_graphs_.erase(it);
+    if (!g.captured) {
+        g.captured = true;
+        check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+        bool launched = true;
+        try {
+            launch_commands(table, st, false);
+        } catch (const Error&) {
+            launched = false;
+        }
+        cudaGraph_t graph = nullptr;
+        const cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
+        cudaGetLastError();
+        if (launched && ended == cudaSuccess && graph && cudaGraphInstantiate(&g.exec, graph, 0) != cudaSuccess) {
+            g.exec = nullptr;
+            cudaGetLastError();
+        }
+        if (graph) cudaGraphDestroy(graph);
+    }
+    pass_graphs_.push_back(g);  // most recent last
+    if (g.exec) check(cudaGraphLaunch(g.exec, stream_), "cudaGraphLaunch");
+    else launch_commands(table, st, false);
 }
 
 // Graph launches only: the host enqueues; positions and token slots

@@ -51,6 +51,7 @@ public:
     int prefill_chunk() const override { return 512; }
     void encode_dispatch_table(const DispatchTable& table, const ReplayState& state) override;
     void encode_chain(const DispatchTable& table, uint32_t pos0, int steps) override;
+    void encode_decode_pass(const DispatchTable& table, const ReplayState& state) override;
     double time_table(const DispatchTable& table, const ReplayState& state) override;
 
     const CudaTuning& tuning() const { return tuning_; }
@@ -72,10 +73,19 @@ private:
         cudaGraphExec_t exec = nullptr;  // nullptr: the table is not capturable
     };
     std::vector<StepGraph> graphs_;  // most recent last; a few tables at most
+    // Graphs of batch decode passes, one per (table, sizes) met twice.
+    struct PassGraph {
+        uint64_t table_id = 0;
+        uint32_t n_tokens = 0, n_out = 0;
+        bool captured = false;            // tried: exec, or nullptr when the capture failed
+        cudaGraphExec_t exec = nullptr;
+    };
+    std::vector<PassGraph> pass_graphs_;  // most recent last
     uint32_t* replay_state_ = nullptr;  // device: {pos0, token slot}
     uint8_t* workspace_ = nullptr;
     size_t workspace_bytes_ = 0;
     uint8_t* act_scratch_ = nullptr;
+    uint8_t* split_scratch_ = nullptr;
     std::unique_ptr<BlasGemm> blas_;  // prefill GEMMs through cuBLAS, when it loads
     int ordinal_ = 0;
     std::string name_;

@@ -104,6 +104,15 @@ public:
     // replays one captured graph per step.
     virtual void encode_chain(const DispatchTable& table, uint32_t pos0, int steps);
 
+    // One pass of a batch table whose rows are all generated tokens. Such
+    // passes come back step after step with the same sizes (only device
+    // buffers change: ids, rows, block tables), so a backend may keep a
+    // compiled form per (table, sizes); CUDA captures a graph the second time
+    // it meets one. The default is encode_dispatch_table.
+    virtual void encode_decode_pass(const DispatchTable& table, const ReplayState& state) {
+        encode_dispatch_table(table, state);
+    }
+
     // Profiling (cold path): runs the table one command at a time, each to
     // completion, and returns the seconds each took (time_table of each).
     std::vector<double> time_commands(const DispatchTable& table, const ReplayState& state);

@@ -96,6 +96,11 @@ struct CudaArgs : CommandBytes {
     // and read by the kernels of one command, so every command may reuse it.
     uint8_t* act_scratch = nullptr;
     size_t act_scratch_bytes = 0;
+    // Device scratch of the split-K GEMM over batch tables' decode rows
+    // (gemm_tc.cuh): per-tile counters, zeroed at creation and left at zero,
+    // then F32 partials.
+    uint8_t* split_scratch = nullptr;
+    size_t split_scratch_bytes = 0;
     // The device's cuBLAS prefill GEMM (gemm_blas.h), or nullptr without cuBLAS.
     BlasGemm* blas = nullptr;
     // Set by a Q8Link (see there): the writer also stores its output's 8-bit

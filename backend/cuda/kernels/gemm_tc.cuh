@@ -37,10 +37,20 @@ constexpr int kWarpTile = 32;   // a warp's outputs: BM / 2 tokens x 32 rows
 constexpr int kCld = kWarpTile + 4;  // floats per row of a warp's output staging
 
 
+// Split K (gridDim.z > 1, decode rows of batch tables): block z sums the
+// k steps [z * split_steps, (z + 1) * split_steps) into F32 partials; the last
+// block of an output tile to finish (a counter per tile) adds the tile's
+// partials in ascending z, so the sum's order rests on N and K alone.
+struct SplitK {
+    int steps = 0;                 // k steps per split (0: no split)
+    float* partials = nullptr;     // [gridDim.z][gridDim.y * BM][N]
+    uint32_t* counters = nullptr;  // one per (x, y) tile, zero between launches
+};
+
 template <class F, int BN, int BK, int BM>
 __global__ void __launch_bounds__(2 * BN)
     gemm_tc_kernel(MatmulParams p, const uint8_t* __restrict__ W, const float* __restrict__ x,
-                   float* __restrict__ y, const float* __restrict__ bias) {
+                   float* __restrict__ y, const float* __restrict__ bias, SplitK split) {
     constexpr int kThreads = 2 * BN, kWarpsN = BN / kWarpTile, kWarpM = BM / 2, kFragsM = kWarpM / 16;
     constexpr int kLds = BK + 8;                     // halves per shared row: fragment loads conflict-free
     constexpr int kUnits = BK / 32;                  // weight unit pairs of a row per step
@@ -83,8 +93,11 @@ __global__ void __launch_bounds__(2 * BN)
                            pack_half2(saturate_f16(v.z), saturate_f16(v.w)));
         }
     };
-    fetch(0);
-    stage(0, 0);
+    const int nk_all = K / BK;
+    const int kt0 = split.steps ? (int)blockIdx.z * split.steps : 0;
+    const int nk = split.steps ? min(nk_all - kt0, split.steps) : nk_all;
+    fetch(kt0 * BK);
+    stage(0, kt0 * BK);
     __syncthreads();
 
     wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[kFragsM][2];
@@ -93,11 +106,10 @@ __global__ void __launch_bounds__(2 * BN)
 #pragma unroll
         for (int j = 0; j < 2; j++) wmma::fill_fragment(acc[i][j], 0.0f);
 
-    const int nk = K / BK;
     for (int kt = 0; kt < nk; kt++) {
         const int cur = kt & 1;
         const bool more = kt + 1 < nk;
-        if (more) fetch((kt + 1) * BK);  // next step's loads in flight during this step's products
+        if (more) fetch((kt0 + kt + 1) * BK);  // next step's loads in flight during this step's products
         const __half* xa = xs + (cur * BM + wm * kWarpM) * kLds;
         const __half* wb = ws + (cur * BN + wn * kWarpTile) * kLds;
 #pragma unroll
@@ -113,7 +125,7 @@ __global__ void __launch_bounds__(2 * BN)
 #pragma unroll
                 for (int j = 0; j < 2; j++) wmma::mma_sync(acc[i][j], a[i], b[j], acc[i][j]);
         }
-        if (more) stage(cur ^ 1, (kt + 1) * BK);
+        if (more) stage(cur ^ 1, (kt0 + kt + 1) * BK);
         __syncthreads();
     }
 
@@ -127,13 +139,42 @@ __global__ void __launch_bounds__(2 * BN)
             wmma::store_matrix_sync(cw + 16 * i * kCld + 16 * j, acc[i][j], kCld, wmma::mem_row_major);
     __syncwarp();
     const int n = n0 + wn * kWarpTile + lane;
-    if (n >= N) return;
-    const float b = bias ? bias[n] : 0.0f;
-    for (int tt = 0; tt < kWarpM; tt++) {
-        const int t = t0 + wm * kWarpM + tt;
-        if (t >= M) break;
-        y[(size_t)t * p.y_stride + n] = cw[tt * kCld + lane] + b;
+    if (split.steps == 0) {
+        if (n >= N) return;
+        const float b = bias ? bias[n] : 0.0f;
+        for (int tt = 0; tt < kWarpM; tt++) {
+            const int t = t0 + wm * kWarpM + tt;
+            if (t >= M) break;
+            y[(size_t)t * p.y_stride + n] = cw[tt * kCld + lane] + b;
+        }
+        return;
     }
+    const size_t rows = (size_t)gridDim.y * BM;  // partial rows per split
+    if (n < N)
+        for (int tt = 0; tt < kWarpM; tt++) {
+            const int t = t0 + wm * kWarpM + tt;
+            if (t >= M) break;
+            split.partials[((size_t)blockIdx.z * rows + t) * N + n] = cw[tt * kCld + lane];
+        }
+    __threadfence();  // this block's partials visible before its arrival is counted
+    __syncthreads();
+    __shared__ bool last;
+    uint32_t* counter = split.counters + blockIdx.y * gridDim.x + blockIdx.x;
+    if (tid == 0) last = atomicAdd(counter, 1u) == gridDim.z - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    if (n < N) {
+        const float b = bias ? bias[n] : 0.0f;
+        for (int tt = 0; tt < kWarpM; tt++) {
+            const int t = t0 + wm * kWarpM + tt;
+            if (t >= M) break;
+            float sum = 0.0f;
+            for (unsigned z = 0; z < gridDim.z; z++) sum += __ldcg(split.partials + ((size_t)z * rows + t) * N + n);
+            y[(size_t)t * p.y_stride + n] = sum + b;
+        }
+    }
+    if (tid == 0) *counter = 0;  // ready for the next launch
 }
 
 // Dynamic shared memory of a <BN, BK, BM> kernel: two stages of tiles, or the output staging.
@@ -144,14 +185,71 @@ constexpr int tile_shared_bytes() {
 }
 
 template <class F, int BN, int BK, int BM>
-void launch_tiles(const CudaArgs& a, const MatmulParams& p, const float* x, float* y, const float* bias) {
+void launch_tiles(const CudaArgs& a, const MatmulParams& p, const float* x, float* y, const float* bias,
+                  unsigned splits = 1, SplitK split = {}) {
     constexpr int shared = tile_shared_bytes<BN, BK, BM>();
     static const bool configured =
         cudaFuncSetAttribute(gemm_tc_kernel<F, BN, BK, BM>, cudaFuncAttributeMaxDynamicSharedMemorySize, shared) ==
         cudaSuccess;
     (void)configured;
-    const dim3 grid(blocks_for(p.N, BN), blocks_for(p.n_tokens, BM));
-    gemm_tc_kernel<F, BN, BK, BM><<<grid, 2 * BN, shared, a.stream>>>(p, a.b<uint8_t>(0), x, y, bias);
+    const dim3 grid(blocks_for(p.N, BN), blocks_for(p.n_tokens, BM), splits);
+    gemm_tc_kernel<F, BN, BK, BM><<<grid, 2 * BN, shared, a.stream>>>(p, a.b<uint8_t>(0), x, y, bias, split);
+}
+
+// Decode rows of batch tables (a handful of rows): one tile of rows, the k
+// loop split so that the weights stream from several waves of blocks, as a
+// decode GEMV's do, instead of one serial k loop per weight tile. The tile
+// (BN from N, BK from K) and the split (from N, K and the GPU's SM count)
+// never depend on the rows, so a row's sum is the same in any batch; rows
+// run in slices of kSplitRows to bound the partials.
+constexpr unsigned kSplitRows = 64;
+constexpr size_t kSplitCounterBytes = 64u << 10;
+
+struct SplitPlan {
+    unsigned splits = 1, steps = 0;
+};
+
+inline SplitPlan split_plan(size_t sms, unsigned N, unsigned K, unsigned bn, unsigned bk, size_t scratch_bytes) {
+    SplitPlan plan;
+    const unsigned tiles = blocks_for(N, bn), nk = K / bk;
+    const size_t target = 4 * sms;  // blocks: several per SM keep loads in flight
+    if (tiles >= target / 2 || nk < 4 || tiles > kSplitCounterBytes / 4) return plan;
+    unsigned s = (unsigned)std::min<size_t>((target + tiles - 1) / tiles, nk / 2);
+    s = std::min(s, 32u);
+    while (s > 1 && (size_t)s * kSplitRows * N * 4 > scratch_bytes - kSplitCounterBytes) s--;
+    if (s <= 1) return plan;
+    plan.steps = (nk + s - 1) / s;
+    plan.splits = (nk + plan.steps - 1) / plan.steps;  // no empty split
+    return plan;
+}
+
+template <class F, int BN, int BK>
+void launch_split_tiles(const CudaArgs& a, MatmulParams p, const float* x, float* y, const float* bias) {
+    const SplitPlan plan = split_plan((size_t)a.tuning->sm_count, p.N, p.K, BN, BK,
+                                      a.split_scratch ? a.split_scratch_bytes : 0);
+    SplitK split;
+    split.steps = plan.splits > 1 ? (int)plan.steps : 0;
+    split.counters = reinterpret_cast<uint32_t*>(a.split_scratch);
+    split.partials = reinterpret_cast<float*>(a.split_scratch + kSplitCounterBytes);
+    const uint32_t total = p.n_tokens;
+    for (uint32_t t0 = 0; t0 < total; t0 += kSplitRows) {
+        p.n_tokens = std::min(kSplitRows, total - t0);
+        launch_tiles<F, BN, BK, 64>(a, p, x + (size_t)t0 * p.x_stride, y + (size_t)t0 * p.y_stride, bias,
+                                    split.steps ? plan.splits : 1, split);
+    }
+}
+
+template <class F>
+void launch_split(const CudaArgs& a, const MatmulParams& p, const float* x, float* y, const float* bias) {
+    const bool wide = (size_t)blocks_for(p.N, 128) * 2 >= (size_t)a.tuning->sm_count;
+    if (p.K % 64 != 0) {
+        if (wide) launch_split_tiles<F, 128, 32>(a, p, x, y, bias);
+        else launch_split_tiles<F, 64, 32>(a, p, x, y, bias);
+    } else if (wide) {
+        launch_split_tiles<F, 128, 64>(a, p, x, y, bias);
+    } else {
+        launch_split_tiles<F, 64, 64>(a, p, x, y, bias);
+    }
 }
 
 // A token's output sums its K products in one order whatever the tile:
@@ -163,8 +261,12 @@ void launch_tiles(const CudaArgs& a, const MatmulParams& p, const float* x, floa
 // (MatmulParams::invariant) the tile is nevertheless chosen from N and K
 // alone, so that a row's result rests on no more than one tile shape.
 template <class F>
-void launch(const CudaArgs& a, const MatmulParams& p, const float* x, float* y, const float* bias) {
+void launch(const CudaArgs& a, const MatmulParams& p, const float* x, float* y, const float* bias, bool decode_rows) {
     const size_t sms = (size_t)a.tuning->sm_count, fill = 2 * sms;
+    if (decode_rows) {
+        launch_split<F>(a, p, x, y, bias);
+        return;
+    }
     if (p.invariant) {
         // 128-row weight tiles where N alone gives half a wave of them; BM 64
         // (no n_tokens in the choice): prompt chunks are usually tens to hundreds of rows
@@ -198,26 +300,28 @@ void launch(const CudaArgs& a, const MatmulParams& p, const float* x, float* y, 
 // Enqueues y = W x (+ bias) on the tensor cores (F16 operands, F32
 // accumulation) and returns true when the format, K (a multiple of 32) and
 // alignment suit the kernel; false leaves the pass to the float kernels.
-inline bool launch_gemm_tc(const CudaArgs& a, const MatmulParams& p, const float* x, float* y) {
+// decode_rows: the rows are a batch table's decode rows (launch_split).
+inline bool launch_gemm_tc(const CudaArgs& a, const MatmulParams& p, const float* x, float* y,
+                           bool decode_rows = false) {
     using namespace gemm_tc;
     if (p.n_tokens == 0 || p.N == 0 || p.K == 0 || p.K % kMinBK != 0) return false;
     if ((reinterpret_cast<uintptr_t>(x) & 15) != 0 || p.x_stride % 4 != 0) return false;  // float4 loads
     const float* bias = p.has_bias ? a.b<float>(3) : nullptr;
     const uintptr_t w = reinterpret_cast<uintptr_t>(a.buf[0]);
     switch (p.dtype) {
-        case GGML_F16: if (w % 16) return false; launch<TcF16>(a, p, x, y, bias); return true;
-        case GGML_BF16: if (w % 16) return false; launch<TcBF16>(a, p, x, y, bias); return true;
-        case GGML_F32: if (w % 16) return false; launch<TcF32>(a, p, x, y, bias); return true;
-        case GGML_Q8_0: if (w % 2) return false; launch<TcQ8_0>(a, p, x, y, bias); return true;
-        case GGML_Q4_0: if (w % 2) return false; launch<TcQ4_0>(a, p, x, y, bias); return true;
-        case GGML_Q4_1: if (w % 2) return false; launch<TcQ4_1>(a, p, x, y, bias); return true;
-        case GGML_Q5_0: if (w % 2) return false; launch<TcQ5_0>(a, p, x, y, bias); return true;
-        case GGML_Q5_1: if (w % 2) return false; launch<TcQ5_1>(a, p, x, y, bias); return true;
-        case AKUNU_Q8_0_X8: if (p.K % 256 || w % 16) return false; launch<TcQ8_0X8>(a, p, x, y, bias); return true;
-        case AKUNU_Q4_0_X8: if (p.K % 256 || w % 16) return false; launch<TcQ4_0X8>(a, p, x, y, bias); return true;
-        case AKUNU_Q6_K_X8: if (p.K % 2048 || w % 16) return false; launch<TcQ6_KX8>(a, p, x, y, bias); return true;
-        case GGML_Q4_K: if (p.K % 256 || w % 16) return false; launch<TcQ4_K>(a, p, x, y, bias); return true;
-        case GGML_Q6_K: if (p.K % 256 || w % 2) return false; launch<TcQ6_K>(a, p, x, y, bias); return true;
+        case GGML_F16: if (w % 16) return false; launch<TcF16>(a, p, x, y, bias, decode_rows); return true;
+        case GGML_BF16: if (w % 16) return false; launch<TcBF16>(a, p, x, y, bias, decode_rows); return true;
+        case GGML_F32: if (w % 16) return false; launch<TcF32>(a, p, x, y, bias, decode_rows); return true;
+        case GGML_Q8_0: if (w % 2) return false; launch<TcQ8_0>(a, p, x, y, bias, decode_rows); return true;
+        case GGML_Q4_0: if (w % 2) return false; launch<TcQ4_0>(a, p, x, y, bias, decode_rows); return true;
+        case GGML_Q4_1: if (w % 2) return false; launch<TcQ4_1>(a, p, x, y, bias, decode_rows); return true;
+        case GGML_Q5_0: if (w % 2) return false; launch<TcQ5_0>(a, p, x, y, bias, decode_rows); return true;
+        case GGML_Q5_1: if (w % 2) return false; launch<TcQ5_1>(a, p, x, y, bias, decode_rows); return true;
+        case AKUNU_Q8_0_X8: if (p.K % 256 || w % 16) return false; launch<TcQ8_0X8>(a, p, x, y, bias, decode_rows); return true;
+        case AKUNU_Q4_0_X8: if (p.K % 256 || w % 16) return false; launch<TcQ4_0X8>(a, p, x, y, bias, decode_rows); return true;
+        case AKUNU_Q6_K_X8: if (p.K % 2048 || w % 16) return false; launch<TcQ6_KX8>(a, p, x, y, bias, decode_rows); return true;
+        case GGML_Q4_K: if (p.K % 256 || w % 16) return false; launch<TcQ4_K>(a, p, x, y, bias, decode_rows); return true;
+        case GGML_Q6_K: if (p.K % 256 || w % 2) return false; launch<TcQ6_K>(a, p, x, y, bias, decode_rows); return true;
         default: return false;
     }
 }

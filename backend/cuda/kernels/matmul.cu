@@ -254,8 +254,9 @@ void launch_gemm_tiled(const CudaArgs& a, const MatmulParams& p, const float* x,
 // Batch tables (MatmulParams::invariant): a row's result may depend on its
 // kind and data only, never on n_tokens or the other rows, so the path is
 // chosen per kind, not by the pass's size. Decode rows [0, generated_rows):
-// the decode GEMV in slices of kGemvMaxTokens (its pinned instantiation, see
-// gemv.cuh), or for formats it does not take the row kernels, in slices too.
+// the split-K tensor-core GEMM (batch_decode=tc), or the decode GEMV in slices
+// of kGemvMaxTokens (its pinned instantiation, see gemv.cuh); for formats
+// neither takes, the row kernels, in slices too.
 // Prompt rows: the tensor-core GEMM for any count, one row included (its
 // tile pinned by N and K, gemm_tc.cuh), or the row kernels in slices of
 // kMaxTokens. Never cuBLAS, whose algorithm follows the shape; never the
@@ -263,13 +264,25 @@ void launch_gemm_tiled(const CudaArgs& a, const MatmulParams& p, const float* x,
 // take two paths by count).
 void launch_matmul_invariant(const CudaArgs& a, MatmulParams p, const float* x, float* y) {
     const uint32_t total = p.n_tokens;
-    // (batch_decode=tc: generated rows take the prompt rows' kernel, every row one weight read)
-    const uint32_t generated = a.tuning->batch_decode_tc ? 0u : std::min(p.generated_rows, total);
-    for (uint32_t t0 = 0; t0 < generated; t0 += kGemvMaxTokens) {
-        p.n_tokens = std::min<uint32_t>(kGemvMaxTokens, generated - t0);
-        const float* xs = x + (size_t)t0 * p.x_stride;
-        float* ys = y + (size_t)t0 * p.y_stride;
-        if (!launch_gemv(a, p, xs, ys)) launch_row_kernels(a, p, xs, ys);
+    const uint32_t generated = std::min(p.generated_rows, total);
+    if (a.tuning->batch_decode_tc) {
+        // batch_decode=tc: decode rows take the tensor cores with the k loop
+        // split (gemm_tc.cuh, launch_split), every row one weight read
+        if (generated > 0) {
+            p.n_tokens = generated;
+            if (!launch_gemm_tc(a, p, x, y, /*decode_rows=*/true))
+                for (uint32_t t0 = 0; t0 < generated; t0 += kMaxTokens) {
+                    p.n_tokens = std::min<uint32_t>(kMaxTokens, generated - t0);
+                    launch_row_kernels(a, p, x + (size_t)t0 * p.x_stride, y + (size_t)t0 * p.y_stride);
+                }
+        }
+    } else {
+        for (uint32_t t0 = 0; t0 < generated; t0 += kGemvMaxTokens) {
+            p.n_tokens = std::min<uint32_t>(kGemvMaxTokens, generated - t0);
+            const float* xs = x + (size_t)t0 * p.x_stride;
+            float* ys = y + (size_t)t0 * p.y_stride;
+            if (!launch_gemv(a, p, xs, ys)) launch_row_kernels(a, p, xs, ys);
+        }
     }
     if (generated == total) return;
     x += (size_t)generated * p.x_stride;
