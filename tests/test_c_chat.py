@@ -190,6 +190,14 @@ def test_template_errors_are_template_errors():
 
 
 def test_deep_templates_are_errors_or_render():
+    # endless macro recursion: an error, as jinja2's RecursionError is one in Python
+    endless = "{% macro f(n) %}{% for m in messages %}{{ f(n + 1) }}{% endfor %}{% endmacro %}{{ f(0) }}"
+    with pytest.raises(TemplateError, match="recurses too deep"):
+        _testing.render_chat_template(endless, json.dumps(SYSTEM_USER))
+    with pytest.raises(TemplateError, match="recursion"):
+        ChatTemplate(endless, "t").render(SYSTEM_USER)
+    bounded = "{% macro f(n) %}{% if n > 0 %}{{ n }},{{ f(n - 1) }}{% endif %}{% endmacro %}{{ f(100) }}"
+    assert _cpp(bounded, SYSTEM_USER, True) == _py(bounded, SYSTEM_USER, True)
     # a long left-deep expression and deep nesting: rendered on the deep stack, no crash
     chain = "{{ " + " + ".join(["'a'"] * 20000) + " }}"
     assert _testing.render_chat_template(chain, json.dumps(SYSTEM_USER)) == "a" * 20000
@@ -197,6 +205,8 @@ def test_deep_templates_are_errors_or_render():
     assert _testing.render_chat_template(nested, json.dumps(SYSTEM_USER)) == "1"
     with pytest.raises(akunu.AkunuError, match="nested deeper"):
         _testing.render_chat_template("x", "[" * 1000 + "]" * 1000)
+    with pytest.raises(TemplateError, match="bytes, more than"):
+        _testing.render_chat_template("x" * (256 * 1024 + 1), json.dumps(SYSTEM_USER))
 
 
 # --- the C API (include/akunu/chat.h) through ctypes ----------------------------------

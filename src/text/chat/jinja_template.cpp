@@ -4,6 +4,8 @@
 
 #include <exception>
 #include <memory>
+#include <stdexcept>
+#include <typeinfo>
 
 #include "jinja/lexer.h"
 #include "jinja/parser.h"
@@ -15,9 +17,39 @@
 namespace akunu::text {
 namespace {
 
-// Address space of the rendering thread's stack: a 1 MiB template cannot
-// nest deeper than this holds.
+// Address space of the rendering thread's stack (committed only as used):
+// parsing, running and freeing a template recurse once per AST level, and a
+// template of kMaxTemplateBytes cannot nest deeper than this holds.
 constexpr size_t kRenderStackBytes = size_t(1) << 30;
+// What recursion at run time (macros calling themselves) may use of it before
+// the render fails, as jinja2 fails with RecursionError.
+constexpr size_t kScopeStackBudget = size_t(32) << 20;
+
+// Where the rendering thread's stack starts (the address of a local of its
+// first frame).
+thread_local const char* t_stack_base = nullptr;
+
+// A key planted in the template's global variables. The engine opens a scope
+// (a macro call, a loop body) by copying every variable into a new context,
+// and checks each key with is_hashable() as it inserts it: the one place it
+// calls us at every level of a recursion, so the stack depth is checked here.
+// Its hash and type match no variable name, so no lookup finds it.
+struct StackGuardKey : jinja::value_t {
+    std::string type() const override { return "StackGuard"; }
+    bool is_hashable() const override {
+        char here;
+        if (t_stack_base && t_stack_base > &here && size_t(t_stack_base - &here) > kScopeStackBudget)
+            throw std::runtime_error("the template recurses too deep (a macro calling itself without end?)");
+        return true;
+    }
+    jinja::hasher unique_hash() const noexcept override { return jinja::hasher(typeid(*this)); }
+    jinja::string as_string() const override { return jinja::string(std::string("<stack guard>")); }
+
+protected:
+    bool equivalent(const jinja::value_t& other) const override {
+        return dynamic_cast<const StackGuardKey*>(&other) != nullptr;
+    }
+};
 
 // Thrown by the template's raise_exception. Deliberately not a
 // std::exception: the engine wraps those with source excerpts on their way
@@ -46,6 +78,8 @@ jinja::value raise_exception_function() {
 }
 
 std::string render_here(const std::string& source, const common_json& variables) {
+    char base;
+    t_stack_base = &base;
     const std::string src = as_jinja2_reads(source);
     jinja::program prog;
     try {
@@ -61,6 +95,7 @@ std::string render_here(const std::string& source, const common_json& variables)
         jinja::context ctx(src);
         jinja::global_from_json(ctx, variables, false);
         ctx.set_val("raise_exception", raise_exception_function());
+        ctx.set_val(jinja::value(std::make_shared<StackGuardKey>()), jinja::mk_val<jinja::value_none>());
         jinja::runtime runtime(ctx);
         const jinja::value results = runtime.execute(prog);
         return jinja::runtime::gather_string_parts(results)->as_string().str();

@@ -12,7 +12,7 @@
 namespace akunu::text {
 
 // Templates longer than this are refused (real ones are tens of KiB).
-constexpr size_t kMaxTemplateBytes = 1 << 20;
+constexpr size_t kMaxTemplateBytes = 256 << 10;
 
 // The template `source` rendered with `variables` (a JSON object: its members
 // become the template's global variables). Throws TemplateError: "the chat
