@@ -106,8 +106,14 @@ ModelChatFacts read_hf_facts(const std::string& dir, const Stamp& tok, const Sta
     }
     JsonValue config = read_if_there(dir + "/tokenizer_config.json", cfg);
     JsonValue model_cfg = read_if_there(dir + "/config.json", model);
-    ModelChatFacts f = chat_facts(tokens, special_id(config, model_cfg, "bos_token", "bos_token_id", ids, tokens.size()),
-                                  special_id(config, model_cfg, "eos_token", "eos_token_id", ids, tokens.size()));
+    ModelChatFacts f;
+    f.bos_token = token_at(tokens, special_id(config, model_cfg, "bos_token", "bos_token_id", ids, tokens.size()));
+    f.eos_token = token_at(tokens, special_id(config, model_cfg, "eos_token", "eos_token_id", ids, tokens.size()));
+    // The facts are kept past this call: only the two markers' presence is kept.
+    const bool gemma = ids.count("<start_of_turn>") > 0, llama3 = ids.count("<|start_header_id|>") > 0;
+    f.has_token = [gemma, llama3](const std::string& t) {
+        return (t == "<start_of_turn>" && gemma) || (t == "<|start_header_id|>" && llama3);
+    };
     if (const JsonValue* t = config.get("chat_template"); t && t->is_string()) f.chat_template = t->str;
     return f;
 }

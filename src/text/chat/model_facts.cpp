@@ -1,24 +1,15 @@
-// chat_facts, and its GGUF reader.
+// The GGUF reader of a model's chat facts.
 #include "text/chat/model_facts.h"
+
+#include <algorithm>
 
 #include "weight/model_file.h"
 
 namespace akunu::text {
 
-ModelChatFacts chat_facts(const std::vector<std::string>& tokens, std::optional<int64_t> bos_id,
-                          std::optional<int64_t> eos_id) {
-    auto tok = [&](const std::optional<int64_t>& id) -> std::string {
-        if (!id || *id < 0 || (uint64_t)*id >= tokens.size()) return "";
-        return tokens[(size_t)*id];
-    };
-    ModelChatFacts f;
-    f.bos_token = tok(bos_id);
-    f.eos_token = tok(eos_id);
-    for (const std::string& t : tokens) {
-        if (t == "<start_of_turn>") f.has_start_of_turn = true;
-        if (t == "<|start_header_id|>") f.has_start_header_id = true;
-    }
-    return f;
+std::string token_at(const std::vector<std::string>& tokens, std::optional<int64_t> id) {
+    if (!id || *id < 0 || (uint64_t)*id >= tokens.size()) return "";
+    return tokens[(size_t)*id];
 }
 
 namespace {
@@ -45,8 +36,12 @@ ModelChatFacts gguf_chat_facts(const ModelFile& file) {
     static const std::vector<std::string> none;
     const GGUFValue* toks = file.find("tokenizer.ggml.tokens");
     const std::vector<std::string>& tokens = toks && toks->type == GGUFType::ARRAY ? toks->strings : none;
-    ModelChatFacts f = chat_facts(tokens, int_value(file, "tokenizer.ggml.bos_token_id"),
-                                  int_value(file, "tokenizer.ggml.eos_token_id"));
+    ModelChatFacts f;
+    f.bos_token = token_at(tokens, int_value(file, "tokenizer.ggml.bos_token_id"));
+    f.eos_token = token_at(tokens, int_value(file, "tokenizer.ggml.eos_token_id"));
+    f.has_token = [&tokens](const std::string& t) {
+        return std::find(tokens.begin(), tokens.end(), t) != tokens.end();
+    };
     if (const GGUFValue* t = file.find("tokenizer.chat_template"); t && t->type == GGUFType::STRING)
         f.chat_template = t->s;
     return f;

@@ -5,6 +5,7 @@
 // ChatTemplate.for_model).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -18,16 +19,17 @@ namespace akunu::text {
 struct ModelChatFacts {
     std::optional<std::string> chat_template;  // tokenizer.chat_template, when a string
     std::string bos_token, eos_token;          // tokens[id], "" for a missing or out-of-range id
-    bool has_start_of_turn = false;            // "<start_of_turn>" is a token (Gemma)
-    bool has_start_header_id = false;          // "<|start_header_id|>" is a token (Llama 3)
+    // Whether a spelling is in the vocabulary; asked only when the model has
+    // no template (a scan of the vocabulary), valid while its source lives.
+    std::function<bool(const std::string&)> has_token;
 };
 
-// The facts of a vocabulary given by its spellings (tokens[id]) and special ids.
-ModelChatFacts chat_facts(const std::vector<std::string>& tokens, std::optional<int64_t> bos_id,
-                          std::optional<int64_t> eos_id);
+// tokens[id], or "" for a missing or out-of-range id (ChatTemplate.for_model's tok()).
+std::string token_at(const std::vector<std::string>& tokens, std::optional<int64_t> id);
 
 // From GGUF metadata: tokenizer.chat_template, tokenizer.ggml.tokens,
-// tokenizer.ggml.bos_token_id / eos_token_id. Missing keys leave fields empty.
+// tokenizer.ggml.bos_token_id / eos_token_id. Missing keys leave fields
+// empty. has_token reads the file's vocabulary: use the facts while `file` lives.
 ModelChatFacts gguf_chat_facts(const ModelFile& file);
 
 // From a Hugging Face / MLX directory: tokenizer.json's vocabulary and added

@@ -57,7 +57,8 @@ ChosenTemplate choose_template(const ModelChatFacts& facts, const std::string& o
             return t;
         }
     }
-    t.name = facts.has_start_of_turn ? "gemma" : facts.has_start_header_id ? "llama3" : "chatml";
+    auto has = [&](const char* t) { return facts.has_token && facts.has_token(t); };
+    t.name = has("<start_of_turn>") ? "gemma" : has("<|start_header_id|>") ? "llama3" : "chatml";
     t.source = builtin_chat_template(t.name);
     return t;
 }
