@@ -502,3 +502,56 @@ def _bad_json(c):
     out = ctypes.c_char_p()
     assert c.lib.akunu_format_chat_messages(c.h, arr, 1, ctypes.byref(p), ctypes.byref(out), None) == AKUNU_ERROR
     return _error(c.lib)
+
+
+# --- the same from a C program (tests/c_api/chat_check.c) ----------------------------
+
+def _c_compiler():
+    import shutil
+
+    for name in ([os.environ["CC"]] if os.environ.get("CC") else []) + ["cc", "gcc", "clang"]:
+        if shutil.which(name):
+            return shutil.which(name)
+    pytest.skip("no C compiler (cc, gcc, clang or $CC) found")
+
+
+@pytest.fixture(scope="module")
+def chat_check(tmp_path_factory, lib):
+    import subprocess
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    pkg = os.path.dirname(akunu.__file__)
+    libdir = os.path.join(pkg, "lib")
+    include = os.path.join(pkg, "include")
+    if not os.path.exists(os.path.join(include, "akunu", "chat.h")):
+        include = os.path.join(os.path.dirname(here), "include")
+    exe = str(tmp_path_factory.mktemp("chat_c") / "chat_check")
+    subprocess.run([_c_compiler(), "-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-I", include,
+                    os.path.join(here, "c_api", "chat_check.c"), "-L", libdir, "-lakunu", f"-Wl,-rpath,{libdir}",
+                    "-o", exe], check=True, capture_output=True, text=True)
+
+    def run(*args):
+        p = subprocess.run([exe, *args], capture_output=True, timeout=120)
+        assert p.returncode == 0, p.stderr.decode()
+        out, data = {}, p.stdout
+        while data:  # "key length\n" + bytes + "\n"
+            head, data = data.split(b"\n", 1)
+            key, n = head.decode().split(" ")
+            out[key], data = data[:int(n)].decode(), data[int(n) + 1:]
+        return out
+
+    return run
+
+
+def test_c_program_formats_like_python(chat_check, gemma_path, tmp_path, templates):
+    conv = [("system", "Be brief."), ("user", "Hi ✓"), ("assistant", "Hello."), ("user", "Bye\nnow")]
+    flat = [x for pair in conv for x in pair]
+    src = templates["meta-llama-Llama-3.1-8B-Instruct"]
+    for path in (gemma_path, _random_gguf(str(tmp_path / "t.gguf"), template=src)):
+        py = akunu.load(path, n_ctx=64)
+        out = chat_check(path, "You are terse.", "Name a prime.", *flat)
+        assert out["format"] == py.apply_chat_template([{"role": "system", "content": "You are terse."},
+                                                        {"role": "user", "content": "Name a prime."}])
+        assert out["messages"] == py.apply_chat_template([{"role": r, "content": c} for r, c in conv])
+        assert out["template"] == ("gemma" if path == gemma_path else src)
+    assert chat_check(gemma_path, "-", "Hi")["format"] == "<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n"
