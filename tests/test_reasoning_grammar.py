@@ -14,6 +14,7 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 
 import akunu
 from akunu.grammar import Grammar
+from akunu.reasoning import ReasoningSyntax, split
 from akunu.tool_call_formats import FORMATS
 from akunu.tool_calls import ToolRequest, constraint
 from tests.fixtures import random_gguf
@@ -249,6 +250,20 @@ def test_streamed_reasoning_then_call(opens):
     args = "".join(tc["function"]["arguments"] for tc in parts)
     jsonschema.validate(json.loads(args), SCHEMAS[name])
     assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
+
+
+def test_budget_without_a_constraint_ends_the_reasoning(opens):
+    """max_reasoning_tokens alone: the block closes within the budget, the answer after it is free."""
+    free = opens.create_chat_completion(ASK, max_tokens=30, temperature=1.0, seed=3)["choices"][0]
+    assert free["finish_reason"] == "length" and free["message"]["content"] == ""  # all reasoning
+    r = opens.create_chat_completion(ASK, max_reasoning_tokens=4, max_tokens=30, temperature=1.0, seed=3)
+    msg = r["choices"][0]["message"]
+    assert msg["reasoning_content"] and len(msg["reasoning_content"]) < len(free["message"]["reasoning_content"])
+    # the raw reply (reasoning_format "none"): the marker the budget forced, and the same split
+    raw = opens.create_chat_completion(ASK, max_reasoning_tokens=4, max_tokens=30, temperature=1.0, seed=3,
+                                       reasoning_format="none")["choices"][0]["message"]["content"]
+    assert raw.count("</think>") == 1
+    assert split(raw, ReasoningSyntax("think", True))[:2] == (msg["reasoning_content"], msg["content"])
 
 
 def test_bad_budget_is_a_clear_error(opens):
