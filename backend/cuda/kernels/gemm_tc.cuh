@@ -96,7 +96,15 @@ __global__ void __launch_bounds__(2 * BN)
     const int nk_all = K / BK;
     const int kt0 = split.steps ? (int)blockIdx.z * split.steps : 0;
     const int nk = split.steps ? min(nk_all - kt0, split.steps) : nk_all;
-    fetch(kt0 * BK);
+    // Launched as a programmatic dependent (launch_pdl): the first step's
+    // weights (immutable) load while the previous kernel finishes; the
+    // activations and the split scratch only after the wait.
+#pragma unroll
+    for (int u = 0; u < kUnits; u++) wraw[u] = F::load(wrow, kt0 * BK + 32 * u, wu);
+    pdl_wait();
+    pdl_launch_dependents();
+#pragma unroll
+    for (int i = 0; i < kXVec; i++) xr[i] = *reinterpret_cast<const float4*>(xp[i] + kt0 * BK);
     stage(0, kt0 * BK);
     __syncthreads();
 
@@ -193,7 +201,7 @@ void launch_tiles(const CudaArgs& a, const MatmulParams& p, const float* x, floa
         cudaSuccess;
     (void)configured;
     const dim3 grid(blocks_for(p.N, BN), blocks_for(p.n_tokens, BM), splits);
-    gemm_tc_kernel<F, BN, BK, BM><<<grid, 2 * BN, shared, a.stream>>>(p, a.b<uint8_t>(0), x, y, bias, split);
+    launch_pdl(gemm_tc_kernel<F, BN, BK, BM>, grid, 2 * BN, shared, a, p, a.b<uint8_t>(0), x, y, bias, split);
 }
 
 // Decode rows of batch tables (a handful of rows): one tile of rows, the k
