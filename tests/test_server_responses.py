@@ -246,3 +246,28 @@ def test_unknown_model_and_malformed_body(base, client):
     assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
     r = httpx.post(base + "/v1/responses", json=["a list"])
     assert r.status_code == 400 and "JSON object" in r.json()["error"]["message"]
+
+
+def test_rate_limits_and_body_limits_cover_the_route(plain):
+    """Tokens of whole and streamed responses count against the key's window; a body nested
+    too deep is 400 before the route parses it."""
+    from fastapi.testclient import TestClient
+
+    from akunu.server.rate_limits import install as install_rate_limits
+
+    app = create_app({"q": plain}, limits=ServerLimits(max_tokens=LIMIT), max_json_depth=16)
+    limiter = install_rate_limits(app, tokens_per_minute=100_000)
+    ask = {"model": "q", "input": "Hi", "max_output_tokens": 4, "temperature": 0}
+    with TestClient(app) as c:
+        r = c.post("/v1/responses", json=ask)
+        assert r.status_code == 200 and "x-ratelimit-remaining-tokens" in r.headers
+        window = next(iter(limiter._windows.values()))
+        assert window.token_sum == r.json()["usage"]["total_tokens"]
+        r = c.post("/v1/responses", json={**ask, "stream": True})
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+        events = [json.loads(block.split("data: ", 1)[1]) for block in r.text.split("\n\n") if "data: " in block]
+        assert events[-1]["type"] in ("response.completed", "response.incomplete")
+        assert window.token_sum == 2 * events[-1]["response"]["usage"]["total_tokens"]  # the same reply twice
+        r = c.post("/v1/responses", content=b'{"input": ' + b"[" * 40 + b"]" * 40 + b"}",
+                   headers={"content-type": "application/json"})
+        assert r.status_code == 400 and r.json()["error"]["type"] == "invalid_request_error"
