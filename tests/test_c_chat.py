@@ -379,7 +379,8 @@ def test_c_api_gemma3_270m(lib, gemma_path):
         got = c.format_messages(two_users)
         assert got[0] == "error" and got == _py_messages(py, two_users)
         # an override, as akunu.load(..., chat_template="llama3") takes it
-        want = akunu.load(gemma_path, n_ctx=64, chat_template="llama3").apply_chat_template(MULTI_TURN)
+        want = ChatTemplate.for_model(py.metadata, py.tokenizer.tokens, py.tokenizer.bos_id, py.tokenizer.eos_id,
+                                      "llama3").render(MULTI_TURN)
         assert c.format_messages(MULTI_TURN, template="llama3") == want
     finally:
         c.close()
@@ -443,6 +444,22 @@ def test_c_api_hugging_face_directory(lib, tmp_path, templates):
     _compare_model(lib, d, py, PLAIN_CONVS).close()
 
 
+def test_c_api_embedding_model_has_no_template(lib, tmp_path):
+    from tests.fixtures import hf_models
+
+    d = str(tmp_path / "bert")
+    hf_models.make_bert(d)
+    with pytest.raises(akunu.AkunuError, match="embedding model"):
+        akunu.load(d).apply_chat_template(SYSTEM_USER)
+    c = CModel(lib, d)
+    try:
+        got = c.format_chat(None, b"hi")
+        assert got[0] == "error" and "embedding model: it has no chat template" in got[1]
+        assert c.template() is None and "embedding model" in _error(lib)
+    finally:
+        c.close()
+
+
 def test_c_api_errors(lib, tmp_path):
     path = _random_gguf(str(tmp_path / "e.gguf"))
     c = CModel(lib, path)
@@ -493,6 +510,9 @@ def test_c_api_errors(lib, tmp_path):
     assert lib.akunu_format_chat(c.h, None, b"hi", ctypes.byref(out), None) == AKUNU_ERROR
     assert "not a live model handle" in _error(lib)
     assert lib.akunu_chat_template(c.h) is None
+    never_loaded = ctypes.c_void_p(0x1000)
+    assert lib.akunu_format_chat(never_loaded, None, b"hi", ctypes.byref(out), None) == AKUNU_ERROR
+    assert "not a live model handle" in _error(lib)
 
 
 def _bad_json(c):
