@@ -28,6 +28,9 @@ MULTI_TURN = [{"role": "system", "content": "You are terse."}, {"role": "user", 
               {"role": "assistant", "content": "Hello! How can I help?"}, {"role": "user", "content": "Name a prime."}]
 NO_SYSTEM = [{"role": "user", "content": "Two\nlines, unicode: café ✓ 🙂"}, {"role": "assistant", "content": " padded "},
              {"role": "user", "content": [{"type": "text", "text": "in "}, {"type": "text", "text": "parts"}]}]
+THINK_TURNS = [{"role": "user", "content": "2+2?"},
+               {"role": "assistant", "content": "<think>\nAdd them.\n</think>\n\n4", "reasoning_content": "Add them."},
+               {"role": "user", "content": "And 3+3?"}]
 TOOLS = [{"type": "function", "function": {
     "name": "get_weather", "description": "Current weather of a city",
     "parameters": {"type": "object", "properties": {"city": {"type": "string", "description": "City name"},
@@ -39,6 +42,10 @@ TOOL_TURNS = [{"role": "system", "content": "Use tools when useful."},
                   "name": "get_weather", "arguments": {"city": "Paris", "days": 1}}}]},
               {"role": "tool", "tool_call_id": "call_1", "name": "get_weather", "content": "{\"temp\": 21}"},
               {"role": "user", "content": "Thanks"}]
+# OpenAI's shape: arguments as a JSON string
+TOOL_TURNS_STR = [dict(m, tool_calls=[{"id": "call_1", "type": "function", "function": {
+    "name": "get_weather", "arguments": "{\"city\": \"Paris\", \"days\": 1}"}}]) if "tool_calls" in m else m
+    for m in TOOL_TURNS]
 
 # Templates on which the vendored engine and jinja2 legitimately differ, with
 # why. "python refuses": transformers' jinja2 setup raises on some of the inputs
@@ -103,9 +110,9 @@ def templates(cache_dir):
 def _cases(src):
     """(conversation, tools, extra) inputs for one template: the plain
     conversations, and tools / enable_thinking where the template reads them."""
-    cases = [(SYSTEM_USER, None, None), (MULTI_TURN, None, None), (NO_SYSTEM, None, None)]
+    cases = [(SYSTEM_USER, None, None), (MULTI_TURN, None, None), (NO_SYSTEM, None, None), (THINK_TURNS, None, None)]
     if "tools" in src:
-        cases += [(SYSTEM_USER, TOOLS, None), (TOOL_TURNS, TOOLS, None)]
+        cases += [(SYSTEM_USER, TOOLS, None), (TOOL_TURNS, TOOLS, None), (TOOL_TURNS_STR, TOOLS, None)]
     if "enable_thinking" in src:
         cases += [(MULTI_TURN, None, {"enable_thinking": False}), (SYSTEM_USER, None, {"enable_thinking": True})]
     if "reasoning_effort" in src:
