@@ -10,6 +10,7 @@ import glob
 import os
 import shutil
 import struct
+import subprocess
 
 import numpy as np
 import pytest
@@ -394,6 +395,39 @@ def test_tiny_en_matches_python(lib, whisper_tiny_en_dir, speech):
         assert b"English-only" in lib.akunu_last_error()
     finally:
         c.close()
+
+
+def test_c_program_transcribes_as_python(whisper_tiny_en_dir, speech, tmp_path):
+    """tests/c_api/whisper_check.c, built against the headers and libakunu, transcribes a WAV
+    file with no Python in the process."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    cc = next((shutil.which(c) for c in [os.environ.get("CC") or "cc", "gcc", "clang"] if c and shutil.which(c)), None)
+    if cc is None:
+        pytest.skip("no C compiler (cc, gcc, clang or $CC) found")
+    installed = os.path.join(os.path.dirname(akunu.__file__), "include")
+    include = installed if os.path.exists(os.path.join(installed, "akunu", "whisper.h")) else \
+        os.path.join(os.path.dirname(here), "include")
+    lib_dir, exe = os.path.dirname(_lib_file()), str(tmp_path / "whisper_check")
+    # (-Wno-comment: the program's own warnings fail the build; header strictness is test_c_api's)
+    p = subprocess.run([cc, "-std=c99", "-Wall", "-Wextra", "-Werror", "-Wno-comment", "-pedantic", "-I", include,
+                        os.path.join(here, "c_api", "whisper_check.c"), "-L", lib_dir, "-lakunu",
+                        f"-Wl,-rpath,{lib_dir}", "-o", exe], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    py = _py_load(whisper_tiny_en_dir)
+    path, _ = speech["weather"]
+    for timestamps in (1, 0):
+        out = subprocess.run([exe, whisper_tiny_en_dir, path, "-", str(timestamps)], capture_output=True, text=True,
+                             timeout=300)
+        assert out.returncode == 0, out.stderr
+        rows = [line.split("\t") for line in out.stdout.splitlines()]
+        want = py.transcribe(path, timestamps=bool(timestamps))
+        segs = [(int(r[1]) / 1000, int(r[2]) / 1000, r[3], [int(t) for t in r[4].split()]) for r in rows
+                if r[0] == "segment"]
+        assert segs == _python_view(want)[1]
+        assert [r[1:] for r in rows if r[0] == "callback"] == [[r[1], r[2], r[3]] for r in rows if r[0] == "segment"]
+        assert [r[1] for r in rows if r[0] == "text"] == [want.text]
+        stats = [r for r in rows if r[0] == "stats"][0]
+        assert int(stats[2]) == len(want.segments) and stats[4] == "en"
 
 
 # -- errors -----------------------------------------------------------------------------------
