@@ -152,8 +152,6 @@ def _sampling(L, temperature, seed, top_p=1.0):
 def random_path(tmp_path_factory):
     path = str(tmp_path_factory.mktemp("cgrammar") / "llama.gguf")
     random_gguf.write_model(path, "llama", "F16", seed=11)
-    if os.environ.get("AKUNU_GRAMMAR_DEV"):  # DEVTEMP
-        subprocess.run(["python", "/tmp/grammar-dev/dump_vocab.py", path], check=True)  # DEVTEMP
     return path
 
 
