@@ -87,10 +87,10 @@ def _error(L):
     return L.akunu_last_error().decode()
 
 
-def _load(L, path):
+def _load(L, path, device="cpu"):
     h = P()
-    assert L.akunu_load_model(path.encode(), ctypes.byref(LoadParams(b"cpu", N_CTX, 0)), ctypes.byref(h)) == 0, \
-        _error(L)
+    params = LoadParams(device.encode(), N_CTX, 0)
+    assert L.akunu_load_model(path.encode(), ctypes.byref(params), ctypes.byref(h)) == 0, _error(L)
     return h
 
 
@@ -101,8 +101,8 @@ def _ids(values):
 class CModel:
     """A model loaded through the C API, with the grammar calls as methods."""
 
-    def __init__(self, L, path):
-        self.L, self.h = L, _load(L, path)
+    def __init__(self, L, path, device="cpu"):
+        self.L, self.h = L, _load(L, path, device)
 
     def grammar(self, kind, source=None):
         g = P()
@@ -168,8 +168,8 @@ def random_c(lib, random_path):
 
 
 @pytest.fixture(scope="module")
-def gemma_c(lib, gemma_path):
-    m = CModel(lib, gemma_path)
+def gemma_c(lib, gemma_path, gemma):
+    m = CModel(lib, gemma_path, os.environ.get("AKUNU_GEMMA_DEVICE", "cpu"))  # where the `gemma` fixture runs
     yield m
     m.free()
 
