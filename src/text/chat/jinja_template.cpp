@@ -2,6 +2,7 @@
 // deep stack, with the engine's exceptions turned into TemplateError.
 #include "text/chat/jinja_template.h"
 
+#include <cstdint>
 #include <exception>
 #include <memory>
 #include <stdexcept>
@@ -38,7 +39,8 @@ struct StackGuardKey : jinja::value_t {
     std::string type() const override { return "StackGuard"; }
     bool is_hashable() const override {
         char here;
-        if (t_stack_base && t_stack_base > &here && size_t(t_stack_base - &here) > kScopeStackBudget)
+        const uintptr_t base = reinterpret_cast<uintptr_t>(t_stack_base), now = reinterpret_cast<uintptr_t>(&here);
+        if (base && base > now && base - now > kScopeStackBudget)  // stacks grow down on every target we build for
             throw std::runtime_error("the template recurses too deep (a macro calling itself without end?)");
         return true;
     }
