@@ -479,6 +479,15 @@ def test_errors(lib, random_paths, small_model, tmp_path):
         assert lib.akunu_is_whisper(c.h) == 1
         assert lib.akunu_tensor_count(c.h) > 10 and lib.akunu_tensor_name(c.h, 0)
         assert lib.akunu_model_memory(c.h) > 0
+
+        class Config(ctypes.Structure):
+            _fields_ = [(n, c_int32) for n in ("dim", "n_layers", "n_heads", "n_kv_heads", "head_dim", "ffn_dim",
+                                               "vocab_size", "context_length", "n_ctx")] + \
+                       [("norm_eps", c_float), ("rope_base", c_float), ("architecture", ctypes.c_char * 32)]
+
+        cfg = Config()
+        assert lib.akunu_get_config(c.h, ctypes.byref(cfg)) == 0, err()
+        assert (cfg.architecture, cfg.dim, cfg.n_layers, cfg.vocab_size, cfg.n_ctx) == (b"whisper", 64, 2, 51865, 64)
         # unreadable, truncated and non-WAV files, empty audio
         bad = {"missing.wav": None, "empty.wav": b"", "short.wav": _wav_bytes()[:30],
                "text.wav": b"this is not audio at all" * 40, "dir": "dir",
