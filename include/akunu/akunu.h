@@ -49,6 +49,14 @@ akunu_status akunu_chain_decode(akunu_model* model, int32_t first_token, int32_t
                                 int32_t* out_tokens, int32_t* n_out);
 /* Tokens in the cached context; -1 for a bad handle. */
 int32_t akunu_get_position(const akunu_model* model);
+/* Speculative decoding for greedy generation (akunu_generate_greedy, and
+ * akunu_generate / _stream / _continue without sampling): drafts from n-gram
+ * statistics of the context are verified in one batched pass, giving the
+ * tokens of plain greedy decoding, several per pass where the text repeats.
+ * Off by default; a bad handle sets akunu_last_error. */
+void akunu_set_speculation(akunu_model* model, bool enabled);
+/* Draft tokens proposed and accepted during the last generation on this handle. */
+akunu_status akunu_speculation_stats(const akunu_model* model, int32_t* drafted, int32_t* accepted);
 
 /* --- Streaming generation --- */
 /* Clears the context, prefills the prompt, then generates up to max_tokens,

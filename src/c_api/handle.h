@@ -21,6 +21,9 @@ struct akunu_model {
     std::string path;  // the file or directory it was loaded from
     // Built on first use by tokenizer_of (most C callers bring their own ids).
     std::shared_ptr<const akunu::text::Tokenizer> tokenizer;
+    // akunu_set_speculation: greedy generation verifies n-gram drafts.
+    bool speculation = false;
+    int32_t drafted = 0, accepted = 0;  // of the last generation (akunu_speculation_stats)
     // Labels of the last akunu_profile_decode_step, read by akunu_profile_label.
     std::vector<std::string> profile_labels;
     // Set instead of `m` for a Whisper (speech-to-text) model.

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "handle.h"
+#include "inference/ngram_predictor.h"
 
 using namespace akunu_c;
 
@@ -28,6 +29,80 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
 // Decode steps per call into the core when streaming: the device's chains are
 // kept, and a callback stop rewinds the tokens decoded past it.
 constexpr int kStreamChunk = 16;
+
+// The text of each token for the callback: the token's bytes, with a UTF-8
+// character split across tokens held back until its last byte arrives (a
+// piece is always whole characters, possibly empty). NULL where the model's
+// tokenizer cannot be built.
+class TokenText {
+public:
+    TokenText(akunu_model& h, bool wanted) {
+        if (!wanted) return;
+        try {
+            tok_ = &tokenizer_of(h);
+        } catch (const std::exception&) {
+            tok_ = nullptr;
+        }
+    }
+    const char* piece(int32_t id) {
+        if (!tok_) return nullptr;
+        pending_ += tok_->token_bytes(id);
+        size_t whole = complete_prefix(pending_);
+        out_.assign(pending_, 0, whole);
+        pending_.erase(0, whole);
+        return out_.c_str();
+    }
+
+private:
+    // Length of the longest prefix that ends on a character boundary: an
+    // incomplete sequence at the end waits; invalid bytes pass as they are.
+    static size_t complete_prefix(const std::string& s) {
+        const size_t n = s.size();
+        for (size_t back = 1; back <= 3 && back <= n; back++) {
+            const unsigned char c = (unsigned char)s[n - back];
+            if ((c & 0xC0) == 0x80) continue;  // continuation byte: look further back
+            const size_t len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+            return len > back && c >= 0xC0 && c < 0xF8 ? n - back : n;
+        }
+        return n;
+    }
+
+    const akunu::text::Tokenizer* tok_ = nullptr;
+    std::string pending_, out_;
+};
+
+// Feeds `last` plus an n-gram draft in one batched pass and keeps the longest
+// prefix of the draft that greedy decoding gives (Model::verify's argmax after
+// each token), then the model's own next token: the tokens of greedy
+// decoding, several per pass where the context repeats itself. The chain
+// stops after a stop id; the context never holds rejected draft tokens.
+template <typename IsStop>
+std::vector<int32_t> speculative_step(akunu::Model& m, const akunu::NgramPredictor& predictor, int32_t last,
+                                      int remaining, const IsStop& is_stop, akunu_model& h) {
+    const int room = m.n_ctx() - m.n_past();
+    std::vector<int32_t> draft = predictor.predict();
+    const int keep = std::max(std::min(remaining, room) - 1, 0);
+    if ((int)draft.size() > keep) draft.resize((size_t)keep);
+    if (draft.empty()) return m.decode_greedy(last, 1, kNoStop);
+    const int base = m.n_past();
+    std::vector<int32_t> feed{last};
+    feed.insert(feed.end(), draft.begin(), draft.end());
+    const std::vector<int32_t> verified = m.verify(feed);
+    size_t accepted = 0;
+    while (accepted < draft.size() && verified[accepted] == draft[accepted]) accepted++;
+    h.drafted += (int32_t)draft.size();
+    h.accepted += (int32_t)accepted;
+    m.truncate(base + 1 + (int)accepted);  // drop the KV of rejected draft tokens
+    std::vector<int32_t> out(draft.begin(), draft.begin() + (long)accepted);
+    out.push_back(verified[accepted]);
+    for (size_t i = 0; i < out.size(); i++)
+        if (is_stop(out[i])) {
+            m.truncate(base + 1 + (int)i);
+            out.resize(i + 1);
+            break;
+        }
+    return out;
+}
 
 // Prefill `prompt` at the current position (at 0 when `fresh`), then decode until max_tokens, a
 // stop id (emitted) or the callback returning false (that token is the last).
@@ -55,17 +130,28 @@ void stream(akunu_model& h, const int32_t* prompt, int32_t n_prompt, int32_t max
     auto t1 = std::chrono::steady_clock::now();
 
     // `next` has been produced but not fed; the context ends just before it.
+    TokenText text(h, callback != nullptr);
     int32_t produced = 1;
-    bool go = !callback || callback(next, nullptr, user_data);
+    bool go = !callback || callback(next, text.piece(next), user_data);
+    std::unique_ptr<akunu::NgramPredictor> predictor;
+    h.drafted = h.accepted = 0;
+    if (greedy && h.speculation) {
+        predictor = std::make_unique<akunu::NgramPredictor>();
+        predictor->update_all(std::vector<int32_t>(prompt, prompt + n_prompt));
+        predictor->update(next);
+    }
     while (go && !is_stop(next) && produced < max_tokens) {
         const int base = m.n_past();  // `next` goes here
         const int want = std::min(kStreamChunk, max_tokens - produced);
-        std::vector<int32_t> ids = greedy ? m.decode_greedy(next, want, stop) : m.decode_sampled(next, want, stop);
+        std::vector<int32_t> ids = predictor ? speculative_step(m, *predictor, next, max_tokens - produced, is_stop, h)
+                                   : greedy  ? m.decode_greedy(next, want, stop)
+                                             : m.decode_sampled(next, want, stop);
         if (ids.empty()) break;
         for (size_t i = 0; i < ids.size(); i++) {
             next = ids[i];
             produced++;
-            if (callback && !callback(next, nullptr, user_data)) {
+            if (predictor) predictor->update(next);
+            if (callback && !callback(next, text.piece(next), user_data)) {
                 go = false;
                 // Keep the context of the tokens up to the one the callback took.
                 if ((int)(base + i + 1) < m.n_past()) m.truncate(base + (int)i + 1);
@@ -146,6 +232,24 @@ akunu_status akunu_generate_continue(akunu_model* model, const int32_t* new_toke
         stream(live(model, "akunu_generate_continue"), new_tokens, n_new, max_tokens, sampling, stop_ids, n_stop,
                callback, user_data, stats, /*fresh=*/false, "akunu_generate_continue");
     });
+}
+
+akunu_status akunu_speculation_stats(const akunu_model* model, int32_t* drafted, int32_t* accepted) {
+    return guarded([&] {
+        const akunu_model& h = live(model, "akunu_speculation_stats");
+        if (!drafted || !accepted) throw akunu::Error("akunu_speculation_stats: null argument");
+        *drafted = h.drafted;
+        *accepted = h.accepted;
+    });
+}
+
+void akunu_set_speculation(akunu_model* model, bool enabled) {
+    try {
+        live(model, "akunu_set_speculation").speculation = enabled;
+        clear_error();
+    } catch (const std::exception& e) {
+        set_error(e.what());
+    }
 }
 
 }  // extern "C"

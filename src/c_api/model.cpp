@@ -79,6 +79,22 @@ akunu_status akunu_generate(akunu_model* model, const int32_t* prompt, int32_t n
         *n_out = 0;
         if (max_tokens == 0) return;
         const bool greedy = cfg.temperature == 0.0f && cfg.logit_bias.empty() && !cfg.penalizes();
+        if (greedy && h.speculation) {  // the streaming loop verifies the drafts
+            struct Sink {
+                int32_t* out;
+                int32_t n;
+            } sink{out, 0};
+            auto collect = [](int32_t id, const char*, void* user) {
+                Sink* s = static_cast<Sink*>(user);
+                s->out[s->n++] = id;
+                return true;
+            };
+            if (akunu_generate_continue(model, prompt, n_prompt, max_tokens, sampling, stop_ids, n_stop, collect, &sink,
+                                        nullptr) != AKUNU_OK)
+                throw akunu::Error(akunu_last_error());
+            *n_out = sink.n;
+            return;
+        }
         int32_t next = m.prefill(std::vector<int32_t>(prompt, prompt + n_prompt));
         if (!greedy) next = m.sample_next();
         std::vector<int32_t> stop(stop_ids, stop_ids + (stop_ids ? n_stop : 0));
