@@ -1,6 +1,7 @@
 // hf_chat_facts: HFTokenizer's view of a model directory (python/akunu/hf_tokenizer.py).
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <mutex>
@@ -23,7 +24,12 @@ Stamp stamp_of(const std::string& path) {
     if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return s;
     s.exists = true;
     s.size = (int64_t)st.st_size;
-    s.mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+#ifdef __APPLE__
+    const struct timespec& t = st.st_mtimespec;
+#else
+    const struct timespec& t = st.st_mtim;
+#endif
+    s.mtime_ns = (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
     return s;
 }
 
@@ -50,11 +56,11 @@ std::optional<std::string> token_text(const JsonValue* v) {
 }
 
 // tokenizer.json: the model's vocabulary (an object for BPE / WordPiece /
-// WordLevel, [piece, score] pairs for Unigram) with the added tokens on top.
-void read_tokens(const JsonValue& spec, std::vector<std::string>& tokens, std::map<std::string, int64_t>& ids) {
+// WordLevel, [piece, score] pairs for Unigram) with the added tokens on top,
+// as spelling -> id. Returns the vocabulary size Python sees (largest id + 1).
+size_t read_ids(const JsonValue& spec, std::map<std::string, int64_t>& ids) {
     auto put = [&](const std::string& t, int64_t id) {
-        if (id < 0 || id > (int64_t)(1 << 26)) return;
-        ids[t] = id;
+        if (id >= 0) ids[t] = id;
     };
     if (const JsonValue* model = spec.get("model")) {
         if (const JsonValue* vocab = model->get("vocab")) {
@@ -79,8 +85,15 @@ void read_tokens(const JsonValue& spec, std::vector<std::string>& tokens, std::m
     }
     int64_t n = 0;
     for (const auto& [t, id] : ids) n = std::max(n, id + 1);
-    tokens.assign((size_t)n, "");
-    for (const auto& [t, id] : ids) tokens[(size_t)id] = t;
+    return (size_t)n;
+}
+
+// The spelling of token `id` (Python's tokens[id]); "" when none has it.
+std::string spelling_of(const std::map<std::string, int64_t>& ids, std::optional<int64_t> id) {
+    if (!id) return "";
+    for (const auto& [t, i] : ids)
+        if (i == *id) return t;
+    return "";
 }
 
 // HFTokenizer._special_id: the id of tokenizer_config's token text, else config.json's id.
@@ -98,17 +111,17 @@ std::optional<int64_t> special_id(const JsonValue& config, const JsonValue& mode
 }
 
 ModelChatFacts read_hf_facts(const std::string& dir, const Stamp& tok, const Stamp& cfg, const Stamp& model) {
-    std::vector<std::string> tokens;
     std::map<std::string, int64_t> ids;
+    size_t n_tokens;
     {
         JsonValue spec = read_if_there(dir + "/tokenizer.json", tok);
-        read_tokens(spec, tokens, ids);
+        n_tokens = read_ids(spec, ids);
     }
     JsonValue config = read_if_there(dir + "/tokenizer_config.json", cfg);
     JsonValue model_cfg = read_if_there(dir + "/config.json", model);
     ModelChatFacts f;
-    f.bos_token = token_at(tokens, special_id(config, model_cfg, "bos_token", "bos_token_id", ids, tokens.size()));
-    f.eos_token = token_at(tokens, special_id(config, model_cfg, "eos_token", "eos_token_id", ids, tokens.size()));
+    f.bos_token = spelling_of(ids, special_id(config, model_cfg, "bos_token", "bos_token_id", ids, n_tokens));
+    f.eos_token = spelling_of(ids, special_id(config, model_cfg, "eos_token", "eos_token_id", ids, n_tokens));
     // The facts are kept past this call: only the two markers' presence is kept.
     const bool gemma = ids.count("<start_of_turn>") > 0, llama3 = ids.count("<|start_header_id|>") > 0;
     f.has_token = [gemma, llama3](const std::string& t) {
