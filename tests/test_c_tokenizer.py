@@ -204,6 +204,12 @@ def test_unsupported_tokenizer_json_names_the_component(tmp_path):
         _testing.cpp_tokenizer(str(tmp_path / "unigram"))
 
 
+def test_invalid_utf8_is_an_error(vocab_dir):
+    cpp = _testing.cpp_tokenizer(os.path.join(vocab_dir, "ggml-vocab-gpt-2.gguf"))
+    with pytest.raises(akunu.AkunuError, match="not valid UTF-8"):
+        cpp.encode_bytes(b"ab\xffcd", True)
+
+
 def akunu_regex_not_known():
     from tokenizers import Regex
 

@@ -37,6 +37,13 @@ void register_text_testing(py::module_& m) {
                  return c.t->encode(text, add_special);
              },
              py::arg("text"), py::arg("add_special") = true)
+        .def("encode_bytes",
+             [](const CppTokenizer& c, const py::bytes& text, bool add_special) {
+                 std::string s = text;
+                 py::gil_scoped_release unlocked;
+                 return c.t->encode(s, add_special);
+             },
+             py::arg("text"), py::arg("add_special") = true)
         .def("decode",
              [](const CppTokenizer& c, const std::vector<int32_t>& ids, bool skip_special) {
                  for (int32_t id : ids) c.check(id);

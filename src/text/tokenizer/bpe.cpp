@@ -43,18 +43,30 @@ public:
         : opt_(std::move(opt)) {
         set_vocab(std::move(vocab));
         size_t prefix_len = opt_.continuing_subword_prefix ? opt_.continuing_subword_prefix->size() : 0;
-        merges_.reserve(merges.size());
-        for (size_t i = 0; i < merges.size(); ++i) {
-            const auto& [a, b] = merges[i];
+        std::vector<MergeIds> ids;
+        ids.reserve(merges.size());
+        for (const auto& [a, b] : merges) {
             auto ia = vocab_.find(a), ib = vocab_.find(b);
             if (ia == vocab_.end()) throw FormatError("BPE merge token '" + a + "' is not in the vocabulary");
             if (ib == vocab_.end()) throw FormatError("BPE merge token '" + b + "' is not in the vocabulary");
             std::string joined = a + (b.size() >= prefix_len ? b.substr(prefix_len) : std::string());
             auto in = vocab_.find(joined);
             if (in == vocab_.end()) throw FormatError("BPE merge result '" + joined + "' is not in the vocabulary");
-            // a later duplicate replaces an earlier one, as collecting into a map does
-            merges_[pair_key(ia->second, ib->second)] = {uint32_t(i), in->second};
+            ids.push_back({ia->second, ib->second, in->second});
         }
+        init(ids);
+    }
+    Bpe(std::unordered_map<std::string, int32_t> vocab, const std::vector<MergeIds>& merges, BpeOptions opt)
+        : opt_(std::move(opt)) {
+        set_vocab(std::move(vocab));
+        init(merges);
+    }
+
+    void init(const std::vector<MergeIds>& merges) {
+        merges_.reserve(merges.size());
+        // a later duplicate replaces an earlier one, as collecting into a map does
+        for (size_t i = 0; i < merges.size(); ++i)
+            merges_[pair_key(merges[i].a, merges[i].b)] = {uint32_t(i), merges[i].result};
         if (opt_.unk_token) {
             auto it = vocab_.find(*opt_.unk_token);
             unk_id_ = it == vocab_.end() ? -1 : it->second;
@@ -178,13 +190,17 @@ private:
     BpeOptions opt_;
     std::unordered_map<uint64_t, MergeInfo> merges_;
     int32_t unk_id_ = -1;
-    int32_t byte_ids_[256];
+    int32_t byte_ids_[256] = {};
 };
 
 }  // namespace
 
 ModelPtr make_bpe(std::unordered_map<std::string, int32_t> vocab,
                   const std::vector<std::pair<std::string, std::string>>& merges, BpeOptions opt) {
+    return std::make_shared<Bpe>(std::move(vocab), merges, std::move(opt));
+}
+
+ModelPtr make_bpe(std::unordered_map<std::string, int32_t> vocab, const std::vector<MergeIds>& merges, BpeOptions opt) {
     return std::make_shared<Bpe>(std::move(vocab), merges, std::move(opt));
 }
 

@@ -83,42 +83,41 @@ void build_spm(Pipeline& p, const Meta& md, const Vocabulary& v) {
         if (s->floats.size() < n) throw FormatError("tokenizer.ggml.scores is shorter than the vocabulary");
         scores.assign(s->floats.begin(), s->floats.begin() + long(n));
     }
-    auto vocab = last_id_vocab(v.tokens);
+    // views into v.tokens: the cuts below look up millions of substrings without copying them
+    std::unordered_map<std::string_view, int32_t> ids;
+    ids.reserve(n * 2);
+    for (size_t i = 0; i < n; ++i) ids[v.tokens[i]] = int32_t(i);  // a later duplicate wins, as {t: i} does
     struct Ranked {
         double neg_score;
         int32_t i, ia, ib;
-        uint32_t cut;
     };
     std::vector<Ranked> ranked;
     for (size_t i = 0; i < n; ++i) {
         if (v.types[i] != NORMAL && v.types[i] != USER_DEFINED) continue;
-        const std::string& piece = v.tokens[i];
+        std::string_view piece = v.tokens[i];
         // cuts at code point boundaries
         for (size_t b = 1; b < piece.size(); ++b) {
             if (((unsigned char)piece[b] & 0xC0) == 0x80) continue;
-            auto ia = vocab.find(piece.substr(0, b));
-            if (ia == vocab.end()) continue;
-            auto ib = vocab.find(piece.substr(b));
-            if (ib == vocab.end()) continue;
-            ranked.push_back({-scores[i], int32_t(i), ia->second, ib->second, uint32_t(b)});
+            auto ia = ids.find(piece.substr(0, b));
+            if (ia == ids.end()) continue;
+            auto ib = ids.find(piece.substr(b));
+            if (ib == ids.end()) continue;
+            ranked.push_back({-scores[i], int32_t(i), ia->second, ib->second});
         }
     }
     std::sort(ranked.begin(), ranked.end(), [](const Ranked& x, const Ranked& y) {
         return std::tie(x.neg_score, x.i, x.ia, x.ib) < std::tie(y.neg_score, y.i, y.ia, y.ib);
     });
-    std::vector<std::pair<std::string, std::string>> merges;
+    std::vector<MergeIds> merges;
     merges.reserve(ranked.size());
-    for (auto& r : ranked) {
-        const std::string& piece = v.tokens[size_t(r.i)];
-        merges.emplace_back(piece.substr(0, r.cut), piece.substr(r.cut));
-    }
+    for (auto& r : ranked) merges.push_back({r.ia, r.ib, ids.at(v.tokens[size_t(r.i)])});
     BpeOptions opt;
     auto unk_id = md.count("tokenizer.ggml.unknown_token_id") ? get_int(md, "tokenizer.ggml.unknown_token_id")
                                                                : std::optional<int64_t>(0);
     if (valid_id(v.tokens, unk_id)) opt.unk_token = piece_of(v.tokens, unk_id);
     opt.byte_fallback = true;
     opt.fuse_unk = true;
-    p.model = make_bpe(std::move(vocab), merges, opt);
+    p.model = make_bpe(last_id_vocab(v.tokens), merges, opt);
     bool space_prefix = get_bool(md, "tokenizer.ggml.add_space_prefix", true);
     std::vector<NormalizerPtr> norm;
     if (space_prefix) norm.push_back(make_prepend(kMeta));

@@ -40,6 +40,11 @@ struct BpeOptions {
 
 ModelPtr make_bpe(std::unordered_map<std::string, int32_t> vocab,
                   const std::vector<std::pair<std::string, std::string>>& merges, BpeOptions opt);
+// The same with merges already resolved to ids (a, b, a + b), in rank order.
+struct MergeIds {
+    int32_t a, b, result;
+};
+ModelPtr make_bpe(std::unordered_map<std::string, int32_t> vocab, const std::vector<MergeIds>& merges, BpeOptions opt);
 ModelPtr make_wordpiece(std::unordered_map<std::string, int32_t> vocab, std::string unk_token, std::string prefix,
                         size_t max_input_chars_per_word);
 ModelPtr make_wordlevel(std::unordered_map<std::string, int32_t> vocab, std::string unk_token);

@@ -1,6 +1,8 @@
 #include "text/tokenizer/text_tokenizer.h"
 
+#include "core/error.h"
 #include "text/byte_level.h"
+#include "text/tokenizer/unicode.h"
 
 namespace akunu::text::tok {
 
@@ -10,6 +12,7 @@ TextTokenizer::TextTokenizer(Pipeline p, Vocabulary v) : p_(std::move(p)), v_(st
 }
 
 std::vector<int32_t> TextTokenizer::encode(std::string_view text, bool add_special) const {
+    if (!unicode::valid_utf8(text)) throw Error("tokenizer: the text is not valid UTF-8");
     std::string s(text);
     if (!v_.own_bos) return p_.encode(s, add_special);
     std::vector<int32_t> ids = p_.encode(s, false);
