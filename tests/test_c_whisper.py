@@ -369,6 +369,58 @@ def test_wav_encodings_match_python(lib, random_paths, tmp_path):
         c.close()
 
 
+# -- pieces, through akunu._testing (src/python/testing_whisper.cpp) --------------------------
+
+@pytest.fixture(scope="module")
+def hooks():
+    testing = pytest.importorskip("akunu._testing")
+    if not hasattr(testing, "whisper_token_info"):
+        pytest.skip("akunu._testing was built without the Whisper hooks (src/python/testing_whisper.cpp)")
+    return testing
+
+
+def test_token_tables_match_python(hooks, random_paths, whisper_tiny_en_dir):
+    """Special ids, languages, encode(" ") and the suppression list: from the file's list
+    (tiny.en) or openai-whisper's non-speech symbols through BPE (the random models carry none)."""
+    for path in list(random_paths.values()) + [whisper_tiny_en_dir]:
+        py = _py_load(path)
+        tok, info = py.tokenizer, hooks.whisper_token_info(path)
+        for key in ("eot", "sot", "transcribe", "translate", "no_timestamps", "sot_prev", "no_speech",
+                    "timestamp_begin", "multilingual", "space"):
+            assert info[key] == getattr(tok, key), (path, key)
+        assert info["languages"] == list(tok.languages.items())
+        assert info["suppress"] == list(py.suppress_tokens), path
+    assert "whisper.suppress_tokens" not in _py_load(random_paths["hf"]).metadata  # the symbols path ran
+
+
+def test_token_text_matches_python(hooks, random_paths):
+    tok = _py_load(random_paths["gguf"]).tokenizer
+    rng = np.random.default_rng(3)
+    byte_ids = [tok._tok.token_to_id(t) for t in ("\u00e2", "\u013b", "\u00aa", "\u00f0", "\u0141", "\u0134")]
+    cases = [[], [tok.eot, tok.sot], [tok.timestamp_begin, 40, tok.timestamp_begin + 5], byte_ids, byte_ids[::-1]]
+    cases += [rng.integers(0, tok.eot, int(rng.integers(1, 30))).tolist() for _ in range(200)]
+    cases += [rng.integers(0, 51865, 12).tolist() for _ in range(50)]  # specials and timestamps dropped
+    for ids, text in zip(cases, hooks.whisper_decode(random_paths["gguf"], cases)):
+        assert text.decode("utf-8") == tok.decode(ids), ids
+
+
+def test_wav_reading_matches_python(hooks, tmp_path):
+    import soundfile as sf
+    from scipy.signal import resample_poly
+
+    rng = np.random.default_rng(11)
+    for rate, channels, subtype in WAV_FORMATS + [(22050, 1, "PCM_16"), (96000, 2, "FLOAT")]:
+        n = int(rate * 1.7)
+        mono = 0.4 * np.sin(np.arange(n) * 2 * np.pi * 330 / rate) + 0.05 * rng.standard_normal(n)
+        data = np.stack([mono * (0.5 + 0.2 * k) for k in range(channels)], axis=1)
+        path = str(tmp_path / f"{rate}_{channels}_{subtype}.wav")
+        sf.write(path, data, rate, subtype=subtype)
+        want, got = load_audio(path), hooks.whisper_load_audio(path)
+        assert got.shape == want.shape, path
+        assert np.abs(got - want).max() < 1e-6, path
+    assert resample_poly  # (the Python path's resampler, which load_audio runs)
+
+
 # -- whisper tiny.en on speech ----------------------------------------------------------------
 
 def test_tiny_en_matches_python(lib, whisper_tiny_en_dir, speech):
