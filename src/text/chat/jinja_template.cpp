@@ -2,6 +2,7 @@
 // deep stack, with the engine's exceptions turned into TemplateError.
 #include "text/chat/jinja_template.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <exception>
 #include <memory>
@@ -22,8 +23,9 @@ namespace {
 // parsing, running and freeing a template recurse once per AST level, and a
 // template of kMaxTemplateBytes cannot nest deeper than this holds.
 constexpr size_t kRenderStackBytes = size_t(1) << 30;
-// What recursion at run time (macros calling themselves) may use of it before
-// the render fails, as jinja2 fails with RecursionError.
+// What recursion at run time (macros calling themselves) may use of it (at
+// most a quarter of the stack there is) before the render fails, as jinja2
+// fails with RecursionError.
 constexpr size_t kScopeStackBudget = size_t(32) << 20;
 
 // Where the rendering thread's stack starts (the address of a local of its
@@ -40,7 +42,8 @@ struct StackGuardKey : jinja::value_t {
     bool is_hashable() const override {
         char here;
         const uintptr_t base = reinterpret_cast<uintptr_t>(t_stack_base), now = reinterpret_cast<uintptr_t>(&here);
-        if (base && base > now && base - now > kScopeStackBudget)  // stacks grow down on every target we build for
+        const size_t budget = std::min(kScopeStackBudget, deep_stack_size() / 4);
+        if (base && base > now && base - now > budget)  // stacks grow down on every target we build for
             throw std::runtime_error("the template recurses too deep (a macro calling itself without end?)");
         return true;
     }
