@@ -190,6 +190,13 @@ def test_tokenizer_json(json_dirs, name):
     _same_vocabulary(cpp, py)
 
 
+def test_whisper_tokenizer_json(whisper_tiny_en_dir):
+    """A real byte-level BPE tokenizer.json with many added tokens (Whisper tiny.en's)."""
+    py, cpp = HFTokenizer(whisper_tiny_en_dir), _testing.cpp_tokenizer(whisper_tiny_en_dir)
+    _same_as_python(cpp, py, ALL_TEXTS + ["<|startoftranscript|><|notimestamps|> Hello there.<|endoftext|>"])
+    _same_vocabulary(cpp, py)
+
+
 def test_unsupported_tokenizer_json_names_the_component(tmp_path):
     from tokenizers import Tokenizer, models, pre_tokenizers
 
@@ -469,3 +476,39 @@ def test_c_api_errors(lib, random_models):
     cm.free()
     fails(lib.akunu_encode(cm.h, b"hi", True, buf, 4, ctypes.byref(n)), "not a live model handle")
     fails(lib.akunu_decode_token(cm.h, 0, ctypes.byref(p), ctypes.byref(n)), "not a live model handle")
+
+
+def test_c_program(lib, random_models, tmp_path):
+    """tests/c_api/text_check.c, built with the system C compiler against libakunu, on the random models (a GGUF
+    and, where transformers is there, a Hugging Face directory)."""
+    import shutil
+    import subprocess
+
+    cc = next((shutil.which(c) for c in ([os.environ["CC"]] if os.environ.get("CC") else []) + ["cc", "gcc", "clang"]
+               if shutil.which(c)), None)
+    if cc is None:
+        pytest.skip("no C compiler (cc, gcc, clang or $CC) found")
+    lib_dir = os.path.dirname(lib._name)
+    installed = os.path.join(os.path.dirname(akunu.__file__), "include")
+    include = installed if os.path.exists(os.path.join(installed, "akunu", "text.h")) else os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "include")
+    exe = str(tmp_path / "text_check")
+    subprocess.run([cc, "-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-I", include,
+                    os.path.join(os.path.dirname(os.path.abspath(__file__)), "c_api", "text_check.c"),
+                    "-L", lib_dir, "-lakunu", f"-Wl,-rpath,{lib_dir}", "-o", exe], check=True)
+    texts = [t for t in TEXTS if "\0" not in t]
+    for path in {random_models[0], random_models[-1]}:
+        model = akunu.load(path, n_ctx=N_CTX)
+        p = subprocess.run([exe, path, *(t.encode().hex() for t in texts)], capture_output=True, text=True, timeout=300)
+        assert p.returncode == 0, p.stderr
+        lines = p.stdout.splitlines()
+        assert lines[-1] == "errors ok"
+        for k, text in enumerate(texts):
+            ids_line, plain_line, text_line, pieces_line = lines[4 * k: 4 * k + 4]
+            ids = [int(x) for x in ids_line.split()[1:]]
+            plain = [int(x) for x in plain_line.split()[1:]]
+            assert ids == model.tokenize(text) and plain == model.tokenize(text, add_bos=False), text
+            assert bytes.fromhex(text_line[5:]).decode() == model.detokenize(ids, skip_special=False), text
+            tok = model.tokenizer
+            assert bytes.fromhex(pieces_line[7:]) == b"".join(
+                b"" if tok.token_types[i] == _UNUSED else tok.token_bytes(i) for i in plain), text
