@@ -193,6 +193,10 @@ WhisperTokens::WhisperTokens(const std::string& path, const ModelFile& file, int
     no_speech = id_of("<|nospeech|>");
     if (no_speech < 0) no_speech = id_of("<|nocaptions|>");
     timestamp_begin = no_timestamps + 1;
+    for (int32_t id : {eot, sot, transcribe, translate, no_timestamps})
+        if (id >= vocab_size)  // the logits index these
+            throw UnsupportedError("the Whisper tokenizer's special token " + std::to_string(id) +
+                                   " lies outside the model's vocabulary (" + std::to_string(vocab_size) + ")");
     if (timestamp_begin >= vocab_size) throw UnsupportedError("the Whisper vocabulary has no timestamp tokens");
     multilingual = vocab_size >= 51865;  // openai's rule: English-only checkpoints have 51864 tokens
     for (int32_t i = sot + 1; i < translate; i++) {
