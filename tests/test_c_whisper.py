@@ -523,10 +523,10 @@ def test_errors(lib, random_paths, small_model, tmp_path):
         assert "Whisper" in err() and "akunu_generate" in err()
         assert lib.akunu_logits(c.h, ids, 3, logits) != 0 and "Whisper" in err()
         assert lib.akunu_get_position(c.h) == -1 and "Whisper" in err()
-        if hasattr(lib, "akunu_encode"):  # tokenization (src/c_api/tokenize.cpp) goes through the same check
+        if hasattr(lib, "akunu_encode"):  # tokenization (include/akunu/text.h) goes through the same check
             f = lib.akunu_encode
-            f.restype = c_int32
-            assert f(c.h, b"hello", None, 0, ctypes.byref(n_out)) != 0 and "Whisper" in err()
+            f.restype, f.argtypes = c_int32, [c_void_p, c_char_p, c_bool, P(c_int32), c_int32, P(c_int32)]
+            assert f(c.h, b"hello", False, out, 8, ctypes.byref(n_out)) != 0 and "Whisper" in err()
         # what inspection reads works on a Whisper model
         assert lib.akunu_is_whisper(c.h) == 1
         assert lib.akunu_tensor_count(c.h) > 10 and lib.akunu_tensor_name(c.h, 0)
