@@ -59,7 +59,10 @@ typedef struct {
 } AkunuGenerationStats;
 
 /* Called with each generated token; returning false stops generation after
- * it. `text` is NULL: the C API has no tokenizer (see README.md). */
+ * it. `text` is the token's text from the model's tokenizer, valid during the
+ * call: whole UTF-8 characters only (a character split across tokens comes
+ * with its last token, so a piece may be ""); NULL when the model's tokenizer
+ * cannot be built. */
 typedef bool (*akunu_token_callback)(int32_t token_id, const char* text, void* user_data);
 
 #ifdef __cplusplus

@@ -46,7 +46,8 @@ public:
     }
     const char* piece(int32_t id) {
         if (!tok_) return nullptr;
-        pending_ += tok_->token_bytes(id);
+        // ids past the tokenizer's vocabulary (a padded output head) stand for no text
+        if (id >= 0 && id < tok_->vocab_size()) pending_ += tok_->token_bytes(id);
         size_t whole = complete_prefix(pending_);
         out_.assign(pending_, 0, whole);
         pending_.erase(0, whole);

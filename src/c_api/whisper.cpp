@@ -225,17 +225,3 @@ akunu_status akunu_whisper_log_mel(const float* samples, int32_t n_samples, int3
 
 }  // extern "C"
 
-// The transcription sources are compiled into the C library here until
-// CMakeLists.txt lists src/whisper/transcription/*.cpp among the core's sources.
-#ifndef AKUNU_WHISPER_TRANSCRIPTION_IN_CORE
-#include "whisper/transcription/audio_input.cpp"
-#include "whisper/transcription/compression_ratio.cpp"
-#include "whisper/transcription/log_mel.cpp"
-#include "whisper/transcription/numpy_random.cpp"
-#include "whisper/transcription/resample.cpp"
-#include "whisper/transcription/segments.cpp"
-#include "whisper/transcription/transcriber.cpp"
-#include "whisper/transcription/wav_reader.cpp"
-#include "whisper/transcription/whisper_tokens.cpp"
-#include "whisper/transcription/window_decoder.cpp"
-#endif

@@ -141,12 +141,14 @@ void run_kernel(const std::string& name, py::list buffers, py::bytes params, int
 // Hooks of the C++ text code (tokenizer, chat templates), in files of their own.
 void register_text_testing(py::module_& m);
 void register_chat_testing(py::module_& m);
+void register_whisper_testing(py::module_& m);
 
 PYBIND11_MODULE(_testing, m) {
     m.doc() = "akunu test hooks: single kernels, backend introspection, parameter layouts (not public API)";
     register_error_translator();
     register_text_testing(m);
     register_chat_testing(m);
+    register_whisper_testing(m);
 
     m.def("run_kernel", &run_kernel, py::arg("name"), py::arg("buffers"), py::arg("params"),
           py::arg("n_threads") = 2, py::arg("device") = "cpu",

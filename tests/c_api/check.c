@@ -54,7 +54,7 @@ typedef struct {
 
 static bool collect(int32_t token, const char* text, void* user_data) {
     Collector* c = (Collector*)user_data;
-    if (text != NULL) return false; /* documented as NULL: no tokenizer */
+    if (text == NULL) return false; /* each token's text (whole UTF-8 characters, maybe "") */
     if (c->n < MAX_IDS) c->seen[c->n] = token;
     c->n++;
     return c->stop_after <= 0 || c->n < c->stop_after;
