@@ -120,11 +120,11 @@ class CModel:
 
     def generate(self, grammar, prompt, max_tokens, stop, sampling=None, stop_after=0, cont=False):
         """(status, tokens handed to the callback, stats)."""
-        seen = []
+        seen, self.texts = [], []
 
         def on_token(token, text, _):
-            assert text is None  # the C API passes no text (types.h)
             seen.append(token)
+            self.texts.append(text)
             return stop_after <= 0 or len(seen) < stop_after
 
         st = Stats()
@@ -186,6 +186,14 @@ def _prompt(py, text):
     return py.tokenize(text) if py.config["architecture"] == "gemma3" else [1, 5, 9, 300, 301]
 
 
+def _check_text(c, want):
+    """Where the callback is handed text (as akunu_generate_stream's is), the pieces
+    are the generation's text, whole UTF-8 characters each."""
+    if any(t is not None for t in c.texts):
+        assert all(t is not None for t in c.texts)
+        assert "".join(t.decode() for t in c.texts) == want.text
+
+
 def _body(py, tokens):
     """The text of generated tokens without their final stop token."""
     if tokens and tokens[-1] in py.stop_ids:
@@ -220,6 +228,7 @@ def test_gbnf_greedy_matches_python_and_the_grammar(pair):
     status, got, st = c.generate(g, prompt, 24, py.stop_ids)
     assert status == 0, _error(c.L)
     assert got == want.tokens
+    _check_text(c, want)
     assert got[-1] in py.stop_ids  # the grammar finished and only a stop token was left
     assert xgr.testing._is_grammar_accept_string(GBNF, _body(py, got))
     assert (st.prompt_tokens, st.generated_tokens) == (len(prompt), len(got))
@@ -240,6 +249,7 @@ def test_json_schema_matches_python_and_validates(pair, sampled):
     status, got, _ = c.generate(g, prompt, 40, py.stop_ids, sampling)
     assert status == 0, _error(c.L)
     assert got == want.tokens
+    _check_text(c, want)
     assert got[-1] in py.stop_ids
     value = json.loads(_body(py, got))
     jsonschema.validate(value, SCHEMA)
