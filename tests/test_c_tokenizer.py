@@ -217,6 +217,28 @@ def test_invalid_utf8_is_an_error(vocab_dir):
         cpp.encode_bytes(b"ab\xffcd", True)
 
 
+def test_malformed_tokenizer_json_is_a_format_error(tmp_path):
+    good = {"version": "1.0", "added_tokens": [], "normalizer": None, "pre_tokenizer": None, "post_processor": None,
+            "decoder": None, "model": {"type": "WordLevel", "vocab": {"a": 0, "<unk>": 1}, "unk_token": "<unk>"}}
+    cases = {
+        "id-not-a-number": json.dumps(dict(good, model=dict(good["model"], vocab={"a": "zero"}))).encode(),
+        "id-negative": json.dumps(dict(good, model=dict(good["model"], vocab={"a": -3}))).encode(),
+        "not-utf8": json.dumps(good).encode().replace(b'"a": 0', b'"a\xff": 0'),
+        "truncated": json.dumps(good).encode()[:-20],
+        "bad-merge": json.dumps(dict(good, model={"type": "BPE", "vocab": {"a": 0}, "merges": ["a b"]})).encode(),
+    }
+    for name, raw in cases.items():
+        d = tmp_path / name
+        d.mkdir()
+        (d / "tokenizer.json").write_bytes(raw)
+        with pytest.raises(akunu.ModelFormatError):
+            _testing.cpp_tokenizer(str(d))
+    d = tmp_path / "good"
+    d.mkdir()
+    (d / "tokenizer.json").write_text(json.dumps(good))
+    assert _testing.cpp_tokenizer(str(d)).encode("a", True) == [0]
+
+
 def akunu_regex_not_known():
     from tokenizers import Regex
 

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <fstream>
 
 #include "core/error.h"
 #include "text/tokenizer/regex_split.h"
@@ -64,14 +65,21 @@ Pattern pattern_of(const JsonValue& v, const std::string& part) {
     throw FormatError(kWhat + ": " + part + " pattern is neither String nor Regex");
 }
 
+// Token ids are integers from 0 to 2^24: larger ones would only make a huge empty table.
+int32_t id_of(const JsonValue& v, const std::string& what) {
+    if (!v.is_number() || v.num != double(int64_t(v.num)) || v.num < 0 || v.num >= double(1 << 24))
+        throw FormatError(kWhat + ": " + what + " is not a token id");
+    return int32_t(v.num);
+}
+
 std::unordered_map<std::string, int32_t> vocab_of(const JsonValue& model) {
     const JsonValue& v = member(model, "vocab", "model");
     if (!v.is_object()) unsupported("model vocab", "list (Unigram)");
     std::unordered_map<std::string, int32_t> out;
     out.reserve(v.obj.size() * 2);
     for (auto& kv : v.obj) {
-        if (!kv.second.is_number()) throw FormatError(kWhat + ": vocab id of '" + kv.first + "' is not a number");
-        out[kv.first] = int32_t(kv.second.num);
+        if (!unicode::valid_utf8(kv.first)) throw FormatError(kWhat + ": a vocabulary token is not UTF-8");
+        out[kv.first] = id_of(kv.second, "the id of '" + kv.first + "'");
     }
     return out;
 }
@@ -219,8 +227,7 @@ DecoderPtr build_decoder(const JsonValue& d) {
 }
 
 int32_t special_id(const JsonValue& entry, const std::string& part) {
-    if (entry.kind == JsonValue::Kind::Array && entry.arr.size() == 2 && entry.arr[1].is_number())
-        return int32_t(entry.arr[1].num);
+    if (entry.kind == JsonValue::Kind::Array && entry.arr.size() == 2) return id_of(entry.arr[1], part);
     throw FormatError(kWhat + ": " + part + " is not [token, id]");
 }
 
@@ -242,7 +249,7 @@ void build_post(const JsonValue& pp, PostProcessor& post) {
                 const JsonValue* tok = specials.get(id);
                 if (!tok) throw FormatError(kWhat + ": TemplateProcessing special token '" + id + "' is not listed");
                 for (const JsonValue& i : array_of(*tok, "ids", "TemplateProcessing special token"))
-                    (seen_a ? after : before).push_back(int32_t(i.num));
+                    (seen_a ? after : before).push_back(id_of(i, "TemplateProcessing id"));
             } else if (const JsonValue* seq = piece.get("Sequence")) {
                 if (seq->string("id", "A", kWhat) != "A" || seen_a) unsupported("TemplateProcessing single template", "B");
                 seen_a = true;
@@ -300,6 +307,20 @@ int32_t special_token_id(const Pipeline& p, const JsonValue& cfg, const JsonValu
     return -1;
 }
 
+// serde_json reads UTF-8 only: so does this, so that every string in the pipeline is UTF-8
+JsonValue read_tokenizer_json(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) throw Error("cannot open '" + path + "'");
+    f.seekg(0, std::ios::end);
+    std::streamoff size = f.tellg();
+    if (size < 0 || size > (256 << 20)) throw FormatError("'" + path + "' is not a JSON file of at most 256 MiB");
+    f.seekg(0);
+    std::string text(size_t(size), '\0');
+    f.read(&text[0], size);
+    if (!unicode::valid_utf8(text)) throw FormatError("'" + path + "' is not UTF-8");
+    return parse_json(text.data(), text.size(), "'" + path + "'");
+}
+
 }  // namespace
 
 std::shared_ptr<const Tokenizer> tokenizer_from_hf_directory(const std::string& dir) {
@@ -307,7 +328,7 @@ std::shared_ptr<const Tokenizer> tokenizer_from_hf_directory(const std::string& 
     struct stat st;
     if (::stat(path.c_str(), &st) != 0)
         throw UnsupportedError("the model directory '" + dir + "' has no tokenizer.json");
-    JsonValue spec = read_json_file(path);
+    JsonValue spec = read_tokenizer_json(path);
     if (!spec.is_object()) throw FormatError(kWhat + " is not an object");
     Pipeline p;
     const JsonValue* model = spec.get("model");
@@ -324,6 +345,7 @@ std::shared_ptr<const Tokenizer> tokenizer_from_hf_directory(const std::string& 
         for (const JsonValue& t : at->arr) {
             AddedToken a;
             a.content = t.string("content", "", kWhat);
+            if (!unicode::valid_utf8(a.content)) throw FormatError(kWhat + ": an added token is not UTF-8");
             a.single_word = t.boolean("single_word", false, kWhat);
             a.lstrip = t.boolean("lstrip", false, kWhat);
             a.rstrip = t.boolean("rstrip", false, kWhat);
