@@ -34,6 +34,7 @@ SETTINGS = [
     "prefill_gemm=blas",                       # every prefill GEMM cuBLAS can take
     "repack=0",                                # Q4_0 / Q8_0 / Q6_K in GGUF's layout
     "batch_decode=gemv",                       # batched decode rows through the GEMV (8 rows a weight read)
+    "gqa_min_span=0",                          # grouped-query decode attention for every cache
 ]
 
 QWEN3_06B_WIDTHS = dict(dim=1024, ffn_dim=3072, n_heads=16, n_kv_heads=8, head_dim=128)

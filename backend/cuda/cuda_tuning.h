@@ -57,6 +57,9 @@ struct CudaTuning {
     // batch. Fixed for the device's life, so a row's kernel never depends on
     // its company in the batch.
     bool batch_decode_tc = true;
+    // Decode attention serves a KV group's query heads from one block
+    // (attention_decode_gqa.cuh) for caches of at least this many positions.
+    uint32_t gqa_min_span = 16384;
     // Q4_0 / Q8_0 / Q6_K weights regrouped at load into their x8 layouts
     // (CudaDevice::weight_layout); false keeps GGUF's layout.
     bool repack = true;

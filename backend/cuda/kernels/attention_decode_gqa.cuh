@@ -29,14 +29,12 @@ namespace gqa {
 constexpr int kWarps = 4;
 constexpr int kDims = 8;   // dims of a key row a lane holds
 constexpr uint32_t kMaxSplits = 128;
-// Caches shorter than this keep the per-head kernel. Measured on an H100
-// with a 33280-position cache (Llama-3.1-8B F16 / Llama-3.2-1B Q4_K_M shapes,
-// tg128 beside the per-head kernel): -4% at depth 0, -7% / -9% at 4096, +7% /
-// +10% at 16384, +24% / +32% at 32768. The loss at shallow depths is the
-// combine of many splits in one block (each output reads every split's
-// partial), a fixed cost a layer; so this kernel serves the caches sized for
-// long contexts.
-constexpr uint32_t kMinSpan = 16384;
+// Caches shorter than CudaTuning::gqa_min_span (16384 by default) keep the
+// per-head kernel: the split count follows the cache, and the combine of
+// many splits is a fixed cost a layer that deep contexts repay. H100,
+// Llama-3.2-1B F16 shape, 33792-position cache, tg128 beside the per-head
+// kernel (AKUNU_CUDA_TUNING=gqa_min_span=0 / 1000000): -6% at depth 0, +4%
+// at 4096, +16% at 16384.
 
 // The softmax state of the block's warps in shared memory, and the output of
 // head h0 + gh: a single used split writes it; otherwise partials to the
@@ -80,18 +78,37 @@ __device__ void finish_heads(const AttentionParams& p, uint32_t h0, uint32_t spl
     __syncthreads();
     if (!is_last) return;
     __threadfence();
-    for (uint32_t i = threadIdx.x; i < GC * HD; i += blockDim.x) {
-        const uint32_t h = h0 + i / HD, d = i % HD;
+    // Each split's weight exp(m_s - m) / l per head, once (a warp a head,
+    // lanes over the splits), then every output a weighted sum of the splits'
+    // partials, its loads independent of one another.
+    __shared__ float weight[GC][kMaxSplits];
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    for (int gh = warp; gh < GC; gh += kWarps) {
         float gm = -FLT_MAX;
-        for (uint32_t s = 0; s < used; s++) gm = fmaxf(gm, __ldcg(&slot(h, s)[HD]));
-        float gl = 0.0f, v = 0.0f;
-        for (uint32_t s = 0; s < used; s++) {
-            const float* sl = slot(h, s);
-            const float c = expf(__ldcg(&sl[HD]) - gm);
-            gl += __ldcg(&sl[HD + 1]) * c;
-            v += __ldcg(&sl[d]) * c;
+        for (uint32_t s = lane; s < used; s += 32) gm = fmaxf(gm, __ldcg(&slot(h0 + gh, s)[HD]));
+#pragma unroll
+        for (int o = 16; o > 0; o /= 2) gm = fmaxf(gm, __shfl_xor_sync(0xffffffffu, gm, o));
+        float gl = 0.0f;
+        for (uint32_t s = lane; s < used; s += 32) {
+            const float c = expf(__ldcg(&slot(h0 + gh, s)[HD]) - gm);
+            weight[gh][s] = c;
+            gl += __ldcg(&slot(h0 + gh, s)[HD + 1]) * c;
         }
-        write_out(p, h, d, v / gl, out, q8);
+#pragma unroll
+        for (int o = 16; o > 0; o /= 2) gl += __shfl_xor_sync(0xffffffffu, gl, o);
+        for (uint32_t s = lane; s < used; s += 32) weight[gh][s] /= gl;
+    }
+    __syncthreads();
+    for (uint32_t i = threadIdx.x; i < GC * HD; i += blockDim.x) {
+        const uint32_t gh = i / HD, d = i % HD;
+        const float* col = slot(h0 + gh, 0) + d;
+        float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        uint32_t s = 0;
+        for (; s + 4 <= used; s += 4)
+#pragma unroll
+            for (int j = 0; j < 4; j++) v[j] += __ldcg(col + (size_t)(s + j) * (HD + 2)) * weight[gh][s + j];
+        for (; s < used; s++) v[0] += __ldcg(col + (size_t)s * (HD + 2)) * weight[gh][s];
+        write_out(p, h0 + gh, d, (v[0] + v[1]) + (v[2] + v[3]), out, q8);
     }
     if (threadIdx.x == 0) counters[h0] = 0;  // ready for the next layer
 }
@@ -344,10 +361,10 @@ inline uint32_t heads_per_block(const AttentionParams& p) {
 
 // Whether this kernel takes `p`: a decode pass the lane-group kernel takes
 // (head_dim 64, 128 or 256 here), query heads sharing KV heads, and a cache of
-// at least kMinSpan positions.
+// at least CudaTuning::gqa_min_span positions.
 inline bool takes(const CudaArgs& a, const AttentionParams& p) {
     const uint32_t span = p.window ? std::min(p.window, p.max_ctx) : p.max_ctx;
-    return groups_kernel_takes(a, p) && p.head_dim >= 64 && heads_per_block(p) > 1 && span >= kMinSpan;
+    return groups_kernel_takes(a, p) && p.head_dim >= 64 && heads_per_block(p) > 1 && span >= a.tuning->gqa_min_span;
 }
 
 template <int HD, int GC>
