@@ -13,6 +13,7 @@
 
 #include "akunu/grammar.h"
 #include "handle.h"
+#include "token_text.h"
 #include "text/grammar/compiler.h"
 #include "text/grammar/constrained_decode.h"
 #include "text/grammar/grammar_spec.h"
@@ -114,39 +115,6 @@ akunu_status create(akunu_model* model, akunu_grammar** out, const char* fn, Mak
     });
 }
 
-// The callback's text (types.h), as akunu_generate_stream hands it out (loop.cpp's
-// TokenText, which this repeats until the two share it): the token's bytes, a UTF-8
-// character split across tokens held back until its last byte arrives.
-class CallbackText {
-public:
-    explicit CallbackText(const Tokenizer& tok) : tok_(tok) {}
-    const char* piece(int32_t id) {
-        // ids past the tokenizer's vocabulary (a padded output head) stand for no text
-        if (id >= 0 && id < tok_.vocab_size()) pending_ += tok_.token_bytes(id);
-        size_t whole = complete_prefix(pending_);
-        out_.assign(pending_, 0, whole);
-        pending_.erase(0, whole);
-        return out_.c_str();
-    }
-
-private:
-    // Length of the longest prefix that ends on a character boundary: an
-    // incomplete sequence at the end waits; invalid bytes pass as they are.
-    static size_t complete_prefix(const std::string& s) {
-        const size_t n = s.size();
-        for (size_t back = 1; back <= 3 && back <= n; back++) {
-            const unsigned char c = (unsigned char)s[n - back];
-            if ((c & 0xC0) == 0x80) continue;  // continuation byte: look further back
-            const size_t len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-            return len > back && c >= 0xC0 && c < 0xF8 ? n - back : n;
-        }
-        return n;
-    }
-
-    const Tokenizer& tok_;
-    std::string pending_, out_;
-};
-
 // The live grammar `g`, made for model `h` (not for another model, nor for a
 // freed one whose address `h` now has); throws naming `fn` otherwise.
 akunu_grammar& live_grammar(const akunu_grammar* g, const akunu_model& h, const char* fn) {
@@ -173,7 +141,7 @@ void generate(akunu_model* model, const int32_t* prompt, int32_t n_prompt, int32
     AkunuGenerationStats st{};
     st.prompt_tokens = n_prompt;
     if (stats) *stats = st;
-    CallbackText text(*g.compiler->tokenizer());  // the model's, loaded when the grammar was made
+    TokenText text(h, callback != nullptr);  // as akunu_generate_stream hands it out
     std::function<bool(int32_t)> on_token;
     if (callback) on_token = [&](int32_t t) { return callback(t, text.piece(t), user_data); };
     akunu::text::ConstrainedRun run = akunu::text::generate_constrained(
