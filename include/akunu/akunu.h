@@ -37,6 +37,18 @@ akunu_status akunu_embed(akunu_model* model, const int32_t* const* seqs, const i
 /* Forget the cached context. */
 void akunu_reset(akunu_model* model);
 
+/* Many independent requests at once through the continuous-batching engine,
+ * every weight read once a step for all of them: prompts[i] holds
+ * n_prompts[i] ids; each request generates up to max_tokens, ending after a
+ * stop id, with `sampling` (NULL: greedy). Each request gets the tokens it
+ * gets alone in the engine, whatever else runs beside it (as the Python
+ * API's Model.generate_batch). out holds n_requests * max_tokens ids, request
+ * i's from out[i * max_tokens]; n_out[i] receives how many it made. The
+ * handle's single-stream context is left as it was. */
+akunu_status akunu_generate_batch(akunu_model* model, const int32_t* const* prompts, const int32_t* n_prompts,
+                                  int32_t n_requests, int32_t max_tokens, const AkunuSamplingConfig* sampling,
+                                  const int32_t* stop_ids, int32_t n_stop, int32_t* out, int32_t* n_out);
+
 /* --- Low-level decode loop (greedy) --- */
 /* Appends tokens at the current position; *out_token is the argmax after them. */
 akunu_status akunu_prefill(akunu_model* model, const int32_t* tokens, int32_t n_tokens, int32_t* out_token);

@@ -24,6 +24,8 @@ struct akunu_model {
     // akunu_set_speculation: greedy generation verifies n-gram drafts.
     bool speculation = false;
     int32_t drafted = 0, accepted = 0;  // of the last generation (akunu_speculation_stats)
+    // The model's continuous-batching engine, made by the first akunu_generate_batch.
+    akunu::BatchEngine* batch = nullptr;
     // Labels of the last akunu_profile_decode_step, read by akunu_profile_label.
     std::vector<std::string> profile_labels;
     // Set instead of `m` for a Whisper (speech-to-text) model.
