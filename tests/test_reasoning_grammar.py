@@ -270,3 +270,23 @@ def test_bad_budget_is_a_clear_error(opens):
     for bad in (0, -3, "8", True):
         with pytest.raises(akunu.AkunuError, match="max_reasoning_tokens"):
             opens.create_chat_completion(ASK, max_reasoning_tokens=bad, max_tokens=4)
+
+
+def test_server_chat_route_takes_the_budget(opens):
+    from fastapi.testclient import TestClient
+
+    from akunu.server import create_app
+
+    body = {"model": "t", "messages": ASK, "response_format": JSON_FORMAT, "max_reasoning_tokens": 6,
+            "max_tokens": 80, "temperature": 1.0, "seed": 0}
+    with TestClient(create_app({"t": opens})) as c:
+        r = c.post("/v1/chat/completions", json=body)
+        assert r.status_code == 200, r.text
+        msg = r.json()["choices"][0]["message"]
+        assert msg["reasoning_content"]
+        jsonschema.validate(json.loads(msg["content"]), ITEM)
+        assert msg == opens.create_chat_completion(**{k: v for k, v in body.items() if k != "model"}
+                                                   )["choices"][0]["message"]
+        for bad in ("6", 0, True):
+            r = c.post("/v1/chat/completions", json={**body, "max_reasoning_tokens": bad})
+            assert r.status_code == 400 and "max_reasoning_tokens" in r.json()["error"]["message"], r.text

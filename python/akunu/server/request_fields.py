@@ -114,19 +114,20 @@ def completion_logprob_fields(body: Dict[str, Any]) -> Dict[str, Any]:
 
 
 _TEMPLATE_FIELDS = {"enable_thinking": bool, "reasoning_effort": str, "reasoning_format": str,
-                    "chat_template_kwargs": dict}
+                    "chat_template_kwargs": dict, "max_reasoning_tokens": int}
+_EXPECTED = {bool: "true or false", dict: "an object", str: "a string", int: "an integer"}
 
 
 def reasoning_fields(body: Dict[str, Any]) -> Dict[str, Any]:
-    """chat_template_kwargs, enable_thinking, reasoning_effort and reasoning_format of a chat
-    request (their values are checked by the chat completion itself)."""
+    """chat_template_kwargs, enable_thinking, reasoning_effort, reasoning_format and
+    max_reasoning_tokens of a chat request (their values are checked by the chat completion itself)."""
     out: Dict[str, Any] = {}
     for k, kind in _TEMPLATE_FIELDS.items():
         v = body.get(k)
         if v is None:
             continue
         if isinstance(v, bool) != (kind is bool) or not isinstance(v, kind):
-            raise _bad(k, f"expected {'true or false' if kind is bool else 'an object' if kind is dict else 'a string'}")
+            raise _bad(k, f"expected {_EXPECTED[kind]}")
         out[k] = v
     return out
 
