@@ -88,6 +88,7 @@ def test_text_response_equals_the_chat_completion(client, plain):
     assert r.usage.input_tokens == ref["usage"]["prompt_tokens"]
     assert r.usage.output_tokens == ref["usage"]["completion_tokens"]
     assert r.usage.total_tokens == r.usage.input_tokens + r.usage.output_tokens
+    assert r.usage.output_tokens_details.reasoning_tokens == 0  # no reasoning under this template
     finish = ref["choices"][0]["finish_reason"]
     assert r.status == {"length": "incomplete", "stop": "completed"}[finish]
     if finish == "length":
@@ -197,7 +198,10 @@ def test_reasoning_item_then_answer(client):
     assert [it.type for it in r.output] == ["reasoning", "message"] and r.status == "completed"
     assert r.output[0].content[0].type == "reasoning_text" and r.output[0].content[0].text
     jsonschema.validate(json.loads(r.output_text), ITEM)
+    assert 1 <= r.usage.output_tokens_details.reasoning_tokens < r.usage.output_tokens
     evs = events_of(client.responses.create(stream=True, **kw))
+    assert evs[-1].response.usage.output_tokens_details.reasoning_tokens == \
+        r.usage.output_tokens_details.reasoning_tokens
     kinds = [e.type for e in evs]
     first_text = kinds.index("response.output_text.delta")
     assert "response.reasoning_text.delta" in kinds[:first_text]

@@ -22,7 +22,7 @@ import math
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Dict, List, Optional
+from typing import Any, AsyncIterator, Callable, Dict, List, Optional
 
 import anyio
 from fastapi import APIRouter, Request
@@ -312,10 +312,18 @@ def _tool_echo(t: Dict[str, Any]) -> Dict[str, Any]:
 
 
 # -- response: chat completion -> Responses -------------------------------------------------
-def _usage(prompt_tokens: int, output_tokens: int) -> Dict[str, Any]:
+def _usage(prompt_tokens: int, output_tokens: int, reasoning_tokens: int = 0) -> Dict[str, Any]:
     return {"input_tokens": prompt_tokens, "input_tokens_details": {"cached_tokens": 0},
-            "output_tokens": output_tokens, "output_tokens_details": {"reasoning_tokens": 0},
+            "output_tokens": output_tokens,
+            "output_tokens_details": {"reasoning_tokens": min(reasoning_tokens, output_tokens)},
             "total_tokens": prompt_tokens + output_tokens}
+
+
+def reasoning_tokens(model, items: List[Dict[str, Any]]) -> int:
+    """The reasoning's tokens, counted by tokenizing its text again (the generation does not
+    mark where the reasoning ended; the markers around it are not counted)."""
+    text = "".join(c["text"] for it in items if it["type"] == "reasoning" for c in it["content"])
+    return len(model.tokenize(text, add_bos=False)) if text else 0
 
 
 def response_object(rid: str, created: int, model: str, req: ResponsesRequest, status: str,
@@ -368,8 +376,10 @@ class EventTranslator:
     """Chat chunks in, Responses events out: an output item per run of reasoning, per run of
     text and per call, each added, filled and done in turn."""
 
-    def __init__(self, rid: str, created: int, model: str, req: ResponsesRequest):
+    def __init__(self, rid: str, created: int, model: str, req: ResponsesRequest,
+                 count_reasoning: Callable[[List[Dict[str, Any]]], int] = lambda items: 0):
         self.rid, self.created, self.model, self.req = rid, created, model, req
+        self.count_reasoning = count_reasoning
         self.seq = 0
         self.items: List[Dict[str, Any]] = []   # finished and open items, in output order
         self.open: Optional[str] = None          # "reasoning", "text", or "call<index>"
@@ -459,7 +469,7 @@ class EventTranslator:
         if not calls and not any(it["type"] == "message" for it in self.items) \
                 and (status == "completed" or not self.items):
             out += self._open("text", message_item("", "in_progress")) + self._close(status)  # an empty answer
-        r = self.response(status, _usage(prompt_tokens, output_tokens))
+        r = self.response(status, _usage(prompt_tokens, output_tokens, self.count_reasoning(self.items)))
         out.append(self.event("response.completed" if status == "completed" else "response.incomplete", response=r))
         return out
 
@@ -488,14 +498,15 @@ def router(max_tokens: int = 4096) -> APIRouter:
             u = out["usage"]
             if metrics is not None:
                 metrics.generation(name, u["prompt_tokens"], u["completion_tokens"], time.perf_counter() - t0)
-            status = _status(out["choices"][0]["finish_reason"])
-            return JSONResponse(response_object(rid, created, name, req, status, output_items(out),
-                                                _usage(u["prompt_tokens"], u["completion_tokens"])))
+            status, items = _status(out["choices"][0]["finish_reason"]), output_items(out)
+            usage = _usage(u["prompt_tokens"], u["completion_tokens"], reasoning_tokens(model, items))
+            return JSONResponse(response_object(rid, created, name, req, status, items, usage))
         try:
             gen = await GenerationStream(slot, _turn(slot, metrics), metrics).open(lambda: start(True))
         except AkunuError as e:
             raise _as_api_error(e) from None
-        return _StreamWithCleanup(_events(request, gen, EventTranslator(rid, created, name, req)), gen.finish)
+        tr = EventTranslator(rid, created, name, req, lambda items: reasoning_tokens(model, items))
+        return _StreamWithCleanup(_events(request, gen, tr), gen.finish)
 
     return r
 
