@@ -1,6 +1,7 @@
 // The C API's chat formatting (include/akunu/chat.h): the model's template
 // chosen and rendered by src/text/chat, strings handed back in thread-local
 // storage, every failure a status and a message.
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -101,11 +102,16 @@ akunu_status akunu_format_chat_messages(akunu_model* model, const AkunuChatMessa
                 text_arg(p.template_kwargs_json, fn, "params->template_kwargs_json"), "params->template_kwargs_json");
             if (!opt.extra.is_object()) throw akunu::Error(std::string(fn) + ": template_kwargs_json must be a JSON object");
         }
-        if (p.enable_thinking != AKUNU_THINKING_DEFAULT) {
-            if (p.enable_thinking != AKUNU_THINKING_ON && p.enable_thinking != AKUNU_THINKING_OFF)
+        // A C caller may store any int in the enum field: read it as one (a
+        // value outside the enumeration loaded as the enum type is undefined).
+        static_assert(sizeof(p.enable_thinking) == sizeof(int), "akunu_thinking is an int-sized enum");
+        int thinking = 0;
+        std::memcpy(&thinking, &p.enable_thinking, sizeof thinking);
+        if (thinking != AKUNU_THINKING_DEFAULT) {
+            if (thinking != AKUNU_THINKING_ON && thinking != AKUNU_THINKING_OFF)
                 throw akunu::Error(std::string(fn) + ": enable_thinking must be AKUNU_THINKING_DEFAULT, _ON or _OFF");
             if (opt.extra.is_null()) opt.extra = common_json::object();
-            opt.extra["enable_thinking"] = p.enable_thinking == AKUNU_THINKING_ON;
+            opt.extra["enable_thinking"] = thinking == AKUNU_THINKING_ON;
         }
         ChosenTemplate t = template_of(model, p.chat_template, fn);
         hand_back(t_format_messages,
