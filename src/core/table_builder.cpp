@@ -31,6 +31,9 @@ DispatchTable build_dispatch_table(Device& device, const ModelConfig& c, const A
     for (const LayerWeights& L : w.layers)
         for (const Weight* x : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down})
             if (is_mlx_dtype(x->dtype)) fused = false;
+    // Batch passes on devices that ask for it: fewer launches a layer
+    // (fused_batch_layer.cpp), the same result row for row.
+    const bool fused_batch = b.batch && fused_batch_supported(b, arch, w);
 
     {  // token embedding (scaled by sqrt(dim) for Gemma)
         EmbeddingParams p{dim, 1, w.tok_embd.dtype,
@@ -51,6 +54,10 @@ DispatchTable build_dispatch_table(Device& device, const ModelConfig& c, const A
 
         if (fused) {
             fused_decode_layer(b, c, arch, w, L, kv, l, base, scale, local);
+            continue;
+        }
+        if (fused_batch) {
+            fused_batch_layer(b, c, arch, w, L, l, base, scale, attn, local);
             continue;
         }
         b.rmsnorm("attn_norm", s.h, L.attn_norm, s.xn, dim, 1, dim);
