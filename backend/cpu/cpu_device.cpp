@@ -20,6 +20,8 @@ extern const CpuKernelEntry kAttentionKernels[];
 extern const CpuKernelEntry kElementwiseKernels[];
 extern const CpuKernelEntry kSamplingKernels[];
 extern const CpuKernelEntry kFusedKernels[];
+extern const CpuKernelEntry kFusedBatchKernels[];
+extern const CpuKernelEntry kMoeKernels[];
 
 static int default_threads() {
     if (const char* env = std::getenv("AKUNU_NUM_THREADS")) {
@@ -56,7 +58,7 @@ size_t CpuDevice::available_memory() const {
 
 static const CpuKernelEntry* const kKernelTables[] = {kMatmulKernels,    kEmbeddingKernels,   kNormRopeKernels,
                                                       kAttentionKernels, kElementwiseKernels, kSamplingKernels,
-                                                      kFusedKernels};
+                                                      kFusedKernels,     kFusedBatchKernels,  kMoeKernels};
 
 const CpuKernelEntry* find_cpu_kernel(const std::string& name) {
     for (const CpuKernelEntry* table : kKernelTables)

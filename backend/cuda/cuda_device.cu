@@ -19,6 +19,8 @@ extern const CudaKernelEntry kCudaAttentionKernels[];
 extern const CudaKernelEntry kCudaElementwiseKernels[];
 extern const CudaKernelEntry kCudaSamplingKernels[];
 extern const CudaKernelEntry kCudaFusedKernels[];
+extern const CudaKernelEntry kCudaFusedBatchKernels[];
+extern const CudaKernelEntry kCudaMoeKernels[];
 
 namespace {
 void check(cudaError_t e, const char* what) {
@@ -110,7 +112,8 @@ size_t CudaDevice::available_memory() const {
 Pipeline CudaDevice::get_pipeline(const std::string& name) {
     for (const CudaKernelEntry* table :
          {kCudaMatmulKernels, kCudaEmbeddingKernels, kCudaNormRopeKernels, kCudaAttentionKernels,
-          kCudaElementwiseKernels, kCudaSamplingKernels, kCudaFusedKernels})
+          kCudaElementwiseKernels, kCudaSamplingKernels, kCudaFusedKernels, kCudaFusedBatchKernels,
+          kCudaMoeKernels})
         for (const CudaKernelEntry* e = table; e->name; e++)
             if (name == e->name) return Pipeline{(void*)e};
     throw Error("CUDA backend has no kernel named '" + name + "'");
