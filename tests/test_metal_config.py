@@ -58,13 +58,11 @@ def test_attention_head_dim_limit_is_a_clear_error():
         _testing.metal_launch("attention", kp.attention(8, 8, 512, 1, 0, 0, 4096, 4096, 0.04, 64), 8, 7)
 
 
-# Fused decode kernels: only devices whose fused_decode() is true (CUDA) need them.
-FUSED_DECODE_KERNELS = {"gemv_multi", "qk_norm_rope_kv", "rmsnorm_residual"}
 # The regrouped Q4_0 / Q8_0 / Q6_K layouts: only a device whose weight_layout() asks for them (CUDA) loads them.
 X8_KERNELS = {f"{k}_{f}_x8" for k in ("gemv", "gemm", "embedding") for f in ("q4_0", "q8_0", "q6_k")}
 
 
 def test_every_akunu_kernel_has_a_metal_spec():
-    assert set(_testing.cpu_kernel_names()) - FUSED_DECODE_KERNELS - X8_KERNELS == set(_testing.metal_kernel_names())
+    assert set(_testing.cpu_kernel_names()) - X8_KERNELS == set(_testing.metal_kernel_names())
     with pytest.raises(AkunuError, match="no kernel named"):
         _testing.metal_launch("gemv_q9_9", b"", 8, 7)

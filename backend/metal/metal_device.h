@@ -13,6 +13,7 @@
 
 #include "chip_config.h"
 #include "core/device.h"
+#include "metal_launch.h"
 
 namespace akunu {
 
@@ -54,6 +55,9 @@ public:
     void wait_event(uint64_t value);
 
     int chain_length() const override { return chip_.chain_decode_chunk; }
+    // Decode tables with the fused kernels (kernels/fused.metal): 4 to 6
+    // dispatches a plain layer; AKUNU_METAL_FUSED_DECODE=0 turns them off.
+    bool fused_decode() const override { return fused_; }
 
     void encode_dispatch_table(const DispatchTable& table, const ReplayState& state) override;
     double time_table(const DispatchTable& table, const ReplayState& state) override;
@@ -65,6 +69,7 @@ public:
 private:
     std::unique_ptr<Impl> impl_;
     ChipConfig chip_;
+    bool fused_ = metal_fused_decode_from_env();
 };
 
 }  // namespace akunu

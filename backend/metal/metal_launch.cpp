@@ -1,9 +1,11 @@
 #include "metal_launch.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 
+#include "core/dtype_descriptor.h"
 #include "core/error.h"
 #include "core/kernel_params.h"
 
@@ -117,6 +119,45 @@ MetalLaunch sample(const uint8_t*, const ChipConfig&) {
     return {0, Dim3(1), kSamplerThreads, (32 + 2 * kSamplerThreads) * 4};
 }
 
+// ---- fused decode kernels (kernels/fused.metal) ----
+
+// Whether Metal's GEMV reads weights of this type (the formats below, MLX).
+bool metal_reads_format(uint32_t dtype) {
+    const DTypeDescriptor* d = dtype_lookup(dtype);
+    return d && !is_x8_dtype(dtype) && metal_kernel_spec(d->gemv_kernel) != nullptr;
+}
+
+MetalLaunch gemv_multi(const uint8_t* b, const ChipConfig&) {
+    auto p = read<MultiGemvParams>(b);
+    if (p.n_mats < 1 || p.n_mats > 3 || p.mode > kGemvAccumulate) throw Error("gemv_multi: bad matrix count or mode");
+    const uint32_t used = p.mode == kGemvSeparate ? p.n_mats : p.mode == kGemvAccumulate ? 1 : 2;
+    if (used > p.n_mats) throw Error("gemv_multi: the gated modes take two matrices");
+    for (uint32_t i = 0; i < used; i++) {
+        if (!metal_reads_format(p.dtype[i]))
+            throw Error(std::string("gemv_multi: unsupported weight type ") + dtype_name(p.dtype[i]));
+        const DTypeDescriptor* d = dtype_lookup(p.dtype[i]);
+        const uint32_t be = is_mlx_dtype(p.dtype[i]) ? (uint32_t)mlx_group(p.dtype[i]) : d->block_elems;
+        if (p.K % be) throw Error("gemv_multi: K is not a multiple of the format's block");
+    }
+    uint32_t rows = p.N[0];
+    if (p.mode == kGemvSeparate)
+        for (uint32_t i = 1; i < p.n_mats; i++) rows += p.N[i];
+    return {0, Dim3(ceil_div(rows, kGemvRowsPerThreadgroup)), 32 * kGemvRowsPerThreadgroup, 32 * 4};
+}
+
+MetalLaunch qk_norm_rope_kv(const uint8_t* b, const ChipConfig&) {
+    auto p = read<QKRopeKVParams>(b);
+    if (p.head_dim % 2 || p.head_dim == 0) throw Error("qk_norm_rope_kv: head_dim must be even");
+    if ((uint64_t)p.pos0 + p.n_tokens > p.max_ctx) throw Error("qk_norm_rope_kv: rows past the end of the KV cache");
+    return {0, Dim3(p.n_heads + p.n_kv_heads, p.n_tokens), std::min<uint32_t>(ceil32(p.head_dim / 2), 1024), 32 * 4};
+}
+
+MetalLaunch rmsnorm_residual(const uint8_t* b, const ChipConfig& chip) {
+    auto p = read<NormParams>(b);
+    if (p.rows_per_token != 1 || p.row0 != 0) throw Error("rmsnorm_residual: one row a token, from row 0");
+    return {0, Dim3(p.n_tokens), std::min<uint32_t>(ceil32(p.dim), chip.norm_tg_size), 32 * 4};
+}
+
 const char* const kFormats[] = {"f32",  "f16",  "bf16", "q8_0", "q4_0", "q5_0",   "q4_1",   "q5_1",
                                 "iq4_nl", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "iq4_xs", "mlx"};
 
@@ -140,6 +181,9 @@ const std::vector<MetalKernelSpec>& specs() {
             {"im2col_1d", 2, {"im2col_1d"}, im2col},
             {"argmax", 2, {"argmax"}, argmax},
             {"sample", 6, {"sample"}, sample},
+            {"gemv_multi", 8, {"gemv_multi"}, gemv_multi},
+            {"qk_norm_rope_kv", 8, {"qk_norm_rope_kv"}, qk_norm_rope_kv},
+            {"rmsnorm_residual", 3, {"rmsnorm_residual"}, rmsnorm_residual},
         };
         // Per-format names live as long as the table (a deque never moves its strings).
         static std::deque<std::string> names;
@@ -157,6 +201,11 @@ const std::vector<MetalKernelSpec>& specs() {
 }
 
 }  // namespace
+
+bool metal_fused_decode_from_env() {
+    const char* v = std::getenv("AKUNU_METAL_FUSED_DECODE");
+    return !(v && std::strcmp(v, "0") == 0);
+}
 
 const MetalKernelSpec* metal_kernel_spec(const std::string& name) {
     for (const MetalKernelSpec& s : specs())

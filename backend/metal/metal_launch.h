@@ -33,6 +33,11 @@ struct MetalKernelSpec {
     MetalLaunch (*launch)(const uint8_t* params, const ChipConfig& chip);
 };
 
+// Whether Metal decode tables use the fused kernels (kernels/fused.metal):
+// on unless $AKUNU_METAL_FUSED_DECODE is "0" (the plain tables, to compare
+// results and dispatch counts). Read once, when a device is made.
+bool metal_fused_decode_from_env();
+
 // The spec of an akunu kernel, or nullptr when Metal has none.
 const MetalKernelSpec* metal_kernel_spec(const std::string& name);
 // Every akunu kernel Metal implements.

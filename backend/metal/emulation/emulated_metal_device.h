@@ -29,6 +29,10 @@ public:
     const char* name() const override { return "Metal kernels (emulated on the CPU)"; }
     const char* backend_name() const override { return "metal-emu"; }
 
+    // Decode tables with the fused kernels, as MetalDevice (metal_launch.h:
+    // AKUNU_METAL_FUSED_DECODE=0 gives the plain ones).
+    bool fused_decode() const override { return fused_; }
+
     Pipeline get_pipeline(const std::string& name) override;
     void set_pipeline(Pipeline pso) override { spec_ = static_cast<const MetalKernelSpec*>(pso.handle); }
     void set_buffer(Buffer buf, size_t offset, int index) override;
@@ -46,6 +50,7 @@ private:
                           size_t);
     RunFn run_fn_ = nullptr;
     ChipConfig chip_ = ChipConfig::from_gpu(10, 9);  // an M4: the emulation has no chip of its own
+    bool fused_ = metal_fused_decode_from_env();
     const MetalKernelSpec* spec_ = nullptr;
     uint8_t* bufs_[DispatchCmd::MAX_BUFFERS] = {};
     uint8_t params_[DispatchCmd::MAX_PARAM_BYTES] = {};

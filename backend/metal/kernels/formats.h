@@ -58,3 +58,45 @@ struct FmtMLX {
     AK_EXPORT(#NAME "_q6_k", KERNEL<FmtQ6_K>)               \
     AK_EXPORT(#NAME "_iq4_xs", KERNEL<FmtIQ4_XS>)           \
     AK_EXPORT(#NAME "_mlx", KERNEL<FmtMLX>)
+
+// A format chosen at run time: the fused GEMV (fused.metal) serves matrices
+// of different formats in one launch (Q4_K_M's V is Q6_K beside Q4_K Q and K).
+// The switch is uniform across a SIMD group (one matrix a group).
+#define AK_FOR_EACH_FIXED_FORMAT(X)                                                                         \
+    X(GGML_F32, FmtF32) X(GGML_F16, FmtF16) X(GGML_BF16, FmtBF16) X(GGML_Q8_0, FmtQ8_0) X(GGML_Q4_0, FmtQ4_0) \
+    X(GGML_Q5_0, FmtQ5_0) X(GGML_Q4_1, FmtQ4_1) X(GGML_Q5_1, FmtQ5_1) X(GGML_IQ4_NL, FmtIQ4_NL)             \
+    X(GGML_Q2_K, FmtQ2_K) X(GGML_Q3_K, FmtQ3_K) X(GGML_Q4_K, FmtQ4_K) X(GGML_Q5_K, FmtQ5_K)                 \
+    X(GGML_Q6_K, FmtQ6_K) X(GGML_IQ4_XS, FmtIQ4_XS)
+
+struct FmtAny {
+    enum { MAX_BE = 256 };
+    // Unknown codes give 0 (the launch rejects them before any kernel runs).
+    static uint be(uint dtype) {
+        switch (dtype) {
+#define AK_CASE(CODE, F) \
+    case CODE: return F::be(dtype);
+            AK_FOR_EACH_FIXED_FORMAT(AK_CASE)
+#undef AK_CASE
+            default: return is_mlx_dtype(dtype) ? FmtMLX::be(dtype) : 0u;
+        }
+    }
+    static uint bb(uint dtype) {
+        switch (dtype) {
+#define AK_CASE(CODE, F) \
+    case CODE: return F::bb(dtype);
+            AK_FOR_EACH_FIXED_FORMAT(AK_CASE)
+#undef AK_CASE
+            default: return is_mlx_dtype(dtype) ? FmtMLX::bb(dtype) : 0u;
+        }
+    }
+    static void decode(device const uint8_t* b, thread float* y, uint dtype) {
+        switch (dtype) {
+#define AK_CASE(CODE, F) \
+    case CODE: F::decode(b, y, dtype); return;
+            AK_FOR_EACH_FIXED_FORMAT(AK_CASE)
+#undef AK_CASE
+            default:
+                if (is_mlx_dtype(dtype)) FmtMLX::decode(b, y, dtype);
+        }
+    }
+};

@@ -1,7 +1,7 @@
 // RMSNorm (also the per-head QK norm), LayerNorm and rotary embeddings (CPU
 // twin: backend/cpu/kernels/norm_rope.cpp). Norms: one threadgroup per row,
 // sums of squares reduced in float across SIMD groups (the CPU sums in double).
-#include "akunu_msl.h"
+#include "rope.h"
 
 // y[row] = x[row] * rsqrt(mean(x^2) + eps) * (w + weight_offset); grid (n_tokens * rows_per_token)
 kernel void rmsnorm(device const float* x [[buffer(0)]], device const float* w [[buffer(1)]],
@@ -47,8 +47,7 @@ inline void rope_row(device float* row, device const float* factors, constant Ro
     const float pos = (float)position;
     for (uint e = first; e < p.n_heads * half_dim; e += step) {
         const uint h = e / half_dim, i = e % half_dim;
-        float theta = p.freq_scale * pos * pow(p.freq_base, -2.0f * (float)i / (float)p.head_dim);
-        if (p.has_freq_factors) theta /= factors[i];
+        const float theta = rope_theta(pos, i, p.head_dim, p.freq_base, p.freq_scale, p.has_freq_factors, factors);
         const float c = cos(theta) * p.attn_factor, s = sin(theta) * p.attn_factor;
         device float* v = row + (ulong)h * p.head_dim;
         const uint i0 = p.neox ? i : 2 * i, i1 = p.neox ? i + half_dim : 2 * i + 1;

@@ -1,0 +1,173 @@
+// The fused decode kernels (the book's "Fused decode"): what a decode step's
+// table runs when Device::fused_decode() is on, 4 to 6 launches a plain
+// layer instead of 18. Each has the meaning of the unfused sequence it
+// replaces, which the CPU twins spell out (backend/cpu/kernels/fused.cpp):
+//   gemv_multi       input RMSNorm, then Q K V as one GEMV / gate + up +
+//                    activation / a projection added to the residual stream
+//   qk_norm_rope_kv  per-head QK norm, RoPE and the F16 KV cache write
+//   rmsnorm_residual Gemma 3's post-norm added to the residual stream
+// Every float step is the one the unfused Metal kernels take (same norm
+// scale expression, same rotary angle, same activation), so a fused table
+// and a plain one differ only in the order of float sums.
+#include "activations.h"
+#include "formats.h"
+#include "rope.h"
+
+enum { kMultiMaxTokens = 8 };  // tokens per pass over the weights (more take more passes)
+
+// acc[t] += this lane's share of row . x[t] for t < m: the lanes take the
+// row's blocks in turn and decode each once for every token. With `norm`,
+// x is normalized as it is read (x * scale[t] * (nw + offset), the rmsnorm
+// kernel's expression), so the normalized vector is never stored.
+inline void multi_row_dot(device const uint8_t* row, uint dtype, uint K, device const float* x,
+                          device const float* nw, bool norm, float offset, thread const float* scale, uint m,
+                          uint lane, thread float* acc) {
+    const uint be = FmtAny::be(dtype), bb = FmtAny::bb(dtype), nb = K / be;
+    float w[FmtAny::MAX_BE];
+    for (uint b = lane; b < nb; b += 32) {
+        FmtAny::decode(row + (ulong)b * bb, w, dtype);
+        const uint k0 = b * be;
+        for (uint t = 0; t < m; t++) {
+            device const float* xb = x + (ulong)t * K + k0;
+            float s = 0.0f;
+            if (norm)
+                for (uint j = 0; j < be; j++) s += w[j] * (xb[j] * scale[t] * (nw[k0 + j] + offset));
+            else
+                for (uint j = 0; j < be; j++) s += w[j] * xb[j];
+            acc[t] += s;
+        }
+    }
+}
+
+// Buffers: 0 x [n_tokens, K], 1 norm weight (p.norm), 2-4 W0..W2, 5-7 y0..y2
+// (MultiGemvParams says which are used). One SIMD group an output row:
+// Separate mode numbers the rows of W0, W1, W2 one after another (each group
+// reads one matrix, so the format switch is uniform in it); the gated modes
+// give a group one row of gate (W0) and of up (W1); Accumulate adds its row's
+// dot to y0. Grid: ceil(rows / SIMD groups a threadgroup).
+kernel void gemv_multi(device const float* x [[buffer(0)]], device const float* nw [[buffer(1)]],
+                       device const uint8_t* W0 [[buffer(2)]], device const uint8_t* W1 [[buffer(3)]],
+                       device const uint8_t* W2 [[buffer(4)]], device float* y0 [[buffer(5)]],
+                       device float* y1 [[buffer(6)]], device float* y2 [[buffer(7)]],
+                       constant MultiGemvParams& p [[buffer(AK_PARAMS)]],
+                       threadgroup float* scratch AK_THREADGROUP_MEMORY, AK_THREAD_ARGS) {
+    uint row = tgpig.x * nsg + sgitg, mat = 0;
+    if (p.mode == kGemvSeparate && row >= p.N[0]) {
+        row -= p.N[0];
+        mat = 1;
+        if (row >= p.N[1]) {
+            row -= p.N[1];
+            mat = 2;
+        }
+    }
+    const bool active = mat < (p.mode == kGemvSeparate ? p.n_mats : 1u) && row < p.N[mat];
+    const bool gated = p.mode == kGemvSiluGate || p.mode == kGemvGeluGate;
+    device const uint8_t* W = mat == 0 ? W0 : mat == 1 ? W1 : W2;
+    device float* y = mat == 0 ? y0 : mat == 1 ? y1 : y2;
+    const uint K = p.K, N = p.N[mat], dtype = p.dtype[mat];
+    const ulong row_bytes = (ulong)(K / max(FmtAny::be(dtype), 1u)) * FmtAny::bb(dtype);
+    const ulong up_row_bytes = (ulong)(K / max(FmtAny::be(p.dtype[1]), 1u)) * FmtAny::bb(p.dtype[1]);
+    for (uint t0 = 0; t0 < p.n_tokens; t0 += kMultiMaxTokens) {
+        const uint m = min(p.n_tokens - t0, (uint)kMultiMaxTokens);
+        device const float* xt = x + (ulong)t0 * K;
+        // Every thread of the group takes part in the norm's reductions
+        // (barriers), also those without a row.
+        float scale[kMultiMaxTokens];
+        for (uint t = 0; t < m; t++) {
+            float ss = 0.0f;
+            if (p.norm)
+                for (uint i = tiitg; i < K; i += ntg) ss += xt[(ulong)t * K + i] * xt[(ulong)t * K + i];
+            if (p.norm) ss = tg_sum(ss, scratch, tiisg, sgitg, nsg);
+            scale[t] = p.norm ? 1.0f / sqrt(ss / (float)K + p.eps) : 1.0f;
+        }
+        if (!active) continue;
+        float acc[kMultiMaxTokens], acc_up[kMultiMaxTokens];
+        for (uint t = 0; t < kMultiMaxTokens; t++) acc[t] = acc_up[t] = 0.0f;
+        multi_row_dot(W + row * row_bytes, dtype, K, xt, nw, p.norm != 0, p.weight_offset, scale, m, tiisg, acc);
+        if (gated)
+            multi_row_dot(W1 + row * up_row_bytes, p.dtype[1], K, xt, nw, p.norm != 0, p.weight_offset, scale, m,
+                          tiisg, acc_up);
+        for (uint t = 0; t < m; t++) {
+            const float v = simd_sum(acc[t]);
+            const float u = gated ? simd_sum(acc_up[t]) : 0.0f;
+            if (tiisg != 0) continue;
+            device float* out = y + (ulong)(t0 + t) * N + row;
+            if (p.mode == kGemvSeparate) *out = v;
+            else if (p.mode == kGemvAccumulate) *out += v;
+            else *out = (p.mode == kGemvSiluGate ? silu(v) : gelu_tanh(v)) * u;
+        }
+    }
+}
+AK_EXPORT_KERNEL(gemv_multi)
+
+// One threadgroup a (head, token): heads [0, n_heads) of q, then the
+// n_kv_heads of k. A thread owns rotary pairs, so the norm (whose sum of
+// squares is complete before any write), the rotation and the K cache write
+// of a pair happen in its registers; k's groups also copy their head of v to
+// the V cache. Buffers: 0 q, 1 k, 2 v, 3 q norm, 4 k norm, 5 freq factors,
+// 6 K cache, 7 V cache (F16, rows of n_kv_heads * head_dim). Grid
+// (n_heads + n_kv_heads, n_tokens).
+kernel void qk_norm_rope_kv(device float* q [[buffer(0)]], device float* k [[buffer(1)]],
+                            device const float* v [[buffer(2)]], device const float* qw [[buffer(3)]],
+                            device const float* kw [[buffer(4)]], device const float* factors [[buffer(5)]],
+                            device half* kc [[buffer(6)]], device half* vc [[buffer(7)]],
+                            constant QKRopeKVParams& p [[buffer(AK_PARAMS)]],
+                            threadgroup float* scratch AK_THREADGROUP_MEMORY, AK_THREAD_ARGS) {
+    const uint t = tgpig.y, hd = p.head_dim, half_dim = hd / 2;
+    const bool is_k = tgpig.x >= p.n_heads;
+    const uint h = is_k ? tgpig.x - p.n_heads : tgpig.x;
+    const uint qd = p.n_heads * hd, kvd = p.n_kv_heads * hd;
+    device float* head = is_k ? k + (ulong)t * kvd + (ulong)h * hd : q + (ulong)t * qd + (ulong)h * hd;
+    device const float* nw = is_k ? kw : qw;
+    float scale = 1.0f;
+    if (p.has_qk_norm) {  // as rmsnorm over one head's row
+        float ss = 0.0f;
+        for (uint i = tiitg; i < hd; i += ntg) ss += head[i] * head[i];
+        ss = tg_sum(ss, scratch, tiisg, sgitg, nsg);
+        scale = 1.0f / sqrt(ss / (float)hd + p.eps);
+    }
+    const uint pos = p.pos0 + t;
+    const bool cache = is_k && pos < p.max_ctx;  // (the launch rejects rows past the cache)
+    device half* krow = kc + (ulong)pos * kvd + (ulong)h * hd;
+    for (uint i = tiitg; i < half_dim; i += ntg) {
+        const uint i0 = p.neox ? i : 2 * i, i1 = p.neox ? i + half_dim : 2 * i + 1;
+        float x0 = head[i0], x1 = head[i1];
+        if (p.has_qk_norm) {
+            x0 = x0 * scale * (nw[i0] + p.weight_offset);
+            x1 = x1 * scale * (nw[i1] + p.weight_offset);
+        }
+        const float theta = rope_theta((float)pos, i, hd, p.freq_base, p.freq_scale, p.has_freq_factors, factors);
+        const float c = cos(theta) * p.attn_factor, s = sin(theta) * p.attn_factor;
+        const float r0 = x0 * c - x1 * s, r1 = x0 * s + x1 * c;
+        head[i0] = r0;
+        head[i1] = r1;
+        if (cache) {
+            krow[i0] = half(r0);
+            krow[i1] = half(r1);
+        }
+    }
+    if (cache) {
+        device const float* vrow = v + (ulong)t * kvd + (ulong)h * hd;
+        device half* vdst = vc + (ulong)pos * kvd + (ulong)h * hd;
+        for (uint i = tiitg; i < hd; i += ntg) vdst[i] = half(vrow[i]);
+    }
+}
+AK_EXPORT_KERNEL(qk_norm_rope_kv)
+
+// h[t] += rmsnorm(y[t]) * (w + offset), y unchanged (buffers 0 y, 1 w, 2 h;
+// y rows at x_stride, h rows at y_stride). Grid (n_tokens).
+kernel void rmsnorm_residual(device const float* y [[buffer(0)]], device const float* w [[buffer(1)]],
+                             device float* h [[buffer(2)]], constant NormParams& p [[buffer(AK_PARAMS)]],
+                             threadgroup float* scratch AK_THREADGROUP_MEMORY, AK_THREAD_ARGS) {
+    device const float* yr = y + (ulong)tgpig.x * p.x_stride;
+    device float* hr = h + (ulong)tgpig.x * p.y_stride;
+    float ss = 0.0f;
+    for (uint i = tiitg; i < p.dim; i += ntg) ss += yr[i] * yr[i];
+    ss = tg_sum(ss, scratch, tiisg, sgitg, nsg);
+    const float scale = 1.0f / sqrt(ss / (float)p.dim + p.eps);
+    for (uint i = tiitg; i < p.dim; i += ntg) {
+        const float normed = yr[i] * scale * (w[i] + p.weight_offset);
+        hr[i] += normed;
+    }
+}
+AK_EXPORT_KERNEL(rmsnorm_residual)
