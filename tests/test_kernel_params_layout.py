@@ -165,3 +165,8 @@ def test_multi_gemv_modes_are_the_headers():
     modes = _testing.param_enums()["MultiGemvMode"]
     assert (kp.MULTI_SEPARATE, kp.MULTI_SILU, kp.MULTI_GELU, kp.MULTI_ACCUMULATE) == (
         modes["kGemvSeparate"], modes["kGemvSiluGate"], modes["kGemvGeluGate"], modes["kGemvAccumulate"])
+
+
+def test_moe_gating_values_are_the_headers():
+    gating = _testing.param_enums()["MoeGating"]
+    assert (kp.MOE_SOFTMAX, kp.MOE_SIGMOID) == (gating["kMoeSoftmax"], gating["kMoeSigmoid"])

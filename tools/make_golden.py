@@ -68,6 +68,22 @@ RANDOM_MODELS = {
 }
 SEED = 1234
 
+# Mixture-of-experts models (tests/test_moe_models.py), recorded as
+# tests/golden/moe-<name>.json so that the dense records' test keeps its set
+# of architectures.
+MOE_MODELS = {
+    "qwen3moe-f16": ("qwen3moe", ("float", "F16")),
+    "qwen3moe-f32": ("qwen3moe", ("float", "F32")),
+    "qwen3moe-q8_0": ("qwen3moe", ("quant", "Q8_0")),
+    "qwen3moe-q4_k_m": ("qwen3moe", ("quant", "Q4_K_M")),
+    "qwen2moe-f16": ("qwen2moe", ("float", "F16")),
+    "qwen2moe-q8_0": ("qwen2moe", ("quant", "Q8_0")),
+    "mixtral-f16": ("mixtral", ("float", "F16")),
+    "mixtral-q4_0": ("mixtral", ("quant", "Q4_0")),
+    "olmoe-f16": ("olmoe", ("float", "F16")),
+    "olmoe-q8_0": ("olmoe", ("quant", "Q8_0")),
+}
+
 GEMMA_PROMPTS = [
     "The capital of France is",
     "def fibonacci(n):",
@@ -106,10 +122,11 @@ def llama_reference(path: str, prompt_tokens, n_gen: int, top_k_logits: int = 0)
     return gen, logits
 
 
-def make_random(names) -> None:
+def make_random(names, table=None, prefix="random") -> None:
+    table = RANDOM_MODELS if table is None else table
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
-            arch, (kind, what) = RANDOM_MODELS[name]
+            arch, (kind, what) = table[name]
             if kind == "float":
                 path = os.path.join(tmp, name + ".gguf")
                 sha = random_gguf.write_model(path, arch, what, seed=SEED)
@@ -127,9 +144,9 @@ def make_random(names) -> None:
             gen, logits = llama_reference(path, prompt, N_GEN)
             rec = {"name": name, "arch": arch, "made_by": [kind, what], "seed": SEED, "sha256": sha,
                    "prompt_text": PROMPT, "prompt_tokens": prompt, "greedy_tokens": gen}
-            with open(os.path.join(GOLDEN, f"random-{name}.json"), "w") as f:
+            with open(os.path.join(GOLDEN, f"{prefix}-{name}.json"), "w") as f:
                 json.dump(rec, f, indent=1)
-            np.save(os.path.join(GOLDEN, f"random-{name}-logits.npy"), logits.astype(np.float16))
+            np.save(os.path.join(GOLDEN, f"{prefix}-{name}-logits.npy"), logits.astype(np.float16))
             print(name, sha[:12], gen[:10], flush=True)
 
 
@@ -186,8 +203,9 @@ def main() -> None:
     args = ap.parse_args()
     os.makedirs(GOLDEN, exist_ok=True)
     os.makedirs(MODELS, exist_ok=True)
-    names = args.only if args.only else list(RANDOM_MODELS)
+    names = args.only if args.only else list(RANDOM_MODELS) + list(MOE_MODELS)
     make_random([n for n in names if n in RANDOM_MODELS])
+    make_random([n for n in names if n in MOE_MODELS], MOE_MODELS, "moe")
     if not args.skip_gemma and (not args.only or "gemma3-270m" in args.only):
         make_gemma()
 

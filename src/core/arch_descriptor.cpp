@@ -4,7 +4,13 @@
 
 namespace akunu {
 
-static ArchDescriptor arch_llama() { return ArchDescriptor{}; }
+// Llama with experts is Mixtral (GGUF writes it as "llama"): softmax routing
+// over the chosen experts' renormalized weights.
+static ArchDescriptor arch_llama() {
+    ArchDescriptor d;
+    d.moe_norm_topk = true;
+    return d;
+}
 
 static ArchDescriptor arch_qwen2() {
     ArchDescriptor d = arch_llama();
@@ -19,6 +25,38 @@ static ArchDescriptor arch_qwen3() {
     d.name = "qwen3";
     d.has_qk_norm = true;
     d.rope_neox = true;
+    return d;
+}
+
+// Qwen2-MoE: Qwen2 attention; routed experts with unnormalized softmax
+// weights plus one shared expert behind a sigmoid gate.
+static ArchDescriptor arch_qwen2moe() {
+    ArchDescriptor d = arch_qwen2();
+    d.name = "qwen2moe";
+    d.moe_norm_topk = false;
+    d.moe_shared_gate = true;
+    d.moe_ffn_split_by_used = true;
+    return d;
+}
+
+// Qwen3-MoE: Qwen3 attention; llama.cpp always renormalizes the top-k weights.
+static ArchDescriptor arch_qwen3moe() {
+    ArchDescriptor d = arch_qwen3();
+    d.name = "qwen3moe";
+    d.moe_norm_topk = true;
+    d.moe_ffn_split_by_used = true;
+    return d;
+}
+
+// OLMoE: Llama layout with whole-projection Q / K norms, NeoX RoPE, and
+// unnormalized softmax routing weights.
+static ArchDescriptor arch_olmoe() {
+    ArchDescriptor d = arch_llama();
+    d.name = "olmoe";
+    d.has_qk_norm = true;
+    d.qk_norm_full_width = true;
+    d.rope_neox = true;
+    d.moe_norm_topk = false;
     return d;
 }
 
@@ -61,11 +99,14 @@ ArchDescriptor arch_from_name(const std::string& name) {
     if (name == "llama") return arch_llama();
     if (name == "qwen2") return arch_qwen2();
     if (name == "qwen3") return arch_qwen3();
+    if (name == "qwen2moe") return arch_qwen2moe();
+    if (name == "qwen3moe") return arch_qwen3moe();
+    if (name == "olmoe") return arch_olmoe();
     if (name == "gemma") return arch_gemma();
     if (name == "gemma3") return arch_gemma3();
     if (name == "bert") return arch_bert();
     throw UnsupportedError("unsupported architecture '" + name +
-                           "' (supported: llama, qwen2, qwen3, gemma, gemma3, bert)");
+                           "' (supported: llama, qwen2, qwen3, qwen2moe, qwen3moe, olmoe, gemma, gemma3, bert)");
 }
 
 }  // namespace akunu

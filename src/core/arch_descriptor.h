@@ -37,6 +37,22 @@ struct ArchDescriptor {
     bool post_norm = false;         // norm after the residual add instead of before the block
     bool gated_ffn = true;
     bool has_linear_biases = false;  // q/k/v/o and FFN projections carry biases
+
+    // Mixture of experts (a model is one when its file names experts:
+    // ModelConfig::n_experts > 0; these fields say how the family routes).
+    // moe_norm_topk: the chosen experts' weights are divided by their sum
+    // (llama.cpp's norm_w for the family; Hugging Face configs may say
+    // otherwise through norm_topk_prob). moe_shared_gate: the shared expert's
+    // output is scaled by sigmoid(x . ffn_gate_inp_shexp) (Qwen2-MoE).
+    bool moe_norm_topk = false;
+    bool moe_shared_gate = false;
+    // Without expert_feed_forward_length an expert is feed_forward_length /
+    // expert_used_count wide (Qwen-MoE, as llama.cpp reads it); otherwise
+    // feed_forward_length wide (Mixtral, OLMoE).
+    bool moe_ffn_split_by_used = false;
+    // OLMoE: the Q and K norms span the whole projection (q_dim / kv_dim),
+    // not each head.
+    bool qk_norm_full_width = false;
 };
 
 // The descriptor for a GGUF `general.architecture` value; throws

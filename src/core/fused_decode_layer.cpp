@@ -42,6 +42,13 @@ void fused_decode_layer(Builder& b, const ModelConfig& c, const ArchDescriptor& 
     } else {
         b.multi("o_proj_residual", kGemvAccumulate, s.attn, nullptr, {{&L.wo, s.h}});
     }
+    if (c.n_experts > 0) {  // the MoE FFN's own commands (moe_ffn), then the residual
+        b.rmsnorm("ffn_norm", s.h, L.ffn_norm, s.xn, dim, 1, dim);
+        b.moe_ffn(L);
+        if (arch.has_post_ffn_norm) b.rmsnorm_residual("post_ffn_norm_residual", s.proj, L.post_ffn_norm, s.h);
+        else b.add("ffn_residual", s.h, s.proj);
+        return;
+    }
     const MultiGemvMode act = arch.activation == Activation::GeluGate ? kGemvGeluGate : kGemvSiluGate;
     b.multi("gate_up_act", act, s.h, &L.ffn_norm, {{&L.w_gate, s.act}, {&L.w_up, s.act}});
     if (arch.has_post_ffn_norm) {

@@ -127,6 +127,10 @@ struct PagedAttentionParams {
     float scale;
     uint32_t block_size;
     uint32_t max_blocks;
+    // Patched: the pass's leading generated rows (one query a sequence),
+    // which a GPU may run through another kernel with the same meaning; 0 in
+    // tables that do not patch it.
+    uint32_t generated_rows;
 };
 
 // gather_rows: dst[r, :] = src[idx[r], :] for r < n_rows (the rows of a
@@ -248,6 +252,66 @@ struct SampleParams {
     uint32_t seed_lo, seed_hi;
     uint32_t pos0;      // patched: position of the token just fed
     uint32_t use_mask;  // 0: buffer 4 ignored
+};
+
+// Mixture-of-experts FFN (backend/*/kernels/moe.*). moe_route: per token, the
+// router logits (buffer 0, row stride logit_stride) become probabilities
+// (gating: softmax over all experts, or sigmoid each), the n_used largest are
+// chosen (ties: the lower expert id first), their probabilities are the
+// weights, divided by their sum when norm_topk (the sum clamped below at
+// 2^-14 as llama.cpp does), then multiplied by weight_scale unless it is 0 or
+// 1. Buffer 1 (the route, row stride route_stride floats) gets per token the
+// n_used expert ids (int32, in that order) followed by their n_used weights.
+enum MoeGating : uint32_t { kMoeSoftmax = 0, kMoeSigmoid = 1 };
+struct MoeRouteParams {
+    uint32_t n_experts;
+    uint32_t n_used;
+    uint32_t n_tokens;
+    uint32_t gating;
+    uint32_t norm_topk;
+    uint32_t logit_stride;
+    uint32_t route_stride;
+    float weight_scale;
+};
+
+// moe_matmul (llama.cpp's mul_mat_id): for token t and slot j < n_used, with
+// e = the route's id (t, j): r = W[e] x(t, j), W[e] the N x K matrix e of the
+// expert tensor (buffer 0, n_experts of them back to back in dtype), x(t, j)
+// = x[t * x_stride + j * x_slot_stride] (x_slot_stride 0: every slot reads
+// the token's one row). Buffers: 0 W, 1 x, 2 y, 3 route (as moe_route).
+//   weighted = 0: y[t * y_stride + j * y_slot_stride, :] = r
+//   weighted = 1: y[t * y_stride, :] = sum over the slots of weight(t, j) * r,
+//                 summed in ascending expert id (an order fixed by the row alone)
+// Only the selected experts' rows are read. invariant / generated_rows as in
+// MatmulParams (batch tables), for the per-expert matmuls.
+struct MoeMatmulParams {
+    uint32_t N;
+    uint32_t K;
+    uint32_t n_tokens;
+    uint32_t dtype;
+    uint32_t n_experts;
+    uint32_t n_used;
+    uint32_t x_stride;
+    uint32_t x_slot_stride;
+    uint32_t y_stride;
+    uint32_t y_slot_stride;
+    uint32_t route_stride;
+    uint32_t weighted;
+    uint32_t invariant;
+    uint32_t generated_rows;
+};
+
+// moe_shared_add: y[t, :] += g(t) * x[t, :] over dim floats, the shared
+// expert's output x added to the routed experts' sum y with g(t) =
+// sigmoid(gate[t * gate_stride]) when gated (Qwen2-MoE's shared expert
+// gate), else 1. Buffers: 0 x, 1 gate, 2 y.
+struct MoeSharedAddParams {
+    uint32_t dim;
+    uint32_t n_tokens;
+    uint32_t x_stride;
+    uint32_t y_stride;
+    uint32_t gate_stride;
+    uint32_t gated;
 };
 
 }  // namespace akunu

@@ -96,6 +96,29 @@ static void read_rope_scaling(const ModelFile& f, const std::string& a, ModelCon
     if (f_eff > 1.0) c.rope_attn_factor *= (float)(0.1 * std::log(f_eff) + 1.0);
 }
 
+// Mixture of experts from llama.cpp's keys: expert_count, expert_used_count,
+// expert_feed_forward_length (absent: feed_forward_length / used for
+// Qwen-MoE, as llama.cpp; Mixtral's experts are feed_forward_length wide),
+// expert_shared_feed_forward_length, expert_gating_func (1 softmax, 2
+// sigmoid), expert_weights_norm, expert_weights_scale. ffn_dim becomes the
+// MoE scratch row (ModelConfig::moe_row_width).
+static void read_experts(const ModelFile& f, const std::string& a, const ArchDescriptor& arch, ModelConfig& c) {
+    c.n_experts = checked_dim(f, a + "expert_count", 0, 0, 4096);
+    if (c.n_experts == 0) return;
+    if (arch.encoder) throw UnsupportedError("encoders with experts are not supported");
+    c.n_experts_used = checked_dim(f, a + "expert_used_count", 0, 1, std::min(c.n_experts, 64));
+    const int def_ff = arch.moe_ffn_split_by_used ? c.ffn_dim / c.n_experts_used : c.ffn_dim;
+    c.expert_ffn_dim = checked_dim(f, a + "expert_feed_forward_length", def_ff, 1, 1 << 20);
+    if (arch.moe_shared_gate)
+        c.shared_expert_ffn_dim = checked_dim(f, a + "expert_shared_feed_forward_length", c.ffn_dim, 1, 1 << 20);
+    const int gating = checked_dim(f, a + "expert_gating_func", 1, 1, 2);
+    c.moe_gating = gating == 2 ? 1u : 0u;  // MoeGating: kMoeSigmoid : kMoeSoftmax
+    c.moe_norm_topk = f.get_bool(a + "expert_weights_norm", arch.moe_norm_topk);
+    c.expert_weights_scale = (float)checked_float(f, a + "expert_weights_scale", 0.0, 0.0, 1e6);
+    if ((int64_t)c.moe_row_width() > (1 << 24)) throw FormatError("expert FFN widths are absurd");
+    c.ffn_dim = c.moe_row_width();
+}
+
 ModelConfig config_from_file(const ModelFile& f, const ArchDescriptor& arch) {
     ModelConfig c;
     c.architecture = f.get_string("general.architecture");
@@ -148,6 +171,8 @@ ModelConfig config_from_file(const ModelFile& f, const ArchDescriptor& arch) {
             throw FormatError("metadata '" + a + "attention.sliding_window_layers' needs one entry per layer");
         for (int l = 0; l < c.n_layers; l++) c.layer_is_local[(size_t)l] = v->ints[(size_t)l] != 0;
     }
+
+    read_experts(f, a, arch, c);
 
     const GGUFTensorInfo* emb = f.tensor("token_embd.weight");
     if (!emb) throw FormatError("tensor 'token_embd.weight' is missing");

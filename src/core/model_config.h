@@ -1,6 +1,7 @@
 // Model hyperparameters read from GGUF metadata and validated before any
 // allocation (so absurd values fail with a message, not an out-of-memory).
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -19,6 +20,9 @@ struct ModelConfig {
     int n_heads = 0;
     int n_kv_heads = 0;
     int head_dim = 0;
+    // The FFN's activation width per token: dense models' feed_forward_length;
+    // for mixture-of-experts models the scratch row the MoE FFN works in
+    // (moe_row_width), so the scratch buffers hold it without a case of their own.
     int ffn_dim = 0;
     int vocab_size = 0;
     int context_length = 0;  // trained context
@@ -38,6 +42,27 @@ struct ModelConfig {
     // Encoders (embedding models)
     int pooling = 1;                      // llama.cpp's pooling types: 1 mean, 2 CLS, 3 last token
     bool normalize_embeddings = true;     // L2-normalize pooled embeddings
+
+    // Mixture of experts (0 experts: a dense model). Per token the router
+    // picks n_experts_used of n_experts FFNs of width expert_ffn_dim; a
+    // shared expert of width shared_expert_ffn_dim (0: none) runs on every
+    // token. moe_gating is a MoeGating (kernel_params.h).
+    int n_experts = 0;
+    int n_experts_used = 0;
+    int expert_ffn_dim = 0;
+    int shared_expert_ffn_dim = 0;
+    uint32_t moe_gating = 0;
+    bool moe_norm_topk = false;
+    float expert_weights_scale = 0.0f;  // 0 or 1: none
+
+    // Layout of a MoE FFN scratch row (ffn_dim floats a token, in the gate,
+    // up and act buffers): [n_experts_used slots of expert_ffn_dim][shared
+    // expert] ... padded so the router's n_experts logits fit, then the route
+    // (n_experts_used ids, n_experts_used weights, the shared gate's logit) in
+    // the act buffer's tail, which the activation does not write.
+    int moe_active_width() const { return n_experts_used * expert_ffn_dim + shared_expert_ffn_dim; }
+    int moe_route_offset() const { return std::max(moe_active_width(), n_experts); }
+    int moe_row_width() const { return moe_route_offset() + 2 * n_experts_used + 1; }
 
     int q_dim() const { return n_heads * head_dim; }
     int kv_dim() const { return n_kv_heads * head_dim; }

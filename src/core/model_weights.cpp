@@ -47,6 +47,26 @@ static ModelWeights resolve_encoder_weights(WeightProvider& wp, const ModelConfi
     return w;
 }
 
+// The MoE FFN of one layer (llama.cpp's GGUF names).
+static void resolve_experts(WeightProvider& wp, const ModelConfig& c, const ArchDescriptor& arch,
+                            const std::string& p, LayerWeights& L) {
+    const uint64_t dim = (uint64_t)c.dim, n = (uint64_t)c.n_experts, ef = (uint64_t)c.expert_ffn_dim;
+    L.gate_inp = wp.matrix(p + "ffn_gate_inp.weight", dim, n);
+    L.gate_exps = wp.experts(p + "ffn_gate_exps.weight", dim, ef, n);
+    L.up_exps = wp.experts(p + "ffn_up_exps.weight", dim, ef, n);
+    L.down_exps = wp.experts(p + "ffn_down_exps.weight", ef, dim, n);
+    if (c.shared_expert_ffn_dim > 0) {
+        const uint64_t sf = (uint64_t)c.shared_expert_ffn_dim;
+        L.gate_shexp = wp.matrix(p + "ffn_gate_shexp.weight", dim, sf);
+        L.up_shexp = wp.matrix(p + "ffn_up_shexp.weight", dim, sf);
+        L.down_shexp = wp.matrix(p + "ffn_down_shexp.weight", sf, dim);
+        if (arch.moe_shared_gate) {  // a [dim] vector: the one row of a [dim -> 1] matmul
+            L.gate_inp_shexp = wp.vector_f32(p + "ffn_gate_inp_shexp.weight", dim);
+            L.gate_inp_shexp.shape = {dim, 1};
+        }
+    }
+}
+
 ModelWeights resolve_weights(WeightProvider& wp, const ModelConfig& c, const ArchDescriptor& arch) {
     if (arch.encoder) return resolve_encoder_weights(wp, c);
     ModelWeights w;
@@ -84,15 +104,19 @@ ModelWeights resolve_weights(WeightProvider& wp, const ModelConfig& c, const Arc
             L.bv = wp.vector_f32(p + "attn_v.bias", kvd);
         }
         if (arch.has_qk_norm) {
-            L.q_norm = wp.vector_f32(p + "attn_q_norm.weight", (uint64_t)c.head_dim);
-            L.k_norm = wp.vector_f32(p + "attn_k_norm.weight", (uint64_t)c.head_dim);
+            L.q_norm = wp.vector_f32(p + "attn_q_norm.weight", arch.qk_norm_full_width ? qd : (uint64_t)c.head_dim);
+            L.k_norm = wp.vector_f32(p + "attn_k_norm.weight", arch.qk_norm_full_width ? kvd : (uint64_t)c.head_dim);
         }
         L.wo = wp.matrix(p + "attn_output.weight", qd, dim);
         if (arch.has_post_attn_norm) L.post_attn_norm = wp.vector_f32(p + "post_attention_norm.weight", dim);
         L.ffn_norm = wp.vector_f32(p + "ffn_norm.weight", dim);
-        L.w_gate = wp.matrix(p + "ffn_gate.weight", dim, ff);
-        L.w_up = wp.matrix(p + "ffn_up.weight", dim, ff);
-        L.w_down = wp.matrix(p + "ffn_down.weight", ff, dim);
+        if (c.n_experts > 0) {
+            resolve_experts(wp, c, arch, p, L);
+        } else {
+            L.w_gate = wp.matrix(p + "ffn_gate.weight", dim, ff);
+            L.w_up = wp.matrix(p + "ffn_up.weight", dim, ff);
+            L.w_down = wp.matrix(p + "ffn_down.weight", ff, dim);
+        }
         if (arch.has_post_ffn_norm) L.post_ffn_norm = wp.vector_f32(p + "post_ffw_norm.weight", dim);
         w.layers.push_back(L);
     }

@@ -11,6 +11,11 @@ struct LayerWeights {
     Weight ffn_norm, w_gate, w_up, w_down, post_ffn_norm;
     // Encoders: output projection and FFN biases, LayerNorm biases
     Weight bo, b_up, b_down, attn_norm_b, ffn_norm_b;
+    // Mixture of experts: the router [dim -> n_experts], the stacked expert
+    // matrices ([dim, expert_ffn, n] / [expert_ffn, dim, n]), and the shared
+    // expert with its gate ([dim -> 1]) where the family has them.
+    Weight gate_inp, gate_exps, up_exps, down_exps;
+    Weight gate_inp_shexp, gate_shexp, up_shexp, down_shexp;
 };
 
 struct ModelWeights {

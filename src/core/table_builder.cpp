@@ -31,6 +31,8 @@ DispatchTable build_dispatch_table(Device& device, const ModelConfig& c, const A
     for (const LayerWeights& L : w.layers)
         for (const Weight* x : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down})
             if (is_mlx_dtype(x->dtype)) fused = false;
+    // Whole-projection Q / K norms (OLMoE) are not qk_norm_rope_kv's per-head ones.
+    if (arch.qk_norm_full_width) fused = false;
     // Batch passes on devices that ask for it: fewer launches a layer
     // (fused_batch_layer.cpp), the same result row for row.
     const bool fused_batch = b.batch && fused_batch_supported(b, arch, w);
@@ -64,7 +66,10 @@ DispatchTable build_dispatch_table(Device& device, const ModelConfig& c, const A
         b.matmul("q_proj", L.wq, s.xn, dim, s.q, qd, arch.has_qkv_bias ? &L.bq : nullptr);
         b.matmul("k_proj", L.wk, s.xn, dim, s.k, kvd, arch.has_qkv_bias ? &L.bk : nullptr);
         b.matmul("v_proj", L.wv, s.xn, dim, s.v, kvd, arch.has_qkv_bias ? &L.bv : nullptr);
-        if (arch.has_qk_norm) {
+        if (arch.has_qk_norm && arch.qk_norm_full_width) {
+            b.rmsnorm("q_norm", s.q, L.q_norm, s.q, qd, 1, qd);
+            b.rmsnorm("k_norm", s.k, L.k_norm, s.k, kvd, 1, kvd);
+        } else if (arch.has_qk_norm) {
             b.rmsnorm("q_norm", s.q, L.q_norm, s.q, (uint32_t)c.head_dim, (uint32_t)c.n_heads, qd);
             b.rmsnorm("k_norm", s.k, L.k_norm, s.k, (uint32_t)c.head_dim, (uint32_t)c.n_kv_heads, kvd);
         }
@@ -89,15 +94,17 @@ DispatchTable build_dispatch_table(Device& device, const ModelConfig& c, const A
         b.add("attn_residual", s.h, s.proj);
 
         b.rmsnorm("ffn_norm", s.h, L.ffn_norm, s.xn, dim, 1, dim);
-        b.matmul("gate_proj", L.w_gate, s.xn, dim, s.gate, ff);
-        b.matmul("up_proj", L.w_up, s.xn, dim, s.up, ff);
-        {
+        if (c.n_experts > 0) {
+            b.moe_ffn(L);
+        } else {
+            b.matmul("gate_proj", L.w_gate, s.xn, dim, s.gate, ff);
+            b.matmul("up_proj", L.w_up, s.xn, dim, s.up, ff);
             GatedActParams p{ff, 1, ff, ff, ff};
             const char* act = arch.activation == Activation::GeluGate ? "gelu_gate" : "silu_gate";
             Cmd(t, device, act, "activation")
                 .buf(s.gate).buf(s.up).buf(s.act).params(p).patch_n(offsetof(GatedActParams, n_tokens)).emit();
+            b.matmul("down_proj", L.w_down, s.act, ff, s.proj, dim);
         }
-        b.matmul("down_proj", L.w_down, s.act, ff, s.proj, dim);
         if (arch.has_post_ffn_norm) b.rmsnorm("post_ffn_norm", s.proj, L.post_ffn_norm, s.proj, dim, 1, dim);
         b.add("ffn_residual", s.h, s.proj);
     }

@@ -43,6 +43,76 @@ struct Builder {
         cmd.emit();
     }
 
+    // matmul with byte offsets into x and y (a column block of a wider row).
+    void matmul_at(const char* label, const Weight& w, Buffer x, size_t x_off, uint32_t x_stride, Buffer y,
+                   size_t y_off, uint32_t y_stride) {
+        MatmulParams p{(uint32_t)w.shape[1], (uint32_t)w.shape[0], 1, w.dtype, x_stride, y_stride,
+                       0, 0, batch ? 1u : 0u, 0};
+        Cmd cmd(t, dev, matmul_kernel(w), label);
+        cmd.buf(w.buf).buf(x, x_off).buf(y, y_off).params(p).patch_n(offsetof(MatmulParams, n_tokens));
+        if (batch) cmd.patch_n_generated(offsetof(MatmulParams, generated_rows));
+        cmd.emit();
+    }
+
+    // The selected experts' matrices of the stacked tensor w over x (see
+    // MoeMatmulParams); the route sits in the act buffer's rows.
+    void expert_matmul(const char* label, const Weight& w, Buffer x, uint32_t x_stride, uint32_t x_slot_stride,
+                       Buffer y, uint32_t y_stride, uint32_t y_slot_stride, bool weighted) {
+        const uint32_t row = (uint32_t)c.ffn_dim;
+        MoeMatmulParams p{(uint32_t)w.shape[1], (uint32_t)w.shape[0], 1, w.dtype, (uint32_t)c.n_experts,
+                          (uint32_t)c.n_experts_used, x_stride, x_slot_stride, y_stride, y_slot_stride, row,
+                          weighted ? 1u : 0u, batch ? 1u : 0u, 0};
+        Cmd cmd(t, dev, "moe_matmul", label);
+        cmd.buf(w.buf).buf(x).buf(y).buf(s.act, (size_t)c.moe_route_offset() * sizeof(float));
+        cmd.params(p).patch_n(offsetof(MoeMatmulParams, n_tokens));
+        if (batch) cmd.patch_n_generated(offsetof(MoeMatmulParams, generated_rows));
+        cmd.emit();
+    }
+
+    // The mixture-of-experts FFN of layer L over the normalized input in xn,
+    // its output (the routed experts' weighted sum, plus the shared expert)
+    // into proj. Works in scratch rows of ffn_dim floats (ModelConfig's MoE
+    // row layout): router logits in up, the route in act's tail, the chosen
+    // experts' gate / up / act side by side, the shared expert's after them;
+    // the shared expert's down projection reuses xn once nothing reads it.
+    // Every command is row-independent and reads only device-side ids: the
+    // table replays with no host work per token.
+    void moe_ffn(const LayerWeights& L) {
+        const uint32_t dim = (uint32_t)c.dim, row = (uint32_t)c.ffn_dim, k = (uint32_t)c.n_experts_used;
+        const uint32_t ef = (uint32_t)c.expert_ffn_dim, sf = (uint32_t)c.shared_expert_ffn_dim;
+        const size_t route = (size_t)c.moe_route_offset() * sizeof(float);
+        matmul("router", L.gate_inp, s.xn, dim, s.up, row);
+        {
+            MoeRouteParams p{(uint32_t)c.n_experts, k, 1, c.moe_gating, c.moe_norm_topk ? 1u : 0u, row, row,
+                             c.expert_weights_scale};
+            Cmd(t, dev, "moe_route", "moe_route").buf(s.up).buf(s.act, route).params(p)
+                .patch_n(offsetof(MoeRouteParams, n_tokens)).emit();
+        }
+        expert_matmul("gate_exps", L.gate_exps, s.xn, dim, 0, s.gate, row, ef, false);
+        expert_matmul("up_exps", L.up_exps, s.xn, dim, 0, s.up, row, ef, false);
+        const size_t shared = (size_t)k * ef * sizeof(float);
+        if (sf) {
+            matmul_at("gate_shexp", L.gate_shexp, s.xn, 0, dim, s.gate, shared, row);
+            matmul_at("up_shexp", L.up_shexp, s.xn, 0, dim, s.up, shared, row);
+        }
+        const size_t shared_gate = route + (size_t)2 * k * sizeof(float);
+        if (sf && arch.moe_shared_gate) matmul_at("shexp_gate", L.gate_inp_shexp, s.xn, 0, dim, s.act, shared_gate, row);
+        {
+            const uint32_t n = k * ef + sf;
+            GatedActParams p{n, 1, row, row, row};
+            const char* act = arch.activation == Activation::GeluGate ? "gelu_gate" : "silu_gate";
+            Cmd(t, dev, act, "moe_activation")
+                .buf(s.gate).buf(s.up).buf(s.act).params(p).patch_n(offsetof(GatedActParams, n_tokens)).emit();
+        }
+        expert_matmul("down_exps", L.down_exps, s.act, row, ef, s.proj, dim, 0, true);
+        if (sf) {
+            matmul_at("down_shexp", L.down_shexp, s.act, shared, row, s.xn, 0, dim);
+            MoeSharedAddParams p{dim, 1, dim, dim, row, arch.moe_shared_gate ? 1u : 0u};
+            Cmd(t, dev, "moe_shared_add", "shexp_add").buf(s.xn).buf(s.act, shared_gate).buf(s.proj).params(p)
+                .patch_n(offsetof(MoeSharedAddParams, n_tokens)).emit();
+        }
+    }
+
     // rows_per_token > 1 normalizes each head separately (QK norm).
     void rmsnorm(const char* label, Buffer x, const Weight& w, Buffer y, uint32_t dim, uint32_t rows_per_token,
                  uint32_t stride, bool is_head = false) {

@@ -52,6 +52,21 @@ Weight WeightProvider::matrix(const std::string& name, uint64_t cols, uint64_t r
     return Weight{device_.wrap_host(t.data, t.n_bytes), t.type, t.shape};
 }
 
+Weight WeightProvider::experts(const std::string& name, uint64_t cols, uint64_t rows, uint64_t n) {
+    const GGUFTensorInfo& t = require(name);
+    if (t.shape.size() != 3 || t.shape[0] != cols || t.shape[1] != rows || t.shape[2] != n)
+        throw FormatError("tensor '" + name + "' has shape " + shape_str(t.shape) + ", expected [" +
+                          std::to_string(cols) + ", " + std::to_string(rows) + ", " + std::to_string(n) + "]");
+    const DTypeDescriptor* dt = dtype_lookup(t.type);
+    if (!dt || !dt->supported || dt->internal || is_mlx_dtype(t.type))
+        throw UnsupportedError("tensor '" + name + "' has weight type " + dtype_name(t.type) +
+                               ", which the expert kernels do not support");
+    if (cols % dt->block_elems != 0)
+        throw FormatError("tensor '" + name + "': rows of " + std::to_string(cols) + " are not whole " +
+                          dtype_name(t.type) + " blocks");
+    return Weight{device_.wrap_host(t.data, t.n_bytes), t.type, t.shape};
+}
+
 Weight WeightProvider::vector_f32(const std::string& name, uint64_t n) {
     const GGUFTensorInfo& t = require(name);
     if (t.shape.size() != 1 || t.shape[0] != n)

@@ -26,6 +26,11 @@ public:
     bool has(const std::string& name) const { return file_->tensor(name) != nullptr; }
     // A matrix used by matmul/embedding: shape must be [cols, rows] exactly.
     Weight matrix(const std::string& name, uint64_t cols, uint64_t rows);
+    // The stacked matrices of n experts (mixture of experts): shape
+    // [cols, rows, n], expert e's rows x cols matrix at e * rows * row bytes,
+    // kept in the file's layout (the MoE kernels read any format in place;
+    // experts never selected are never read).
+    Weight experts(const std::string& name, uint64_t cols, uint64_t rows, uint64_t n);
     // A vector (norm weight, bias) of length n, converted to F32.
     Weight vector_f32(const std::string& name, uint64_t n);
     // A float tensor of exactly `shape` (GGUF order) read to host floats.
