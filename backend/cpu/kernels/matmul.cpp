@@ -12,6 +12,7 @@
 #include "core/dtype_descriptor.h"
 #include "core/kernel_params.h"
 #include "cpu_kernel.h"
+#include "int8_matmul.h"
 #include "quantized_dot.h"
 #include "quantized_rows_avx2.h"
 
@@ -253,6 +254,21 @@ void k_avx2(const MatmulParams& p, const uint8_t* W, const float* x, float* y, c
 }
 #endif
 
+// Q8_0, Q4_0, Q5_0, Q4_K, Q6_K: int8_matmul.h's kernels on tiles of 8 rows, for
+// decode and prefill alike (one arithmetic for both), the instruction set
+// chosen at run time. Row groups split evenly across the pool, so the
+// logits head (the largest matrix) keeps every thread busy to the end.
+template <int8mm::GroupFn int8mm::Kernels::*Fn, bool KQuant>
+void int8_matmul(const MatmulParams& p, const uint8_t* W, const float* x, float* y, const float* bias,
+                 ThreadPool* pool) {
+    const QuantizedX& qx = KQuant ? activations_q8_k(p, x) : activations_q8_0(p, x, true);
+    const int8mm::Pass pass{W, (int)p.K, (int)p.N, (int)p.n_tokens, qx.q.data(), qx.d.data(), qx.bsums.data(),
+                            y, p.y_stride, bias};
+    const int8mm::GroupFn fn = int8mm::kernels_for(int8mm::selected_isa()).*Fn;
+    pool->parallel_for((pass.N + int8mm::kTileRows - 1) / int8mm::kTileRows,
+                       [&](int g0, int g1) { fn(pass, g0, g1); });
+}
+
 using MatmulFn = void (*)(const MatmulParams&, const uint8_t*, const float*, float*, const float*, ThreadPool*);
 
 template <void (*Rows)(const MatmulParams&, const uint8_t*, const float*, float*, const float*, int, int)>
@@ -307,29 +323,24 @@ AKUNU_MATMUL(f16, (float_matmul<float_rows<F16>>))
 AKUNU_MATMUL(bf16, (float_matmul<float_rows<BF16>>))
 #endif
 AKUNU_MATMUL(mlx, mlx_matmul)
+AKUNU_MATMUL(q8_0, (int8_matmul<&int8mm::Kernels::q8_0, false>))
+AKUNU_MATMUL(q4_0, (int8_matmul<&int8mm::Kernels::q4_0, false>))
+AKUNU_MATMUL(q5_0, (int8_matmul<&int8mm::Kernels::q5_0, false>))
+AKUNU_MATMUL(q4_k, (int8_matmul<&int8mm::Kernels::q4_k, true>))
+AKUNU_MATMUL(q6_k, (int8_matmul<&int8mm::Kernels::q6_k, true>))
 // The GPU layouts of Q4_0 / Q8_0 / Q6_K (dtype_descriptor.h): their meaning, for the tests.
 AKUNU_MATMUL(q4_0_x8, (dequant_block_matmul<blocks::dequant_q4_0_x8, 256, 144>))
 AKUNU_MATMUL(q8_0_x8, (dequant_block_matmul<blocks::dequant_q8_0_x8, 256, 272>))
 AKUNU_MATMUL(q6_k_x8, (dequant_block_matmul<blocks::dequant_q6_k_x8, 2048, 1680>))
 #if defined(__AVX2__) && defined(__FMA__)
-AKUNU_MATMUL(q8_0, q32_avx2<avx2::Q8_0>)
-AKUNU_MATMUL(q4_0, q32_avx2<avx2::Q4_0>)
-AKUNU_MATMUL(q5_0, q32_avx2<avx2::Q5_0>)
 AKUNU_MATMUL(q4_1, q32_avx2<avx2::Q4_1>)
 AKUNU_MATMUL(q5_1, q32_avx2<avx2::Q5_1>)
 AKUNU_MATMUL(iq4_nl, q32_avx2<avx2::IQ4_NL>)
 AKUNU_MATMUL(q2_k, k_avx2<avx2::Q2_K>)
 AKUNU_MATMUL(q3_k, k_avx2<avx2::Q3_K>)
-AKUNU_MATMUL(q4_k, k_avx2<avx2::Q4_K>)
 AKUNU_MATMUL(q5_k, k_avx2<avx2::Q5_K>)
-AKUNU_MATMUL(q6_k, k_avx2<avx2::Q6_K>)
 AKUNU_MATMUL(iq4_xs, k_avx2<avx2::IQ4_XS>)
 #else
-AKUNU_MATMUL(q8_0, (q32_matmul<qdot::q8_0_block, 34>))
-AKUNU_MATMUL(q4_0, (q32_matmul<qdot::q4_0_block, 18>))
-AKUNU_MATMUL(q5_0, (q32_matmul<qdot::q5_0_block, 22>))
-AKUNU_MATMUL(q4_k, (k_matmul<144, true>))
-AKUNU_MATMUL(q6_k, (k_matmul<210, false>))
 AKUNU_MATMUL(q4_1, (dequant_block_matmul<blocks::dequant_q4_1, 32, 20>))
 AKUNU_MATMUL(q5_1, (dequant_block_matmul<blocks::dequant_q5_1, 32, 24>))
 AKUNU_MATMUL(q2_k, (dequant_block_matmul<blocks::dequant_q2_k, 256, 84>))

@@ -1,0 +1,188 @@
+// The portable integer matmul (int8_matmul.h): plain C++, one (row, token) at
+// a time, written to read as the definition the SIMD paths must match bit for
+// bit. Also the run-time choice of instruction set.
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/quant_blocks.h"
+#include "int8_matmul.h"
+
+namespace akunu {
+namespace int8mm {
+namespace {
+
+// A row's block unpacked to integers in GGUF value order, with what the float
+// step needs.
+struct Block32 {
+    int8_t v[32];
+    float d;
+};
+
+inline void unpack_q8_0(const uint8_t* b, Block32& o) {
+    o.d = blocks::h(b);
+    std::memcpy(o.v, b + 2, 32);
+}
+
+inline void unpack_q4_0(const uint8_t* b, Block32& o) {
+    o.d = blocks::h(b);
+    for (int j = 0; j < 16; j++) {
+        o.v[j] = (int8_t)((b[2 + j] & 0xF) - 8);
+        o.v[j + 16] = (int8_t)((b[2 + j] >> 4) - 8);
+    }
+}
+
+inline void unpack_q5_0(const uint8_t* b, Block32& o) {
+    o.d = blocks::h(b);
+    uint32_t qh;
+    std::memcpy(&qh, b + 2, 4);
+    for (int j = 0; j < 16; j++) {
+        o.v[j] = (int8_t)(((b[6 + j] & 0xF) | (((qh >> j) & 1) << 4)) - 16);
+        o.v[j + 16] = (int8_t)(((b[6 + j] >> 4) | (((qh >> (j + 16)) & 1) << 4)) - 16);
+    }
+}
+
+template <void (*Unpack)(const uint8_t*, Block32&), int BB>
+void q32_rows(const Pass& p, int g0, int g1) {
+    const int nb = p.K / 32;
+    const int n1 = g1 * kTileRows < p.N ? g1 * kTileRows : p.N;
+    Block32 blk;
+    for (int n = g0 * kTileRows; n < n1; n++) {
+        const uint8_t* row = p.W + (size_t)n * nb * BB;
+        for (int t = 0; t < p.m; t++) {
+            const int8_t* x = p.xq + (size_t)t * p.K;
+            const float* xd = p.xd + (size_t)t * nb;
+            float acc = 0.0f;
+            for (int b = 0; b < nb; b++) {
+                Unpack(row + (size_t)b * BB, blk);
+                int32_t s = 0;
+                for (int k = 0; k < 32; k++) s += (int32_t)blk.v[k] * x[b * 32 + k];
+                const float scale = blk.d * xd[b];
+                acc = std::fma((float)s, scale, acc);
+            }
+            p.y[(size_t)t * p.y_stride + n] = acc + (p.bias ? p.bias[n] : 0.0f);
+        }
+    }
+}
+
+void q4_k_rows(const Pass& p, int g0, int g1) {
+    const int nb = p.K / 256;
+    const int n1 = g1 * kTileRows < p.N ? g1 * kTileRows : p.N;
+    for (int n = g0 * kTileRows; n < n1; n++) {
+        const uint8_t* row = p.W + (size_t)n * nb * 144;
+        for (int t = 0; t < p.m; t++) {
+            float acc = 0.0f;
+            for (int b = 0; b < nb; b++) {
+                const uint8_t* blk = row + (size_t)b * 144;
+                const int8_t* x = p.xq + (size_t)t * p.K + b * 256;
+                const int16_t* bs = p.xs + ((size_t)t * nb + b) * 16;
+                int32_t isum = 0, msum = 0;
+                for (int j = 0; j < 8; j++) {  // sub-blocks of 32: low nibbles, then high, per 32 bytes
+                    uint8_t sc, mn;
+                    blocks::q4k_scale_min(j, blk + 4, &sc, &mn);
+                    const uint8_t* q = blk + 16 + 32 * (j / 2);
+                    const int shift = 4 * (j % 2);
+                    int32_t dot = 0;
+                    for (int k = 0; k < 32; k++) dot += (int32_t)((q[k] >> shift) & 0xF) * x[32 * j + k];
+                    isum += (int32_t)sc * dot;
+                    msum += (int32_t)mn * (bs[2 * j] + bs[2 * j + 1]);
+                }
+                const float dx = p.xd[(size_t)t * nb + b];
+                const float scale = blocks::h(blk) * dx;
+                const float mscale = -blocks::h(blk + 2) * dx;
+                acc = std::fma((float)isum, scale, acc);
+                acc = std::fma((float)msum, mscale, acc);
+            }
+            p.y[(size_t)t * p.y_stride + n] = acc + (p.bias ? p.bias[n] : 0.0f);
+        }
+    }
+}
+
+// Q6_K value i of a block (0..255), as the 6-bit unsigned q; the weight is q - 32.
+inline int q6_k_value(const uint8_t* blk, int i) {
+    const int half = i / 128, r = i % 128, l = r % 32, quarter = r / 32;
+    const uint8_t* ql = blk + 64 * half;
+    const uint8_t* qh = blk + 128 + 32 * half;
+    const int low = quarter == 0 ? (ql[l] & 0xF)
+                  : quarter == 1 ? (ql[l + 32] & 0xF)
+                  : quarter == 2 ? (ql[l] >> 4)
+                                 : (ql[l + 32] >> 4);
+    return low | (((qh[l] >> (2 * quarter)) & 3) << 4);
+}
+
+void q6_k_rows(const Pass& p, int g0, int g1) {
+    const int nb = p.K / 256;
+    const int n1 = g1 * kTileRows < p.N ? g1 * kTileRows : p.N;
+    for (int n = g0 * kTileRows; n < n1; n++) {
+        const uint8_t* row = p.W + (size_t)n * nb * 210;
+        for (int t = 0; t < p.m; t++) {
+            float acc = 0.0f;
+            for (int b = 0; b < nb; b++) {
+                const uint8_t* blk = row + (size_t)b * 210;
+                const int8_t* sc = (const int8_t*)(blk + 192);
+                const int8_t* x = p.xq + (size_t)t * p.K + b * 256;
+                int32_t isum = 0;
+                for (int j = 0; j < 16; j++) {
+                    int32_t dot = 0;
+                    for (int k = 0; k < 16; k++) dot += (q6_k_value(blk, 16 * j + k) - 32) * x[16 * j + k];
+                    isum += (int32_t)sc[j] * dot;
+                }
+                const float scale = blocks::h(blk + 208) * p.xd[(size_t)t * nb + b];
+                acc = std::fma((float)isum, scale, acc);
+            }
+            p.y[(size_t)t * p.y_stride + n] = acc + (p.bias ? p.bias[n] : 0.0f);
+        }
+    }
+}
+
+Isa read_isa_override(Isa best) {
+    const char* e = std::getenv("AKUNU_CPU_ISA");
+    if (!e || !*e) return best;
+    Isa want = best;
+    if (!std::strcmp(e, "portable")) want = Isa::kPortable;
+    else if (!std::strcmp(e, "avx2")) want = Isa::kAvx2;
+    else if (!std::strcmp(e, "avx512vnni")) want = Isa::kAvx512Vnni;
+    return (int)want <= (int)best ? want : best;  // never one this CPU cannot run
+}
+
+}  // namespace
+
+const Kernels kPortableKernels = {q32_rows<unpack_q8_0, 34>, q32_rows<unpack_q4_0, 18>, q32_rows<unpack_q5_0, 22>,
+                                  q4_k_rows, q6_k_rows};
+
+Isa best_isa() {
+#if (defined(__x86_64__) || defined(_M_X64)) && defined(__GNUC__)
+    __builtin_cpu_init();
+    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni"))
+        return Isa::kAvx512Vnni;
+    if (avx2) return Isa::kAvx2;
+#endif
+    return Isa::kPortable;
+}
+
+Isa selected_isa() {
+    static const Isa isa = read_isa_override(best_isa());
+    return isa;
+}
+
+const Kernels& kernels_for(Isa isa) {
+#if defined(__x86_64__) || defined(_M_X64)
+    if (isa == Isa::kAvx512Vnni) return kAvx512VnniKernels;
+    if (isa == Isa::kAvx2) return kAvx2Kernels;
+#endif
+    (void)isa;
+    return kPortableKernels;
+}
+
+const char* isa_name(Isa isa) {
+    switch (isa) {
+        case Isa::kAvx512Vnni: return "avx512vnni";
+        case Isa::kAvx2: return "avx2";
+        default: return "portable";
+    }
+}
+
+}  // namespace int8mm
+}  // namespace akunu

@@ -1,0 +1,316 @@
+// The x86 tile kernels of int8_matmul.h, compiled once per instruction set:
+// int8_matmul_avx2.cpp and int8_matmul_vnni.cpp include this file inside an
+// anonymous namespace after their `#pragma GCC target`, having defined
+//   dot4(acc, a_u8, b_s8): acc + sums of 4 byte products per int32 lane
+//                          (vpdpbusd, or vpmaddubsw + vpmaddwd), exact for
+//                          a_u8 <= 128 and |b_s8| <= 127;
+//   kTokenTile:            tokens held in registers at once.
+// No includes here: everything is defined in the including file's namespace.
+//
+// Tiles: 8 weight rows are unpacked and interleaved 4 bytes at a time into an
+// L1-sized buffer (a 32-byte vector per 4 columns: row 0's 4 values, row 1's,
+// ... row 7's), then every token of the pass multiplies it: one broadcast of
+// 4 activation bytes and one dot4 give 8 rows' partial sums, lane = row, so
+// per-row block sums come out without horizontal adds and the float step
+// runs on 8 rows at once. The interleaving is what llama.cpp calls repacking;
+// here it is made per pass from the GGUF layout (the mapped file is all the
+// weight memory) and amortized over up to 64 tokens.
+
+inline __m256i load_v(const void* p) { return _mm256_loadu_si256((const __m256i*)p); }
+inline __m256i broadcast4(const int8_t* p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+// In: r[i] = row i's 8 groups of 4 bytes. Out: r[q] = group q of rows 0..7.
+inline void transpose8x8(__m256i r[8]) {
+    __m256i t[8], u[8];
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    }
+    for (int h = 0; h < 2; h++) {  // rows 0-3, rows 4-7
+        __m256i* tt = t + 4 * h;
+        u[4 * h + 0] = _mm256_unpacklo_epi64(tt[0], tt[2]);
+        u[4 * h + 1] = _mm256_unpackhi_epi64(tt[0], tt[2]);
+        u[4 * h + 2] = _mm256_unpacklo_epi64(tt[1], tt[3]);
+        u[4 * h + 3] = _mm256_unpackhi_epi64(tt[1], tt[3]);
+    }
+    for (int q = 0; q < 4; q++) {
+        r[q] = _mm256_permute2x128_si256(u[q], u[4 + q], 0x20);
+        r[q + 4] = _mm256_permute2x128_si256(u[q], u[4 + q], 0x31);
+    }
+}
+
+// 16 bytes of nibbles -> 32 bytes 0..15: low nibbles first, then high nibbles.
+inline __m256i nibbles32(const uint8_t* q) {
+    const __m128i b = _mm_loadu_si128((const __m128i*)q);
+    const __m128i m = _mm_set1_epi8(0x0F);
+    return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(b, 4), m), _mm_and_si128(b, m));
+}
+
+// 32 fifth bits (u32 little-endian) -> bytes of 0 or 16.
+inline __m256i fifth_bits(const uint8_t* qh4) {
+    uint32_t qh;
+    std::memcpy(&qh, qh4, 4);
+    const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2,
+                                          3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32((int)qh), shuf);
+    const __m256i bit = _mm256_set1_epi64x(0x8040201008040201LL);
+    return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit), _mm256_set1_epi8(16));
+}
+
+// ---- 32-blocks: Q4_0, Q5_0 and Q8_0 ---------------------------------------
+// Q4_0 / Q5_0: a = q (0..15 / 0..31), s_b = dot(q, x) - kOffset * sum(x).
+// Q8_0: a = |w|, x takes w's sign (vpsignb), s_b = dot(w, x).
+struct TileQ4_0 {
+    static constexpr int BB = 18, kOffset = 8;
+    static constexpr bool kSigned = false;
+    static __m256i unpack(const uint8_t* b) { return nibbles32(b + 2); }
+};
+struct TileQ5_0 {
+    static constexpr int BB = 22, kOffset = 16;
+    static constexpr bool kSigned = false;
+    static __m256i unpack(const uint8_t* b) { return _mm256_or_si256(nibbles32(b + 6), fifth_bits(b + 2)); }
+};
+struct TileQ8_0 {
+    static constexpr int BB = 34, kOffset = 0;
+    static constexpr bool kSigned = true;
+    static __m256i unpack(const uint8_t* b) { return load_v(b + 2); }
+};
+
+constexpr int kChunk32 = 32;  // blocks per tile buffer (8 rows x 1024 columns)
+
+// Accumulators of up to 64 tokens x 8 rows across K chunks.
+struct TileAcc {
+    alignas(32) float v[64][8];
+};
+
+inline void store_rows(const Pass& p, const TileAcc& acc, int n0, int rows) {
+    for (int t = 0; t < p.m; t++)
+        for (int r = 0; r < rows; r++)
+            p.y[(size_t)t * p.y_stride + n0 + r] = acc.v[t][r] + (p.bias ? p.bias[n0 + r] : 0.0f);
+}
+
+// Rows n0.. of the group: pointers clamped to the last real row (a partial
+// group computes duplicates and stores only its rows).
+inline void row_pointers(const Pass& p, int n0, size_t row_bytes, const uint8_t* rp[8]) {
+    for (int r = 0; r < 8; r++) rp[r] = p.W + (size_t)std::min(n0 + r, p.N - 1) * row_bytes;
+}
+
+template <class F>
+void q32_groups(const Pass& p, int g0, int g1) {
+    const int nb = p.K / 32;
+    alignas(32) uint8_t wa[kChunk32][8][32];
+    alignas(32) int8_t ws[F::kSigned ? kChunk32 : 1][8][32];
+    alignas(32) float dw[kChunk32][8];
+    TileAcc acc;
+    for (int g = g0; g < g1; g++) {
+        const int n0 = g * 8, rows = std::min(8, p.N - n0);
+        const uint8_t* rp[8];
+        row_pointers(p, n0, (size_t)nb * F::BB, rp);
+        for (int c0 = 0; c0 < nb; c0 += kChunk32) {
+            const int cb = std::min(kChunk32, nb - c0);
+            for (int b = 0; b < cb; b++) {
+                __m256i v[8];
+                for (int r = 0; r < 8; r++) {
+                    const uint8_t* blk = rp[r] + (size_t)(c0 + b) * F::BB;
+                    v[r] = F::unpack(blk);
+                    dw[b][r] = blocks::h(blk);
+                }
+                if constexpr (F::kSigned) {
+                    __m256i s[8];
+                    for (int r = 0; r < 8; r++) { s[r] = v[r]; v[r] = _mm256_abs_epi8(v[r]); }
+                    transpose8x8(s);
+                    for (int q = 0; q < 8; q++) _mm256_store_si256((__m256i*)ws[b][q], s[q]);
+                }
+                transpose8x8(v);
+                for (int q = 0; q < 8; q++) _mm256_store_si256((__m256i*)wa[b][q], v[q]);
+            }
+            for (int t0 = 0; t0 < p.m; t0 += kTokenTile) {
+                const int8_t* xq[kTokenTile];
+                const float* xd[kTokenTile];
+                const int16_t* xs[kTokenTile];
+                __m256 fa[kTokenTile];
+                for (int i = 0; i < kTokenTile; i++) {
+                    const int t = std::min(t0 + i, p.m - 1);
+                    xq[i] = p.xq + (size_t)t * p.K + (size_t)c0 * 32;
+                    xd[i] = p.xd + (size_t)t * nb + c0;
+                    xs[i] = p.xs + (size_t)t * nb + c0;
+                    fa[i] = c0 ? _mm256_load_ps(acc.v[t]) : _mm256_setzero_ps();
+                }
+                for (int b = 0; b < cb; b++) {
+                    __m256i ia[kTokenTile];
+                    for (int i = 0; i < kTokenTile; i++) ia[i] = _mm256_setzero_si256();
+                    for (int q = 0; q < 8; q++) {
+                        const __m256i a = _mm256_load_si256((const __m256i*)wa[b][q]);
+                        if constexpr (F::kSigned) {
+                            const __m256i s = _mm256_load_si256((const __m256i*)ws[b][q]);
+                            for (int i = 0; i < kTokenTile; i++)
+                                ia[i] = dot4(ia[i], a, _mm256_sign_epi8(broadcast4(xq[i] + 32 * b + 4 * q), s));
+                        } else {
+                            for (int i = 0; i < kTokenTile; i++)
+                                ia[i] = dot4(ia[i], a, broadcast4(xq[i] + 32 * b + 4 * q));
+                        }
+                    }
+                    const __m256 d = _mm256_load_ps(dw[b]);
+                    for (int i = 0; i < kTokenTile; i++) {
+                        __m256i s = ia[i];
+                        if constexpr (!F::kSigned) s = _mm256_sub_epi32(s, _mm256_set1_epi32(F::kOffset * (int)xs[i][b]));
+                        fa[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(d, _mm256_set1_ps(xd[i][b])), fa[i]);
+                    }
+                }
+                for (int i = 0; i < kTokenTile && t0 + i < p.m; i++) _mm256_store_ps(acc.v[t0 + i], fa[i]);
+            }
+        }
+        store_rows(p, acc, n0, rows);
+    }
+}
+
+// ---- 256-super-blocks: Q4_K and Q6_K --------------------------------------
+// Per super-block and 8 rows: 64 interleaved groups of 4 unsigned values,
+// an int32 scale per sub-block and row, and int16 pairs per row for the one
+// vpmaddwd term against the activations' sums of 16 (Q4_K: the mins; Q6_K:
+// the scales times the -32 offset of its values).
+constexpr int kChunkK = 4;  // super-blocks per tile buffer (8 rows x 1024 columns)
+
+struct KTile {
+    alignas(32) uint8_t wa[kChunkK][64][32];
+    alignas(32) int32_t sc[kChunkK][16][8];
+    alignas(32) int32_t pairs[kChunkK][8][8];
+    alignas(32) float d[kChunkK][8];
+    alignas(32) float dm[kChunkK][8];  // -dmin (Q4_K)
+};
+
+inline int32_t pack_pair(int a, int b) { return (int32_t)(((uint32_t)(uint16_t)(int16_t)b << 16) | (uint16_t)(int16_t)a); }
+
+// Q4_K: 8 sub-blocks of 32 unsigned nibbles; y = d * sum sc_j dot_j - dmin * sum m_j sum_j(x).
+struct TileQ4_K {
+    static constexpr int BB = 144, kSub = 8, kGroupsPerSub = 8;
+    static constexpr bool kMins = true;
+    static void unpack(const uint8_t* blk, __m256i w[8]) {
+        const __m256i m4 = _mm256_set1_epi8(0x0F);
+        for (int j = 0; j < 4; j++) {
+            const __m256i q = load_v(blk + 16 + 32 * j);
+            w[2 * j] = _mm256_and_si256(q, m4);
+            w[2 * j + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        }
+    }
+    static void meta(const uint8_t* blk, KTile& k, int s, int r) {
+        k.d[s][r] = blocks::h(blk);
+        k.dm[s][r] = -blocks::h(blk + 2);
+        for (int j = 0; j < 8; j++) {
+            uint8_t sc, mn;
+            blocks::q4k_scale_min(j, blk + 4, &sc, &mn);
+            k.sc[s][j][r] = sc;
+            k.pairs[s][j][r] = pack_pair(mn, mn);  // m_j * (sum of x over its two 16s)
+        }
+    }
+};
+
+// Q6_K: 16 sub-blocks of 16 six-bit unsigned q (weight q - 32); y = d * sum sc_j (dot_j(q) - 32 sum_j(x)).
+struct TileQ6_K {
+    static constexpr int BB = 210, kSub = 16, kGroupsPerSub = 4;
+    static constexpr bool kMins = false;
+    static void unpack(const uint8_t* blk, __m256i w[8]) {
+        const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+        for (int half = 0; half < 2; half++) {
+            const __m256i q1 = load_v(blk + 64 * half), q2 = load_v(blk + 64 * half + 32);
+            const __m256i h = load_v(blk + 128 + 32 * half);
+            w[4 * half + 0] = _mm256_or_si256(_mm256_and_si256(q1, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m30));
+            w[4 * half + 1] = _mm256_or_si256(_mm256_and_si256(q2, m4), _mm256_and_si256(_mm256_slli_epi16(h, 2), m30));
+            w[4 * half + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q1, 4), m4), _mm256_and_si256(h, m30));
+            w[4 * half + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q2, 4), m4),
+                                              _mm256_and_si256(_mm256_srli_epi16(h, 2), m30));
+        }
+    }
+    static void meta(const uint8_t* blk, KTile& k, int s, int r) {
+        const int8_t* scl = (const int8_t*)(blk + 192);
+        k.d[s][r] = blocks::h(blk + 208);
+        for (int j = 0; j < 16; j++) k.sc[s][j][r] = scl[j];
+        for (int j = 0; j < 8; j++) k.pairs[s][j][r] = pack_pair(scl[2 * j], scl[2 * j + 1]);
+    }
+};
+
+template <class F>
+void k_groups(const Pass& p, int g0, int g1) {
+    const int nb = p.K / 256;
+    KTile k;
+    TileAcc acc;
+    for (int g = g0; g < g1; g++) {
+        const int n0 = g * 8, rows = std::min(8, p.N - n0);
+        const uint8_t* rp[8];
+        row_pointers(p, n0, (size_t)nb * F::BB, rp);
+        for (int c0 = 0; c0 < nb; c0 += kChunkK) {
+            const int cs = std::min(kChunkK, nb - c0);
+            for (int s = 0; s < cs; s++) {
+                __m256i w[8][8];  // [row][run of 32]
+                for (int r = 0; r < 8; r++) {
+                    const uint8_t* blk = rp[r] + (size_t)(c0 + s) * F::BB;
+                    F::unpack(blk, w[r]);
+                    F::meta(blk, k, s, r);
+                }
+                for (int j = 0; j < 8; j++) {
+                    __m256i v[8];
+                    for (int r = 0; r < 8; r++) v[r] = w[r][j];
+                    transpose8x8(v);
+                    for (int q = 0; q < 8; q++) _mm256_store_si256((__m256i*)k.wa[s][8 * j + q], v[q]);
+                }
+            }
+            for (int t0 = 0; t0 < p.m; t0 += kTokenTile) {
+                const int8_t* xq[kTokenTile];
+                const float* xd[kTokenTile];
+                const int16_t* xs[kTokenTile];
+                __m256 fa[kTokenTile];
+                for (int i = 0; i < kTokenTile; i++) {
+                    const int t = std::min(t0 + i, p.m - 1);
+                    xq[i] = p.xq + (size_t)t * p.K + (size_t)c0 * 256;
+                    xd[i] = p.xd + (size_t)t * nb + c0;
+                    xs[i] = p.xs + ((size_t)t * nb + c0) * 16;
+                    fa[i] = c0 ? _mm256_load_ps(acc.v[t]) : _mm256_setzero_ps();
+                }
+                for (int s = 0; s < cs; s++) {
+                    __m256i is[kTokenTile];
+                    for (int i = 0; i < kTokenTile; i++) is[i] = _mm256_setzero_si256();
+                    for (int j = 0; j < F::kSub; j++) {
+                        __m256i da[kTokenTile];
+                        for (int i = 0; i < kTokenTile; i++) da[i] = _mm256_setzero_si256();
+                        for (int q = 0; q < F::kGroupsPerSub; q++) {
+                            const int grp = j * F::kGroupsPerSub + q;
+                            const __m256i a = _mm256_load_si256((const __m256i*)k.wa[s][grp]);
+                            for (int i = 0; i < kTokenTile; i++)
+                                da[i] = dot4(da[i], a, broadcast4(xq[i] + 256 * s + 4 * grp));
+                        }
+                        const __m256i sc = _mm256_load_si256((const __m256i*)k.sc[s][j]);
+                        for (int i = 0; i < kTokenTile; i++) is[i] = _mm256_add_epi32(is[i], _mm256_mullo_epi32(da[i], sc));
+                    }
+                    const __m256 d = _mm256_load_ps(k.d[s]);
+                    for (int i = 0; i < kTokenTile; i++) {
+                        const int16_t* bs = xs[i] + 16 * s;
+                        __m256i ps = _mm256_setzero_si256();
+                        for (int j = 0; j < 8; j++) {
+                            int32_t pair;
+                            std::memcpy(&pair, bs + 2 * j, 4);
+                            ps = _mm256_add_epi32(
+                                ps, _mm256_madd_epi16(_mm256_load_si256((const __m256i*)k.pairs[s][j]), _mm256_set1_epi32(pair)));
+                        }
+                        const __m256 dx = _mm256_set1_ps(xd[i][s]);
+                        if constexpr (F::kMins) {
+                            fa[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[i]), _mm256_mul_ps(d, dx), fa[i]);
+                            fa[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ps), _mm256_mul_ps(_mm256_load_ps(k.dm[s]), dx), fa[i]);
+                        } else {
+                            const __m256i v = _mm256_sub_epi32(is[i], _mm256_slli_epi32(ps, 5));
+                            fa[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_mul_ps(d, dx), fa[i]);
+                        }
+                    }
+                }
+                for (int i = 0; i < kTokenTile && t0 + i < p.m; i++) _mm256_store_ps(acc.v[t0 + i], fa[i]);
+            }
+        }
+        store_rows(p, acc, n0, rows);
+    }
+}
+
+constexpr Kernels kTileKernels = {q32_groups<TileQ8_0>, q32_groups<TileQ4_0>, q32_groups<TileQ5_0>, k_groups<TileQ4_K>,
+                                  k_groups<TileQ6_K>};
