@@ -35,6 +35,7 @@ SETTINGS = [
     "repack=0",                                # Q4_0 / Q8_0 / Q6_K in GGUF's layout
     "batch_decode=gemv",                       # batched decode rows through the GEMV (8 rows a weight read)
     "gqa_min_span=0",                          # grouped-query decode attention for every cache
+    "fused_batch=0",                           # batch tables with the plain kernels (16 launches a layer)
 ]
 
 QWEN3_06B_WIDTHS = dict(dim=1024, ffn_dim=3072, n_heads=16, n_kv_heads=8, head_dim=128)
@@ -100,6 +101,8 @@ def test_decode_steps_match_cpu(models, tuning, monkeypatch):
     ("graph_step=2", "unknown key 'graph_step'"),
     ("graph_steps=0", "bad value '0' for graph_steps"),
     ("pdl=maybe", "bad value 'maybe' for pdl"),
+    ("fused_batch=2", "bad value '2' for fused_batch"),
+    ("gqa_min_span=-1", "bad value '-1' for gqa_min_span"),
     ("q8_link=attention+norm", "bad value 'attention+norm' for q8_link"),
     ("prefill_gemm", "is not key=value"),
 ])

@@ -308,18 +308,20 @@ class AttentionCase:
         self.scale = 1 / np.sqrt(self.D)
         self.rng = rng
 
-    def params(self, n, out_stride=None):
+    def params(self, n, out_stride=None, generated=0):
         return paged_attention_params(self.H, self.KVH, self.D, n, self.window, self.q_stride,
                                       out_stride or self.H * self.D, self.scale, self.cache.block_size,
-                                      self.cache.max_blocks)
+                                      self.cache.max_blocks, generated)
 
-    def run(self, dev, rows=None, q=None):
-        """attention_paged over `rows` (default: the whole pass) on `dev`."""
+    def run(self, dev, rows=None, q=None, generated=0):
+        """attention_paged over `rows` (default: the whole pass) on `dev`;
+        the first `generated` rows marked as generated (one query a sequence)."""
         rows = self.rows if rows is None else rows
         q = self.q if q is None else q
         out = np.full((len(rows), self.H * self.D), np.nan, np.float32)
         _testing.run_kernel("attention_paged", [q.copy(), self.cache.k, self.cache.v, out, rows.copy(),
-                                                self.cache.tables], self.params(len(rows)), device=dev)
+                                                self.cache.tables], self.params(len(rows), generated=generated),
+                            device=dev)
         return out
 
 
@@ -414,6 +416,27 @@ def test_attention_paged_device(device, case):
     assert not np.isnan(dev).any(), f"{device}: rows left unwritten or NaN read: {ac.msg}"
     assert rel_l2(dev, ac.run("cpu")) < 5e-4, ac.msg
     check_batch_invariance(ac, device)
+
+
+@pytest.mark.parametrize("case", ATTENTION_CASES)
+def test_attention_paged_generated_rows_device(device, case):
+    """Generated rows (the pass's leading rows, one query a sequence at its
+    last position, which a GPU serves with its split kernel) beside prompt
+    rows: against the CPU (5e-4 relative L2), and each generated row the same
+    bits alone, in reverse order, and with the prompt rows after it."""
+    ac = AttentionCase(case)
+    gen = np.array([[s, n - 1] for s, n in enumerate(ac.cache.lens)], np.int32)
+    rows = np.concatenate([gen, ac.rows]).astype(np.int32)
+    q = ac.rng.standard_normal((len(rows), ac.q_stride)).astype(np.float32)
+    g = len(gen)
+    full = ac.run(device, rows, q, generated=g)
+    assert not np.isnan(full).any(), f"{device}: rows left unwritten or NaN read: {ac.msg}"
+    assert rel_l2(full, ac.run("cpu", rows, q)) < 5e-4, ac.msg
+    for t in range(g):
+        alone = ac.run(device, rows[t:t + 1], q[t:t + 1], generated=1)
+        np.testing.assert_array_equal(alone[0], full[t], err_msg=f"{device}: generated row {t} alone: {ac.msg}")
+    rev = ac.run(device, gen[::-1].copy(), q[:g][::-1].copy(), generated=g)
+    np.testing.assert_array_equal(rev, full[:g][::-1], err_msg=f"{device}: generated rows reversed: {ac.msg}")
 
 
 # -- gather_rows -----------------------------------------------------------------------------------

@@ -37,6 +37,8 @@ CpuDevice::CpuDevice(int n_threads) : pool_(new ThreadPool(n_threads > 0 ? n_thr
     profile_ = prof && *prof && std::strcmp(prof, "0") != 0;
     const char* fused = std::getenv("AKUNU_CPU_FUSED_DECODE");
     fused_decode_ = fused && *fused && std::strcmp(fused, "0") != 0;
+    const char* fused_batch = std::getenv("AKUNU_CPU_FUSED_BATCH");
+    fused_batch_ = fused_batch && *fused_batch && std::strcmp(fused_batch, "0") != 0;
 }
 
 size_t CpuDevice::total_memory() const {

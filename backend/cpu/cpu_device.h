@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/device.h"
+#include "core/dispatch_table.h"
 #include "kernels/cpu_kernel.h"
 #include "thread_pool.h"
 
@@ -13,6 +14,7 @@ namespace akunu {
 
 class CpuDevice : public Device {
     bool fused_decode_ = false;
+    bool fused_batch_ = false;
 
 public:
     explicit CpuDevice(int n_threads = 0);
@@ -27,6 +29,8 @@ public:
     // The fused decode tables on the CPU, for tests of the table builder
     // (AKUNU_CPU_FUSED_DECODE=1); the CPU's own tables stay unfused.
     bool fused_decode() const override { return fused_decode_; }
+    // Likewise the fused batch tables (AKUNU_CPU_FUSED_BATCH=1).
+    bool fused_batch() const override { return fused_batch_; }
 
     Buffer allocate(size_t bytes) override;
     Buffer allocate(const void* data, size_t bytes) override;
@@ -53,7 +57,7 @@ private:
     std::map<std::string, double> profile_times_;
     struct Bound {
         const CpuKernelEntry* fn = nullptr;
-        uint8_t* buf[8] = {};
+        uint8_t* buf[DispatchCmd::MAX_BUFFERS] = {};
         uint8_t params[64] = {};
     } bound_;
     std::unique_ptr<ThreadPool> pool_;

@@ -48,6 +48,7 @@ public:
     void end_encoding_sync() override { sync(); }
 
     bool fused_decode() const override { return true; }
+    bool fused_batch() const override { return tuning_.fused_batch; }
     int prefill_chunk() const override { return 512; }
     void encode_dispatch_table(const DispatchTable& table, const ReplayState& state) override;
     void encode_chain(const DispatchTable& table, uint32_t pos0, int steps) override;
@@ -93,7 +94,7 @@ private:
     cudaStream_t stream_ = nullptr;
     struct Bound {
         const CudaKernelEntry* fn = nullptr;
-        uint8_t* buf[8] = {};
+        uint8_t* buf[DispatchCmd::MAX_BUFFERS] = {};
         uint8_t params[64] = {};
     } bound_;
 };

@@ -60,6 +60,8 @@ struct CudaTuning {
     // Decode attention serves a KV group's query heads from one block
     // (attention_decode_gqa.cuh) for caches of at least this many positions.
     uint32_t gqa_min_span = 16384;
+    // Batch tables with the fused batch kernels (Device::fused_batch).
+    bool fused_batch = true;
     // Q4_0 / Q8_0 / Q6_K weights regrouped at load into their x8 layouts
     // (CudaDevice::weight_layout); false keeps GGUF's layout.
     bool repack = true;

@@ -88,6 +88,11 @@ public:
     // steps. The CPU implements them too, as their definition, for the tests.
     virtual bool fused_decode() const { return false; }
 
+    // Whether batch tables (continuous batching) should use the fused batch
+    // kernels (qk_norm_rope_kv_paged, add_rmsnorm, and the paged attention's
+    // generated-row split): fewer launches a layer, the same meaning.
+    virtual bool fused_batch() const { return false; }
+
     // Tokens per prefill pass (the scratch buffers are sized for it). A GPU
     // whose GEMM runs on tensor cores wants long passes: each pass re-reads
     // every weight, and short ones leave most of its SMs idle.

@@ -12,7 +12,7 @@
 namespace akunu {
 
 struct DispatchCmd {
-    static constexpr int MAX_BUFFERS = 8;
+    static constexpr int MAX_BUFFERS = 10;
     static constexpr int MAX_PARAM_BYTES = 64;
 
     Pipeline pso;

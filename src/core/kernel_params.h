@@ -217,6 +217,32 @@ struct QKRopeKVParams {
     float attn_factor;  // as RopeParams::attn_factor
 };
 
+// qk_norm_rope_kv_paged: qk_norm_rope_kv for the rows of a batch pass, each
+// row at its own sequence and position (buffer 8 rows: int32 (sequence,
+// position) pairs; buffer 9: block tables, as PagedKVWriteParams). Buffers
+// 0 q, 1 k, 2 v, 3 / 4 QK-norm weights, 5 freq factors, 6 K pool, 7 V pool.
+// Meaning: rmsnorm (q, k), rope_rows (q, k), kv_write_paged.
+struct PagedQKRopeKVParams {
+    uint32_t n_heads;
+    uint32_t n_kv_heads;
+    uint32_t head_dim;
+    uint32_t n_tokens;
+    uint32_t has_qk_norm;
+    float eps;
+    float weight_offset;
+    uint32_t neox;
+    uint32_t has_freq_factors;
+    float freq_base;
+    float freq_scale;
+    float attn_factor;
+    uint32_t block_size;
+    uint32_t max_blocks;
+};
+
+// add_rmsnorm: h += y, then xn = rmsnorm(h) * (w + offset), per row (NormParams
+// with rows_per_token 1 and row0 0; x_stride for h and y, y_stride for xn).
+// Buffers 0 h, 1 y, 2 w, 3 xn. Meaning: add_inplace, rmsnorm.
+
 // add_inplace: x += y; gelu_erf: x = gelu(x) (erf form), both over n * n_tokens floats
 struct AddParams {
     uint32_t n;

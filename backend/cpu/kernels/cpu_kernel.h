@@ -3,15 +3,18 @@
 #pragma once
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <vector>
+
+#include "core/error.h"
 
 namespace akunu {
 
 class ThreadPool;
 
 struct CpuArgs {
-    uint8_t* buf[8];
+    uint8_t* buf[10];  // DispatchCmd::MAX_BUFFERS
     const uint8_t* params;
     ThreadPool* pool;
 
@@ -37,6 +40,20 @@ struct CpuKernelEntry {
 std::vector<std::string> cpu_kernel_names();
 // The kernel of that name, or nullptr (fused kernels are defined by composing others).
 const CpuKernelEntry* find_cpu_kernel(const std::string& name);
+
+// Runs the CPU kernel `name` on the given buffers and parameter struct: the
+// fused kernels are defined by composing the plain ones this way.
+template <typename P>
+void run_cpu_kernel(const char* name, std::initializer_list<void*> bufs, const P& p, ThreadPool* pool) {
+    const CpuKernelEntry* e = find_cpu_kernel(name);
+    if (!e) throw Error(std::string("CPU kernel ") + name + " is missing");
+    CpuArgs a{};
+    int i = 0;
+    for (void* b : bufs) a.buf[i++] = static_cast<uint8_t*>(b);
+    a.params = reinterpret_cast<const uint8_t*>(&p);
+    a.pool = pool;
+    e->fn(a);
+}
 
 // Sum of a[i] * b[i] with 8 independent accumulators so the compiler
 // vectorizes it without -ffast-math.

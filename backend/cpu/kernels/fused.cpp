@@ -14,17 +14,9 @@
 namespace akunu {
 namespace {
 
-// Runs the CPU kernel `name` on the given buffers and parameter struct.
 template <typename P>
 void run(const char* name, std::initializer_list<void*> bufs, const P& p, ThreadPool* pool) {
-    const CpuKernelEntry* e = find_cpu_kernel(name);
-    if (!e) throw Error(std::string("CPU kernel ") + name + " is missing");
-    CpuArgs a{};
-    int i = 0;
-    for (void* b : bufs) a.buf[i++] = static_cast<uint8_t*>(b);
-    a.params = reinterpret_cast<const uint8_t*>(&p);
-    a.pool = pool;
-    e->fn(a);
+    run_cpu_kernel(name, bufs, p, pool);
 }
 
 void gemv(uint32_t dtype, void* W, float* x, float* y, uint32_t N, uint32_t K, uint32_t n_tokens, ThreadPool* pool) {

@@ -29,6 +29,7 @@
 #include "core/error.h"
 #include "core/half.h"
 #include "core/kernel_params.h"
+#include "attention_paged_split.cuh"
 #include "cuda_kernel.h"
 
 namespace akunu {
@@ -172,12 +173,18 @@ inline void launch(const CudaArgs& a) {
     if (p.block_size == 0) throw Error("CUDA attention_paged: block_size 0");
     if (p.n_tokens == 0 || p.n_heads == 0) return;
     if (p.n_tokens > 65535) throw Error("CUDA attention_paged: more than 65535 rows in one pass");
-    const dim3 grid(p.n_heads, p.n_tokens);
-    const float* q = a.b<float>(0);
+    // Generated rows (one query a sequence) take the split kernel, prompt
+    // rows this one: the path follows a row's kind, never the pass.
+    const uint32_t generated = std::min(p.generated_rows, p.n_tokens);
+    const bool split = attention_paged_split::launch(a, p, generated);
+    const uint32_t first = split ? generated : 0;
+    if (first == p.n_tokens) return;
+    const dim3 grid(p.n_heads, p.n_tokens - first);
+    const float* q = a.b<float>(0) + (size_t)first * p.q_stride;
     const uint16_t* kc = a.b<uint16_t>(1);
     const uint16_t* vc = a.b<uint16_t>(2);
-    float* out = a.b<float>(3);
-    const int32_t* rows = a.b<int32_t>(4);
+    float* out = a.b<float>(3) + (size_t)first * p.out_stride;
+    const int32_t* rows = a.b<int32_t>(4) + 2 * (size_t)first;
     const int32_t* tables = a.b<int32_t>(5);
     switch ((p.head_dim + 31) / 32) {
         case 1: attention_paged_kernel<1><<<grid, kWarps * 32, 0, a.stream>>>(p, q, kc, vc, out, rows, tables); break;

@@ -64,7 +64,7 @@ struct Q8Link {
 
 // A command's bound buffers (already offset) and patched parameter bytes.
 struct CommandBytes {
-    uint8_t* buf[8];
+    uint8_t* buf[10];  // DispatchCmd::MAX_BUFFERS
     uint8_t params[64];
 
     template <typename T>

@@ -221,7 +221,9 @@ inline SplitPlan split_plan(size_t sms, unsigned N, unsigned K, unsigned bn, uns
     SplitPlan plan;
     const unsigned tiles = blocks_for(N, bn), nk = K / bk;
     const size_t target = 4 * sms;  // blocks: several per SM keep loads in flight
-    if (tiles >= target / 2 || nk < 4 || tiles > kSplitCounterBytes / 4) return plan;
+    // (tile counters in the lower half of the counter area; the paged
+    // attention's split counters use the upper half)
+    if (tiles >= target / 2 || nk < 4 || tiles > kSplitCounterBytes / 8) return plan;
     unsigned s = (unsigned)std::min<size_t>((target + tiles - 1) / tiles, nk / 2);
     s = std::min(s, 32u);
     while (s > 1 && (size_t)s * kSplitRows * N * 4 > scratch_bytes - kSplitCounterBytes) s--;

@@ -1,0 +1,271 @@
+// attention_paged for the generated rows of a batch pass (one query token a
+// sequence): flash-decoding over key splits with a KV group's query heads
+// served by one read of each K / V row.
+//
+// Grid (n_kv_heads, rows, n_splits), kWarps warps a block; a block serves the
+// group's G query heads of one row. A row's keys [lo, pos] are cut into
+// chunks of kChunk keys; split z walks chunks z, z + n_splits, ... in
+// ascending order, and within a chunk warp w walks its kChunk / kWarps
+// consecutive keys in order, an online softmax each (running max, sum,
+// weighted V for every head of the group). The warps meet in shared memory in
+// warp order, the split's partial goes to the scratch, and the last split of
+// the (row, group) to arrive (a counter) combines the splits in ascending z.
+// So every sum a row's result goes through depends only on its sequence,
+// position, the head size and n_splits (fixed per model and scratch size when
+// the launcher runs, never by the rows of the pass): batch invariance holds.
+//
+// Lane `lane` holds the D contiguous dimensions lane * D .. lane * D + D - 1
+// (D = head_dim / 32), loaded as one vector. Precision as attention_paged.cuh.
+//
+// Included once, by attention_paged.cuh (launch_split).
+#pragma once
+#include <algorithm>
+#include <cfloat>
+
+#include "core/half.h"
+#include "core/kernel_params.h"
+#include "cuda_kernel.h"
+
+namespace akunu {
+namespace attention_paged_split {
+
+constexpr int kWarps = 4;
+constexpr int kChunk = 64;         // keys a split takes at a time
+constexpr int kMaxGroup = 8;       // query heads a KV head serves, at most
+constexpr uint32_t kMaxSplits = 16;
+constexpr uint32_t kSliceRows = 64;  // rows a launch (bounds the partials)
+// Counters live in the upper half of the split-K scratch's counter area (the
+// GEMM's tile counters use the lower half; both are zero between launches).
+constexpr size_t kCounterOffset = 32u << 10;
+constexpr size_t kCounterBytes = 32u << 10;
+constexpr size_t kPartialsOffset = 64u << 10;
+
+template <int D>
+struct HalfVec;
+template <>
+struct HalfVec<2> {
+    using T = uint32_t;
+};
+template <>
+struct HalfVec<4> {
+    using T = uint2;
+};
+template <>
+struct HalfVec<8> {
+    using T = uint4;
+};
+
+template <int D>
+__device__ __forceinline__ void load_halves(const uint16_t* src, float (&out)[D]) {
+    const typename HalfVec<D>::T raw = *reinterpret_cast<const typename HalfVec<D>::T*>(src);
+    const uint16_t* h = reinterpret_cast<const uint16_t*>(&raw);
+#pragma unroll
+    for (int i = 0; i < D; i++) out[i] = f16_to_f32(h[i]);
+}
+
+__device__ __forceinline__ size_t pool_row(const int32_t* table, uint32_t block_size, uint32_t pos) {
+    return (size_t)(uint32_t)table[pos / block_size] * block_size + pos % block_size;
+}
+
+// partials: [rows][n_heads][n_splits] records of head_dim weighted-V sums, max, sum.
+template <int D, int G>
+__global__ void __launch_bounds__(kWarps * 32)
+    split_kernel(PagedAttentionParams p, uint32_t n_splits, const float* __restrict__ q,
+                 const uint16_t* __restrict__ kc, const uint16_t* __restrict__ vc, float* __restrict__ out,
+                 const int32_t* __restrict__ rows, const int32_t* __restrict__ tables, float* __restrict__ partials,
+                 uint32_t* __restrict__ counters) {
+    constexpr int hd = 32 * D;
+    const uint32_t kvh = blockIdx.x, t = blockIdx.y, z = blockIdx.z;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const uint32_t seq = (uint32_t)rows[2 * (size_t)t], pos = (uint32_t)rows[2 * (size_t)t + 1];
+    const uint32_t lo = (p.window && pos + 1 > p.window) ? pos + 1 - p.window : 0;
+    const uint32_t n = pos + 1 - lo;
+    const int32_t* table = tables + (size_t)seq * p.max_blocks;
+    const size_t kv_dim = (size_t)p.n_kv_heads * hd;
+    const size_t koff = (size_t)kvh * hd + (size_t)lane * D;
+
+    float qv[G][D];
+#pragma unroll
+    for (int g = 0; g < G; g++) {
+        const float* qs = q + (size_t)t * p.q_stride + (size_t)(kvh * G + g) * hd + lane * D;
+#pragma unroll
+        for (int i = 0; i < D; i++) qv[g][i] = f16_to_f32(f32_to_f16(qs[i]));
+    }
+    float m[G], l[G], acc[G][D];
+#pragma unroll
+    for (int g = 0; g < G; g++) {
+        m[g] = -FLT_MAX;
+        l[g] = 0.0f;
+#pragma unroll
+        for (int i = 0; i < D; i++) acc[g][i] = 0.0f;
+    }
+
+    constexpr int kPerWarp = kChunk / kWarps;
+    constexpr int kUnroll = 4;
+    for (uint32_t c = z; c * kChunk < n; c += n_splits) {
+        const uint32_t j0 = c * kChunk + (uint32_t)warp * kPerWarp;
+        for (int u0 = 0; u0 < kPerWarp; u0 += kUnroll) {
+            float kf[kUnroll][D], vf[kUnroll][D];
+            bool live[kUnroll];
+#pragma unroll
+            for (int u = 0; u < kUnroll; u++) {
+                const uint32_t j = j0 + u0 + u;
+                live[u] = j < n;
+                if (live[u]) {
+                    const size_t at = pool_row(table, p.block_size, lo + j) * kv_dim + koff;
+                    load_halves<D>(kc + at, kf[u]);
+                    load_halves<D>(vc + at, vf[u]);
+                }
+            }
+#pragma unroll
+            for (int g = 0; g < G; g++) {
+                float s[kUnroll];
+#pragma unroll
+                for (int u = 0; u < kUnroll; u++) {
+                    s[u] = 0.0f;
+                    if (live[u])
+#pragma unroll
+                        for (int i = 0; i < D; i++) s[u] += qv[g][i] * kf[u][i];
+                }
+#pragma unroll
+                for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+                    for (int u = 0; u < kUnroll; u++) s[u] += __shfl_xor_sync(0xffffffffu, s[u], o);
+                float mnew = m[g];
+#pragma unroll
+                for (int u = 0; u < kUnroll; u++) {
+                    s[u] *= p.scale;
+                    if (live[u]) mnew = fmaxf(mnew, s[u]);
+                }
+                const float corr = expf(m[g] - mnew);
+                l[g] *= corr;
+#pragma unroll
+                for (int i = 0; i < D; i++) acc[g][i] *= corr;
+#pragma unroll
+                for (int u = 0; u < kUnroll; u++) {
+                    if (!live[u]) continue;
+                    const float e = expf(s[u] - mnew);
+                    l[g] += e;
+#pragma unroll
+                    for (int i = 0; i < D; i++) acc[g][i] += e * vf[u][i];
+                }
+                m[g] = mnew;
+            }
+        }
+    }
+
+    // The warps meet in warp order; then the split's record goes to the scratch.
+    __shared__ float wm[kWarps][G], wl[kWarps][G], wacc[kWarps][G][hd];
+#pragma unroll
+    for (int g = 0; g < G; g++) {
+        if (lane == 0) {
+            wm[warp][g] = m[g];
+            wl[warp][g] = l[g];
+        }
+#pragma unroll
+        for (int i = 0; i < D; i++) wacc[warp][g][lane * D + i] = acc[g][i];
+    }
+    __syncthreads();
+    const size_t rec = hd + 2;
+    for (int g = 0; g < G; g++) {
+        float bm = -FLT_MAX;
+        for (int w = 0; w < kWarps; w++) bm = fmaxf(bm, wm[w][g]);
+        float* r = partials + (((size_t)t * p.n_heads + kvh * G + g) * n_splits + z) * rec;
+        for (int d = threadIdx.x; d < hd; d += kWarps * 32) {
+            float v = 0.0f;
+            for (int w = 0; w < kWarps; w++) v += wacc[w][g][d] * (wm[w][g] == -FLT_MAX ? 0.0f : expf(wm[w][g] - bm));
+            r[d] = v;
+        }
+        if (threadIdx.x == 0) {
+            float bl = 0.0f;
+            for (int w = 0; w < kWarps; w++) bl += wm[w][g] == -FLT_MAX ? 0.0f : wl[w][g] * expf(wm[w][g] - bm);
+            r[hd] = bm;
+            r[hd + 1] = bl;
+        }
+    }
+    __threadfence();  // this split's record visible before its arrival is counted
+    __syncthreads();
+    __shared__ bool last;
+    uint32_t* counter = counters + (size_t)t * p.n_kv_heads + kvh;
+    if (threadIdx.x == 0) last = atomicAdd(counter, 1u) == n_splits - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    for (int g = 0; g < G; g++) {
+        const float* r0 = partials + ((size_t)t * p.n_heads + kvh * G + g) * n_splits * rec;
+        float bm = -FLT_MAX;
+        for (uint32_t s = 0; s < n_splits; s++) bm = fmaxf(bm, __ldcg(r0 + s * rec + hd));
+        float bl = 0.0f;
+        for (uint32_t s = 0; s < n_splits; s++) {
+            const float ms = __ldcg(r0 + s * rec + hd);
+            if (ms != -FLT_MAX) bl += __ldcg(r0 + s * rec + hd + 1) * expf(ms - bm);
+        }
+        const float inv = 1.0f / bl;
+        float* o = out + (size_t)t * p.out_stride + (size_t)(kvh * G + g) * hd;
+        for (int d = threadIdx.x; d < hd; d += kWarps * 32) {
+            float v = 0.0f;
+            for (uint32_t s = 0; s < n_splits; s++) {
+                const float ms = __ldcg(r0 + s * rec + hd);
+                if (ms != -FLT_MAX) v += __ldcg(r0 + s * rec + d) * expf(ms - bm);
+            }
+            o[d] = v * inv;
+        }
+    }
+    if (threadIdx.x == 0) *counter = 0;  // ready for the next launch
+}
+
+// Whether the split kernel serves this shape (else the per-head kernel does).
+inline bool supports(const PagedAttentionParams& p) {
+    const uint32_t g = p.n_kv_heads ? p.n_heads / p.n_kv_heads : 0;
+    return (p.head_dim == 64 || p.head_dim == 128 || p.head_dim == 256) && (g == 1 || g == 2 || g == 4 || g == 8) &&
+           (size_t)kSliceRows * p.n_kv_heads * 4 <= kCounterBytes;
+}
+
+// Splits a row's keys go into: as many as the scratch holds for a slice of
+// rows, at most kMaxSplits; from the model's shape alone.
+inline uint32_t n_splits_for(const PagedAttentionParams& p, size_t scratch_bytes) {
+    if (scratch_bytes <= kPartialsOffset) return 0;
+    const size_t per_split = (size_t)kSliceRows * p.n_heads * (p.head_dim + 2) * 4;
+    return (uint32_t)std::min<size_t>(kMaxSplits, (scratch_bytes - kPartialsOffset) / per_split);
+}
+
+template <int D, int G>
+void launch_dg(const CudaArgs& a, const PagedAttentionParams& p, uint32_t n_splits, uint32_t rows) {
+    float* partials = reinterpret_cast<float*>(a.split_scratch + kPartialsOffset);
+    uint32_t* counters = reinterpret_cast<uint32_t*>(a.split_scratch + kCounterOffset);
+    for (uint32_t t0 = 0; t0 < rows; t0 += kSliceRows) {
+        const uint32_t nt = std::min(kSliceRows, rows - t0);
+        split_kernel<D, G><<<dim3(p.n_kv_heads, nt, n_splits), kWarps * 32, 0, a.stream>>>(
+            p, n_splits, a.b<float>(0) + (size_t)t0 * p.q_stride, a.b<uint16_t>(1), a.b<uint16_t>(2),
+            a.b<float>(3) + (size_t)t0 * p.out_stride, a.b<int32_t>(4) + 2 * (size_t)t0, a.b<int32_t>(5), partials,
+            counters);
+    }
+}
+
+template <int D>
+void launch_d(const CudaArgs& a, const PagedAttentionParams& p, uint32_t n_splits, uint32_t rows) {
+    switch (p.n_heads / p.n_kv_heads) {
+        case 1: launch_dg<D, 1>(a, p, n_splits, rows); break;
+        case 2: launch_dg<D, 2>(a, p, n_splits, rows); break;
+        case 4: launch_dg<D, 4>(a, p, n_splits, rows); break;
+        default: launch_dg<D, 8>(a, p, n_splits, rows); break;
+    }
+}
+
+// The first `rows` rows of the pass through the split kernel; false when it
+// cannot take them (shape, no scratch), leaving them to the per-head kernel.
+inline bool launch(const CudaArgs& a, const PagedAttentionParams& p, uint32_t rows) {
+    if (rows == 0) return true;
+    if (!supports(p) || !a.split_scratch) return false;
+    const uint32_t n_splits = n_splits_for(p, a.split_scratch_bytes);
+    if (n_splits == 0) return false;
+    switch (p.head_dim) {
+        case 64: launch_d<2>(a, p, n_splits, rows); break;
+        case 128: launch_d<4>(a, p, n_splits, rows); break;
+        default: launch_d<8>(a, p, n_splits, rows); break;
+    }
+    return true;
+}
+
+}  // namespace attention_paged_split
+}  // namespace akunu

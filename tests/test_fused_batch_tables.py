@@ -1,0 +1,246 @@
+"""The fused batch tables (continuous batching passes as GPUs replay them:
+qk_norm_rope_kv_paged, add_rmsnorm, generated rows marked for the paged
+attention) and their kernels.
+
+- Tables: built on the CPU (AKUNU_CPU_FUSED_BATCH=1), whose twins of the fused
+  kernels are the unfused sequences, a batch of mixed requests gives the
+  same tokens and bit-identical logits as the CPU's plain batch tables, for
+  every architecture (QK norm, QKV bias, Gemma 3's post-norms and local
+  layers) and quantized formats: this checks the builder's wiring (buffers,
+  the norm carried from one layer to the next) without a GPU.
+- Kernels: each CPU twin against float64 numpy; on CUDA against the CPU.
+Inputs are fresh every run (AKUNU_TEST_SEED repeats one)."""
+
+import glob
+import os
+import zlib
+
+import numpy as np
+import pytest
+
+import akunu
+from akunu import _testing
+from tests.fixtures import kernel_params as kp
+from tests.fixtures import random_gguf
+from tests.fixtures.backend_compare import rel_l2
+from tests.test_paged_kernels import PagedCache, rope_ref
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+QUANTIZED = [p for p in sorted(glob.glob(os.path.join(ROOT, "models", "*.gguf")))
+             if os.path.basename(p).startswith(("llama-q4_k_m", "gemma3-q4_k_m", "qwen3", "llama-q8_0"))]
+SEED = int(os.environ.get("AKUNU_TEST_SEED") or np.random.SeedSequence().entropy % 2**32)
+F16_NAN = 0x7E00
+
+
+def rng_for(key):
+    return np.random.default_rng([SEED, zlib.crc32(str(key).encode())])
+
+
+def seed_msg(key):
+    return f"AKUNU_TEST_SEED={SEED} (test key {key!r})"
+
+
+# -- whole tables on the CPU -----------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    d = tmp_path_factory.mktemp("fused-batch")
+    out = []
+    for arch in random_gguf.ARCHS:
+        p = str(d / f"{arch}-F16.gguf")
+        random_gguf.write_model(p, arch, "F16", seed=23)
+        out.append(p)
+    return out + QUANTIZED
+
+
+def batch_run(path, fused):
+    """Four requests of mixed lengths through one batch engine: the drawn
+    tokens and the logits of every sampling row of every pass."""
+    os.environ["AKUNU_CPU_FUSED_BATCH"] = "1" if fused else "0"
+    try:
+        m = akunu.load(path, n_ctx=256)
+    finally:
+        del os.environ["AKUNU_CPU_FUSED_BATCH"]
+    try:
+        engine = m._core().enable_batching(4, 0, 16)
+        rng = np.random.default_rng(7)
+        vocab = m.config["vocab_size"]
+        prompts = [rng.integers(0, vocab, n).tolist() for n in (1, 37, 90, 5)]
+        seqs, cursor = [], []
+        for p in prompts:
+            seq, cached = engine.open(p)
+            seqs.append(seq)
+            cursor.append(cached)
+        tokens, logits = [[] for _ in prompts], []
+        last = [None] * len(prompts)
+        for _ in range(40):
+            entries, who = [], []
+            for i, seq in enumerate(seqs):
+                if cursor[i] < len(prompts[i]):  # a prompt chunk of up to 15 tokens
+                    chunk = prompts[i][cursor[i]:cursor[i] + 15]
+                    cursor[i] += len(chunk)
+                    entries.append((seq, chunk, cursor[i] == len(prompts[i]), False))
+                    if cursor[i] == len(prompts[i]):
+                        who.append(i)
+                elif last[i] is not None and len(tokens[i]) < 12:
+                    entries.append((seq, [last[i]], True, True))
+                    who.append(i)
+            if not entries:
+                break
+            # generated rows lead the pass, as the scheduler orders them
+            order = sorted(range(len(entries)), key=lambda k: not entries[k][3])
+            entries = [entries[k] for k in order]
+            drawn = engine.step(entries)
+            sampled = [e for e in entries if e[2]]
+            logits.append(engine.last_logits(len(sampled)))
+            for e, tok in zip(sampled, drawn):
+                i = seqs.index(e[0])
+                tokens[i].append(tok)
+                last[i] = tok
+        return tokens, logits
+    finally:
+        m.close()
+
+
+def test_fused_batch_tables_equal_the_plain_ones(models):
+    for path in models:
+        plain_tokens, plain_logits = batch_run(path, False)
+        fused_tokens, fused_logits = batch_run(path, True)
+        name = os.path.basename(path)
+        assert fused_tokens == plain_tokens, name
+        assert all(len(t) == 12 for t in plain_tokens), name
+        for a, b in zip(fused_logits, plain_logits):
+            np.testing.assert_array_equal(a, b, err_msg=name)
+
+
+# -- kernels ---------------------------------------------------------------------------------------
+
+def _cuda():
+    try:
+        x = np.zeros(4, np.float32)
+        _testing.run_kernel("add_inplace", [x, x.copy()], kp.add(4, 1), device="cuda")
+    except Exception as e:  # noqa: BLE001 - the reason is the skip message
+        pytest.skip(f"device cuda unavailable: {e}")
+    return "cuda"
+
+
+PROLOGUE_CASES = {
+    "llama3-hd64-factors": dict(heads=32, kv_heads=8, hd=64, qk_norm=0, neox=0, factors=True, base=500000.0,
+                                block_size=16, lens=[300, 1, 57]),
+    "qwen3-hd128-qknorm": dict(heads=16, kv_heads=8, hd=128, qk_norm=1, neox=1, factors=False, base=1e6,
+                               block_size=32, lens=[2000, 40]),
+    "gemma3-hd256-offset": dict(heads=4, kv_heads=1, hd=256, qk_norm=1, neox=1, factors=False, base=10000.0,
+                                block_size=16, lens=[700, 3, 90, 12]),
+}
+
+
+def prologue_case(case):
+    c = PROLOGUE_CASES[case]
+    key = ("qk_norm_rope_kv_paged", case)
+    rng = rng_for(key)
+    H, KVH, D = c["heads"], c["kv_heads"], c["hd"]
+    cache = PagedCache(rng, c["lens"], KVH * D, c["block_size"])
+    # rows: each sequence's last 1..6 positions, overwritten by this pass
+    rows = np.concatenate([np.stack([np.full(k, s), np.arange(n - k, n)], 1)
+                           for s, n in enumerate(c["lens"]) for k in [int(rng.integers(1, min(6, n) + 1))]])
+    rows = rows[rng.permutation(len(rows))].astype(np.int32)
+    n = len(rows)
+    q = rng.standard_normal((n, H * D)).astype(np.float32)
+    k = rng.standard_normal((n, KVH * D)).astype(np.float32)
+    v = rng.standard_normal((n, KVH * D)).astype(np.float32)
+    qn = rng.uniform(0.5, 1.5, D).astype(np.float32)
+    kn = rng.uniform(0.5, 1.5, D).astype(np.float32)
+    f = rng.uniform(1, 8, D // 2).astype(np.float32) if c["factors"] else np.zeros(1, np.float32)
+    offset = 1.0 if case.startswith("gemma") else 0.0
+    params = kp.qk_norm_rope_kv_paged(H, KVH, D, n, c["qk_norm"], 1e-6, offset, c["neox"], int(c["factors"]),
+                                      c["base"], 1.0, 1.0, cache.block_size, cache.max_blocks)
+    return c, cache, rows, (q, k, v, qn, kn, f), params, offset, seed_msg(key)
+
+
+def run_prologue(dev, cache, rows, inputs, params):
+    q, k, v, qn, kn, f = (a.copy() for a in inputs)
+    kc, vc = cache.k.copy(), cache.v.copy()
+    _testing.run_kernel("qk_norm_rope_kv_paged", [q, k, v, qn, kn, f, kc, vc, rows.copy(), cache.tables.copy()],
+                        params, device=dev)
+    return q, k, kc, vc
+
+
+@pytest.mark.parametrize("case", PROLOGUE_CASES)
+def test_qk_norm_rope_kv_paged_cpu(case):
+    """Per head RMSNorm (QK norm), RoPE at each row's position, K / V rows at
+    their pool rows (F16), every other pool row untouched: float64 numpy."""
+    c, cache, rows, inputs, params, offset, msg = prologue_case(case)
+    q, k, kc, vc = run_prologue("cpu", cache, rows, inputs, params)
+    q0, k0, v0, qn, kn, f = inputs
+    H, KVH, D = c["heads"], c["kv_heads"], c["hd"]
+
+    def expect(x, heads, w):
+        x = x.reshape(len(rows), heads, D).astype(np.float64)
+        if c["qk_norm"]:
+            x = x / np.sqrt((x * x).mean(-1, keepdims=True) + 1e-6) * (w.astype(np.float64) + offset)
+        return rope_ref(x, rows[:, 1], c["base"], c["neox"], f if c["factors"] else None)
+
+    for got, x, heads, w in ((q, q0, H, qn), (k, k0, KVH, kn)):
+        ref, bound = expect(x, heads, w)
+        err = np.abs(got.reshape(ref.shape) - ref)
+        assert (err <= bound + 1e-5 * np.abs(ref)).all(), f"max error {err.max()}: {msg}"
+    at = cache.pool_rows(rows[:, 0], rows[:, 1])
+    np.testing.assert_array_equal(kc[at], k.astype(np.float16).view(np.uint16), err_msg=msg)
+    np.testing.assert_array_equal(vc[at], v0.astype(np.float16).view(np.uint16), err_msg=msg)
+    rest = np.setdiff1d(np.arange(cache.n_pool_rows), at)
+    np.testing.assert_array_equal(kc[rest], cache.k[rest], err_msg=msg)
+    np.testing.assert_array_equal(vc[rest], cache.v[rest], err_msg=msg)
+
+
+@pytest.mark.parametrize("case", PROLOGUE_CASES)
+def test_qk_norm_rope_kv_paged_cuda(case):
+    dev = _cuda()
+    c, cache, rows, inputs, params, offset, msg = prologue_case(case)
+    cpu = run_prologue("cpu", cache, rows, inputs, params)
+    gpu = run_prologue(dev, cache, rows, inputs, params)
+    assert rel_l2(gpu[0], cpu[0]) < 2e-5 and rel_l2(gpu[1], cpu[1]) < 2e-5, msg
+    for a, b in zip(gpu[2:], cpu[2:]):
+        fa, fb = a.view(np.float16).astype(np.float32), b.view(np.float16).astype(np.float32)
+        assert np.array_equal(np.isnan(fa), np.isnan(fb)), f"pool rows written differently: {msg}"
+        ok = ~np.isnan(fa)
+        assert rel_l2(fa[ok], fb[ok]) < 2e-5, msg
+
+
+def add_rmsnorm_case():
+    key = "add_rmsnorm"
+    rng = rng_for(key)
+    n, dim, stride = 13, 2048, 2048 + 64
+    h = rng.standard_normal((n, stride)).astype(np.float32)
+    y = rng.standard_normal((n, stride)).astype(np.float32)
+    w = rng.uniform(0.5, 1.5, dim).astype(np.float32)
+    params = kp.norm(dim, n, 1, stride, 1e-6, 1.0, 0, dim)
+    return h, y, w, params, seed_msg(key)
+
+
+def run_add_rmsnorm(dev, h, y, w, params):
+    h, xn = h.copy(), np.full((len(h), len(w)), np.nan, np.float32)
+    _testing.run_kernel("add_rmsnorm", [h, y.copy(), w.copy(), xn], params, device=dev)
+    return h, xn
+
+
+def test_add_rmsnorm_cpu():
+    h0, y, w, params, msg = add_rmsnorm_case()
+    h, xn = run_add_rmsnorm("cpu", h0, y, w, params)
+    dim = len(w)
+    np.testing.assert_array_equal(h[:, :dim], h0[:, :dim] + y[:, :dim], err_msg=msg)
+    np.testing.assert_array_equal(h[:, dim:], h0[:, dim:], err_msg=msg)  # the stride's tail untouched
+    s = h[:, :dim].astype(np.float64)
+    ref = s / np.sqrt((s * s).mean(-1, keepdims=True) + 1e-6) * (w + 1.0)
+    np.testing.assert_allclose(xn, ref, rtol=1e-5, atol=1e-6, err_msg=msg)
+    with pytest.raises(akunu.AkunuError, match="one row a token"):
+        _testing.run_kernel("add_rmsnorm", [h0.copy(), y.copy(), w.copy(), np.zeros_like(h0)],
+                            kp.norm(dim // 2, len(h0), 2, h0.shape[1], 1e-6), device="cpu")
+
+
+def test_add_rmsnorm_cuda():
+    dev = _cuda()
+    h0, y, w, params, msg = add_rmsnorm_case()
+    cpu = run_add_rmsnorm("cpu", h0, y, w, params)
+    gpu = run_add_rmsnorm(dev, h0, y, w, params)
+    np.testing.assert_array_equal(gpu[0], cpu[0], err_msg=msg)
+    assert rel_l2(gpu[1], cpu[1]) < 1e-6, msg
