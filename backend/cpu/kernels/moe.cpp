@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/dtype_descriptor.h"
+#include "core/error.h"
 #include "core/kernel_params.h"
 #include "cpu_kernel.h"
 
@@ -90,7 +91,9 @@ void moe_matmul(const CpuArgs& a) {
     const MoeMatmulParams p = a.p<MoeMatmulParams>();
     const CpuKernel fn = matmul_for(p.dtype);
     const DTypeDescriptor* dt = dtype_lookup(p.dtype);
-    if (!fn || !dt || p.n_tokens == 0 || p.n_used == 0) return;
+    if (!fn || !dt || is_mlx_dtype(p.dtype) || p.K % dt->block_elems != 0)
+        throw Error(std::string("moe_matmul: unsupported weight type ") + dtype_name(p.dtype) + " or row length");
+    if (p.n_tokens == 0 || p.n_used == 0) return;
     const size_t row_bytes = (size_t)p.K / dt->block_elems * dt->block_bytes;
     const size_t expert_bytes = row_bytes * p.N;
     const uint8_t* W = a.buf[0];

@@ -1,0 +1,223 @@
+"""Mixture-of-experts models (qwen3moe, qwen2moe with its shared expert,
+Mixtral as llama with experts, OLMoE) with random weights, written as
+llama.cpp's converter writes them, against llama.cpp's logits and greedy
+tokens (tests/golden/moe-*.json, from python -m tools.make_golden); then the
+other tables on the same models: the fused decode tables and the batch
+tables of continuous batching must give the plain tables' tokens (batch
+invariance: a row's result never depends on the other rows)."""
+
+import glob
+import json
+import os
+
+import numpy as np
+import pytest
+
+import akunu
+from tests.fixtures import moe_reference, random_gguf
+from tests.fixtures.golden_models import GOLDEN, MODELS
+
+MOE_MODELS = os.path.join(MODELS, "moe")  # llama.cpp's quantized files (tools/make_golden.py)
+
+RECORDS = []
+for _p in sorted(glob.glob(os.path.join(GOLDEN, "moe-*.json"))):
+    with open(_p) as _f:
+        RECORDS.append(json.load(_f))
+
+SEED = int(os.environ.get("AKUNU_TEST_SEED", "0"))
+# near-tie margin and logit tolerance (as tests/test_random_models.py): float
+# weights, and quantized ones (llama.cpp rounds activations to 8 bits)
+FLOAT_TIE, QUANT_TIE = 0.02, 0.15
+FLOAT_LOGIT_TOL, QUANT_LOGIT_TOL = 0.02, 0.25
+FLOAT_NUMPY_TOL = 0.01
+
+
+# A token whose router choice is this close (the gap between the router
+# logits of the last expert chosen and the first left out, in the float64
+# reference, any layer) may be routed either way by two correct
+# implementations: its own logits are excused (at most a fraction MAX_EXCUSED
+# of the tokens; the rest must match).
+FLOAT_ROUTER_GAP, QUANT_ROUTER_GAP = 0.02, 0.05
+MAX_EXCUSED = 0.2
+
+
+def tolerances(rec):
+    return (FLOAT_TIE, FLOAT_LOGIT_TOL) if rec["made_by"][0] == "float" else (QUANT_TIE, QUANT_LOGIT_TOL)
+
+
+def model_path(rec, cache_dir):
+    """The record's model: committed (quantized by llama.cpp) or rebuilt from its seed; bytes checked."""
+    kind, what = rec["made_by"]
+    if kind == "quant":
+        path = os.path.join(MOE_MODELS, rec["name"] + ".gguf")
+    else:
+        path = os.path.join(cache_dir, "moe-" + rec["name"] + ".gguf")
+        if not os.path.exists(path) or random_gguf.sha256_of(path) != rec["sha256"]:
+            random_gguf.write_model(path, rec["arch"], what, seed=rec["seed"])
+    assert random_gguf.sha256_of(path) == rec["sha256"], (
+        f"{rec['name']}: the model's bytes are not the ones llama.cpp ran; python -m tools.make_golden --only ...")
+    return path
+
+
+@pytest.fixture(scope="module", params=RECORDS, ids=[r["name"] for r in RECORDS])
+def case(request, cache_dir):
+    rec = request.param
+    path = model_path(rec, cache_dir)
+    m = akunu.load(path, n_ctx=256)
+    seq = rec["prompt_tokens"] + rec["greedy_tokens"][:-1]
+    ref, gaps = moe_reference.forward(path, seq)
+    gap = FLOAT_ROUTER_GAP if rec["made_by"][0] == "float" else QUANT_ROUTER_GAP
+    excused = gaps.min(0) < gap
+    assert excused.mean() <= MAX_EXCUSED, f"{excused.sum()} of {len(seq)} tokens are router near-ties"
+    return rec, m, ref, excused
+
+
+def check_logits(ours, ref, excused, tol, what):
+    err = np.abs(ours - ref).max(1)
+    worst = int(np.where(excused, 0, err).argmax())
+    assert err[worst] < tol, (f"max |logit - {what}| = {err[worst]:.4f} at position {worst} (tolerance {tol}; "
+                              f"positions excused as router near-ties: {np.flatnonzero(excused).tolist()})")
+
+
+def test_records_cover_every_moe_family():
+    assert {r["arch"] for r in RECORDS} == set(random_gguf.MOE_ARCHS)
+    assert {r["made_by"][0] for r in RECORDS} == {"float", "quant"}
+
+
+def test_logits_match_llama_cpp(case):
+    rec, m, _, excused = case
+    seq = rec["prompt_tokens"] + rec["greedy_tokens"][:-1]
+    ref = np.load(os.path.join(GOLDEN, f"moe-{rec['name']}-logits.npy")).astype(np.float32)
+    check_logits(m.logits(seq), ref, excused, tolerances(rec)[1], "llama.cpp")
+
+
+def test_logits_match_the_float64_reference(case):
+    """Float weights: float32 sums against float64 (FLOAT_NUMPY_TOL); quantized
+    ones: the 8-bit activations of the quantized matmuls (as against llama.cpp)."""
+    rec, m, ref, excused = case
+    seq = rec["prompt_tokens"] + rec["greedy_tokens"][:-1]
+    tol = FLOAT_NUMPY_TOL if rec["made_by"][0] == "float" else QUANT_LOGIT_TOL
+    check_logits(m.logits(seq), ref, excused, tol, "numpy float64")
+
+
+def test_greedy_tokens_match_llama_cpp(case):
+    rec, m, _, _ = case
+    ours = m.generate(rec["prompt_tokens"], max_tokens=32).tokens
+    ref = rec["greedy_tokens"]
+    if ours == ref:
+        return
+    # Where they part, llama.cpp's token must be a near-tie of ours (teacher forcing).
+    tie, _ = tolerances(rec)
+    seq = rec["prompt_tokens"] + ref[:-1]
+    logits = m.logits(seq)
+    n_prompt = len(rec["prompt_tokens"])
+    for j, want in enumerate(ref):
+        row = logits[n_prompt - 1 + j]
+        got = int(row.argmax())
+        gap = float(row[got] - row[want])
+        assert got == want or gap <= tie, f"step {j}: akunu {got}, llama.cpp {want}, logit gap {gap:.4f}"
+
+
+@pytest.fixture(scope="module")
+def moe_paths(tmp_path_factory):
+    d = tmp_path_factory.mktemp("moe")
+    out = {}
+    for arch in random_gguf.MOE_ARCHS:
+        for dtype in ("F16", "Q8_0"):
+            p = str(d / f"{arch}-{dtype}.gguf")
+            random_gguf.write_model(p, arch, dtype, seed=31)
+            out[(arch, dtype)] = p
+    return out
+
+
+def generate(path, fused, prompt, **kw):
+    os.environ["AKUNU_CPU_FUSED_DECODE"] = "1" if fused else "0"
+    try:
+        m = akunu.load(path, n_ctx=128)
+    finally:
+        del os.environ["AKUNU_CPU_FUSED_DECODE"]
+    return m.generate(prompt, max_tokens=16, **kw).tokens
+
+
+@pytest.mark.parametrize("arch", random_gguf.MOE_ARCHS)
+def test_fused_decode_tables_give_the_plain_tokens(moe_paths, arch):
+    prompt = np.random.default_rng([SEED, 3]).integers(3, 512, 9).tolist()
+    for dtype in ("F16", "Q8_0"):
+        path = moe_paths[(arch, dtype)]
+        for kw in ({}, {"temperature": 0.9, "top_k": 20, "seed": 3}):
+            assert generate(path, True, prompt, **kw) == generate(path, False, prompt, **kw), (dtype, kw)
+
+
+def test_prefill_logits_equal_decode_logits(moe_paths):
+    """The last row of a prefill and the same position reached by decoding
+    agree: the grouped expert matmul (many tokens) and the one-token path."""
+    for arch in random_gguf.MOE_ARCHS:
+        m = akunu.load(moe_paths[(arch, "F16")], n_ctx=128)
+        prompt = np.random.default_rng([SEED, 4]).integers(3, 512, 12).tolist()
+        full = m.logits(prompt)
+        toks = m.generate(prompt, max_tokens=6).tokens
+        seq = prompt + toks[:-1]
+        again = m.logits(seq)
+        np.testing.assert_allclose(again[: len(prompt)], full, rtol=0, atol=1e-4, err_msg=arch)
+        for j, t in enumerate(toks):
+            assert int(again[len(prompt) - 1 + j].argmax()) == t or np.sort(again[len(prompt) - 1 + j])[-2] > (
+                again[len(prompt) - 1 + j].max() - 1e-3), (arch, j)
+
+
+@pytest.mark.parametrize("arch", random_gguf.MOE_ARCHS)
+def test_batch_invariance(moe_paths, arch):
+    """Requests in one continuous batch get the tokens each gets alone (the
+    batch table's expert matmuls group rows of different sequences)."""
+    path = moe_paths[(arch, "Q8_0")]
+    rng = np.random.default_rng([SEED, 5, len(arch)])
+    reqs = [(rng.integers(3, 512, int(n)).tolist(), kw) for n, kw in zip(
+        (1, 40, 7, 90, 3, 25), ({}, {"temperature": 0.8, "seed": 11}, {}, {"temperature": 1.0, "top_k": 20, "seed": 3},
+                               {}, {"temperature": 0.7, "seed": 5}))]
+    solo = akunu.load(path, n_ctx=256)
+    want = []
+    for p, kw in reqs:
+        solo.reset()
+        want.append(solo.generate(p, max_tokens=10, **kw).tokens)
+    m = akunu.load(path, n_ctx=256, parallel=6, kv_tokens=6 * 256)
+    try:
+        streams = [m.generate(p, max_tokens=10, stream=True, **kw) for p, kw in reqs]
+        got = []
+        for s in streams:
+            for _ in s:
+                pass
+            got.append(s.result.tokens)
+        assert got == want
+    finally:
+        m.close()
+
+
+def write_with(path, arch, edit):
+    """A small MoE model whose metadata / tensors go through edit(name, value) first."""
+    random_gguf.write_model(path, arch, "F16", seed=2)
+    import gguf
+    r = gguf.GGUFReader(path)
+    w = gguf.GGUFWriter(path + ".x", r.fields["general.architecture"].contents())
+    for name, field in r.fields.items():
+        if name.startswith("GGUF.") or name == "general.architecture":
+            continue
+        v = edit(name, field.contents())
+        if v is None:
+            continue
+        w.add_key_value(name, v, field.types[0], sub_type=field.types[-1] if len(field.types) > 1 else None)
+    for t in r.tensors:
+        w.add_tensor(t.name, np.array(t.data))  # F16 / F32 tensors: numpy's dtype says it
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    os.replace(path + ".x", path)
+
+
+def test_bad_expert_metadata_is_a_clear_error(tmp_path):
+    p = str(tmp_path / "bad.gguf")
+    write_with(p, "qwen3moe", lambda n, v: 9 if n.endswith("expert_used_count") else v)
+    with pytest.raises(akunu.AkunuError, match="expert_used_count"):
+        akunu.load(p)
+    write_with(p, "qwen3moe", lambda n, v: 512 if n.endswith("expert_feed_forward_length") else v)
+    with pytest.raises(akunu.AkunuError, match="ffn_gate_exps"):
+        akunu.load(p)
