@@ -197,6 +197,25 @@ struct TileQ4_K {
             w[2 * j + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
         }
     }
+    static constexpr int kScaleOffset = 0;
+    // Per run of 32 (one sub-block): its scale in every lane.
+    static void run_scales(const uint8_t* blk, __m256i sc[8]) {
+        for (int j = 0; j < 8; j++) {
+            uint8_t s, mn;
+            blocks::q4k_scale_min(j, blk + 4, &s, &mn);
+            sc[j] = _mm256_set1_epi32(s);
+        }
+    }
+    // int16 per sum of 16: the min of its sub-block.
+    static __m256i pair_weights(const uint8_t* blk) {
+        alignas(32) int16_t m[16];
+        for (int j = 0; j < 8; j++) {
+            uint8_t s, mn;
+            blocks::q4k_scale_min(j, blk + 4, &s, &mn);
+            m[2 * j] = m[2 * j + 1] = mn;
+        }
+        return _mm256_load_si256((const __m256i*)m);
+    }
     static void meta(const uint8_t* blk, KTile& k, int s, int r) {
         k.d[s][r] = blocks::h(blk);
         k.dm[s][r] = -blocks::h(blk + 2);
@@ -224,6 +243,19 @@ struct TileQ6_K {
             w[4 * half + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q2, 4), m4),
                                               _mm256_and_si256(_mm256_srli_epi16(h, 2), m30));
         }
+    }
+    static constexpr int kScaleOffset = 208;
+    // Per run of 32 (two sub-blocks of 16): lanes 0-3 the first's scale, 4-7 the second's.
+    static void run_scales(const uint8_t* blk, __m256i sc[8]) {
+        const int8_t* scl = (const int8_t*)(blk + 192);
+        for (int j = 0; j < 8; j++) {
+            const int a = scl[2 * j], b = scl[2 * j + 1];
+            sc[j] = _mm256_setr_epi32(a, a, a, a, b, b, b, b);
+        }
+    }
+    // int16 per sum of 16: its sub-block's scale (times -32 after the reduction).
+    static __m256i pair_weights(const uint8_t* blk) {
+        return _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)(blk + 192)));
     }
     static void meta(const uint8_t* blk, KTile& k, int s, int r) {
         const int8_t* scl = (const int8_t*)(blk + 192);
@@ -312,5 +344,109 @@ void k_groups(const Pass& p, int g0, int g1) {
     }
 }
 
-constexpr Kernels kTileKernels = {q32_groups<TileQ8_0>, q32_groups<TileQ4_0>, q32_groups<TileQ5_0>, k_groups<TileQ4_K>,
-                                  k_groups<TileQ6_K>};
+// ---- One token (decode): straight from the GGUF layout --------------------
+// A tile pays for its interleaving over the tokens that share it; one token
+// cannot, so decode takes each row's block sums with a horizontal reduction
+// instead. The integers are the same, and the float step is the tiles' own
+// (8 rows per vector, one fma per block), so the results are the same bits.
+
+// Lane r of the result = the sum of v[r]'s 8 int32 lanes.
+inline __m256i reduce8(const __m256i v[8]) {
+    const __m256i h01 = _mm256_hadd_epi32(v[0], v[1]), h23 = _mm256_hadd_epi32(v[2], v[3]);
+    const __m256i h45 = _mm256_hadd_epi32(v[4], v[5]), h67 = _mm256_hadd_epi32(v[6], v[7]);
+    const __m256i a = _mm256_hadd_epi32(h01, h23), b = _mm256_hadd_epi32(h45, h67);
+    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
+}
+
+// The f16 at byte `off` of each row's block, as 8 floats (exact, as blocks::h).
+inline __m256 halves8(const uint8_t* const rp[8], size_t off) {
+    uint16_t h[8];
+    for (int r = 0; r < 8; r++) std::memcpy(&h[r], rp[r] + off, 2);
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)h));
+}
+
+inline void store_row_group(const Pass& p, __m256 acc, int n0, int rows) {
+    alignas(32) float v[8];
+    _mm256_store_ps(v, acc);
+    for (int r = 0; r < rows; r++) p.y[n0 + r] = v[r] + (p.bias ? p.bias[n0 + r] : 0.0f);
+}
+
+template <class F>
+void q32_gemv(const Pass& p, int g0, int g1) {
+    const int nb = p.K / 32;
+    for (int g = g0; g < g1; g++) {
+        const int n0 = g * 8, rows = std::min(8, p.N - n0);
+        const uint8_t* rp[8];
+        row_pointers(p, n0, (size_t)nb * F::BB, rp);
+        __m256 fa = _mm256_setzero_ps();
+        for (int b = 0; b < nb; b++) {
+            const __m256i x = load_v(p.xq + 32 * b);
+            const uint8_t* bp[8];
+            __m256i v[8];
+            for (int r = 0; r < 8; r++) {
+                bp[r] = rp[r] + (size_t)b * F::BB;
+                const __m256i w = F::unpack(bp[r]);
+                if constexpr (F::kSigned) v[r] = dot4(_mm256_setzero_si256(), _mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
+                else v[r] = dot4(_mm256_setzero_si256(), w, x);
+            }
+            __m256i s = reduce8(v);
+            if constexpr (!F::kSigned) s = _mm256_sub_epi32(s, _mm256_set1_epi32(F::kOffset * (int)p.xs[b]));
+            fa = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(halves8(bp, 0), _mm256_set1_ps(p.xd[b])), fa);
+        }
+        store_row_group(p, fa, n0, rows);
+    }
+}
+
+template <class F>
+void k_gemv(const Pass& p, int g0, int g1) {
+    const int nb = p.K / 256;
+    for (int g = g0; g < g1; g++) {
+        const int n0 = g * 8, rows = std::min(8, p.N - n0);
+        const uint8_t* rp[8];
+        row_pointers(p, n0, (size_t)nb * F::BB, rp);
+        __m256 fa = _mm256_setzero_ps();
+        for (int b = 0; b < nb; b++) {
+            const int8_t* x = p.xq + 256 * b;
+            const __m256i bs = load_v(p.xs + 16 * b);  // the 16 sums of 16
+            const uint8_t* bp[8];
+            __m256i iv[8], pv[8];
+            for (int r = 0; r < 8; r++) {
+                bp[r] = rp[r] + (size_t)b * F::BB;
+                __m256i w[8], sc[8];
+                F::unpack(bp[r], w);
+                F::run_scales(bp[r], sc);
+                __m256i acc = _mm256_setzero_si256();
+                for (int j = 0; j < 8; j++)
+                    acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(dot4(_mm256_setzero_si256(), w[j], load_v(x + 32 * j)), sc[j]));
+                iv[r] = acc;
+                pv[r] = _mm256_madd_epi16(bs, F::pair_weights(bp[r]));
+            }
+            const __m256i is = reduce8(iv), ps = reduce8(pv);
+            const __m256 dx = _mm256_set1_ps(p.xd[b]);
+            if constexpr (F::kMins) {
+                fa = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(halves8(bp, 0), dx), fa);
+                const __m256 neg_dmin = _mm256_sub_ps(_mm256_setzero_ps(), halves8(bp, 2));
+                fa = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ps), _mm256_mul_ps(neg_dmin, dx), fa);
+            } else {
+                const __m256i v = _mm256_sub_epi32(is, _mm256_slli_epi32(ps, 5));
+                fa = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_mul_ps(halves8(bp, F::kScaleOffset), dx), fa);
+            }
+        }
+        store_row_group(p, fa, n0, rows);
+    }
+}
+
+template <class F>
+void q32_matmul(const Pass& p, int g0, int g1) {
+    if (p.m == 1) q32_gemv<F>(p, g0, g1);
+    else q32_groups<F>(p, g0, g1);
+}
+
+template <class F>
+void k_matmul(const Pass& p, int g0, int g1) {
+    if (p.m == 1) k_gemv<F>(p, g0, g1);
+    else k_groups<F>(p, g0, g1);
+}
+
+constexpr Kernels kTileKernels = {q32_matmul<TileQ8_0>, q32_matmul<TileQ4_0>, q32_matmul<TileQ5_0>, k_matmul<TileQ4_K>,
+                                  k_matmul<TileQ6_K>};
