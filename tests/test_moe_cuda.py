@@ -1,0 +1,187 @@
+"""The mixture-of-experts kernels and models on CUDA against the CPU backend
+(the reference meaning), skipped without a GPU: moe_route, moe_matmul (per
+slot and weighted, every format, experts with no token, every token on one
+expert, unselected experts poisoned), moe_shared_add; then the random-weight
+MoE models (prefill logits, one-token decode steps through the captured
+decode graphs, greedy tokens) and batch invariance on the GPU."""
+
+import glob
+import os
+import zlib
+
+import numpy as np
+import pytest
+from gguf import GGMLQuantizationType as T
+
+import akunu
+from akunu import _testing
+from tests.fixtures import kernel_params as kp
+from tests.fixtures import random_gguf
+from tests.fixtures.backend_compare import compare_with_cpu, rel_l2
+from tests.test_moe_kernels import KERNEL_FORMATS, make_experts, poison_unselected, route_buffer, routing_cases
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MOE_QUANTIZED = sorted(glob.glob(os.path.join(ROOT, "tests", "models", "moe", "*.gguf")))
+SEED = int(os.environ.get("AKUNU_TEST_SEED", "0"))
+
+
+def rng_for(key):
+    return np.random.default_rng([SEED, zlib.crc32(str(key).encode())])
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cuda_device():
+    try:
+        x = np.zeros(4, np.float32)
+        _testing.run_kernel("add_inplace", [x, x.copy()], kp.add(4, 1), device="cuda")
+    except Exception as e:  # noqa: BLE001 - the reason is the skip message
+        pytest.skip(f"no CUDA device: {e}")
+
+
+def on_both(name, bufs, out_index, params):
+    """The kernel on the CPU and on CUDA, buffer out_index poisoned (NaN) first for each."""
+    results = []
+    for dev in ("cpu", "cuda"):
+        b = [np.array(a, copy=True) for a in bufs]
+        b[out_index][...] = np.nan
+        _testing.run_kernel(name, b, params, device=dev)
+        results.append(b[out_index])
+    return results
+
+
+@pytest.mark.parametrize("gating", [kp.MOE_SOFTMAX, kp.MOE_SIGMOID], ids=["softmax", "sigmoid"])
+@pytest.mark.parametrize("norm", [0, 1])
+def test_route_matches_cpu(gating, norm):
+    rng = rng_for(("route", gating, norm))
+    for n_exp, n_used, n_tok in ((128, 8, 300), (8, 2, 5), (60, 4, 1)):
+        logits = (rng.standard_normal((n_tok, n_exp)) * 3).astype(np.float32)
+        logits[0, :4] = logits[0, 4]  # a tie
+        rs = 2 * n_used + 2
+        cpu, gpu = on_both("moe_route", [logits, np.zeros((n_tok, rs), np.float32)], 1,
+                           kp.moe_route(n_exp, n_used, n_tok, gating, norm, n_exp, rs, 1.5))
+        ids_c, ids_g = cpu[:, :n_used].copy().view(np.int32), gpu[:, :n_used].copy().view(np.int32)
+        # equal choices but where the CPU's probabilities are within an ulp or two (expf differs)
+        p = np.sort(cpu[:, n_used:2 * n_used], 1)
+        clear = (np.diff(p, axis=1) > 1e-6).all(1) if n_used > 1 else np.ones(n_tok, bool)
+        np.testing.assert_array_equal(ids_g[clear], ids_c[clear], err_msg=f"AKUNU_TEST_SEED={SEED}")
+        np.testing.assert_allclose(gpu[clear, n_used:2 * n_used], cpu[clear, n_used:2 * n_used], rtol=1e-5)
+        assert np.isnan(gpu[:, 2 * n_used:]).all()
+
+
+@pytest.mark.parametrize("qtype", KERNEL_FORMATS, ids=lambda t: t.name)
+@pytest.mark.parametrize("weighted", [0, 1])
+def test_moe_matmul_matches_cpu(qtype, weighted):
+    rng = rng_for(("matmul", int(qtype), weighted))
+    n_exp, n_used, N, K = 16, 4, 384, 1024
+    raw, _ = make_experts(qtype, n_exp, N, K, rng)
+    for name, ids in routing_cases(70, n_exp, n_used, rng).items():  # 70 tokens: several chunks an expert
+        n_tok = ids.shape[0]
+        rs = 2 * n_used + 3
+        route = route_buffer(ids, rng.uniform(0.1, 1, ids.shape).astype(np.float32), rs)
+        w, _ = poison_unselected(raw, ids, qtype)
+        if weighted:
+            xs = n_used * K + 8
+            x = rng.standard_normal((n_tok, xs)).astype(np.float32)
+            y = np.zeros((n_tok, N + 4), np.float32)
+            params = kp.moe_matmul(N, K, n_tok, int(qtype), n_exp, n_used, xs, K, N + 4, 0, rs, 1)
+        else:
+            x = rng.standard_normal((n_tok, K + 8)).astype(np.float32)
+            y = np.zeros((n_tok, n_used * N + 8), np.float32)
+            params = kp.moe_matmul(N, K, n_tok, int(qtype), n_exp, n_used, K + 8, 0, n_used * N + 8, N, rs, 0)
+        cpu, gpu = on_both("moe_matmul", [w, x, y, route], 2, params)
+        n_out = N if weighted else n_used * N
+        # the CPU rounds activations to 8 bits for quantized formats, CUDA's general path does not
+        tol = 3e-2 if qtype not in (T.F32, T.F16, T.BF16) else 1e-5
+        assert rel_l2(gpu[:, :n_out], cpu[:, :n_out]) < tol, (name, SEED)
+        assert np.isnan(gpu[:, n_out:]).all(), "wrote past its rows"
+
+
+def test_moe_matmul_rows_do_not_depend_on_the_batch():
+    rng = rng_for("invariance")
+    n_exp, n_used, N, K = 8, 2, 256, 512
+    raw, _ = make_experts(T.Q4_K, n_exp, N, K, rng)
+    ids = np.stack([rng.choice(n_exp, n_used, replace=False) for _ in range(40)])
+    route = route_buffer(ids, rng.uniform(0.1, 1, ids.shape).astype(np.float32), 2 * n_used)
+    x = rng.standard_normal((40, n_used * K)).astype(np.float32)
+    for weighted in (0, 1):
+        ys = N if weighted else n_used * N
+        p = lambda n: kp.moe_matmul(N, K, n, int(T.Q4_K), n_exp, n_used, n_used * K, K if weighted else 0, ys,
+                                    0 if weighted else N, 2 * n_used, weighted, 1, 0)
+        y = np.zeros((40, ys), np.float32)
+        _testing.run_kernel("moe_matmul", [raw, x, y, route], p(40), device="cuda")
+        for t in (0, 17, 39):
+            one = np.zeros((1, ys), np.float32)
+            _testing.run_kernel("moe_matmul", [raw, x[t:t + 1].copy(), one, route[t:t + 1].copy()], p(1),
+                                device="cuda")
+            np.testing.assert_array_equal(one[0], y[t])
+
+
+def test_moe_shared_add_matches_cpu():
+    rng = rng_for("shared")
+    x = rng.standard_normal((9, 512)).astype(np.float32)
+    gate = rng.standard_normal((9, 3)).astype(np.float32)
+    y = rng.standard_normal((9, 512)).astype(np.float32)
+    out = []
+    for dev in ("cpu", "cuda"):
+        yy = y.copy()
+        _testing.run_kernel("moe_shared_add", [x, gate, yy], kp.moe_shared_add(512, 9, 512, 512, 3, 1), device=dev)
+        out.append(yy)
+    np.testing.assert_allclose(out[1], out[0], rtol=1e-6, atol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def moe_models(tmp_path_factory):
+    d = tmp_path_factory.mktemp("moe-cuda")
+    out = []
+    for arch in random_gguf.MOE_ARCHS:
+        for dtype in ("F32", "F16"):
+            p = str(d / f"{arch}-{dtype}.gguf")
+            random_gguf.write_model(p, arch, dtype, seed=13)
+            out.append(p)
+    return out + MOE_QUANTIZED
+
+
+def cuda_model(path, **kw):
+    return akunu.load(path, device="cuda", n_ctx=256, **kw)
+
+
+def test_moe_models_match_cpu(moe_models):
+    for path in moe_models:
+        tol = 3e-2 if "q" in os.path.basename(path).split("-")[-1] else 2e-3
+        compare_with_cpu(cuda_model(path), path, tol)
+
+
+def test_moe_decode_steps_match_cpu(moe_models):
+    """One-token decode steps (the captured decode graphs) step by step."""
+    for path in moe_models:
+        tol = 3e-2 if "q" in os.path.basename(path).split("-")[-1] else 2e-3
+        gpu, cpu = cuda_model(path), akunu.load(path, n_ctx=256)
+        ids = np.random.default_rng(7).integers(0, cpu.config["vocab_size"], 20).tolist()
+        for m in (cpu, gpu):
+            m._core().prefill(ids)
+        for t in ids[:6]:
+            err = rel_l2(gpu._core().decode_logits(t), cpu._core().decode_logits(t))
+            assert err < tol, f"{os.path.basename(path)}: decode step relative L2 {err:.2e}"
+
+
+def test_moe_batch_invariance_on_cuda(moe_models):
+    path = [p for p in moe_models if p.endswith("qwen3moe-F16.gguf")][0]
+    rng = rng_for("batch")
+    reqs = [rng.integers(3, 512, int(n)).tolist() for n in (1, 40, 7, 90, 3, 25)]
+    m = cuda_model(path)
+    m.enable_batching(1)
+    want = []
+    for p in reqs:
+        want.append(m.generate(p, max_tokens=10).tokens)
+    m.close()
+    m = akunu.load(path, device="cuda", n_ctx=256, parallel=6, kv_tokens=6 * 256)
+    try:
+        streams = [m.generate(p, max_tokens=10, stream=True) for p in reqs]
+        got = []
+        for s in streams:
+            for _ in s:
+                pass
+            got.append(s.result.tokens)
+        assert got == want
+    finally:
+        m.close()
