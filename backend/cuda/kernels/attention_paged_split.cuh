@@ -3,16 +3,18 @@
 // served by one read of each K / V row.
 //
 // Grid (n_kv_heads, rows, n_splits), kWarps warps a block; a block serves the
-// group's G query heads of one row. A row's keys [lo, pos] are cut into
-// chunks of kChunk keys; split z walks chunks z, z + n_splits, ... in
-// ascending order, and within a chunk warp w walks its kChunk / kWarps
-// consecutive keys in order, an online softmax each (running max, sum,
-// weighted V for every head of the group). The warps meet in shared memory in
-// warp order, the split's partial goes to the scratch, and the last split of
-// the (row, group) to arrive (a counter) combines the splits in ascending z.
-// So every sum a row's result goes through depends only on its sequence,
-// position, the head size and n_splits (fixed per model and scratch size when
-// the launcher runs, never by the rows of the pass): batch invariance holds.
+// group's G query heads of one row. A row's n keys [lo, pos] go to
+// active = min(n_splits, ceil(n / kMinKeys)) splits of ceil(n / active)
+// consecutive keys (blocks past `active` return at once); within a split the
+// keys go in rounds of kWarps * kUnroll, kUnroll consecutive keys a warp, each
+// warp keeping an online softmax (running max, sum, weighted V for every head
+// of the group). The warps meet in shared memory in warp order; with one
+// active split the block writes the output, else its record goes to the
+// scratch and the last split of the (row, group) to arrive (a counter)
+// combines the records in ascending split order. So every sum a row's result
+// goes through depends only on its sequence, position, the head size and
+// n_splits (fixed per model and scratch size, never by the rows of the
+// pass): batch invariance holds.
 //
 // Lane `lane` holds the D contiguous dimensions lane * D .. lane * D + D - 1
 // (D = head_dim / 32), loaded as one vector. Precision as attention_paged.cuh.
@@ -30,7 +32,8 @@ namespace akunu {
 namespace attention_paged_split {
 
 constexpr int kWarps = 4;
-constexpr int kChunk = 64;         // keys a split takes at a time
+constexpr uint32_t kMinKeys = 32;  // keys a split takes at least
+constexpr int kUnroll = 8;         // consecutive keys a warp has in flight
 constexpr int kMaxGroup = 8;       // query heads a KV head serves, at most
 constexpr uint32_t kMaxSplits = 16;
 constexpr uint32_t kSliceRows = 64;  // rows a launch (bounds the partials)
@@ -100,57 +103,57 @@ __global__ void __launch_bounds__(kWarps * 32)
         for (int i = 0; i < D; i++) acc[g][i] = 0.0f;
     }
 
-    constexpr int kPerWarp = kChunk / kWarps;
-    constexpr int kUnroll = 4;
-    for (uint32_t c = z; c * kChunk < n; c += n_splits) {
-        const uint32_t j0 = c * kChunk + (uint32_t)warp * kPerWarp;
-        for (int u0 = 0; u0 < kPerWarp; u0 += kUnroll) {
-            float kf[kUnroll][D], vf[kUnroll][D];
-            bool live[kUnroll];
+    const uint32_t active = std::min(n_splits, (n + kMinKeys - 1) / kMinKeys);
+    if (z >= active) return;
+    const uint32_t per = (n + active - 1) / active;
+    const uint32_t k0 = z * per, k1 = std::min(n, k0 + per);
+    for (uint32_t r = k0; r < k1; r += kWarps * kUnroll) {
+        const uint32_t j0 = r + (uint32_t)warp * kUnroll;
+        float kf[kUnroll][D], vf[kUnroll][D];
+        bool live[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; u++) {
+            const uint32_t j = j0 + u;
+            live[u] = j < k1;
+            if (live[u]) {
+                const size_t at = pool_row(table, p.block_size, lo + j) * kv_dim + koff;
+                load_halves<D>(kc + at, kf[u]);
+                load_halves<D>(vc + at, vf[u]);
+            }
+        }
+#pragma unroll
+        for (int g = 0; g < G; g++) {
+            float s[kUnroll];
 #pragma unroll
             for (int u = 0; u < kUnroll; u++) {
-                const uint32_t j = j0 + u0 + u;
-                live[u] = j < n;
-                if (live[u]) {
-                    const size_t at = pool_row(table, p.block_size, lo + j) * kv_dim + koff;
-                    load_halves<D>(kc + at, kf[u]);
-                    load_halves<D>(vc + at, vf[u]);
-                }
+                s[u] = 0.0f;
+                if (live[u])
+#pragma unroll
+                    for (int i = 0; i < D; i++) s[u] += qv[g][i] * kf[u][i];
             }
 #pragma unroll
-            for (int g = 0; g < G; g++) {
-                float s[kUnroll];
+            for (int o = 16; o > 0; o >>= 1)
 #pragma unroll
-                for (int u = 0; u < kUnroll; u++) {
-                    s[u] = 0.0f;
-                    if (live[u])
+                for (int u = 0; u < kUnroll; u++) s[u] += __shfl_xor_sync(0xffffffffu, s[u], o);
+            float mnew = m[g];
 #pragma unroll
-                        for (int i = 0; i < D; i++) s[u] += qv[g][i] * kf[u][i];
-                }
-#pragma unroll
-                for (int o = 16; o > 0; o >>= 1)
-#pragma unroll
-                    for (int u = 0; u < kUnroll; u++) s[u] += __shfl_xor_sync(0xffffffffu, s[u], o);
-                float mnew = m[g];
-#pragma unroll
-                for (int u = 0; u < kUnroll; u++) {
-                    s[u] *= p.scale;
-                    if (live[u]) mnew = fmaxf(mnew, s[u]);
-                }
-                const float corr = expf(m[g] - mnew);
-                l[g] *= corr;
-#pragma unroll
-                for (int i = 0; i < D; i++) acc[g][i] *= corr;
-#pragma unroll
-                for (int u = 0; u < kUnroll; u++) {
-                    if (!live[u]) continue;
-                    const float e = expf(s[u] - mnew);
-                    l[g] += e;
-#pragma unroll
-                    for (int i = 0; i < D; i++) acc[g][i] += e * vf[u][i];
-                }
-                m[g] = mnew;
+            for (int u = 0; u < kUnroll; u++) {
+                s[u] *= p.scale;
+                if (live[u]) mnew = fmaxf(mnew, s[u]);
             }
+            const float corr = expf(m[g] - mnew);
+            l[g] *= corr;
+#pragma unroll
+            for (int i = 0; i < D; i++) acc[g][i] *= corr;
+#pragma unroll
+            for (int u = 0; u < kUnroll; u++) {
+                if (!live[u]) continue;
+                const float e = expf(s[u] - mnew);
+                l[g] += e;
+#pragma unroll
+                for (int i = 0; i < D; i++) acc[g][i] += e * vf[u][i];
+            }
+            m[g] = mnew;
         }
     }
 
@@ -167,48 +170,67 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
     __syncthreads();
     const size_t rec = hd + 2;
-    for (int g = 0; g < G; g++) {
+    __shared__ float bmax[G], bsum[G];
+    if (threadIdx.x < G) {
+        const int g = threadIdx.x;
         float bm = -FLT_MAX;
         for (int w = 0; w < kWarps; w++) bm = fmaxf(bm, wm[w][g]);
+        float bl = 0.0f;
+        for (int w = 0; w < kWarps; w++) bl += wm[w][g] == -FLT_MAX ? 0.0f : wl[w][g] * expf(wm[w][g] - bm);
+        bmax[g] = bm;
+        bsum[g] = bl;
+    }
+    __syncthreads();
+    for (int g = 0; g < G; g++) {
+        const float bm = bmax[g];
         float* r = partials + (((size_t)t * p.n_heads + kvh * G + g) * n_splits + z) * rec;
+        float* o = out + (size_t)t * p.out_stride + (size_t)(kvh * G + g) * hd;
+        const float inv = active == 1 ? 1.0f / bsum[g] : 1.0f;
         for (int d = threadIdx.x; d < hd; d += kWarps * 32) {
             float v = 0.0f;
             for (int w = 0; w < kWarps; w++) v += wacc[w][g][d] * (wm[w][g] == -FLT_MAX ? 0.0f : expf(wm[w][g] - bm));
-            r[d] = v;
+            if (active == 1) o[d] = v * inv;  // one split: the output itself
+            else r[d] = v;
         }
-        if (threadIdx.x == 0) {
-            float bl = 0.0f;
-            for (int w = 0; w < kWarps; w++) bl += wm[w][g] == -FLT_MAX ? 0.0f : wl[w][g] * expf(wm[w][g] - bm);
+        if (threadIdx.x == 0 && active > 1) {
             r[hd] = bm;
-            r[hd + 1] = bl;
+            r[hd + 1] = bsum[g];
         }
     }
+    if (active == 1) return;
     __threadfence();  // this split's record visible before its arrival is counted
     __syncthreads();
     __shared__ bool last;
     uint32_t* counter = counters + (size_t)t * p.n_kv_heads + kvh;
-    if (threadIdx.x == 0) last = atomicAdd(counter, 1u) == n_splits - 1;
+    if (threadIdx.x == 0) last = atomicAdd(counter, 1u) == active - 1;
     __syncthreads();
     if (!last) return;
     __threadfence();
-    for (int g = 0; g < G; g++) {
+    // Each split's weight exp(m_s - M) / L once, in shared memory; then a
+    // thread a dimension sums the records in ascending split order.
+    __shared__ float weight[G][kMaxSplits];
+    if (threadIdx.x < G) {
+        const int g = threadIdx.x;
         const float* r0 = partials + ((size_t)t * p.n_heads + kvh * G + g) * n_splits * rec;
         float bm = -FLT_MAX;
-        for (uint32_t s = 0; s < n_splits; s++) bm = fmaxf(bm, __ldcg(r0 + s * rec + hd));
+        for (uint32_t s = 0; s < active; s++) bm = fmaxf(bm, __ldcg(r0 + s * rec + hd));
         float bl = 0.0f;
-        for (uint32_t s = 0; s < n_splits; s++) {
-            const float ms = __ldcg(r0 + s * rec + hd);
-            if (ms != -FLT_MAX) bl += __ldcg(r0 + s * rec + hd + 1) * expf(ms - bm);
+        for (uint32_t s = 0; s < active; s++) {
+            const float e = expf(__ldcg(r0 + s * rec + hd) - bm);
+            weight[g][s] = e;
+            bl += __ldcg(r0 + s * rec + hd + 1) * e;
         }
         const float inv = 1.0f / bl;
+        for (uint32_t s = 0; s < active; s++) weight[g][s] *= inv;
+    }
+    __syncthreads();
+    for (int g = 0; g < G; g++) {
+        const float* r0 = partials + ((size_t)t * p.n_heads + kvh * G + g) * n_splits * rec;
         float* o = out + (size_t)t * p.out_stride + (size_t)(kvh * G + g) * hd;
         for (int d = threadIdx.x; d < hd; d += kWarps * 32) {
             float v = 0.0f;
-            for (uint32_t s = 0; s < n_splits; s++) {
-                const float ms = __ldcg(r0 + s * rec + hd);
-                if (ms != -FLT_MAX) v += __ldcg(r0 + s * rec + d) * expf(ms - bm);
-            }
-            o[d] = v * inv;
+            for (uint32_t s = 0; s < active; s++) v += __ldcg(r0 + s * rec + d) * weight[g][s];
+            o[d] = v;
         }
     }
     if (threadIdx.x == 0) *counter = 0;  // ready for the next launch
