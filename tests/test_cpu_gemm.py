@@ -141,7 +141,11 @@ def test_every_instruction_set_gives_the_same_bits(tmp_path):
             raw, _ = random_matrix(qtype, n, k, rng)
             name = f"{int(qtype)}_{n}_{k}_{m}"
             inputs["raw_" + name] = raw
-            inputs["x_" + name] = rng.standard_normal((m, k)).astype(np.float32)
+            x = rng.standard_normal((m, k)).astype(np.float32)
+            if m > 1:  # ties for the largest magnitude (+v and -v), and blocks of zeros
+                x[1] = rng.integers(-3, 4, k)
+                x[2, : k // 2] = 0
+            inputs["x_" + name] = x
             inputs["kernel_" + name] = np.array(KERNEL[qtype])
     np.savez(tmp_path / "in.npz", **inputs)
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -43,8 +43,14 @@ constexpr int kTileRows = 8;
 // Rows [8 * g0, min(N, 8 * g1)) of the pass.
 using GroupFn = void (*)(const Pass&, int g0, int g1);
 
+// One token's activations rounded to 8 bits, as quantized_dot.h defines it:
+// Q8_0 blocks of 32 (scale, and the block's int sum) or Q8_K blocks of 256
+// (scale, and the sums of each 16).
+using QuantizeFn = void (*)(const float* x, int K, int8_t* q, float* d, int16_t* sums);
+
 struct Kernels {
     GroupFn q8_0, q4_0, q5_0, q4_k, q6_k;
+    QuantizeFn quantize_q8_0, quantize_q8_k;
 };
 
 extern const Kernels kPortableKernels;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/half.h"
 #include "core/quant_blocks.h"
 #include "int8_matmul.h"
 

@@ -7,6 +7,7 @@
 
 #include "core/quant_blocks.h"
 #include "int8_matmul.h"
+#include "quantized_dot.h"
 
 namespace akunu {
 namespace int8mm {
@@ -135,6 +136,15 @@ void q6_k_rows(const Pass& p, int g0, int g1) {
     }
 }
 
+void quantize_q8_0_sums(const float* x, int K, int8_t* q, float* d, int16_t* sums) {
+    qdot::quantize_q8_0(x, K, q, d);
+    for (int b = 0; b < K / 32; b++) {
+        int s = 0;
+        for (int j = 0; j < 32; j++) s += q[32 * b + j];
+        sums[b] = (int16_t)s;
+    }
+}
+
 Isa read_isa_override(Isa best) {
     const char* e = std::getenv("AKUNU_CPU_ISA");
     if (!e || !*e) return best;
@@ -148,7 +158,7 @@ Isa read_isa_override(Isa best) {
 }  // namespace
 
 const Kernels kPortableKernels = {q32_rows<unpack_q8_0, 34>, q32_rows<unpack_q4_0, 18>, q32_rows<unpack_q5_0, 22>,
-                                  q4_k_rows, q6_k_rows};
+                                  q4_k_rows, q6_k_rows, quantize_q8_0_sums, qdot::quantize_q8_k};
 
 Isa best_isa() {
 #if (defined(__x86_64__) || defined(_M_X64)) && defined(__GNUC__)

@@ -448,5 +448,88 @@ void k_matmul(const Pass& p, int g0, int g1) {
     else k_groups<F>(p, g0, g1);
 }
 
+// ---- Activations rounded to 8 bits ------------------------------------------
+// The same numbers as qdot::quantize_q8_0 / quantize_q8_k (quantized_dot.h):
+// max |x| is exact in any order, x * (1/d) is one rounding either way, and
+// vroundps rounds half to even as nearbyint does.
+inline __m256i round_to_i32(__m256 v) {
+    return _mm256_cvtps_epi32(_mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+}
+
+// 4 x 8 int32 (each within int8) -> 32 int8 in order.
+inline __m256i pack_i8(__m256i a, __m256i b, __m256i c, __m256i d) {
+    const __m256i abcd = _mm256_packs_epi16(_mm256_packs_epi32(a, b), _mm256_packs_epi32(c, d));
+    return _mm256_permutevar8x32_epi32(abcd, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+inline float hmax8(__m256 v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+}
+
+inline int hsum8_i32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 1));
+    return _mm_cvtsi128_si32(s);
+}
+
+inline __m256 abs_ps(__m256 v) { return _mm256_and_ps(v, _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF))); }
+
+void quantize_q8_0_x86(const float* x, int K, int8_t* q, float* d, int16_t* sums) {
+    for (int b = 0; b < K / 32; b++) {
+        const float* xb = x + 32 * b;
+        __m256 v[4];
+        __m256 mx = _mm256_setzero_ps();
+        for (int i = 0; i < 4; i++) {
+            v[i] = _mm256_loadu_ps(xb + 8 * i);
+            mx = _mm256_max_ps(mx, abs_ps(v[i]));
+        }
+        const float db = hmax8(mx) / 127.0f;
+        const __m256 id = _mm256_set1_ps(db != 0.0f ? 1.0f / db : 0.0f);
+        __m256i r[4];
+        for (int i = 0; i < 4; i++) r[i] = round_to_i32(_mm256_mul_ps(v[i], id));
+        _mm256_storeu_si256((__m256i*)(q + 32 * b), pack_i8(r[0], r[1], r[2], r[3]));
+        sums[b] = (int16_t)hsum8_i32(_mm256_add_epi32(_mm256_add_epi32(r[0], r[1]), _mm256_add_epi32(r[2], r[3])));
+        d[b] = f16_to_f32(f32_to_f16(db));
+    }
+}
+
+void quantize_q8_k_x86(const float* x, int K, int8_t* q, float* d, int16_t* bsums) {
+    for (int b = 0; b < K / 256; b++) {
+        const float* xb = x + 256 * b;
+        int8_t* qb = q + 256 * b;
+        __m256 mx = _mm256_setzero_ps();
+        for (int i = 0; i < 32; i++) mx = _mm256_max_ps(mx, abs_ps(_mm256_loadu_ps(xb + 8 * i)));
+        const float amax = hmax8(mx);
+        if (amax == 0.0f) {
+            d[b] = 0;
+            std::memset(qb, 0, 256);
+            std::memset(bsums + 16 * b, 0, 32);
+            continue;
+        }
+        float maxv = amax;  // the first value of largest magnitude, with its sign
+        const __m256 am = _mm256_set1_ps(amax);
+        for (int i = 0; i < 32; i++) {
+            const int hit = _mm256_movemask_ps(_mm256_cmp_ps(abs_ps(_mm256_loadu_ps(xb + 8 * i)), am, _CMP_EQ_OQ));
+            if (hit) { maxv = xb[8 * i + __builtin_ctz((unsigned)hit)]; break; }
+        }
+        const float iscale = -127.0f / maxv;
+        const __m256 is = _mm256_set1_ps(iscale);
+        const __m256i top = _mm256_set1_epi32(127);
+        for (int g = 0; g < 8; g++) {  // 32 values, two sums of 16
+            __m256i r[4];
+            for (int i = 0; i < 4; i++)
+                r[i] = _mm256_min_epi32(round_to_i32(_mm256_mul_ps(_mm256_loadu_ps(xb + 32 * g + 8 * i), is)), top);
+            _mm256_storeu_si256((__m256i*)(qb + 32 * g), pack_i8(r[0], r[1], r[2], r[3]));
+            bsums[16 * b + 2 * g] = (int16_t)hsum8_i32(_mm256_add_epi32(r[0], r[1]));
+            bsums[16 * b + 2 * g + 1] = (int16_t)hsum8_i32(_mm256_add_epi32(r[2], r[3]));
+        }
+        d[b] = 1.0f / iscale;
+    }
+}
+
 constexpr Kernels kTileKernels = {q32_matmul<TileQ8_0>, q32_matmul<TileQ4_0>, q32_matmul<TileQ5_0>, k_matmul<TileQ4_K>,
-                                  k_matmul<TileQ6_K>};
+                                  k_matmul<TileQ6_K>, quantize_q8_0_x86, quantize_q8_k_x86};

@@ -55,31 +55,32 @@ QuantizedX& quantized_x_buffer(size_t n_values) {
 }
 
 // Each token's activations rounded to Q8_0 blocks of 32 (with each block's
-// int sum when the format has mins: Q4_1, Q5_1), for 32-block formats.
-QuantizedX& activations_q8_0(const MatmulParams& p, const float* x, bool with_sums) {
+// int sum, for the formats with offsets or mins), for 32-block formats; tokens
+// split across the pool, each rounded by the instruction set's quantizer
+// (the same numbers as quantized_dot.h's).
+QuantizedX& activations_q8_0(const MatmulParams& p, const float* x, ThreadPool* pool) {
     const int K = (int)p.K, m = (int)p.n_tokens, nb = K / 32;
     QuantizedX& qx = quantized_x_buffer((size_t)m * K);
-    for (int t = 0; t < m; t++) {
-        int8_t* q = qx.q.data() + (size_t)t * K;
-        qdot::quantize_q8_0(x + (size_t)t * p.x_stride, K, q, qx.d.data() + (size_t)t * nb);
-        if (with_sums)
-            for (int b = 0; b < nb; b++) {
-                int sum = 0;
-                for (int j = 0; j < 32; j++) sum += q[b * 32 + j];
-                qx.bsums[(size_t)t * nb + b] = (int16_t)sum;
-            }
-    }
+    const int8mm::QuantizeFn quantize = int8mm::kernels_for(int8mm::selected_isa()).quantize_q8_0;
+    pool->parallel_for(m, [&](int t0, int t1) {
+        for (int t = t0; t < t1; t++)
+            quantize(x + (size_t)t * p.x_stride, K, qx.q.data() + (size_t)t * K, qx.d.data() + (size_t)t * nb,
+                     qx.bsums.data() + (size_t)t * nb);
+    });
     return qx;
 }
 
 // Each token's activations rounded to Q8_K super-blocks of 256 (with sums of
 // each 16), for K-quants and IQ4_XS.
-QuantizedX& activations_q8_k(const MatmulParams& p, const float* x) {
+QuantizedX& activations_q8_k(const MatmulParams& p, const float* x, ThreadPool* pool) {
     const int K = (int)p.K, m = (int)p.n_tokens, nb = K / 256;
     QuantizedX& qx = quantized_x_buffer((size_t)m * K);
-    for (int t = 0; t < m; t++)
-        qdot::quantize_q8_k(x + (size_t)t * p.x_stride, K, qx.q.data() + (size_t)t * K,
-                            qx.d.data() + (size_t)t * nb, qx.bsums.data() + (size_t)t * nb * 16);
+    const int8mm::QuantizeFn quantize = int8mm::kernels_for(int8mm::selected_isa()).quantize_q8_k;
+    pool->parallel_for(m, [&](int t0, int t1) {
+        for (int t = t0; t < t1; t++)
+            quantize(x + (size_t)t * p.x_stride, K, qx.q.data() + (size_t)t * K, qx.d.data() + (size_t)t * nb,
+                     qx.bsums.data() + (size_t)t * nb * 16);
+    });
     return qx;
 }
 
@@ -108,7 +109,7 @@ void portable_int_rows(const MatmulParams& p, const uint8_t* W, const QuantizedX
 template <float (*Block)(const uint8_t*, const int8_t*, float), int BB>
 void q32_matmul(const MatmulParams& p, const uint8_t* W, const float* x, float* y, const float* bias,
                 ThreadPool* pool) {
-    portable_int_rows<32, BB, 1>(p, W, activations_q8_0(p, x, false), y, bias, pool,
+    portable_int_rows<32, BB, 1>(p, W, activations_q8_0(p, x, pool), y, bias, pool,
                                  [](const uint8_t* w, const int8_t* xq, float xd, const int16_t*) {
                                      return Block(w, xq, xd);
                                  });
@@ -117,7 +118,7 @@ void q32_matmul(const MatmulParams& p, const uint8_t* W, const float* x, float* 
 template <int BB, bool UsesMins>
 void k_matmul(const MatmulParams& p, const uint8_t* W, const float* x, float* y, const float* bias,
               ThreadPool* pool) {
-    portable_int_rows<256, BB, 16>(p, W, activations_q8_k(p, x), y, bias, pool,
+    portable_int_rows<256, BB, 16>(p, W, activations_q8_k(p, x, pool), y, bias, pool,
                                    [](const uint8_t* w, const int8_t* xq, float xd, const int16_t* bs) {
                                        if constexpr (UsesMins) return qdot::q4_k_block(w, xq, xd, bs);
                                        else return qdot::q6_k_block(w, xq, xd);
@@ -238,7 +239,7 @@ void dequant_block_matmul(const MatmulParams& p, const uint8_t* W, const float* 
 template <class F>
 void q32_avx2(const MatmulParams& p, const uint8_t* W, const float* x, float* y, const float* bias,
               ThreadPool* pool) {
-    const QuantizedX& qx = activations_q8_0(p, x, F::kMin);
+    const QuantizedX& qx = activations_q8_0(p, x, pool);
     parallel_rows(p, pool, [&](int n0, int n1) {
         avx2::rows_q32<F>(p, W, qx.q.data(), qx.d.data(), qx.bsums.data(), y, bias, n0, n1);
     });
@@ -247,7 +248,7 @@ void q32_avx2(const MatmulParams& p, const uint8_t* W, const float* x, float* y,
 // 256-super-block formats, AVX2, against Q8_K activations.
 template <class F>
 void k_avx2(const MatmulParams& p, const uint8_t* W, const float* x, float* y, const float* bias, ThreadPool* pool) {
-    const QuantizedX& qx = activations_q8_k(p, x);
+    const QuantizedX& qx = activations_q8_k(p, x, pool);
     parallel_rows(p, pool, [&](int n0, int n1) {
         avx2::rows_k<F>(p, W, qx.q.data(), qx.d.data(), qx.bsums.data(), y, bias, n0, n1);
     });
@@ -261,7 +262,7 @@ void k_avx2(const MatmulParams& p, const uint8_t* W, const float* x, float* y, c
 template <int8mm::GroupFn int8mm::Kernels::*Fn, bool KQuant>
 void int8_matmul(const MatmulParams& p, const uint8_t* W, const float* x, float* y, const float* bias,
                  ThreadPool* pool) {
-    const QuantizedX& qx = KQuant ? activations_q8_k(p, x) : activations_q8_0(p, x, true);
+    const QuantizedX& qx = KQuant ? activations_q8_k(p, x, pool) : activations_q8_0(p, x, pool);
     const int8mm::Pass pass{W, (int)p.K, (int)p.N, (int)p.n_tokens, qx.q.data(), qx.d.data(), qx.bsums.data(),
                             y, p.y_stride, bias};
     const int8mm::GroupFn fn = int8mm::kernels_for(int8mm::selected_isa()).*Fn;
