@@ -25,13 +25,17 @@ std::string arch_for_model_type(const std::string& t) {
     if (t == "llama" || t == "mistral") return "llama";
     if (t == "qwen2") return "qwen2";
     if (t == "qwen3") return "qwen3";
+    if (t == "qwen2_moe") return "qwen2moe";
+    if (t == "qwen3_moe") return "qwen3moe";
+    if (t == "mixtral") return "llama";  // Llama with experts, as llama.cpp's converter writes it
+    if (t == "olmoe") return "olmoe";
     if (t == "gemma") return "gemma";
     if (t == "gemma3" || t == "gemma3_text") return "gemma3";
     if (t == "bert") return "bert";
     if (t == "whisper") return "whisper";
     throw UnsupportedError("model_type '" + t +
-                           "' in config.json is not supported (supported: llama, mistral, qwen2, qwen3, gemma, "
-                           "gemma3, bert, whisper)");
+                           "' in config.json is not supported (supported: llama, mistral, mixtral, qwen2, qwen3, "
+                           "qwen2_moe, qwen3_moe, olmoe, gemma, gemma3, bert, whisper)");
 }
 
 // HF module path (without the .weight/.bias suffix) -> GGUF tensor base name,
@@ -77,6 +81,12 @@ std::string gguf_module(std::string m, bool has_pre_ffn_norm) {
             {"mlp.gate_proj", "ffn_gate"},
             {"mlp.up_proj", "ffn_up"},
             {"mlp.down_proj", "ffn_down"},
+            {"mlp.gate", "ffn_gate_inp"},  // MoE routers
+            {"block_sparse_moe.gate", "ffn_gate_inp"},
+            {"mlp.shared_expert.gate_proj", "ffn_gate_shexp"},
+            {"mlp.shared_expert.up_proj", "ffn_up_shexp"},
+            {"mlp.shared_expert.down_proj", "ffn_down_shexp"},
+            {"mlp.shared_expert_gate", "ffn_gate_inp_shexp"},
             {"attention.self.query", "attn_q"},
             {"attention.self.key", "attn_k"},
             {"attention.self.value", "attn_v"},
@@ -97,6 +107,43 @@ std::string gguf_module(std::string m, bool has_pre_ffn_norm) {
         return "blk." + std::to_string(layer) + "." + name;
     }
     return "";
+}
+
+// An expert's matrix (HF: one module per expert; GGUF: the layer's experts
+// stacked in one tensor): "layers.N.mlp.experts.E.gate_proj" (Qwen-MoE,
+// OLMoE) or "layers.N.block_sparse_moe.experts.E.w1" (Mixtral: w1 gate, w3
+// up, w2 down) -> ("blk.N.ffn_gate_exps", E); ("", 0) for other modules.
+std::pair<std::string, size_t> expert_module(std::string m) {
+    for (const char* prefix : {"model.language_model.", "language_model.model.", "language_model.", "model."})
+        if (m.rfind(prefix, 0) == 0) {
+            m = m.substr(std::char_traits<char>::length(prefix));
+            break;
+        }
+    auto number_at = [&](size_t& i, size_t& out) {  // digits at i up to a '.', which is skipped
+        size_t j = i;
+        while (j < m.size() && j - i < 7 && m[j] >= '0' && m[j] <= '9') j++;
+        if (j == i || j >= m.size() || m[j] != '.') return false;
+        out = (size_t)std::stoul(m.substr(i, j - i));
+        i = j + 1;
+        return true;
+    };
+    size_t i = 0, layer = 0, expert = 0;
+    if (m.rfind("layers.", 0) != 0) return {"", 0};
+    i = 7;
+    if (!number_at(i, layer)) return {"", 0};
+    for (const char* kind : {"mlp.experts.", "block_sparse_moe.experts."}) {
+        const size_t n = std::char_traits<char>::length(kind);
+        if (m.compare(i, n, kind) != 0) continue;
+        size_t j = i + n;
+        if (!number_at(j, expert)) return {"", 0};
+        static const std::map<std::string, std::string> proj = {
+            {"gate_proj", "ffn_gate_exps"}, {"up_proj", "ffn_up_exps"}, {"down_proj", "ffn_down_exps"},
+            {"w1", "ffn_gate_exps"},        {"w3", "ffn_up_exps"},      {"w2", "ffn_down_exps"}};
+        auto it = proj.find(m.substr(j));
+        if (it == proj.end()) return {"", 0};
+        return {"blk." + std::to_string(layer) + "." + it->second, expert};
+    }
+    return {"", 0};
 }
 
 uint32_t float_dtype(const std::string& d) {
@@ -200,8 +247,10 @@ void HFDirectory::read_config() {
     kv_[a + "block_count"] = gguf_int(need_int("num_hidden_layers"));
     kv_[a + "attention.head_count"] = gguf_int(heads);
     kv_[a + "attention.head_count_kv"] = gguf_int(c.integer("num_key_value_heads", heads, what));
-    if (c.get("head_dim")) kv_[a + "attention.key_length"] = gguf_int(c.integer("head_dim", 0, what));
+    if (const JsonValue* hd = c.get("head_dim"); hd && hd->kind != JsonValue::Kind::Null)  // Mixtral writes null
+        kv_[a + "attention.key_length"] = gguf_int(c.integer("head_dim", 0, what));
     kv_[a + "feed_forward_length"] = gguf_int(need_int("intermediate_size"));
+    read_experts(what);
     kv_[a + "context_length"] = gguf_int(c.integer("max_position_embeddings", 2048, what));
     if (arch_ == "bert") {
         kv_[a + "attention.layer_norm_epsilon"] = gguf_float(c.number("layer_norm_eps", 1e-12, what));
@@ -263,6 +312,35 @@ void HFDirectory::read_config() {
             throw UnsupportedError(what + ": rope_scaling type '" + type + "' is not supported");
         }
     }
+}
+
+// Mixture of experts as llama.cpp's converter writes it: num_experts (or
+// num_local_experts), num_experts_per_tok, moe_intermediate_size,
+// shared_expert_intermediate_size, and norm_topk_prob as
+// expert_weights_norm (transformers' routing, which llama.cpp fixes per
+// family). Every layer must be an MoE layer.
+void HFDirectory::read_experts(const std::string& what) {
+    const JsonValue& c = config_;
+    const std::string a = arch_ + ".";
+    int64_t n = c.integer("num_experts", 0, what);
+    if (n == 0) n = c.integer("num_local_experts", 0, what);
+    if (n <= 0) return;
+    if (!c.get("num_experts_per_tok")) throw FormatError(what + " is missing 'num_experts_per_tok'");
+    kv_[a + "expert_count"] = gguf_int(n);
+    kv_[a + "expert_used_count"] = gguf_int(c.integer("num_experts_per_tok", 0, what));
+    if (c.get("moe_intermediate_size"))
+        kv_[a + "expert_feed_forward_length"] = gguf_int(c.integer("moe_intermediate_size", 0, what));
+    if (c.get("shared_expert_intermediate_size"))
+        kv_[a + "expert_shared_feed_forward_length"] = gguf_int(c.integer("shared_expert_intermediate_size", 0, what));
+    if (const JsonValue* v = c.get("norm_topk_prob"); v && v->kind != JsonValue::Kind::Null)
+        kv_[a + "expert_weights_norm"] = gguf_bool(c.boolean("norm_topk_prob", false, what));
+    if (const JsonValue* dense = c.get("mlp_only_layers"); dense && dense->kind == JsonValue::Kind::Array &&
+                                                           !dense->arr.empty())
+        throw UnsupportedError(what + ": dense layers among the MoE layers (mlp_only_layers) are not supported");
+    if (c.integer("decoder_sparse_step", 1, what) != 1)
+        throw UnsupportedError(what + ": decoder_sparse_step other than 1 is not supported");
+    if (const JsonValue* clip = c.get("clip_qkv"); clip && clip->kind != JsonValue::Kind::Null)
+        throw UnsupportedError(what + ": clip_qkv is not supported");
 }
 
 // YaRN with transformers' meaning (_compute_yarn_parameters in
@@ -383,6 +461,38 @@ void HFDirectory::map_tensors() {
             else if (part == "biases") p.biases = &t;
             if (mod.find("pre_feedforward_layernorm") != std::string::npos) has_pre_ffn_norm = true;
         }
+    // experts: stacked into one [cols, rows, n] tensor a layer and kind (a copy, in expert order)
+    std::map<std::string, std::map<size_t, const SafeTensor*>> experts;
+    for (const auto& kv : modules) {
+        auto [stack, e] = expert_module(kv.first);
+        if (stack.empty()) continue;
+        if (kv.second.scales || !kv.second.weight || kv.second.bias)
+            throw UnsupportedError("expert '" + kv.first + "': only float expert weights without biases are supported");
+        experts[stack][e] = kv.second.weight;
+    }
+    for (const auto& st : experts) {
+        const SafeTensor& first = *st.second.begin()->second;
+        const size_t n = st.second.size();
+        if (st.second.rbegin()->first != n - 1)
+            throw FormatError("tensor '" + first.name + "': the experts of '" + st.first + "' are not numbered 0.." +
+                              std::to_string(n - 1));
+        if (first.shape.size() != 2 || float_dtype(first.dtype) == UINT32_MAX)
+            throw UnsupportedError("tensor '" + first.name + "' is not a float matrix");
+        uint8_t* dst = own(first.n_bytes * n);
+        for (const auto& ex : st.second) {
+            const SafeTensor& t = *ex.second;
+            if (t.shape != first.shape || t.dtype != first.dtype || t.n_bytes != first.n_bytes)
+                throw FormatError("tensor '" + t.name + "' differs in shape or dtype from '" + first.name + "'");
+            std::memcpy(dst + ex.first * first.n_bytes, t.data, t.n_bytes);
+        }
+        GGUFTensorInfo ti;
+        ti.name = st.first + ".weight";
+        ti.type = float_dtype(first.dtype);
+        ti.shape = {first.shape[1], first.shape[0], (uint64_t)n};
+        ti.n_bytes = first.n_bytes * n;
+        ti.data = dst;
+        add_tensor(std::move(ti));
+    }
     for (const auto& kv : modules) {
         const std::string base =
             arch_ == "whisper" ? whisper_name_from_hf(kv.first) : gguf_module(kv.first, has_pre_ffn_norm);
@@ -460,6 +570,9 @@ void HFDirectory::map_tensors() {
             if (t->shape.empty() || t->shape.size() > 4)
                 throw FormatError("tensor '" + t->name + "' has " + std::to_string(t->shape.size()) + " dimensions");
             ti.shape.assign(t->shape.rbegin(), t->shape.rend());  // GGUF order: contiguous dim first
+            if (base.size() > 19 && base.compare(base.size() - 19, 19, ".ffn_gate_inp_shexp") == 0 && ti.shape.size() == 2 &&
+                ti.shape[1] == 1)
+                ti.shape.pop_back();  // [1, dim] in HF, a [dim] vector in GGUF
             ti.n_bytes = t->n_bytes;
             ti.data = t->data;
             if (base.rfind("enc.conv", 0) == 0 && t == p.weight) flatten_conv_weight(ti);

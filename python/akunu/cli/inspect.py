@@ -48,6 +48,16 @@ def summarize(info: Dict[str, Any]) -> Dict[str, Any]:
         e["tensors"] += 1
         e["params"] += n
         e["bytes"] += t["n_bytes"]
+    # Mixture of experts: a token reads expert_used_count of the expert_count
+    # matrices stacked in each *_exps tensor (the router, attention and any
+    # shared expert always).
+    n_exp, n_used = md.get(p + "expert_count") or 0, md.get(p + "expert_used_count") or 0
+    active = params
+    if n_exp and n_used:
+        for t in tensors:
+            if "_exps." in t["name"] and len(t["shape"]) == 3 and t["shape"][2] == n_exp:
+                n = t["shape"][0] * t["shape"][1]
+                active -= n * (n_exp - n_used)
     tokens = md.get("tokenizer.ggml.tokens") or []
     return {
         "file": ({"format": "gguf", "gguf_version": info["version"], "size_bytes": info["file_size"],
@@ -58,12 +68,14 @@ def summarize(info: Dict[str, Any]) -> Dict[str, Any]:
                   "block_count": md.get(p + "block_count"), "feed_forward_length": md.get(p + "feed_forward_length"),
                   "head_count": md.get(p + "attention.head_count"),
                   "head_count_kv": md.get(p + "attention.head_count_kv"),
-                  "rope_freq_base": md.get(p + "rope.freq_base")},
+                  "rope_freq_base": md.get(p + "rope.freq_base"),
+                  **({"expert_count": n_exp, "expert_used_count": n_used} if n_exp else {})},
         "tokenizer": {"model": md.get("tokenizer.ggml.model"), "pre": md.get("tokenizer.ggml.pre"),
                       "vocab_size": len(tokens), "bos_token_id": md.get("tokenizer.ggml.bos_token_id"),
                       "eos_token_id": md.get("tokenizer.ggml.eos_token_id"),
                       "chat_template": "in file" if md.get("tokenizer.chat_template") else "none (built-in used)"},
-        "totals": {"tensors": len(tensors), "params": params, "bytes": sum(t["n_bytes"] for t in tensors),
+        "totals": {"tensors": len(tensors), "params": params, "active_params": active,
+                   "bytes": sum(t["n_bytes"] for t in tensors),
                    "by_dtype": dict(by_dtype)},
         "tensors": [{"name": t["name"], "dtype": t["dtype"], "shape": t["shape"], "bytes": t["n_bytes"]}
                     for t in tensors],
@@ -95,6 +107,9 @@ def print_text(s: Dict[str, Any], show_tensors: bool, out=sys.stdout) -> None:
         for x in s["tensors"]:
             w(f"{x['name']:<40} {x['dtype']:<8} {'x'.join(map(str, x['shape'])):<22} {x['bytes']:>12}\n")
     w(f"\ntotals: {tot['tensors']} tensors, {tot['params'] / 1e6:.1f} M parameters, {_human(tot['bytes'])}\n")
+    if tot["active_params"] != tot["params"]:
+        w(f"  mixture of experts: {tot['active_params'] / 1e6:.1f} M parameters active a token "
+          f"({m['expert_used_count']} of {m['expert_count']} experts)\n")
     for d, e in sorted(tot["by_dtype"].items(), key=lambda kv: -kv[1]["bytes"]):
         w(f"  {d:<8} {e['tensors']:>5} tensors {e['params'] / 1e6:>10.1f} M params {_human(e['bytes']):>12}\n")
 

@@ -1,0 +1,135 @@
+"""Hugging Face directories of the mixture-of-experts families (qwen3_moe,
+qwen2_moe, mixtral, olmoe; random weights saved by transformers, one module
+per expert) through akunu against transformers: logits and greedy tokens,
+with router near-ties (from transformers' own router logits) excused; the
+config's routing (norm_topk_prob) honoured; layouts akunu does not run are
+clear errors; akunu-inspect's active parameter count."""
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+import akunu
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from tests.fixtures import moe_hf_models  # noqa: E402
+
+PROMPT = [3, 17, 42, 99, 7, 123, 5, 250, 64, 1]
+N_NEW = 24
+# F16 KV cache and float32 sums in another order: logits within this of transformers'
+LOGIT_TOL = 0.03
+# a token whose router choice is this close in transformers (router logit units, any layer) may be
+# routed either way by akunu: its own logits are excused (at most a fifth of them)
+ROUTER_GAP = 0.01
+CASES = list(moe_hf_models.ARCHS) + ["qwen3_moe-unnormalized"]
+
+
+@pytest.fixture(scope="module")
+def dirs(tmp_path_factory):
+    made = {}
+
+    def get(case):
+        if case not in made:
+            arch, _, variant = case.partition("-")
+            d = str(tmp_path_factory.mktemp(case))
+            # transformers honours norm_topk_prob (llama.cpp fixes it per family); so must akunu
+            kw = {"norm_topk_prob": False} if variant == "unnormalized" else {}
+            made[case] = (d, moe_hf_models.make(arch, d, seed=len(made) + 7, **kw))
+        return made[case]
+
+    return get
+
+
+def check_logits(ours, ref, gaps, what):
+    excused = gaps.min(0) < ROUTER_GAP
+    assert excused.mean() <= 0.2, f"{excused.sum()} of {len(excused)} tokens are router near-ties"
+    err = np.where(excused, 0, np.abs(ours - ref).max(1))
+    assert err.max() < LOGIT_TOL, f"{what}: max |logit - transformers| {err.max():.4f} at {int(err.argmax())}"
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_logits_and_greedy_tokens_match_transformers(dirs, case):
+    d, model = dirs(case)
+    m = akunu.load(d, n_ctx=256)
+    want_arch = {"qwen3_moe": "qwen3moe", "qwen2_moe": "qwen2moe", "mixtral": "llama", "olmoe": "olmoe"}
+    assert m.config["architecture"] == want_arch[case.partition("-")[0]]
+    with torch.no_grad():
+        out = model.generate(torch.tensor([PROMPT]), max_new_tokens=N_NEW, min_new_tokens=N_NEW, do_sample=False,
+                             pad_token_id=0)
+    want = out[0, len(PROMPT):].tolist()
+    seq = PROMPT + want
+    ref, gaps = moe_hf_models.reference(model, seq)
+    ours = m.logits(seq)
+    check_logits(ours, ref, gaps, case)
+    got = m.generate(PROMPT, max_tokens=N_NEW).tokens
+    if got != want:  # parting only at a near-tie of transformers' logits (teacher forcing)
+        j = next(i for i in range(N_NEW) if got[i] != want[i])
+        row = ref[len(PROMPT) - 1 + j]
+        assert row[want[j]] - row[got[j]] < 0.02 or gaps[:, len(PROMPT) - 1 + j].min() < ROUTER_GAP, (
+            f"step {j}: akunu {got[j]}, transformers {want[j]}")
+
+
+def test_unnormalized_routing_differs_from_normalized(dirs):
+    """The flag is read: the same weights with and without norm_topk_prob give other logits."""
+    d_norm, _ = dirs("qwen3_moe")
+    d = d_norm + "-flipped"
+    shutil.copytree(d_norm, d)
+    with open(os.path.join(d, "config.json")) as f:
+        cfg = json.load(f)
+    cfg["norm_topk_prob"] = False
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    a, b = akunu.load(d_norm, n_ctx=64).logits(PROMPT), akunu.load(d, n_ctx=64).logits(PROMPT)
+    assert np.abs(a - b).max() > 0.05
+
+
+@pytest.mark.parametrize("key,value,match", [
+    ("mlp_only_layers", [1], "mlp_only_layers"),
+    ("decoder_sparse_step", 2, "decoder_sparse_step"),
+    ("num_experts_per_tok", None, "num_experts_per_tok"),
+])
+def test_unsupported_layouts_are_clear_errors(dirs, tmp_path, key, value, match):
+    d_src, _ = dirs("qwen3_moe")
+    d = str(tmp_path / "bad")
+    shutil.copytree(d_src, d)
+    with open(os.path.join(d, "config.json")) as f:
+        cfg = json.load(f)
+    if value is None:
+        del cfg[key]
+    else:
+        cfg[key] = value
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    with pytest.raises(akunu.AkunuError, match=match):
+        akunu.load(d)
+
+
+def test_missing_expert_is_a_clear_error(dirs, tmp_path):
+    from safetensors.numpy import load_file, save_file
+
+    d_src, _ = dirs("mixtral")
+    d = str(tmp_path / "gap")
+    shutil.copytree(d_src, d)
+    t = load_file(os.path.join(d, "model.safetensors"))
+    del t["model.layers.1.block_sparse_moe.experts.3.w2.weight"]
+    save_file(t, os.path.join(d, "model.safetensors"))
+    with pytest.raises(akunu.AkunuError, match="experts"):
+        akunu.load(d)
+
+
+def test_inspect_counts_active_parameters(dirs, capsys):
+    from akunu.cli import inspect
+
+    d, model = dirs("qwen2_moe")
+    assert inspect.main([d, "--json", "--no-tensors"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    total = sum(p.numel() for p in model.parameters())
+    experts = sum(p.numel() for n, p in model.named_parameters() if ".experts." in n)
+    assert s["totals"]["params"] == total
+    assert s["totals"]["active_params"] == total - experts + experts * 2 // 8
+    assert s["model"]["expert_count"] == 8 and s["model"]["expert_used_count"] == 2
