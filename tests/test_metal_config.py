@@ -62,7 +62,14 @@ def test_attention_head_dim_limit_is_a_clear_error():
 X8_KERNELS = {f"{k}_{f}_x8" for k in ("gemv", "gemm", "embedding") for f in ("q4_0", "q8_0", "q6_k")}
 
 
+# Not on Metal (yet): the fused batch kernels (only a device whose batch tables
+# ask for them runs them; Metal's batch tables stay plain) and the
+# mixture-of-experts FFN (a MoE model on Metal is the clear error "no kernel
+# named 'moe_route'" when its tables are built).
+NOT_ON_METAL = {"add_rmsnorm", "qk_norm_rope_kv_paged", "moe_route", "moe_matmul", "moe_shared_add"}
+
+
 def test_every_akunu_kernel_has_a_metal_spec():
-    assert set(_testing.cpu_kernel_names()) - X8_KERNELS == set(_testing.metal_kernel_names())
+    assert set(_testing.cpu_kernel_names()) - X8_KERNELS - NOT_ON_METAL == set(_testing.metal_kernel_names())
     with pytest.raises(AkunuError, match="no kernel named"):
         _testing.metal_launch("gemv_q9_9", b"", 8, 7)

@@ -36,7 +36,7 @@ struct MetalDevice::Impl {
     // functions, built when the dispatch table is (nothing is looked up per token).
     struct Entry {
         const MetalKernelSpec* spec = nullptr;
-        id<MTLComputePipelineState> pso[2] = {nil, nil};
+        id<MTLComputePipelineState> pso[kMetalMaxVariants] = {};
     };
     std::map<const MetalKernelSpec*, std::unique_ptr<Entry>> entries;
     // set_* state of the generic encoding path
@@ -157,7 +157,7 @@ Pipeline MetalDevice::get_pipeline(const std::string& name) {
     if (!e) {
         auto fresh = std::make_unique<Impl::Entry>();
         fresh->spec = spec;
-        for (int i = 0; i < 2; i++)
+        for (int i = 0; i < kMetalMaxVariants; i++)
             if (spec->functions[i]) fresh->pso[i] = pipeline_for(*impl_, spec->functions[i]);
         e = std::move(fresh);
     }

@@ -25,18 +25,48 @@ uint32_t ceil32(uint32_t n) { return std::max(32u, ceil_div(n, 32) * 32); }
 constexpr uint32_t kElementThreads = 256;
 // Must match kernels/matmul.metal, attention.metal, sampling.metal.
 constexpr uint32_t kGemvMaxTokens = 8;
-constexpr uint32_t kGemvRowsPerThreadgroup = 4;
+constexpr uint32_t kGemvRowsPerThreadgroup = 4;  // SIMD groups of the standard gemv (128 threads)
+constexpr uint32_t kGemvWideSimdGroups = 8;      // gemv_wide, and gemv on gemv_wide_standard chips
+constexpr uint32_t kGemvWideRows = 2;            // kWideRows
+constexpr uint32_t kGemvLargeSplit = 2;          // kLargeSplit
 constexpr uint32_t kGemmTile = 32;
 constexpr uint32_t kAttnThreads = 128, kAttnMaxHeadDim = 256;
 constexpr uint32_t kSamplerThreads = 256;
 
-// variant 0: gemv_<format>, 1: gemm_<format>
-MetalLaunch matmul(const uint8_t* b, const ChipConfig&) {
+// Formats whose blocks hold 32 values: their rows have many blocks, so a
+// long row's reduction is split among SIMD groups (gemv_large) past the
+// chip's K threshold.
+bool has_large_k_gemv(uint32_t dtype) {
+    switch (dtype) {
+        case GGML_Q8_0: case GGML_Q4_0: case GGML_Q5_0: case GGML_Q4_1: case GGML_Q5_1: case GGML_IQ4_NL:
+            return true;
+        default:
+            return false;
+    }
+}
+
+}  // namespace
+
+MetalGemvChoice metal_gemv_choice(uint32_t N, uint32_t K, uint32_t dtype, const ChipConfig& chip) {
+    if (N > (uint32_t)chip.wide_gemv_threshold) return {kGemvWide, 32 * kGemvWideSimdGroups, kGemvWideSimdGroups * kGemvWideRows};
+    if (has_large_k_gemv(dtype) && K >= (uint32_t)chip.q4_small_k_threshold)
+        return {kGemvLarge, 32 * kGemvRowsPerThreadgroup, kGemvRowsPerThreadgroup / kGemvLargeSplit};
+    const uint32_t groups = chip.gemv_wide_standard ? kGemvWideSimdGroups : kGemvRowsPerThreadgroup;
+    return {kGemvStandard, 32 * groups, groups};
+}
+
+namespace {
+
+// variant 0: gemv_<format>, 1: gemm_<format>, 2: gemv_wide_<format>, 3: gemv_large_<format>
+MetalLaunch matmul(const uint8_t* b, const ChipConfig& chip) {
     auto p = read<MatmulParams>(b);
     // batch tables (invariant): the tile kernel at every count, so a row's sums
     // never depend on how many rows share the pass
-    if (p.n_tokens <= kGemvMaxTokens && !p.invariant)
-        return {0, Dim3(ceil_div(p.N, kGemvRowsPerThreadgroup)), 32 * kGemvRowsPerThreadgroup, 0};
+    if (p.n_tokens <= kGemvMaxTokens && !p.invariant) {
+        const MetalGemvChoice c = metal_gemv_choice(p.N, p.K, p.dtype, chip);
+        const uint32_t tg_memory = c.variant == kGemvLarge ? c.threads / 32 * kGemvMaxTokens * 4 : 0;
+        return {c.variant, Dim3(ceil_div(p.N, c.rows_per_threadgroup)), c.threads, tg_memory};
+    }
     return {1, Dim3(ceil_div(p.N, kGemmTile), ceil_div(p.n_tokens, kGemmTile)), 128, 3 * kGemmTile * kGemmTile * 4};
 }
 
@@ -191,8 +221,11 @@ const std::vector<MetalKernelSpec>& specs() {
             const char* gemv = names.emplace_back(std::string("gemv_") + f).c_str();
             const char* gemm = names.emplace_back(std::string("gemm_") + f).c_str();
             const char* emb = names.emplace_back(std::string("embedding_") + f).c_str();
-            v.push_back({gemv, 4, {gemv, gemm}, matmul});  // both akunu names choose by token count
-            v.push_back({gemm, 4, {gemv, gemm}, matmul});
+            const char* wide = names.emplace_back(std::string("gemv_wide_") + f).c_str();
+            const char* large = names.emplace_back(std::string("gemv_large_") + f).c_str();
+            // both akunu names choose by token count, then by shape and chip
+            v.push_back({gemv, 4, {gemv, gemm, wide, large}, matmul});
+            v.push_back({gemm, 4, {gemv, gemm, wide, large}, matmul});
             v.push_back({emb, 3, {emb}, embedding});
         }
         return v;

@@ -26,12 +26,30 @@ constexpr int kMetalParamsIndex = 8;
 // Everything is decided from static data and the parameter bytes: launching
 // allocates nothing (the decode hot path), and the device can build every
 // pipeline a spec may use when the dispatch table is built.
+constexpr int kMetalMaxVariants = 4;  // matmul: gemv, gemm, gemv_wide, gemv_large
 struct MetalKernelSpec {
-    const char* name;          // akunu kernel name (the CPU registry's)
-    int n_buffers;             // buffer arguments of the MSL function(s)
-    const char* functions[2];  // MSL functions (host_name); [1] is nullptr when there is one
+    const char* name;  // akunu kernel name (the CPU registry's)
+    int n_buffers;     // buffer arguments of the MSL function(s)
+    // MSL functions (host_name) the launch chooses among; nullptr past the last
+    const char* functions[kMetalMaxVariants];
     MetalLaunch (*launch)(const uint8_t* params, const ChipConfig& chip);
 };
+
+// The book's GEMV variant choice (one to eight tokens), a function of the
+// matrix's shape and format and the chip alone: so the choice a dispatch
+// table's command gets is fixed when the table is built. Variant numbers are
+// the matmul specs' function indices.
+enum MetalGemvVariant : int { kGemvStandard = 0, kGemvWide = 2, kGemvLarge = 3 };
+struct MetalGemvChoice {
+    int variant;
+    uint32_t threads;               // per threadgroup
+    uint32_t rows_per_threadgroup;  // output rows
+};
+// N > wide_gemv_threshold: gemv_wide (the logits head); else K >=
+// q4_small_k_threshold with 32-value blocks: gemv_large; else gemv, in
+// threadgroups of 256 threads where gemv_wide_standard (Pro and larger), 128
+// otherwise.
+MetalGemvChoice metal_gemv_choice(uint32_t N, uint32_t K, uint32_t dtype, const ChipConfig& chip);
 
 // Whether Metal decode tables use the fused kernels (kernels/fused.metal):
 // on unless $AKUNU_METAL_FUSED_DECODE is "0" (the plain tables, to compare

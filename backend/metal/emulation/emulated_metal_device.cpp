@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -66,6 +67,16 @@ EmulatedMetalDevice::EmulatedMetalDevice() : CpuDevice(1) {
     std::string err;
     run_fn_ = load_library(&err);
     if (!run_fn_) throw Error(err);
+    // $AKUNU_METAL_EMU_CHIP = "cores,family": the chip whose choices (GEMV
+    // variants, threadgroup sizes) the emulation makes; an M4 otherwise.
+    if (const char* chip = std::getenv("AKUNU_METAL_EMU_CHIP")) {
+        int cores = 0, family = 0;
+        char tail = 0;
+        if (std::sscanf(chip, "%d,%d%c", &cores, &family, &tail) != 2 || cores < 1 || family < 1)
+            throw Error(std::string("AKUNU_METAL_EMU_CHIP must be \"cores,family\" (e.g. \"16,7\"), not \"") + chip +
+                        "\"");
+        chip_ = ChipConfig::from_gpu(cores, family);
+    }
 }
 
 Pipeline EmulatedMetalDevice::get_pipeline(const std::string& name) {

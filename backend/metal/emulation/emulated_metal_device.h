@@ -49,7 +49,8 @@ private:
     using RunFn = int (*)(const char*, uint8_t* const*, int, const void*, const unsigned*, unsigned, size_t, char*,
                           size_t);
     RunFn run_fn_ = nullptr;
-    ChipConfig chip_ = ChipConfig::from_gpu(10, 9);  // an M4: the emulation has no chip of its own
+    // An M4 unless $AKUNU_METAL_EMU_CHIP names another (the emulation has no chip of its own).
+    ChipConfig chip_ = ChipConfig::from_gpu(10, 9);
     bool fused_ = metal_fused_decode_from_env();
     const MetalKernelSpec* spec_ = nullptr;
     uint8_t* bufs_[DispatchCmd::MAX_BUFFERS] = {};

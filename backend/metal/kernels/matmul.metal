@@ -2,9 +2,19 @@
 // twin: backend/cpu/kernels/matmul.cpp). Weights are decoded block by block
 // with the shared decoders (core/quant_blocks.h); activations and sums are float.
 //
-// gemv: few tokens (decode, speculative verification). One SIMD group per
-// output row: lanes take the row's blocks in turn, decode each once into
-// thread memory and use it for every token, then simd_sum reduces.
+// gemv: few tokens (decode, speculative verification). Lanes take a row's
+// blocks in turn, decode each once into thread memory and use it for every
+// token, then simd_sum reduces. Three variants (book, "GEMV variant
+// selection"; metal_launch.cpp picks one from ChipConfig and the shape):
+//   gemv        one row a SIMD group; threadgroups of 4 SIMD groups, or 8 on
+//               chips with gemv_wide_standard (Pro and larger)
+//   gemv_wide   long output rows (the logits head, N > wide_gemv_threshold):
+//               kWideRows rows a SIMD group sharing each activation value
+//               they read, 8 SIMD groups a threadgroup
+//   gemv_large  long reductions (K >= q4_small_k_threshold, the formats of
+//               32-value blocks, e.g. the down projection): kLargeSplit SIMD
+//               groups share a row's blocks, partial sums meet in threadgroup
+//               memory
 // gemm: many tokens (prefill, encoders). A threadgroup of four SIMD groups
 // computes a 32-row x 32-token tile with simdgroup_matrix 8x8 products; each
 // K step decodes a 32 x 32 slice of W into threadgroup memory (transposed, so
@@ -12,6 +22,37 @@
 #include "formats.h"
 
 enum { kGemvMaxTokens = 8 };  // above this the device runs gemm
+enum { kWideRows = 2 };       // gemv_wide: rows a SIMD group
+enum { kLargeSplit = 2 };     // gemv_large: SIMD groups a row
+
+// acc[r * kGemvMaxTokens + t] += the blocks b = first, first + step, ... of
+// rows n0 .. n0 + NR - 1 (those below N) against token t's x. Each x value is
+// read once for the NR rows.
+template <typename F, uint NR>
+inline void gemv_rows(device const uint8_t* W, device const float* xs, constant MatmulParams& p, uint n0, uint first,
+                      uint step, thread float* acc) {
+    const uint be = F::be(p.dtype), bb = F::bb(p.dtype), nb = p.K / be;
+    const uint m = min(p.n_tokens, (uint)kGemvMaxTokens);
+    const uint rows = min((uint)NR, p.N - n0);
+    float w[NR][F::MAX_BE];
+    for (uint b = first; b < nb; b += step) {
+        for (uint r = 0; r < rows; r++) F::decode(W + ((ulong)(n0 + r) * nb + b) * bb, w[r], p.dtype);
+        for (uint t = 0; t < m; t++) {
+            device const float* xb = xs + (ulong)t * p.x_stride + (ulong)b * be;
+            float s[NR];
+            for (uint r = 0; r < NR; r++) s[r] = 0.0f;
+            for (uint j = 0; j < be; j++) {
+                const float xv = xb[j];
+                for (uint r = 0; r < rows; r++) s[r] += w[r][j] * xv;
+            }
+            for (uint r = 0; r < rows; r++) acc[r * kGemvMaxTokens + t] += s[r];
+        }
+    }
+}
+
+inline void gemv_store(device float* y, device const float* bias, constant MatmulParams& p, uint n, uint t, float v) {
+    y[(ulong)t * p.y_stride + n] = v + (p.has_bias ? bias[n] : 0.0f);
+}
 
 template <typename F>
 kernel void gemv(device const uint8_t* W [[buffer(0)]], device const float* x [[buffer(1)]],
@@ -19,28 +60,59 @@ kernel void gemv(device const uint8_t* W [[buffer(0)]], device const float* x [[
                  constant MatmulParams& p [[buffer(AK_PARAMS)]], AK_THREAD_ARGS) {
     const uint n = tgpig.x * nsg + sgitg;
     if (n >= p.N) return;
-    const uint be = F::be(p.dtype), bb = F::bb(p.dtype), nb = p.K / be;
-    const uint m = min(p.n_tokens, (uint)kGemvMaxTokens);
-    device const uint8_t* row = W + (ulong)n * nb * bb;
-    device const float* xs = x + (ulong)p.row0 * p.x_stride;
     float acc[kGemvMaxTokens];
     for (uint t = 0; t < kGemvMaxTokens; t++) acc[t] = 0.0f;
-    float w[F::MAX_BE];
-    for (uint b = tiisg; b < nb; b += 32) {
-        F::decode(row + (ulong)b * bb, w, p.dtype);
-        for (uint t = 0; t < m; t++) {
-            device const float* xb = xs + (ulong)t * p.x_stride + (ulong)b * be;
-            float s = 0.0f;
-            for (uint j = 0; j < be; j++) s += w[j] * xb[j];
-            acc[t] += s;
-        }
-    }
-    for (uint t = 0; t < m; t++) {
+    gemv_rows<F, 1>(W, x + (ulong)p.row0 * p.x_stride, p, n, tiisg, 32, acc);
+    for (uint t = 0; t < min(p.n_tokens, (uint)kGemvMaxTokens); t++) {
         const float v = simd_sum(acc[t]);
-        if (tiisg == 0) y[(ulong)t * p.y_stride + n] = v + (p.has_bias ? bias[n] : 0.0f);
+        if (tiisg == 0) gemv_store(y, bias, p, n, t, v);
     }
 }
 AK_EXPORT_ALL_FORMATS(gemv, gemv)
+
+template <typename F>
+kernel void gemv_wide(device const uint8_t* W [[buffer(0)]], device const float* x [[buffer(1)]],
+                      device float* y [[buffer(2)]], device const float* bias [[buffer(3)]],
+                      constant MatmulParams& p [[buffer(AK_PARAMS)]], AK_THREAD_ARGS) {
+    const uint n0 = (tgpig.x * nsg + sgitg) * kWideRows;
+    if (n0 >= p.N) return;
+    float acc[kWideRows * kGemvMaxTokens];
+    for (uint i = 0; i < kWideRows * kGemvMaxTokens; i++) acc[i] = 0.0f;
+    gemv_rows<F, kWideRows>(W, x + (ulong)p.row0 * p.x_stride, p, n0, tiisg, 32, acc);
+    const uint rows = min((uint)kWideRows, p.N - n0);
+    for (uint r = 0; r < rows; r++)
+        for (uint t = 0; t < min(p.n_tokens, (uint)kGemvMaxTokens); t++) {
+            const float v = simd_sum(acc[r * kGemvMaxTokens + t]);
+            if (tiisg == 0) gemv_store(y, bias, p, n0 + r, t, v);
+        }
+}
+AK_EXPORT_ALL_FORMATS(gemv_wide, gemv_wide)
+
+// Threadgroup memory: one partial sum a (SIMD group, token).
+template <typename F>
+kernel void gemv_large(device const uint8_t* W [[buffer(0)]], device const float* x [[buffer(1)]],
+                       device float* y [[buffer(2)]], device const float* bias [[buffer(3)]],
+                       constant MatmulParams& p [[buffer(AK_PARAMS)]], threadgroup float* partial AK_THREADGROUP_MEMORY,
+                       AK_THREAD_ARGS) {
+    const uint part = sgitg % kLargeSplit, n = tgpig.x * (nsg / kLargeSplit) + sgitg / kLargeSplit;
+    const uint m = min(p.n_tokens, (uint)kGemvMaxTokens);
+    float acc[kGemvMaxTokens];
+    for (uint t = 0; t < kGemvMaxTokens; t++) acc[t] = 0.0f;
+    if (n < p.N)  // (no return before the barrier: every SIMD group reaches it)
+        gemv_rows<F, 1>(W, x + (ulong)p.row0 * p.x_stride, p, n, part * 32 + tiisg, 32 * kLargeSplit, acc);
+    for (uint t = 0; t < m; t++) {
+        const float v = simd_sum(acc[t]);
+        if (tiisg == 0) partial[sgitg * kGemvMaxTokens + t] = v;
+    }
+    threadgroup_barrier(mem_flags::mem_threadgroup);
+    if (part != 0 || n >= p.N) return;
+    for (uint t = tiisg; t < m; t += 32) {
+        float v = 0.0f;
+        for (uint i = 0; i < kLargeSplit; i++) v += partial[(sgitg + i) * kGemvMaxTokens + t];
+        gemv_store(y, bias, p, n, t, v);
+    }
+}
+AK_EXPORT_ALL_FORMATS(gemv_large, gemv_large)
 
 enum { kTile = 32 };  // rows of W, tokens and K per step
 
