@@ -193,8 +193,8 @@ Buffer MetalDevice::wrap_host(const void* data, size_t bytes) {
 void MetalDevice::free_buffer(Buffer buf) {
     if (!buf.handle) return;
     sync();  // the GPU may still read it
-    id<MTLBuffer> b = (__bridge_transfer id<MTLBuffer>)buf.handle;
-    b = nil;
+    id<MTLBuffer> b = (__bridge_transfer id<MTLBuffer>)buf.handle;  // ARC owns it again: released at scope end
+    (void)b;
 }
 
 // Host access to shared memory: pending GPU work first.
