@@ -120,46 +120,88 @@ __global__ void moe_matmul_slots_kernel(MoeMatmulParams p, MoeGeometry g, const 
     }
 }
 
-// Weighted sum (weighted = 1): warp (row n, token t) goes through the token's
-// slots in ascending expert id, each a dot product of W[e] row n with the
-// slot's x, and sums weight * dot in that order (the CPU's order).
+// Weighted sum (weighted = 1): block (row group) sorts the routed (token,
+// slot) rows by expert, then goes through the experts in ascending id; each
+// warp multiplies its row of W[e] with e's rows (each unit of the row
+// decoded once for up to kChunk of them) and adds weight * dot to its
+// element of each token's output, so every output sums its slots in
+// ascending expert id (the CPU's order) whatever the other tokens are.
+constexpr uint32_t kMaxExperts = 4096;  // ModelConfig's bound on expert_count
+
 __global__ void moe_matmul_sum_kernel(MoeMatmulParams p, MoeGeometry g, const uint8_t* W, const float* x, float* y,
                                       const uint8_t* route) {
+    __shared__ uint32_t ends[kMaxExperts];  // per expert: the end of its rows in `rows`
+    __shared__ uint32_t rows[kWindow];      // window entries (token - t0) * n_used + slot, by expert
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-    const uint32_t n = blockIdx.x * kWarps + warp, t = blockIdx.y;
-    if (n >= p.N) return;
+    const uint32_t n = blockIdx.x * kWarps + warp;
     const int nb = (int)(p.K / g.unit.elems);
-    const int32_t* ids = reinterpret_cast<const int32_t*>(route + (size_t)t * p.route_stride * 4);
-    const float* weights = reinterpret_cast<const float*>(ids + p.n_used);
-    float total = 0.0f;
-    int32_t last = -1;
-    for (uint32_t s = 0; s < p.n_used; s++) {
-        // the next expert id above `last` among the slots (ids distinct)
-        int32_t e = -1;
-        uint32_t j = 0;
-        for (uint32_t q = 0; q < p.n_used; q++) {
-            const int32_t id = ids[q];
-            if (id > last && id < (int32_t)p.n_experts && (e < 0 || id < e)) {
-                e = id;
-                j = q;
+    const uint32_t window = max(1u, kWindow / p.n_used);  // tokens a window: their entries fit `rows`
+    for (uint32_t t0 = 0; t0 < p.n_tokens; t0 += window) {
+        const uint32_t t1 = min(p.n_tokens, t0 + window), entries = (t1 - t0) * p.n_used;
+        if (n < p.N)
+            for (uint32_t t = t0 + lane; t < t1; t += 32) y[(size_t)t * p.y_stride + n] = 0.0f;
+        for (uint32_t e = threadIdx.x; e < p.n_experts; e += blockDim.x) ends[e] = 0;
+        __syncthreads();
+        for (uint32_t i = threadIdx.x; i < entries; i += blockDim.x) {
+            const int32_t e = route_id(route, p.route_stride, t0 + i / p.n_used, i % p.n_used);
+            if (e >= 0 && (uint32_t)e < p.n_experts) atomicAdd(&ends[e], 1u);  // an id out of range adds nothing
+        }
+        __syncthreads();
+        if (threadIdx.x == 0) {  // exclusive prefix: ends[e] = start of e (advanced to its end by the scatter)
+            uint32_t sum = 0;
+            for (uint32_t e = 0; e < p.n_experts; e++) {
+                const uint32_t c = ends[e];
+                ends[e] = sum;
+                sum += c;
             }
         }
-        if (e < 0) break;
-        last = e;
-        const uint8_t* wrow = W + (size_t)e * g.expert_bytes + (size_t)n * g.row_bytes;
-        const float* xs = x + (size_t)t * p.x_stride + (size_t)j * p.x_slot_stride;
-        float acc = 0.0f, tmp[kMaxBlockElems];
-        for (int b = lane; b < nb; b += 32) {
-            decode_unit(p.dtype, wrow, b, g.unit.bytes, tmp);
-            const float* xb = xs + (size_t)b * g.unit.elems;
-            float d = 0.0f;
-            for (int k = 0; k < g.unit.elems; k++) d += tmp[k] * xb[k];
-            acc += d;
+        __syncthreads();
+        for (uint32_t i = threadIdx.x; i < entries; i += blockDim.x) {
+            const int32_t e = route_id(route, p.route_stride, t0 + i / p.n_used, i % p.n_used);
+            if (e >= 0 && (uint32_t)e < p.n_experts) rows[atomicAdd(&ends[e], 1u)] = i;
         }
-        for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-        total += weights[j] * acc;
+        __syncthreads();
+        if (n < p.N) {
+            for (uint32_t e = 0; e < p.n_experts; e++) {
+                const uint32_t r0 = e ? ends[e - 1] : 0, r1 = ends[e];
+                if (r0 == r1) continue;
+                const uint8_t* wrow = W + (size_t)e * g.expert_bytes + (size_t)n * g.row_bytes;
+                for (uint32_t c0 = r0; c0 < r1; c0 += kChunk) {
+                    const int m = (int)min((uint32_t)kChunk, r1 - c0);
+                    float acc[kChunk];
+                    const float* xs[kChunk];
+                    for (int i = 0; i < kChunk; i++) {
+                        acc[i] = 0.0f;
+                        if (i < m) {
+                            const uint32_t r = rows[c0 + i], t = t0 + r / p.n_used, j = r % p.n_used;
+                            xs[i] = x + (size_t)t * p.x_stride + (size_t)j * p.x_slot_stride;
+                        }
+                    }
+                    float tmp[kMaxBlockElems];
+                    for (int b = lane; b < nb; b += 32) {
+                        decode_unit(p.dtype, wrow, b, g.unit.bytes, tmp);
+                        for (int i = 0; i < m; i++) {
+                            const float* xb = xs[i] + (size_t)b * g.unit.elems;
+                            float d = 0.0f;
+                            for (int k = 0; k < g.unit.elems; k++) d += tmp[k] * xb[k];
+                            acc[i] += d;
+                        }
+                    }
+                    for (int i = 0; i < m; i++) {
+                        float v = acc[i];
+                        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+                        if (lane == 0) {
+                            const uint32_t r = rows[c0 + i], t = t0 + r / p.n_used, j = r % p.n_used;
+                            const float w = reinterpret_cast<const float*>(
+                                route + (size_t)t * p.route_stride * 4)[p.n_used + j];
+                            y[(size_t)t * p.y_stride + n] += w * v;
+                        }
+                    }
+                }
+            }
+        }
+        __syncthreads();  // `ends` and `rows` are rebuilt for the next window
     }
-    if (lane == 0) y[(size_t)t * p.y_stride + n] = total;
 }
 
 void launch_moe_matmul(const CudaArgs& a) {
@@ -173,8 +215,10 @@ void launch_moe_matmul(const CudaArgs& a) {
     g.row_bytes = (size_t)p.K / dt->block_elems * dt->block_bytes;
     g.expert_bytes = g.row_bytes * p.N;
     const unsigned row_blocks = blocks_for(p.N, kWarps);
+    if (p.n_experts > kMaxExperts || p.n_used > kWindow)
+        throw Error("moe_matmul: at most " + std::to_string(kMaxExperts) + " experts");
     if (p.weighted) {
-        moe_matmul_sum_kernel<<<dim3(row_blocks, p.n_tokens), kWarps * 32, 0, a.stream>>>(
+        moe_matmul_sum_kernel<<<row_blocks, kWarps * 32, 0, a.stream>>>(
             p, g, a.b<uint8_t>(0), a.b<float>(1), a.b<float>(2), a.b<uint8_t>(3));
     } else {
         moe_matmul_slots_kernel<<<dim3(row_blocks, p.n_experts), kWarps * 32, 0, a.stream>>>(
