@@ -45,14 +45,26 @@ static void run_chunk(const RangeFn& fn, int n, int parts, int id) {
     if (begin < end) fn(begin, end);
 }
 
-void ThreadPool::worker(int id) {
+// A claim made after the caller reset next_chunk_ for a new job belongs to
+// that job: job_ and job_n_ were written before the reset (release) and are
+// read after the claim (acquire). A late worker's claim on a finished job
+// finds no chunk left (or is overwritten by the next reset) and runs nothing.
+void ThreadPool::run_claimed_chunks() {
+    for (;;) {
+        const int c = next_chunk_.fetch_add(1, std::memory_order_acq_rel);
+        if (c >= n_threads_) return;
+        run_chunk(*job_, job_n_, n_threads_, c);
+        remaining_.fetch_sub(1, std::memory_order_acq_rel);
+    }
+}
+
+void ThreadPool::worker(int) {
     uint64_t seen = 0;
     for (;;) {
         wait_for_generation(seen);
         seen = generation_.load(std::memory_order_acquire);
         if (stop_.load()) return;
-        run_chunk(*job_, job_n_, n_threads_, id);
-        pending_.fetch_sub(1, std::memory_order_acq_rel);
+        run_claimed_chunks();
     }
 }
 
@@ -63,10 +75,14 @@ void ThreadPool::run(int n, const RangeFn& fn) {
     }
     job_ = &fn;
     job_n_ = n;
-    pending_.store(n_threads_ - 1, std::memory_order_release);
+    remaining_.store(n_threads_, std::memory_order_relaxed);
+    next_chunk_.store(0, std::memory_order_release);
     publish();
-    run_chunk(fn, n, n_threads_, 0);
-    while (pending_.load(std::memory_order_acquire) != 0) {
+    run_claimed_chunks();
+    while (remaining_.load(std::memory_order_acquire) != 0) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
     }
 }
 

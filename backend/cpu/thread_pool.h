@@ -31,8 +31,11 @@ public:
     ~ThreadPool();
     int size() const { return n_threads_; }
 
-    // Calls fn(begin, end) over [0, n) split into contiguous chunks, one per
-    // thread (the caller runs the first); returns when all are done.
+    // Calls fn(begin, end) over [0, n) split into contiguous chunks of equal
+    // size, one per thread; returns when all are done. Chunks are claimed,
+    // not assigned: the caller takes the first, and any chunk no worker has
+    // started when the caller is free runs on the caller, so a worker the OS
+    // has not scheduled (a machine busier than its cores) delays nothing.
     template <typename F>
     void parallel_for(int n, F&& fn) {
         RangeFn ref(fn);
@@ -44,10 +47,12 @@ private:
     void worker(int id);
     void wait_for_generation(uint64_t seen);
     void publish();  // makes the next job visible and wakes sleeping workers
+    void run_claimed_chunks();  // claims and runs chunks of the current job until none is left
     int n_threads_;
     std::vector<std::thread> threads_;
     std::atomic<uint64_t> generation_{0};
-    std::atomic<int> pending_{0};
+    std::atomic<int> next_chunk_{0};  // the next unclaimed chunk of the job
+    std::atomic<int> remaining_{0};   // chunks of the job not yet finished
     std::atomic<bool> stop_{false};
     std::atomic<int> sleepers_{0};
     std::mutex sleep_mutex_;
