@@ -360,9 +360,9 @@ inline __m256i reduce8(const __m256i v[8]) {
 
 // The f16 at byte `off` of each row's block, as 8 floats (exact, as blocks::h).
 inline __m256 halves8(const uint8_t* const rp[8], size_t off) {
-    uint16_t h[8];
-    for (int r = 0; r < 8; r++) std::memcpy(&h[r], rp[r] + off, 2);
-    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)h));
+    auto h = [&](int r) { uint16_t v; std::memcpy(&v, rp[r] + off, 2); return (short)v; };
+    // built in registers: 8 two-byte stores read back as one vector would stall store forwarding
+    return _mm256_cvtph_ps(_mm_setr_epi16(h(0), h(1), h(2), h(3), h(4), h(5), h(6), h(7)));
 }
 
 inline void store_row_group(const Pass& p, __m256 acc, int n0, int rows) {
@@ -371,27 +371,41 @@ inline void store_row_group(const Pass& p, __m256 acc, int n0, int rows) {
     for (int r = 0; r < rows; r++) p.y[n0 + r] = v[r] + (p.bias ? p.bias[n0 + r] : 0.0f);
 }
 
+// Rows are read one after another, a chunk of blocks at a time (each row's
+// chunk one sequential run: the hardware prefetcher streams it, where 8 rows
+// read in lockstep would be 8 short interleaved streams), their 8-lane dot
+// vectors kept in L1 until the chunk's reduction and float step.
+constexpr int kGemvChunk32 = 64, kGemvChunkK = 8;
+
 template <class F>
 void q32_gemv(const Pass& p, int g0, int g1) {
     const int nb = p.K / 32;
+    alignas(32) __m256i dots[kGemvChunk32][8];
     for (int g = g0; g < g1; g++) {
         const int n0 = g * 8, rows = std::min(8, p.N - n0);
         const uint8_t* rp[8];
         row_pointers(p, n0, (size_t)nb * F::BB, rp);
         __m256 fa = _mm256_setzero_ps();
-        for (int b = 0; b < nb; b++) {
-            const __m256i x = load_v(p.xq + 32 * b);
-            const uint8_t* bp[8];
-            __m256i v[8];
+        for (int c0 = 0; c0 < nb; c0 += kGemvChunk32) {
+            const int cb = std::min(kGemvChunk32, nb - c0);
             for (int r = 0; r < 8; r++) {
-                bp[r] = rp[r] + (size_t)b * F::BB;
-                const __m256i w = F::unpack(bp[r]);
-                if constexpr (F::kSigned) v[r] = dot4(_mm256_setzero_si256(), _mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
-                else v[r] = dot4(_mm256_setzero_si256(), w, x);
+                const uint8_t* blk = rp[r] + (size_t)c0 * F::BB;
+                for (int b = 0; b < cb; b++, blk += F::BB) {
+                    const __m256i x = load_v(p.xq + 32 * (c0 + b));
+                    const __m256i w = F::unpack(blk);
+                    if constexpr (F::kSigned)
+                        dots[b][r] = dot4(_mm256_setzero_si256(), _mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
+                    else
+                        dots[b][r] = dot4(_mm256_setzero_si256(), w, x);
+                }
             }
-            __m256i s = reduce8(v);
-            if constexpr (!F::kSigned) s = _mm256_sub_epi32(s, _mm256_set1_epi32(F::kOffset * (int)p.xs[b]));
-            fa = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(halves8(bp, 0), _mm256_set1_ps(p.xd[b])), fa);
+            for (int b = 0; b < cb; b++) {
+                const uint8_t* bp[8];
+                for (int r = 0; r < 8; r++) bp[r] = rp[r] + (size_t)(c0 + b) * F::BB;
+                __m256i s = reduce8(dots[b]);
+                if constexpr (!F::kSigned) s = _mm256_sub_epi32(s, _mm256_set1_epi32(F::kOffset * (int)p.xs[c0 + b]));
+                fa = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(halves8(bp, 0), _mm256_set1_ps(p.xd[c0 + b])), fa);
+            }
         }
         store_row_group(p, fa, n0, rows);
     }
@@ -400,36 +414,41 @@ void q32_gemv(const Pass& p, int g0, int g1) {
 template <class F>
 void k_gemv(const Pass& p, int g0, int g1) {
     const int nb = p.K / 256;
+    alignas(32) __m256i iv[kGemvChunkK][8], pv[kGemvChunkK][8];
     for (int g = g0; g < g1; g++) {
         const int n0 = g * 8, rows = std::min(8, p.N - n0);
         const uint8_t* rp[8];
         row_pointers(p, n0, (size_t)nb * F::BB, rp);
         __m256 fa = _mm256_setzero_ps();
-        for (int b = 0; b < nb; b++) {
-            const int8_t* x = p.xq + 256 * b;
-            const __m256i bs = load_v(p.xs + 16 * b);  // the 16 sums of 16
-            const uint8_t* bp[8];
-            __m256i iv[8], pv[8];
+        for (int c0 = 0; c0 < nb; c0 += kGemvChunkK) {
+            const int cb = std::min(kGemvChunkK, nb - c0);
             for (int r = 0; r < 8; r++) {
-                bp[r] = rp[r] + (size_t)b * F::BB;
-                __m256i w[8], sc[8];
-                F::unpack(bp[r], w);
-                F::run_scales(bp[r], sc);
-                __m256i acc = _mm256_setzero_si256();
-                for (int j = 0; j < 8; j++)
-                    acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(dot4(_mm256_setzero_si256(), w[j], load_v(x + 32 * j)), sc[j]));
-                iv[r] = acc;
-                pv[r] = _mm256_madd_epi16(bs, F::pair_weights(bp[r]));
+                const uint8_t* blk = rp[r] + (size_t)c0 * F::BB;
+                for (int b = 0; b < cb; b++, blk += F::BB) {
+                    const int8_t* x = p.xq + 256 * (c0 + b);
+                    __m256i w[8], sc[8];
+                    F::unpack(blk, w);
+                    F::run_scales(blk, sc);
+                    __m256i acc = _mm256_setzero_si256();
+                    for (int j = 0; j < 8; j++)
+                        acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(dot4(_mm256_setzero_si256(), w[j], load_v(x + 32 * j)), sc[j]));
+                    iv[b][r] = acc;
+                    pv[b][r] = _mm256_madd_epi16(load_v(p.xs + 16 * (c0 + b)), F::pair_weights(blk));
+                }
             }
-            const __m256i is = reduce8(iv), ps = reduce8(pv);
-            const __m256 dx = _mm256_set1_ps(p.xd[b]);
-            if constexpr (F::kMins) {
-                fa = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(halves8(bp, 0), dx), fa);
-                const __m256 neg_dmin = _mm256_sub_ps(_mm256_setzero_ps(), halves8(bp, 2));
-                fa = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ps), _mm256_mul_ps(neg_dmin, dx), fa);
-            } else {
-                const __m256i v = _mm256_sub_epi32(is, _mm256_slli_epi32(ps, 5));
-                fa = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_mul_ps(halves8(bp, F::kScaleOffset), dx), fa);
+            for (int b = 0; b < cb; b++) {
+                const uint8_t* bp[8];
+                for (int r = 0; r < 8; r++) bp[r] = rp[r] + (size_t)(c0 + b) * F::BB;
+                const __m256i is = reduce8(iv[b]), ps = reduce8(pv[b]);
+                const __m256 dx = _mm256_set1_ps(p.xd[c0 + b]);
+                if constexpr (F::kMins) {
+                    fa = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(halves8(bp, 0), dx), fa);
+                    const __m256 neg_dmin = _mm256_sub_ps(_mm256_setzero_ps(), halves8(bp, 2));
+                    fa = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ps), _mm256_mul_ps(neg_dmin, dx), fa);
+                } else {
+                    const __m256i v = _mm256_sub_epi32(is, _mm256_slli_epi32(ps, 5));
+                    fa = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_mul_ps(halves8(bp, F::kScaleOffset), dx), fa);
+                }
             }
         }
         store_row_group(p, fa, n0, rows);
