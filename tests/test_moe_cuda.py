@@ -16,9 +16,10 @@ from gguf import GGMLQuantizationType as T
 import akunu
 from akunu import _testing
 from tests.fixtures import kernel_params as kp
-from tests.fixtures import random_gguf
+from tests.fixtures import moe_reference, random_gguf
 from tests.fixtures.backend_compare import compare_with_cpu, rel_l2
 from tests.test_moe_kernels import KERNEL_FORMATS, make_experts, poison_unselected, route_buffer, routing_cases
+from tests.test_moe_models import FLOAT_ROUTER_GAP, MAX_EXCUSED, QUANT_ROUTER_GAP
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MOE_QUANTIZED = sorted(glob.glob(os.path.join(ROOT, "tests", "models", "moe", "*.gguf")))
@@ -151,17 +152,58 @@ def test_moe_models_match_cpu(moe_models):
         compare_with_cpu(cuda_model(path), path, tol)
 
 
+N_PROMPT, N_STEPS = 20, 6
+DRAWS = 30  # token draws tried for one whose decode steps are (mostly) clear of router near-ties
+
+
+def tainted(gaps, near):
+    """Positions whose logits a router near-tie (gap < near in the float64
+    reference) may change when two correct implementations route it apart:
+    a near-tie at position i in a layer before the last changes the later
+    layers' K / V at i, so every position from i on; in the last layer,
+    position i alone."""
+    n_layers, n_pos = gaps.shape
+    out = np.zeros(n_pos, bool)
+    for layer, i in zip(*np.nonzero(gaps < near)):
+        if layer < n_layers - 1:
+            out[i:] = True
+        else:
+            out[i] = True
+    return out
+
+
+def decode_sequence(path, vocab, near):
+    """Prompt and decode tokens (random, fresh each AKUNU_TEST_SEED) with at
+    most MAX_EXCUSED of the decode steps tainted by a router near-tie, and
+    which steps are: the CPU and the GPU may route a near-tie apart (a
+    slightly different rounding of the router's input), and a token routed
+    to another expert moves that position and, through the K / V cache,
+    every later one by far more than the tolerance."""
+    rng = rng_for(("decode", os.path.basename(path)))
+    for _ in range(DRAWS):
+        ids = rng.integers(0, vocab, N_PROMPT + N_STEPS).tolist()
+        _, gaps = moe_reference.forward(path, ids)
+        excused = tainted(gaps, near)[N_PROMPT:]
+        if excused.mean() <= MAX_EXCUSED:
+            return ids, excused
+    pytest.fail(f"{os.path.basename(path)}: router near-ties in all {DRAWS} draws (AKUNU_TEST_SEED={SEED})")
+
+
 def test_moe_decode_steps_match_cpu(moe_models):
-    """One-token decode steps (the captured decode graphs) step by step."""
+    """One-token decode steps (the captured decode graphs) step by step,
+    steps that a router near-tie may change excused (as tests/test_moe_models.py)."""
     for path in moe_models:
-        tol = 3e-2 if "q" in os.path.basename(path).split("-")[-1] else 2e-3
+        quant = "q" in os.path.basename(path).split("-")[-1]
+        tol, near = (3e-2, QUANT_ROUTER_GAP) if quant else (2e-3, FLOAT_ROUTER_GAP)
         gpu, cpu = cuda_model(path), akunu.load(path, n_ctx=256)
-        ids = np.random.default_rng(7).integers(0, cpu.config["vocab_size"], 20).tolist()
+        ids, excused = decode_sequence(path, cpu.config["vocab_size"], near)
         for m in (cpu, gpu):
-            m._core().prefill(ids)
-        for t in ids[:6]:
+            m._core().prefill(ids[:N_PROMPT])
+        for j, t in enumerate(ids[N_PROMPT:]):
             err = rel_l2(gpu._core().decode_logits(t), cpu._core().decode_logits(t))
-            assert err < tol, f"{os.path.basename(path)}: decode step relative L2 {err:.2e}"
+            assert excused[j] or err < tol, (f"{os.path.basename(path)}: decode step {j} relative L2 {err:.2e} "
+                                             f"(AKUNU_TEST_SEED={SEED}; steps excused as router near-ties: "
+                                             f"{np.flatnonzero(excused).tolist()})")
 
 
 def test_moe_batch_invariance_on_cuda(moe_models):
