@@ -66,25 +66,32 @@ void q32_rows(const Pass& p, int g0, int g1) {
     }
 }
 
-void q4_k_rows(const Pass& p, int g0, int g1) {
+// Q4_K and Q5_K (Bits = 5: a fifth bit per value from the 32 bytes at 16).
+template <int Bits>
+void q45_k_rows(const Pass& p, int g0, int g1) {
+    constexpr int BB = Bits == 4 ? 144 : 176, kQs = Bits == 4 ? 16 : 48;
     const int nb = p.K / 256;
     const int n1 = g1 * kTileRows < p.N ? g1 * kTileRows : p.N;
     for (int n = g0 * kTileRows; n < n1; n++) {
-        const uint8_t* row = p.W + (size_t)n * nb * 144;
+        const uint8_t* row = p.W + (size_t)n * nb * BB;
         for (int t = 0; t < p.m; t++) {
             float acc = 0.0f;
             for (int b = 0; b < nb; b++) {
-                const uint8_t* blk = row + (size_t)b * 144;
+                const uint8_t* blk = row + (size_t)b * BB;
                 const int8_t* x = p.xq + (size_t)t * p.K + b * 256;
                 const int16_t* bs = p.xs + ((size_t)t * nb + b) * 16;
                 int32_t isum = 0, msum = 0;
                 for (int j = 0; j < 8; j++) {  // sub-blocks of 32: low nibbles, then high, per 32 bytes
                     uint8_t sc, mn;
                     blocks::q4k_scale_min(j, blk + 4, &sc, &mn);
-                    const uint8_t* q = blk + 16 + 32 * (j / 2);
+                    const uint8_t* q = blk + kQs + 32 * (j / 2);
                     const int shift = 4 * (j % 2);
                     int32_t dot = 0;
-                    for (int k = 0; k < 32; k++) dot += (int32_t)((q[k] >> shift) & 0xF) * x[32 * j + k];
+                    for (int k = 0; k < 32; k++) {
+                        int v = (q[k] >> shift) & 0xF;
+                        if (Bits == 5) v |= ((blk[16 + k] >> j) & 1) << 4;
+                        dot += v * x[32 * j + k];
+                    }
                     isum += (int32_t)sc * dot;
                     msum += (int32_t)mn * (bs[2 * j] + bs[2 * j + 1]);
                 }
@@ -158,7 +165,7 @@ Isa read_isa_override(Isa best) {
 }  // namespace
 
 const Kernels kPortableKernels = {q32_rows<unpack_q8_0, 34>, q32_rows<unpack_q4_0, 18>, q32_rows<unpack_q5_0, 22>,
-                                  q4_k_rows, q6_k_rows, quantize_q8_0_sums, qdot::quantize_q8_k};
+                                  q45_k_rows<4>, q45_k_rows<5>, q6_k_rows, quantize_q8_0_sums, qdot::quantize_q8_k};
 
 Isa best_isa() {
 #if (defined(__x86_64__) || defined(_M_X64)) && defined(__GNUC__)

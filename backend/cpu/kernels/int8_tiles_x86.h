@@ -228,6 +228,24 @@ struct TileQ4_K {
     }
 };
 
+// Q5_K: Q4_K with a fifth bit per value (q 0..31); the same scales and mins.
+struct TileQ5_K : TileQ4_K {
+    static constexpr int BB = 176;
+    static void unpack(const uint8_t* blk, __m256i w[8]) {
+        const __m256i m4 = _mm256_set1_epi8(0x0F), one = _mm256_set1_epi8(1);
+        const __m256i qh = load_v(blk + 16);
+        for (int g = 0; g < 4; g++) {
+            const __m256i q = load_v(blk + 48 + 32 * g);
+            for (int s = 0; s < 2; s++) {
+                const int j = 2 * g + s;
+                const __m256i lo = s ? _mm256_and_si256(_mm256_srli_epi16(q, 4), m4) : _mm256_and_si256(q, m4);
+                const __m256i hb = _mm256_and_si256(_mm256_srli_epi16(qh, j), one);
+                w[j] = _mm256_or_si256(lo, _mm256_slli_epi16(hb, 4));
+            }
+        }
+    }
+};
+
 // Q6_K: 16 sub-blocks of 16 six-bit unsigned q (weight q - 32); y = d * sum sc_j (dot_j(q) - 32 sum_j(x)).
 struct TileQ6_K {
     static constexpr int BB = 210, kSub = 16, kGroupsPerSub = 4;
@@ -551,4 +569,4 @@ void quantize_q8_k_x86(const float* x, int K, int8_t* q, float* d, int16_t* bsum
 }
 
 constexpr Kernels kTileKernels = {q32_matmul<TileQ8_0>, q32_matmul<TileQ4_0>, q32_matmul<TileQ5_0>, k_matmul<TileQ4_K>,
-                                  k_matmul<TileQ6_K>, quantize_q8_0_x86, quantize_q8_k_x86};
+                                  k_matmul<TileQ5_K>, k_matmul<TileQ6_K>, quantize_q8_0_x86, quantize_q8_k_x86};
