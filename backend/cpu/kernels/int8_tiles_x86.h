@@ -198,23 +198,17 @@ struct TileQ4_K {
         }
     }
     static constexpr int kScaleOffset = 0;
-    // Per run of 32 (one sub-block): its scale in every lane.
-    static void run_scales(const uint8_t* blk, __m256i sc[8]) {
-        for (int j = 0; j < 8; j++) {
-            uint8_t s, mn;
-            blocks::q4k_scale_min(j, blk + 4, &s, &mn);
-            sc[j] = _mm256_set1_epi32(s);
-        }
-    }
-    // int16 per sum of 16: the min of its sub-block.
-    static __m256i pair_weights(const uint8_t* blk) {
+    // Per run of 32 (one sub-block): its scale in every lane; and an int16
+    // per sum of 16 for the pair term: the min of its sub-block.
+    static void row_scales(const uint8_t* blk, __m256i sc[8], __m256i& pair_weights) {
         alignas(32) int16_t m[16];
         for (int j = 0; j < 8; j++) {
             uint8_t s, mn;
             blocks::q4k_scale_min(j, blk + 4, &s, &mn);
+            sc[j] = _mm256_set1_epi32(s);
             m[2 * j] = m[2 * j + 1] = mn;
         }
-        return _mm256_load_si256((const __m256i*)m);
+        pair_weights = _mm256_load_si256((const __m256i*)m);
     }
     static void meta(const uint8_t* blk, KTile& k, int s, int r) {
         k.d[s][r] = blocks::h(blk);
@@ -263,17 +257,16 @@ struct TileQ6_K {
         }
     }
     static constexpr int kScaleOffset = 208;
-    // Per run of 32 (two sub-blocks of 16): lanes 0-3 the first's scale, 4-7 the second's.
-    static void run_scales(const uint8_t* blk, __m256i sc[8]) {
+    // Per run of 32 (two sub-blocks of 16): lanes 0-3 the first's scale, 4-7
+    // the second's; and an int16 per sum of 16 for the pair term: its
+    // sub-block's scale (times -32 after the reduction).
+    static void row_scales(const uint8_t* blk, __m256i sc[8], __m256i& pair_weights) {
         const int8_t* scl = (const int8_t*)(blk + 192);
         for (int j = 0; j < 8; j++) {
             const int a = scl[2 * j], b = scl[2 * j + 1];
             sc[j] = _mm256_setr_epi32(a, a, a, a, b, b, b, b);
         }
-    }
-    // int16 per sum of 16: its sub-block's scale (times -32 after the reduction).
-    static __m256i pair_weights(const uint8_t* blk) {
-        return _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)(blk + 192)));
+        pair_weights = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)(blk + 192)));
     }
     static void meta(const uint8_t* blk, KTile& k, int s, int r) {
         const int8_t* scl = (const int8_t*)(blk + 192);
@@ -444,14 +437,14 @@ void k_gemv(const Pass& p, int g0, int g1) {
                 const uint8_t* blk = rp[r] + (size_t)c0 * F::BB;
                 for (int b = 0; b < cb; b++, blk += F::BB) {
                     const int8_t* x = p.xq + 256 * (c0 + b);
-                    __m256i w[8], sc[8];
+                    __m256i w[8], sc[8], pw;
                     F::unpack(blk, w);
-                    F::run_scales(blk, sc);
+                    F::row_scales(blk, sc, pw);
                     __m256i acc = _mm256_setzero_si256();
                     for (int j = 0; j < 8; j++)
                         acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(dot4(_mm256_setzero_si256(), w[j], load_v(x + 32 * j)), sc[j]));
                     iv[b][r] = acc;
-                    pv[b][r] = _mm256_madd_epi16(load_v(p.xs + 16 * (c0 + b)), F::pair_weights(blk));
+                    pv[b][r] = _mm256_madd_epi16(load_v(p.xs + 16 * (c0 + b)), pw);
                 }
             }
             for (int b = 0; b < cb; b++) {
