@@ -234,3 +234,25 @@ def test_long_prefill_matches_the_float64_reference(tmp_path, arch):
     excused = gaps.min(0) < FLOAT_ROUTER_GAP
     assert excused.mean() <= MAX_EXCUSED
     check_logits(akunu.load(p, n_ctx=512).logits(seq), ref, excused, FLOAT_NUMPY_TOL, "numpy float64")
+
+
+def test_config_reports_the_experts(moe_paths, tmp_path):
+    """Model.config: ffn_dim is the file's feed_forward_length (what llama.cpp
+    and Hugging Face call it), the expert counts and widths their own keys;
+    dense models have no experts."""
+    import gguf
+    for arch in random_gguf.MOE_ARCHS:
+        path = moe_paths[(arch, "F16")]
+        meta = {k: v.contents() for k, v in gguf.GGUFReader(path).fields.items()}
+        a = meta["general.architecture"] + "."
+        cfg = akunu.load(path, n_ctx=64).config
+        assert cfg["ffn_dim"] == meta[a + "feed_forward_length"], arch
+        assert (cfg["n_experts"], cfg["n_experts_used"]) == (meta[a + "expert_count"], meta[a + "expert_used_count"])
+        want_ef = meta.get(a + "expert_feed_forward_length", meta[a + "feed_forward_length"])
+        assert cfg["expert_ffn_dim"] == want_ef, arch
+        want_sf = meta.get(a + "expert_shared_feed_forward_length", 0) if arch == "qwen2moe" else 0
+        assert cfg["shared_expert_ffn_dim"] == want_sf and (arch != "qwen2moe" or want_sf > 0), arch
+    dense = str(tmp_path / "dense.gguf")
+    random_gguf.write_model(dense, "qwen3", "F16", seed=1)
+    cfg = akunu.load(dense, n_ctx=64).config
+    assert (cfg["n_experts"], cfg["n_experts_used"], cfg["expert_ffn_dim"]) == (0, 0, 0)

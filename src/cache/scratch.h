@@ -33,9 +33,10 @@ struct ScratchBuffers {
         v = f(m * c.kv_dim());
         attn = f(m * c.q_dim());
         proj = f(m * c.dim);
-        gate = f(m * c.ffn_dim);
-        up = f(m * c.ffn_dim);
-        act = f(m * c.ffn_dim);
+        const size_t row = (size_t)c.act_row_width();  // the dense FFN's or the MoE FFN's row
+        gate = f(m * row);
+        up = f(m * row);
+        act = f(m * row);
         logits = f((size_t)std::max(logit_rows, 1) * c.vocab_size);
         prompt_ids = f(m);
         chain_ids = f((size_t)chain + 1);

@@ -100,8 +100,8 @@ static void read_rope_scaling(const ModelFile& f, const std::string& a, ModelCon
 // expert_feed_forward_length (absent: feed_forward_length / used for
 // Qwen-MoE, as llama.cpp; Mixtral's experts are feed_forward_length wide),
 // expert_shared_feed_forward_length, expert_gating_func (1 softmax, 2
-// sigmoid), expert_weights_norm, expert_weights_scale. ffn_dim becomes the
-// MoE scratch row (ModelConfig::moe_row_width).
+// sigmoid), expert_weights_norm, expert_weights_scale. ffn_dim keeps
+// feed_forward_length; the scratch rows are act_row_width() wide.
 static void read_experts(const ModelFile& f, const std::string& a, const ArchDescriptor& arch, ModelConfig& c) {
     c.n_experts = checked_dim(f, a + "expert_count", 0, 0, 4096);
     if (c.n_experts == 0) return;
@@ -116,7 +116,6 @@ static void read_experts(const ModelFile& f, const std::string& a, const ArchDes
     c.moe_norm_topk = f.get_bool(a + "expert_weights_norm", arch.moe_norm_topk);
     c.expert_weights_scale = (float)checked_float(f, a + "expert_weights_scale", 0.0, 0.0, 1e6);
     if ((int64_t)c.moe_row_width() > (1 << 24)) throw FormatError("expert FFN widths are absurd");
-    c.ffn_dim = c.moe_row_width();
 }
 
 ModelConfig config_from_file(const ModelFile& f, const ArchDescriptor& arch) {

@@ -20,9 +20,11 @@ struct ModelConfig {
     int n_heads = 0;
     int n_kv_heads = 0;
     int head_dim = 0;
-    // The FFN's activation width per token: dense models' feed_forward_length;
-    // for mixture-of-experts models the scratch row the MoE FFN works in
-    // (moe_row_width), so the scratch buffers hold it without a case of their own.
+    // feed_forward_length (Hugging Face's intermediate_size): the dense FFN's
+    // width. Mixture-of-experts models keep the file's value, which their
+    // layers do not use (Qwen-MoE: the dense width of the family; Mixtral,
+    // OLMoE: the experts' width, also in expert_ffn_dim); the scratch rows
+    // the FFN works in are act_row_width() wide.
     int ffn_dim = 0;
     int vocab_size = 0;
     int context_length = 0;  // trained context
@@ -63,6 +65,10 @@ struct ModelConfig {
     int moe_active_width() const { return n_experts_used * expert_ffn_dim + shared_expert_ffn_dim; }
     int moe_route_offset() const { return std::max(moe_active_width(), n_experts); }
     int moe_row_width() const { return moe_route_offset() + 2 * n_experts_used + 1; }
+
+    // Floats a token in the gate, up and act scratch buffers: the dense FFN's
+    // activations, or a MoE model's scratch row (moe_row_width).
+    int act_row_width() const { return n_experts > 0 ? std::max(ffn_dim, moe_row_width()) : ffn_dim; }
 
     int q_dim() const { return n_heads * head_dim; }
     int kv_dim() const { return n_kv_heads * head_dim; }

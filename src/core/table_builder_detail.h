@@ -58,7 +58,7 @@ struct Builder {
     // MoeMatmulParams); the route sits in the act buffer's rows.
     void expert_matmul(const char* label, const Weight& w, Buffer x, uint32_t x_stride, uint32_t x_slot_stride,
                        Buffer y, uint32_t y_stride, uint32_t y_slot_stride, bool weighted) {
-        const uint32_t row = (uint32_t)c.ffn_dim;
+        const uint32_t row = (uint32_t)c.moe_row_width();
         MoeMatmulParams p{(uint32_t)w.shape[1], (uint32_t)w.shape[0], 1, w.dtype, (uint32_t)c.n_experts,
                           (uint32_t)c.n_experts_used, x_stride, x_slot_stride, y_stride, y_slot_stride, row,
                           weighted ? 1u : 0u, batch ? 1u : 0u, 0};
@@ -71,14 +71,14 @@ struct Builder {
 
     // The mixture-of-experts FFN of layer L over the normalized input in xn,
     // its output (the routed experts' weighted sum, plus the shared expert)
-    // into proj. Works in scratch rows of ffn_dim floats (ModelConfig's MoE
-    // row layout): router logits in up, the route in act's tail, the chosen
+    // into proj. Works in scratch rows of moe_row_width() floats (ModelConfig's
+    // MoE row layout; the buffers are act_row_width() >= that a token): router logits in up, the route in act's tail, the chosen
     // experts' gate / up / act side by side, the shared expert's after them;
     // the shared expert's down projection reuses xn once nothing reads it.
     // Every command is row-independent and reads only device-side ids: the
     // table replays with no host work per token.
     void moe_ffn(const LayerWeights& L) {
-        const uint32_t dim = (uint32_t)c.dim, row = (uint32_t)c.ffn_dim, k = (uint32_t)c.n_experts_used;
+        const uint32_t dim = (uint32_t)c.dim, row = (uint32_t)c.moe_row_width(), k = (uint32_t)c.n_experts_used;
         const uint32_t ef = (uint32_t)c.expert_ffn_dim, sf = (uint32_t)c.shared_expert_ffn_dim;
         const size_t route = (size_t)c.moe_route_offset() * sizeof(float);
         matmul("router", L.gate_inp, s.xn, dim, s.up, row);

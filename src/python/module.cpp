@@ -96,7 +96,11 @@ PYBIND11_MODULE(_core, m) {
             d["n_heads"] = c.n_heads;
             d["n_kv_heads"] = c.n_kv_heads;
             d["head_dim"] = c.head_dim;
-            d["ffn_dim"] = c.ffn_dim;
+            d["ffn_dim"] = c.ffn_dim;  // feed_forward_length (unused by MoE layers; see expert_ffn_dim)
+            d["n_experts"] = c.n_experts;  // 0: a dense model
+            d["n_experts_used"] = c.n_experts_used;
+            d["expert_ffn_dim"] = c.expert_ffn_dim;
+            d["shared_expert_ffn_dim"] = c.shared_expert_ffn_dim;
             d["vocab_size"] = c.vocab_size;
             d["context_length"] = c.context_length;
             d["n_ctx"] = m.n_ctx();
