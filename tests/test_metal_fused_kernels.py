@@ -121,6 +121,8 @@ REAL_SHAPES = {
     # Gemma 3 270M's Q4_K_M layers (dim 640, FFN 2048, Q5_0 beside Q8_0), GELU gate
     "gemma3-270m-qkv-q5_0-q8_0": (kp.MULTI_SEPARATE, [T.Q5_0, T.Q5_0, T.Q8_0], [1024, 256, 256], 640, 1, 1, 1.0),
     "gemma3-270m-gate-up-gelu-q5_0": (kp.MULTI_GELU, [T.Q5_0] * 2, [2048, 2048], 640, 1, 1, 1.0),
+    # float rows one value at a time (K % 4 != 0; others take four in one vector load)
+    "qkv-float-formats-odd-k": (kp.MULTI_SEPARATE, [T.F16, T.BF16, T.F32], [64, 32, 48], 1022, 2, 1),
     # speculative verification: several tokens, and more than one pass's 8
     "qwen3-0.6b-qkv-f16-3tok": (kp.MULTI_SEPARATE, [T.F16] * 3, [2048, 1024, 1024], 1024, 3, 1),
     "llama-1b-gate-up-silu-q6_k-q4_k-10tok": (kp.MULTI_SILU, [T.Q6_K, T.Q4_K], [1024, 1024], 2048, 10, 1),

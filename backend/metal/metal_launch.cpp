@@ -75,9 +75,15 @@ MetalLaunch embedding(const uint8_t* b, const ChipConfig&) {
     return {0, Dim3(p.n_tokens), 128, 0};
 }
 
+// A norm's row in one threadgroup: up to norm_tg_size threads (the book's
+// 1024), never more than the device allows.
+uint32_t norm_threads(uint32_t dim, const ChipConfig& chip) {
+    return std::min<uint32_t>({ceil32(dim), (uint32_t)chip.norm_tg_size, (uint32_t)chip.max_threads_per_tg});
+}
+
 MetalLaunch norm(const uint8_t* b, const ChipConfig& chip) {
     auto p = read<NormParams>(b);
-    return {0, Dim3(p.n_tokens * p.rows_per_token), std::min<uint32_t>(ceil32(p.dim), chip.norm_tg_size), 32 * 4};
+    return {0, Dim3(p.n_tokens * p.rows_per_token), norm_threads(p.dim, chip), 32 * 4};
 }
 
 MetalLaunch rope(const uint8_t* b, const ChipConfig&) {
@@ -185,7 +191,7 @@ MetalLaunch qk_norm_rope_kv(const uint8_t* b, const ChipConfig&) {
 MetalLaunch rmsnorm_residual(const uint8_t* b, const ChipConfig& chip) {
     auto p = read<NormParams>(b);
     if (p.rows_per_token != 1 || p.row0 != 0) throw Error("rmsnorm_residual: one row a token, from row 0");
-    return {0, Dim3(p.n_tokens), std::min<uint32_t>(ceil32(p.dim), chip.norm_tg_size), 32 * 4};
+    return {0, Dim3(p.n_tokens), norm_threads(p.dim, chip), 32 * 4};
 }
 
 const char* const kFormats[] = {"f32",  "f16",  "bf16", "q8_0", "q4_0", "q5_0",   "q4_1",   "q5_1",

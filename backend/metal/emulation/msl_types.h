@@ -17,7 +17,7 @@ typedef unsigned long ulong;
 // computes half expressions in half precision, so an expression of several
 // half operations could round differently here; akunu's kernels keep
 // arithmetic in float and use half only for storage (the KV cache), where the
-// two agree bit for bit. No half vectors.
+// two agree bit for bit. Of the half vectors only half4, for loads.
 struct half {
     uint16_t bits;
     half() = default;
@@ -45,6 +45,13 @@ struct half {
         const uint32_t bits = e == 31 ? (s | 0x7F800000u | (m << 13)) : (s | ((e + 112) << 23) | (m << 13));
         return __builtin_bit_cast(float, bits);
     }
+};
+
+// half4 as storage only (kernels load four halves at once, then convert each
+// to float): a vector load of 8 aligned bytes, indexed as MSL's.
+struct alignas(8) half4 {
+    half v[4];
+    half operator[](unsigned i) const { return v[i]; }
 };
 
 #define AKUNU_MSL_VECTORS(T)                                      \

@@ -100,3 +100,45 @@ struct FmtAny {
         }
     }
 };
+
+// Four consecutive values of a float format in one vector load (half4,
+// ushort4, float4: the book's vectorized GEMV loads); ok = 0 for the block
+// formats, which never take this path. The caller guarantees 4-value
+// alignment (K % 4 == 0, so every row starts on one).
+template <typename F>
+struct Load4 {
+    enum { ok = 0 };
+    static void load(device const uint8_t*, thread float*) {}
+};
+template <>
+struct Load4<FmtF16> {
+    enum { ok = 1 };
+    static void load(device const uint8_t* b, thread float* y) {
+        const half4 h = *(device const half4*)b;
+        for (uint i = 0; i < 4; i++) y[i] = float(h[i]);
+    }
+};
+template <>
+struct Load4<FmtBF16> {
+    enum { ok = 1 };
+    static void load(device const uint8_t* b, thread float* y) {
+        const ushort4 h = *(device const ushort4*)b;
+        for (uint i = 0; i < 4; i++) y[i] = bf16_to_f32(h[i]);
+    }
+};
+template <>
+struct Load4<FmtF32> {
+    enum { ok = 1 };
+    static void load(device const uint8_t* b, thread float* y) {
+        const float4 v = *(device const float4*)b;
+        for (uint i = 0; i < 4; i++) y[i] = v[i];
+    }
+};
+
+// Load4 for a float format chosen at run time (the fused GEMV).
+inline bool any_load4_ok(uint dtype) { return dtype == GGML_F16 || dtype == GGML_BF16 || dtype == GGML_F32; }
+inline void any_load4(device const uint8_t* b, thread float* y, uint dtype) {
+    if (dtype == GGML_F16) Load4<FmtF16>::load(b, y);
+    else if (dtype == GGML_BF16) Load4<FmtBF16>::load(b, y);
+    else Load4<FmtF32>::load(b, y);
+}

@@ -22,10 +22,13 @@ enum { kMultiMaxTokens = 8 };  // tokens per pass over the weights (more take mo
 inline void multi_row_dot(device const uint8_t* row, uint dtype, uint K, device const float* x,
                           device const float* nw, bool norm, float offset, thread const float* scale, uint m,
                           uint lane, thread float* acc) {
-    const uint be = FmtAny::be(dtype), bb = FmtAny::bb(dtype), nb = K / be;
+    // float formats: four values a step in one vector load, as matmul.metal's gemv
+    const bool vec = any_load4_ok(dtype) && K % 4 == 0;
+    const uint be = vec ? 4 : FmtAny::be(dtype), bb = vec ? 4 * FmtAny::bb(dtype) : FmtAny::bb(dtype), nb = K / be;
     float w[FmtAny::MAX_BE];
     for (uint b = lane; b < nb; b += 32) {
-        FmtAny::decode(row + (ulong)b * bb, w, dtype);
+        if (vec) any_load4(row + (ulong)b * bb, w, dtype);
+        else FmtAny::decode(row + (ulong)b * bb, w, dtype);
         const uint k0 = b * be;
         for (uint t = 0; t < m; t++) {
             device const float* xb = x + (ulong)t * K + k0;

@@ -28,15 +28,22 @@ enum { kLargeSplit = 2 };     // gemv_large: SIMD groups a row
 // acc[r * kGemvMaxTokens + t] += the blocks b = first, first + step, ... of
 // rows n0 .. n0 + NR - 1 (those below N) against token t's x. Each x value is
 // read once for the NR rows.
+// Float formats (F32 / F16 / BF16) with K % 4 == 0 take four values a step
+// in one vector load (Load4), as a block of four.
 template <typename F, uint NR>
 inline void gemv_rows(device const uint8_t* W, device const float* xs, constant MatmulParams& p, uint n0, uint first,
                       uint step, thread float* acc) {
-    const uint be = F::be(p.dtype), bb = F::bb(p.dtype), nb = p.K / be;
+    const bool vec = Load4<F>::ok && p.K % 4 == 0;
+    const uint be = vec ? 4 : F::be(p.dtype), bb = vec ? 4 * F::bb(p.dtype) : F::bb(p.dtype), nb = p.K / be;
     const uint m = min(p.n_tokens, (uint)kGemvMaxTokens);
     const uint rows = min((uint)NR, p.N - n0);
-    float w[NR][F::MAX_BE];
+    float w[NR][F::MAX_BE < 4 ? 4 : F::MAX_BE];
     for (uint b = first; b < nb; b += step) {
-        for (uint r = 0; r < rows; r++) F::decode(W + ((ulong)(n0 + r) * nb + b) * bb, w[r], p.dtype);
+        for (uint r = 0; r < rows; r++) {
+            device const uint8_t* blk = W + ((ulong)(n0 + r) * nb + b) * bb;
+            if (vec) Load4<F>::load(blk, w[r]);
+            else F::decode(blk, w[r], p.dtype);
+        }
         for (uint t = 0; t < m; t++) {
             device const float* xb = xs + (ulong)t * p.x_stride + (ulong)b * be;
             float s[NR];
