@@ -103,11 +103,13 @@ def test_every_struct_has_a_packer():
     assert not set(NOT_PACKED) & set(kp.PACKERS), "a struct listed as not packed has a packer"
 
 
-def sentinel_arguments(fn):
-    """Distinct values for every argument of a packer (sequences for array arguments)."""
+def sentinel_arguments(fn, struct_name):
+    """Distinct values for every argument of a packer (sequences for array
+    arguments: those named Ns / dtypes, or as an array field of the struct)."""
+    formats = LAYOUTS[struct_name]["formats"]
     args, value = {}, 101
     for p in inspect.signature(fn).parameters.values():
-        if p.name in ("Ns", "dtypes"):
+        if p.name in ("Ns", "dtypes") or formats.get(p.name, "I")[:1].isdigit():
             args[p.name] = [value, value + 1, value + 2]
             value += 3
         else:
@@ -119,7 +121,7 @@ def sentinel_arguments(fn):
 @pytest.mark.parametrize("name", sorted(kp.PACKERS))
 def test_packer_writes_every_field_at_its_offset(name):
     fn = kp.PACKERS[name]
-    args = sentinel_arguments(fn)
+    args = sentinel_arguments(fn, name)
     data = fn(**args)
     layout = LAYOUTS[name]
     assert len(data) == layout["size"], f"{fn.__name__} packs {len(data)} bytes, sizeof({name}) is {layout['size']}"

@@ -239,6 +239,22 @@ struct PagedQKRopeKVParams {
     uint32_t max_blocks;
 };
 
+// matmul_multi: y_i = W_i x (+ bias_i) for up to three matrices of one K and
+// weight type (batch tables: q, k and v; gate and up). Buffers 0 x, 1-3 W,
+// 4-6 y, 7-9 bias (unused slots repeat the first). Meaning: gemm_<fmt> of
+// each matrix with `invariant` set and the pass's generated_rows.
+struct MultiMatmulParams {
+    uint32_t K;
+    uint32_t n_tokens;
+    uint32_t dtype;
+    uint32_t x_stride;
+    uint32_t n_mats;
+    uint32_t has_bias;
+    uint32_t generated_rows;
+    uint32_t N[3];
+    uint32_t y_stride[3];
+};
+
 // add_rmsnorm: h += y, then xn = rmsnorm(h) * (w + offset), per row (NormParams
 // with rows_per_token 1 and row0 0; x_stride for h and y, y_stride for xn).
 // Buffers 0 h, 1 y, 2 w, 3 xn. Meaning: add_inplace, rmsnorm.

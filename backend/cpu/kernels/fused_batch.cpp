@@ -1,10 +1,11 @@
 // The fused kernels of batch passes (continuous batching) that GPU backends
-// run (qk_norm_rope_kv_paged, add_rmsnorm), defined here as the unfused
+// run (matmul_multi, qk_norm_rope_kv_paged, add_rmsnorm), defined here as the unfused
 // sequences they replace: their meaning is exactly that of the kernels
 // composed. The CPU's own batch tables do not use them; they exist as the
 // reference of the per-op tests.
 #include <string>
 
+#include "core/dtype_descriptor.h"
 #include "core/kernel_params.h"
 #include "cpu_kernel.h"
 
@@ -46,9 +47,23 @@ void add_rmsnorm(const CpuArgs& a) {
     run_cpu_kernel("rmsnorm", {a.buf[0], a.buf[2], a.buf[3]}, np, a.pool);
 }
 
+void matmul_multi(const CpuArgs& a) {
+    const MultiMatmulParams m = a.p<MultiMatmulParams>();
+    if (m.n_mats == 0 || m.n_mats > 3)
+        throw Error("matmul_multi: 1 to 3 matrices, got " + std::to_string(m.n_mats));
+    const DTypeDescriptor* dt = dtype_lookup(m.dtype);
+    if (!dt || !dt->supported) throw Error(std::string("matmul_multi: unsupported weight type ") + dtype_name(m.dtype));
+    for (uint32_t i = 0; i < m.n_mats; i++) {
+        MatmulParams p{m.N[i], m.K, m.n_tokens, m.dtype, m.x_stride, m.y_stride[i], m.has_bias, 0, 1,
+                       m.generated_rows};
+        run_cpu_kernel(dt->gemm_kernel, {a.buf[1 + i], a.buf[0], a.buf[4 + i], a.buf[7 + i]}, p, a.pool);
+    }
+}
+
 }  // namespace
 
 extern const CpuKernelEntry kFusedBatchKernels[] = {
+    {"matmul_multi", matmul_multi},
     {"qk_norm_rope_kv_paged", qk_norm_rope_kv_paged},
     {"add_rmsnorm", add_rmsnorm},
     {nullptr, nullptr},

@@ -43,14 +43,31 @@ constexpr int kCld = kWarpTile + 4;  // floats per row of a warp's output stagin
 // partials in ascending z, so the sum's order rests on N and K alone.
 struct SplitK {
     int steps = 0;                 // k steps per split (0: no split)
-    float* partials = nullptr;     // [gridDim.z][gridDim.y * BM][N]
+    float* partials = nullptr;     // [gridDim.z][gridDim.y * BM][gridDim.x * BN]
     uint32_t* counters = nullptr;  // one per (x, y) tile, zero between launches
 };
 
+// The matrices of a launch: one, or up to three of one K and format (q, k, v
+// or gate, up of a batch pass). Block column x belongs to the matrix whose
+// columns [tile0, tile0 + ceil(N / BN)) hold it; each block's work is the
+// one it would have in that matrix's own launch.
+struct Segments {
+    const uint8_t* W[3] = {};
+    float* y[3] = {};
+    const float* bias[3] = {};
+    uint32_t N[3] = {};
+    uint32_t y_stride[3] = {};
+    uint32_t tile0[3] = {};
+    uint32_t count = 1;
+};
+
+// sg's field `f` of matrix i, without indexing the parameter array by a
+// register (which would copy it to local memory).
+#define AKUNU_SEGMENT_FIELD(sg, f, i) ((i) == 0 ? (sg).f[0] : (i) == 1 ? (sg).f[1] : (sg).f[2])
+
 template <class F, int BN, int BK, int BM>
 __global__ void __launch_bounds__(2 * BN)
-    gemm_tc_kernel(MatmulParams p, const uint8_t* __restrict__ W, const float* __restrict__ x,
-                   float* __restrict__ y, const float* __restrict__ bias, SplitK split) {
+    gemm_tc_kernel(MatmulParams p, Segments sg, const float* __restrict__ x, SplitK split) {
     constexpr int kThreads = 2 * BN, kWarpsN = BN / kWarpTile, kWarpM = BM / 2, kFragsM = kWarpM / 16;
     constexpr int kLds = BK + 8;                     // halves per shared row: fragment loads conflict-free
     constexpr int kUnits = BK / 32;                  // weight unit pairs of a row per step
@@ -62,8 +79,13 @@ __global__ void __launch_bounds__(2 * BN)
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int wm = warp / kWarpsN, wn = warp % kWarpsN;
-    const int n0 = blockIdx.x * BN, t0 = blockIdx.y * BM;
-    const int M = (int)p.n_tokens, N = (int)p.N, K = (int)p.K;
+    const uint32_t seg = sg.count > 1 && blockIdx.x >= sg.tile0[1] ? (sg.count > 2 && blockIdx.x >= sg.tile0[2] ? 2 : 1) : 0;
+    const uint8_t* __restrict__ W = AKUNU_SEGMENT_FIELD(sg, W, seg);
+    float* __restrict__ y = AKUNU_SEGMENT_FIELD(sg, y, seg);
+    const float* __restrict__ bias = AKUNU_SEGMENT_FIELD(sg, bias, seg);
+    const size_t y_stride = AKUNU_SEGMENT_FIELD(sg, y_stride, seg);
+    const int n0 = (int)(blockIdx.x - AKUNU_SEGMENT_FIELD(sg, tile0, seg)) * BN, t0 = blockIdx.y * BM;
+    const int M = (int)p.n_tokens, N = (int)AKUNU_SEGMENT_FIELD(sg, N, seg), K = (int)p.K;
     // This thread's weight units (16 elements each: u of every 32); rows past
     // N and tokens past M read the last one (computed, never written).
     const int wr = tid / 2, wu = tid % 2;
@@ -153,16 +175,18 @@ __global__ void __launch_bounds__(2 * BN)
         for (int tt = 0; tt < kWarpM; tt++) {
             const int t = t0 + wm * kWarpM + tt;
             if (t >= M) break;
-            y[(size_t)t * p.y_stride + n] = cw[tt * kCld + lane] + b;
+            y[(size_t)t * y_stride + n] = cw[tt * kCld + lane] + b;
         }
         return;
     }
     const size_t rows = (size_t)gridDim.y * BM;  // partial rows per split
+    // partial columns: the launch's block columns side by side
+    const size_t width = (size_t)gridDim.x * BN, col = (size_t)blockIdx.x * BN + wn * kWarpTile + lane;
     if (n < N)
         for (int tt = 0; tt < kWarpM; tt++) {
             const int t = t0 + wm * kWarpM + tt;
             if (t >= M) break;
-            split.partials[((size_t)blockIdx.z * rows + t) * N + n] = cw[tt * kCld + lane];
+            split.partials[((size_t)blockIdx.z * rows + t) * width + col] = cw[tt * kCld + lane];
         }
     __threadfence();  // this block's partials visible before its arrival is counted
     __syncthreads();
@@ -178,8 +202,8 @@ __global__ void __launch_bounds__(2 * BN)
             const int t = t0 + wm * kWarpM + tt;
             if (t >= M) break;
             float sum = 0.0f;
-            for (unsigned z = 0; z < gridDim.z; z++) sum += __ldcg(split.partials + ((size_t)z * rows + t) * N + n);
-            y[(size_t)t * p.y_stride + n] = sum + b;
+            for (unsigned z = 0; z < gridDim.z; z++) sum += __ldcg(split.partials + ((size_t)z * rows + t) * width + col);
+            y[(size_t)t * y_stride + n] = sum + b;
         }
     }
     if (tid == 0) *counter = 0;  // ready for the next launch
@@ -192,16 +216,44 @@ constexpr int tile_shared_bytes() {
     return tiles > outputs ? tiles : outputs;
 }
 
+// Block columns of each matrix of `sg` for tiles of BN rows; fills sg.tile0.
+template <int BN>
+unsigned place_segments(Segments& sg) {
+    unsigned tiles = 0;
+    for (uint32_t i = 0; i < sg.count; i++) {
+        sg.tile0[i] = tiles;
+        tiles += blocks_for(sg.N[i], BN);
+    }
+    return tiles;
+}
+
 template <class F, int BN, int BK, int BM>
-void launch_tiles(const CudaArgs& a, const MatmulParams& p, const float* x, float* y, const float* bias,
-                  unsigned splits = 1, SplitK split = {}) {
+void launch_segments(const CudaArgs& a, const MatmulParams& p, Segments sg, const float* x, unsigned splits = 1,
+                     SplitK split = {}) {
     constexpr int shared = tile_shared_bytes<BN, BK, BM>();
     static const bool configured =
         cudaFuncSetAttribute(gemm_tc_kernel<F, BN, BK, BM>, cudaFuncAttributeMaxDynamicSharedMemorySize, shared) ==
         cudaSuccess;
     (void)configured;
-    const dim3 grid(blocks_for(p.N, BN), blocks_for(p.n_tokens, BM), splits);
-    launch_pdl(gemm_tc_kernel<F, BN, BK, BM>, grid, 2 * BN, shared, a, p, a.b<uint8_t>(0), x, y, bias, split);
+    const unsigned tiles = place_segments<BN>(sg);
+    const dim3 grid(tiles, blocks_for(p.n_tokens, BM), splits);
+    launch_pdl(gemm_tc_kernel<F, BN, BK, BM>, grid, 2 * BN, shared, a, p, sg, x, split);
+}
+
+// One matrix: W (buffer 0), y, bias.
+inline Segments one_segment(const CudaArgs& a, const MatmulParams& p, float* y, const float* bias) {
+    Segments sg;
+    sg.W[0] = a.b<uint8_t>(0);
+    sg.y[0] = y;
+    sg.bias[0] = bias;
+    sg.N[0] = p.N;
+    sg.y_stride[0] = p.y_stride;
+    return sg;
+}
+
+template <class F, int BN, int BK, int BM>
+void launch_tiles(const CudaArgs& a, const MatmulParams& p, const float* x, float* y, const float* bias) {
+    launch_segments<F, BN, BK, BM>(a, p, one_segment(a, p, y, bias), x);
 }
 
 // Decode rows of batch tables (a handful of rows): one tile of rows, the k
@@ -217,25 +269,30 @@ struct SplitPlan {
     unsigned splits = 1, steps = 0;
 };
 
-inline SplitPlan split_plan(size_t sms, unsigned N, unsigned K, unsigned bn, unsigned bk, size_t scratch_bytes) {
+// tiles: block columns of the launch; cols: their columns side by side.
+inline SplitPlan split_plan(size_t sms, unsigned tiles, unsigned cols, unsigned K, unsigned bk, size_t scratch_bytes) {
     SplitPlan plan;
-    const unsigned tiles = blocks_for(N, bn), nk = K / bk;
+    const unsigned nk = K / bk;
     const size_t target = 4 * sms;  // blocks: several per SM keep loads in flight
     // (tile counters in the lower half of the counter area; the paged
     // attention's split counters use the upper half)
     if (tiles >= target / 2 || nk < 4 || tiles > kSplitCounterBytes / 8) return plan;
     unsigned s = (unsigned)std::min<size_t>((target + tiles - 1) / tiles, nk / 2);
     s = std::min(s, 32u);
-    while (s > 1 && (size_t)s * kSplitRows * N * 4 > scratch_bytes - kSplitCounterBytes) s--;
+    while (s > 1 && (size_t)s * kSplitRows * cols * 4 > scratch_bytes - kSplitCounterBytes) s--;
     if (s <= 1) return plan;
     plan.steps = (nk + s - 1) / s;
     plan.splits = (nk + plan.steps - 1) / plan.steps;  // no empty split
     return plan;
 }
 
+// The decode rows of `sg`'s matrices (rows x_stride / y_stride apart), the k
+// loop split as split_plan says for the launch's block columns, in slices of
+// kSplitRows rows.
 template <class F, int BN, int BK>
-void launch_split_tiles(const CudaArgs& a, MatmulParams p, const float* x, float* y, const float* bias) {
-    const SplitPlan plan = split_plan((size_t)a.tuning->sm_count, p.N, p.K, BN, BK,
+void launch_split_tiles(const CudaArgs& a, MatmulParams p, Segments sg, const float* x) {
+    const unsigned tiles = place_segments<BN>(sg);
+    const SplitPlan plan = split_plan((size_t)a.tuning->sm_count, tiles, tiles * BN, p.K, BK,
                                       a.split_scratch ? a.split_scratch_bytes : 0);
     SplitK split;
     split.steps = plan.splits > 1 ? (int)plan.steps : 0;
@@ -244,21 +301,26 @@ void launch_split_tiles(const CudaArgs& a, MatmulParams p, const float* x, float
     const uint32_t total = p.n_tokens;
     for (uint32_t t0 = 0; t0 < total; t0 += kSplitRows) {
         p.n_tokens = std::min(kSplitRows, total - t0);
-        launch_tiles<F, BN, BK, 64>(a, p, x + (size_t)t0 * p.x_stride, y + (size_t)t0 * p.y_stride, bias,
-                                    split.steps ? plan.splits : 1, split);
+        Segments slice = sg;
+        for (uint32_t i = 0; i < sg.count; i++) slice.y[i] = sg.y[i] + (size_t)t0 * sg.y_stride[i];
+        launch_segments<F, BN, BK, 64>(a, p, slice, x + (size_t)t0 * p.x_stride, split.steps ? plan.splits : 1,
+                                       split);
     }
 }
 
+// Tiles from the matrices' total rows: 128 where half a wave of them fills the GPU.
 template <class F>
-void launch_split(const CudaArgs& a, const MatmulParams& p, const float* x, float* y, const float* bias) {
-    const bool wide = (size_t)blocks_for(p.N, 128) * 2 >= (size_t)a.tuning->sm_count;
+void launch_split(const CudaArgs& a, const MatmulParams& p, const Segments& sg, const float* x) {
+    unsigned n_all = 0;
+    for (uint32_t i = 0; i < sg.count; i++) n_all += sg.N[i];
+    const bool wide = (size_t)blocks_for(n_all, 128) * 2 >= (size_t)a.tuning->sm_count;
     if (p.K % 64 != 0) {
-        if (wide) launch_split_tiles<F, 128, 32>(a, p, x, y, bias);
-        else launch_split_tiles<F, 64, 32>(a, p, x, y, bias);
+        if (wide) launch_split_tiles<F, 128, 32>(a, p, sg, x);
+        else launch_split_tiles<F, 64, 32>(a, p, sg, x);
     } else if (wide) {
-        launch_split_tiles<F, 128, 64>(a, p, x, y, bias);
+        launch_split_tiles<F, 128, 64>(a, p, sg, x);
     } else {
-        launch_split_tiles<F, 64, 64>(a, p, x, y, bias);
+        launch_split_tiles<F, 64, 64>(a, p, sg, x);
     }
 }
 
@@ -274,7 +336,7 @@ template <class F>
 void launch(const CudaArgs& a, const MatmulParams& p, const float* x, float* y, const float* bias, bool decode_rows) {
     const size_t sms = (size_t)a.tuning->sm_count, fill = 2 * sms;
     if (decode_rows) {
-        launch_split<F>(a, p, x, y, bias);
+        launch_split<F>(a, p, one_segment(a, p, y, bias), x);
         return;
     }
     if (p.invariant) {
@@ -305,6 +367,34 @@ void launch(const CudaArgs& a, const MatmulParams& p, const float* x, float* y, 
     else launch_tiles<F, 64, 64, 64>(a, p, x, y, bias);
 }
 
+template <class F>
+struct FormatTag {
+    using type = F;
+};
+
+// Calls fn(FormatTag<F>{}) for the tensor-core format of `dtype` and returns
+// true, when the format, K and the weights' alignment (`w_bits`: the OR of
+// the weight addresses) suit the kernel; else false.
+template <class Fn>
+bool with_tc_format(uint32_t dtype, uint32_t K, uintptr_t w_bits, Fn&& fn) {
+    switch (dtype) {
+        case GGML_F16: if (w_bits % 16) return false; fn(FormatTag<TcF16>{}); return true;
+        case GGML_BF16: if (w_bits % 16) return false; fn(FormatTag<TcBF16>{}); return true;
+        case GGML_F32: if (w_bits % 16) return false; fn(FormatTag<TcF32>{}); return true;
+        case GGML_Q8_0: if (w_bits % 2) return false; fn(FormatTag<TcQ8_0>{}); return true;
+        case GGML_Q4_0: if (w_bits % 2) return false; fn(FormatTag<TcQ4_0>{}); return true;
+        case GGML_Q4_1: if (w_bits % 2) return false; fn(FormatTag<TcQ4_1>{}); return true;
+        case GGML_Q5_0: if (w_bits % 2) return false; fn(FormatTag<TcQ5_0>{}); return true;
+        case GGML_Q5_1: if (w_bits % 2) return false; fn(FormatTag<TcQ5_1>{}); return true;
+        case AKUNU_Q8_0_X8: if (K % 256 || w_bits % 16) return false; fn(FormatTag<TcQ8_0X8>{}); return true;
+        case AKUNU_Q4_0_X8: if (K % 256 || w_bits % 16) return false; fn(FormatTag<TcQ4_0X8>{}); return true;
+        case AKUNU_Q6_K_X8: if (K % 2048 || w_bits % 16) return false; fn(FormatTag<TcQ6_KX8>{}); return true;
+        case GGML_Q4_K: if (K % 256 || w_bits % 16) return false; fn(FormatTag<TcQ4_K>{}); return true;
+        case GGML_Q6_K: if (K % 256 || w_bits % 2) return false; fn(FormatTag<TcQ6_K>{}); return true;
+        default: return false;
+    }
+}
+
 }  // namespace gemm_tc
 
 // Enqueues y = W x (+ bias) on the tensor cores (F16 operands, F32
@@ -317,23 +407,27 @@ inline bool launch_gemm_tc(const CudaArgs& a, const MatmulParams& p, const float
     if (p.n_tokens == 0 || p.N == 0 || p.K == 0 || p.K % kMinBK != 0) return false;
     if ((reinterpret_cast<uintptr_t>(x) & 15) != 0 || p.x_stride % 4 != 0) return false;  // float4 loads
     const float* bias = p.has_bias ? a.b<float>(3) : nullptr;
-    const uintptr_t w = reinterpret_cast<uintptr_t>(a.buf[0]);
-    switch (p.dtype) {
-        case GGML_F16: if (w % 16) return false; launch<TcF16>(a, p, x, y, bias, decode_rows); return true;
-        case GGML_BF16: if (w % 16) return false; launch<TcBF16>(a, p, x, y, bias, decode_rows); return true;
-        case GGML_F32: if (w % 16) return false; launch<TcF32>(a, p, x, y, bias, decode_rows); return true;
-        case GGML_Q8_0: if (w % 2) return false; launch<TcQ8_0>(a, p, x, y, bias, decode_rows); return true;
-        case GGML_Q4_0: if (w % 2) return false; launch<TcQ4_0>(a, p, x, y, bias, decode_rows); return true;
-        case GGML_Q4_1: if (w % 2) return false; launch<TcQ4_1>(a, p, x, y, bias, decode_rows); return true;
-        case GGML_Q5_0: if (w % 2) return false; launch<TcQ5_0>(a, p, x, y, bias, decode_rows); return true;
-        case GGML_Q5_1: if (w % 2) return false; launch<TcQ5_1>(a, p, x, y, bias, decode_rows); return true;
-        case AKUNU_Q8_0_X8: if (p.K % 256 || w % 16) return false; launch<TcQ8_0X8>(a, p, x, y, bias, decode_rows); return true;
-        case AKUNU_Q4_0_X8: if (p.K % 256 || w % 16) return false; launch<TcQ4_0X8>(a, p, x, y, bias, decode_rows); return true;
-        case AKUNU_Q6_K_X8: if (p.K % 2048 || w % 16) return false; launch<TcQ6_KX8>(a, p, x, y, bias, decode_rows); return true;
-        case GGML_Q4_K: if (p.K % 256 || w % 16) return false; launch<TcQ4_K>(a, p, x, y, bias, decode_rows); return true;
-        case GGML_Q6_K: if (p.K % 256 || w % 2) return false; launch<TcQ6_K>(a, p, x, y, bias, decode_rows); return true;
-        default: return false;
+    return with_tc_format(p.dtype, p.K, reinterpret_cast<uintptr_t>(a.buf[0]), [&](auto tag) {
+        launch<typename decltype(tag)::type>(a, p, x, y, bias, decode_rows);
+    });
+}
+
+// The decode rows of up to three matrices of one K and format (sg) in one
+// launch of the split-K kernel (p: K, n_tokens, dtype, x_stride); false when
+// the format, K or alignment do not suit it.
+inline bool launch_gemm_tc_split_segments(const CudaArgs& a, const MatmulParams& p, const float* x,
+                                          const gemm_tc::Segments& sg) {
+    using namespace gemm_tc;
+    if (p.n_tokens == 0 || p.K == 0 || p.K % kMinBK != 0) return false;
+    if ((reinterpret_cast<uintptr_t>(x) & 15) != 0 || p.x_stride % 4 != 0) return false;
+    uintptr_t w_bits = 0;
+    for (uint32_t i = 0; i < sg.count; i++) {
+        if (sg.N[i] == 0) return false;
+        w_bits |= reinterpret_cast<uintptr_t>(sg.W[i]);
     }
+    return with_tc_format(p.dtype, p.K, w_bits, [&](auto tag) {
+        launch_split<typename decltype(tag)::type>(a, p, sg, x);
+    });
 }
 
 }  // namespace akunu

@@ -329,9 +329,59 @@ void launch_matmul(const CudaArgs& a) {
     }
 }
 
+// matmul_multi (batch tables: q, k, v or gate, up): the decode rows of every
+// matrix in one launch of the split-K tensor-core GEMM where it takes the
+// format (the split from the launch's total columns and K: fixed per model,
+// so a row's sums keep their order in any batch); the prompt rows, and
+// formats it does not take, as each matrix's own invariant matmul.
+void launch_matmul_multi(const CudaArgs& a) {
+    const MultiMatmulParams m = a.p<MultiMatmulParams>();
+    if (m.n_mats == 0 || m.n_mats > 3) throw Error("matmul_multi: 1 to 3 matrices, got " + std::to_string(m.n_mats));
+    const float* x = a.b<float>(0);
+    const uint32_t gen = std::min(m.generated_rows, m.n_tokens);
+    auto params_of = [&](uint32_t i) {
+        return MatmulParams{m.N[i], m.K, m.n_tokens, m.dtype, m.x_stride, m.y_stride[i], m.has_bias, 0, 1,
+                            m.generated_rows};
+    };
+    bool decode_done = false;
+    if (gen > 0 && a.tuning->batch_decode_tc) {
+        gemm_tc::Segments sg;
+        sg.count = m.n_mats;
+        for (uint32_t i = 0; i < m.n_mats; i++) {
+            sg.W[i] = a.b<uint8_t>(1 + i);
+            sg.y[i] = a.b<float>(4 + i);
+            sg.bias[i] = m.has_bias ? a.b<float>(7 + i) : nullptr;
+            sg.N[i] = m.N[i];
+            sg.y_stride[i] = m.y_stride[i];
+        }
+        MatmulParams p = params_of(0);
+        p.n_tokens = gen;
+        decode_done = launch_gemm_tc_split_segments(a, p, x, sg);
+    }
+    if (decode_done && gen == m.n_tokens) return;
+    for (uint32_t i = 0; i < m.n_mats; i++) {
+        MatmulParams p = params_of(i);
+        CudaArgs ai = a;  // the matrix's own command: W, x, y, bias
+        ai.buf[0] = a.buf[1 + i];
+        ai.buf[1] = a.buf[0];
+        ai.buf[2] = a.buf[4 + i];
+        ai.buf[3] = a.buf[7 + i];
+        std::memcpy(ai.params, &p, sizeof(p));
+        float* y = a.b<float>(4 + i);
+        if (!decode_done) {
+            launch_matmul_invariant(ai, p, x, y);
+            continue;
+        }
+        p.n_tokens = m.n_tokens - gen;  // the prompt rows
+        p.generated_rows = 0;
+        launch_matmul_invariant(ai, p, x + (size_t)gen * m.x_stride, y + (size_t)gen * m.y_stride[i]);
+    }
+}
+
 }  // namespace
 
 extern const CudaKernelEntry kCudaMatmulKernels[] = {
+    {"matmul_multi", launch_matmul_multi},
 #define AKUNU_FORMAT(fmt) {"gemv_" #fmt, launch_matmul}, {"gemm_" #fmt, launch_matmul},
     AKUNU_FORMAT(f32) AKUNU_FORMAT(f16) AKUNU_FORMAT(bf16) AKUNU_FORMAT(q8_0) AKUNU_FORMAT(q4_0)
     AKUNU_FORMAT(q4_1) AKUNU_FORMAT(q5_0) AKUNU_FORMAT(q5_1) AKUNU_FORMAT(q2_k) AKUNU_FORMAT(q3_k)
