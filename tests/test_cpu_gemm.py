@@ -1,5 +1,5 @@
 """The CPU's integer matmul on 8-row tiles (backend/cpu/kernels/int8_matmul.h)
-for Q8_0, Q4_0, Q5_0, Q4_K, Q5_K and Q6_K: against float64 numpy on the 8-bit
+for Q8_0, Q4_0, Q5_0, Q2_K, Q3_K, Q4_K, Q5_K and Q6_K: against float64 numpy on the 8-bit
 activations it multiplies, at the shapes of Gemma 3 270M and Qwen3-0.6B, with
 fresh random inputs and poisoned outputs; one-token decode bit-identical to
 the same row of a many-token pass, for any thread count; and every
@@ -20,7 +20,7 @@ from tests.fixtures import kernel_params as kp
 from tests.fixtures.quant_samples import random_matrix
 from tests.test_kernels import KERNEL, q8_activations
 
-FORMATS = [T.Q8_0, T.Q4_0, T.Q5_0, T.Q4_K, T.Q5_K, T.Q6_K]
+FORMATS = [T.Q8_0, T.Q4_0, T.Q5_0, T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K]
 SEED = int(os.environ["AKUNU_TEST_SEED"])
 # (N, K): Gemma 3 270M's q / gate / down / head-like slices, Qwen3-0.6B's
 # up and down, a K past one tile buffer (1024 columns), N not a multiple of 8.
@@ -29,7 +29,7 @@ SHAPES_256 = [(640, 1024), (640, 2048), (3072, 1024), (1001, 1280), (13, 256)]
 
 
 def shapes(qtype):
-    return SHAPES_256 if qtype in (T.Q4_K, T.Q5_K, T.Q6_K) else SHAPES_32
+    return SHAPES_256 if qtype in (T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K) else SHAPES_32
 
 
 def rng_for(*key):

@@ -143,6 +143,69 @@ void q6_k_rows(const Pass& p, int g0, int g1) {
     }
 }
 
+// Q2_K / Q3_K value i's two low bits: bits 2 (j % 4) of q[32 (j / 4) + k], j = i / 32, k = i % 32.
+inline int low2(const uint8_t* q, int i) { return (q[32 * (i / 128) + i % 32] >> (2 * ((i / 32) % 4))) & 3; }
+
+void q2_k_rows(const Pass& p, int g0, int g1) {
+    const int nb = p.K / 256;
+    const int n1 = g1 * kTileRows < p.N ? g1 * kTileRows : p.N;
+    for (int n = g0 * kTileRows; n < n1; n++) {
+        const uint8_t* row = p.W + (size_t)n * nb * 84;
+        for (int t = 0; t < p.m; t++) {
+            float acc = 0.0f;
+            for (int b = 0; b < nb; b++) {
+                const uint8_t* blk = row + (size_t)b * 84;
+                const int8_t* x = p.xq + (size_t)t * p.K + b * 256;
+                const int16_t* bs = p.xs + ((size_t)t * nb + b) * 16;
+                int32_t isum = 0, msum = 0;
+                for (int j = 0; j < 16; j++) {  // sub-blocks of 16: scale low nibble, min high nibble
+                    int32_t dot = 0;
+                    for (int k = 0; k < 16; k++) dot += low2(blk + 16, 16 * j + k) * x[16 * j + k];
+                    isum += (blk[j] & 0xF) * dot;
+                    msum += (blk[j] >> 4) * bs[j];
+                }
+                const float dx = p.xd[(size_t)t * nb + b];
+                const float scale = blocks::h(blk + 80) * dx;
+                const float mscale = -blocks::h(blk + 82) * dx;
+                acc = std::fma((float)isum, scale, acc);
+                acc = std::fma((float)msum, mscale, acc);
+            }
+            p.y[(size_t)t * p.y_stride + n] = acc + (p.bias ? p.bias[n] : 0.0f);
+        }
+    }
+}
+
+void q3_k_rows(const Pass& p, int g0, int g1) {
+    const int nb = p.K / 256;
+    const int n1 = g1 * kTileRows < p.N ? g1 * kTileRows : p.N;
+    for (int n = g0 * kTileRows; n < n1; n++) {
+        const uint8_t* row = p.W + (size_t)n * nb * 110;
+        for (int t = 0; t < p.m; t++) {
+            float acc = 0.0f;
+            for (int b = 0; b < nb; b++) {
+                const uint8_t* blk = row + (size_t)b * 110;
+                const uint8_t* sc = blk + 96;
+                const int8_t* x = p.xq + (size_t)t * p.K + b * 256;
+                int32_t isum = 0;
+                for (int j = 0; j < 16; j++) {
+                    const int lo = j < 8 ? (sc[j] & 0xF) : (sc[j - 8] >> 4);
+                    const int hi = (sc[8 + j % 4] >> (2 * (j / 4))) & 3;
+                    int32_t dot = 0;
+                    for (int k = 0; k < 16; k++) {
+                        const int i = 16 * j + k;
+                        const int hbit = (blk[i % 32] >> (i / 32)) & 1;  // hmask: bit i / 32 of byte i % 32
+                        dot += (low2(blk + 32, i) + 4 * hbit - 4) * x[i];
+                    }
+                    isum += ((lo | (hi << 4)) - 32) * dot;
+                }
+                const float scale = blocks::h(blk + 108) * p.xd[(size_t)t * nb + b];
+                acc = std::fma((float)isum, scale, acc);
+            }
+            p.y[(size_t)t * p.y_stride + n] = acc + (p.bias ? p.bias[n] : 0.0f);
+        }
+    }
+}
+
 void quantize_q8_0_sums(const float* x, int K, int8_t* q, float* d, int16_t* sums) {
     qdot::quantize_q8_0(x, K, q, d);
     for (int b = 0; b < K / 32; b++) {
@@ -165,7 +228,8 @@ Isa read_isa_override(Isa best) {
 }  // namespace
 
 const Kernels kPortableKernels = {q32_rows<unpack_q8_0, 34>, q32_rows<unpack_q4_0, 18>, q32_rows<unpack_q5_0, 22>,
-                                  q45_k_rows<4>, q45_k_rows<5>, q6_k_rows, quantize_q8_0_sums, qdot::quantize_q8_k};
+                                  q45_k_rows<4>, q45_k_rows<5>, q6_k_rows, q2_k_rows, q3_k_rows,
+                                  quantize_q8_0_sums, qdot::quantize_q8_k};
 
 Isa best_isa() {
 #if (defined(__x86_64__) || defined(_M_X64)) && defined(__GNUC__)

@@ -197,7 +197,7 @@ struct TileQ4_K {
             w[2 * j + 1] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
         }
     }
-    static constexpr int kScaleOffset = 0;
+    static constexpr int kDOffset = 0, kDminOffset = 2;
     // Per run of 32 (one sub-block): its scale in every lane; and an int16
     // per sum of 16 for the pair term: the min of its sub-block.
     static void row_scales(const uint8_t* blk, __m256i sc[8], __m256i& pair_weights) {
@@ -256,7 +256,7 @@ struct TileQ6_K {
                                               _mm256_and_si256(_mm256_srli_epi16(h, 2), m30));
         }
     }
-    static constexpr int kScaleOffset = 208;
+    static constexpr int kDOffset = 208, kPairShift = 5;  // -32 = -(1 << 5)
     // Per run of 32 (two sub-blocks of 16): lanes 0-3 the first's scale, 4-7
     // the second's; and an int16 per sum of 16 for the pair term: its
     // sub-block's scale (times -32 after the reduction).
@@ -273,6 +273,73 @@ struct TileQ6_K {
         k.d[s][r] = blocks::h(blk + 208);
         for (int j = 0; j < 16; j++) k.sc[s][j][r] = scl[j];
         for (int j = 0; j < 8; j++) k.pairs[s][j][r] = pack_pair(scl[2 * j], scl[2 * j + 1]);
+    }
+};
+
+// Q2_K / Q3_K: run j (32 values) holds bits 2 (j % 4) of q[32 (j / 4) ..].
+inline __m256i two_bits(const uint8_t* q, int j) {
+    return _mm256_and_si256(_mm256_srli_epi16(load_v(q + 32 * (j / 4)), 2 * (j % 4)), _mm256_set1_epi8(3));
+}
+
+// Per run of 32 (two sub-blocks of 16): lanes 0-3 a's scale, 4-7 b's.
+inline __m256i scale_pair(int a, int b) { return _mm256_setr_epi32(a, a, a, a, b, b, b, b); }
+
+// Q2_K: 16 sub-blocks of 16, q 0..3, 4-bit scales and mins;
+// y = d * sum sc_j dot_j - dmin * sum m_j sum_j(x).
+struct TileQ2_K {
+    static constexpr int BB = 84, kSub = 16, kGroupsPerSub = 4, kDOffset = 80, kDminOffset = 82;
+    static constexpr bool kMins = true;
+    static void unpack(const uint8_t* blk, __m256i w[8]) {
+        for (int j = 0; j < 8; j++) w[j] = two_bits(blk + 16, j);
+    }
+    static void row_scales(const uint8_t* blk, __m256i sc[8], __m256i& pair_weights) {
+        alignas(32) int16_t m[16];
+        for (int j = 0; j < 8; j++) sc[j] = scale_pair(blk[2 * j] & 0xF, blk[2 * j + 1] & 0xF);
+        for (int i = 0; i < 16; i++) m[i] = blk[i] >> 4;
+        pair_weights = _mm256_load_si256((const __m256i*)m);
+    }
+    static void meta(const uint8_t* blk, KTile& k, int s, int r) {
+        k.d[s][r] = blocks::h(blk + 80);
+        k.dm[s][r] = -blocks::h(blk + 82);
+        for (int j = 0; j < 16; j++) k.sc[s][j][r] = blk[j] & 0xF;
+        for (int j = 0; j < 8; j++) k.pairs[s][j][r] = pack_pair(blk[2 * j] >> 4, blk[2 * j + 1] >> 4);
+    }
+};
+
+// Q3_K: 16 sub-blocks of 16, q = low 2 bits | high bit << 2 (0..7, weight
+// q - 4), signed 6-bit scales; y = d * sum sc_j (dot_j(q) - 4 sum_j(x)).
+struct TileQ3_K {
+    static constexpr int BB = 110, kSub = 16, kGroupsPerSub = 4, kDOffset = 108, kPairShift = 2;  // -4 = -(1 << 2)
+    static constexpr bool kMins = false;
+    static void unpack(const uint8_t* blk, __m256i w[8]) {
+        const __m256i hm = load_v(blk), one = _mm256_set1_epi8(1);
+        for (int j = 0; j < 8; j++) {
+            const __m256i hb = _mm256_and_si256(_mm256_srli_epi16(hm, j), one);
+            w[j] = _mm256_or_si256(two_bits(blk + 32, j), _mm256_slli_epi16(hb, 2));
+        }
+    }
+    static void scales16(const uint8_t* blk, int out[16]) {
+        const uint8_t* sc = blk + 96;
+        for (int i = 0; i < 16; i++) {
+            const int lo = i < 8 ? (sc[i] & 0xF) : (sc[i - 8] >> 4);
+            const int hi = (sc[8 + i % 4] >> (2 * (i / 4))) & 3;
+            out[i] = (lo | (hi << 4)) - 32;
+        }
+    }
+    static void row_scales(const uint8_t* blk, __m256i sc[8], __m256i& pair_weights) {
+        int s[16];
+        scales16(blk, s);
+        alignas(32) int16_t w16[16];
+        for (int j = 0; j < 8; j++) sc[j] = scale_pair(s[2 * j], s[2 * j + 1]);
+        for (int i = 0; i < 16; i++) w16[i] = (int16_t)s[i];
+        pair_weights = _mm256_load_si256((const __m256i*)w16);
+    }
+    static void meta(const uint8_t* blk, KTile& k, int s, int r) {
+        int sc[16];
+        scales16(blk, sc);
+        k.d[s][r] = blocks::h(blk + 108);
+        for (int j = 0; j < 16; j++) k.sc[s][j][r] = sc[j];
+        for (int j = 0; j < 8; j++) k.pairs[s][j][r] = pack_pair(sc[2 * j], sc[2 * j + 1]);
     }
 };
 
@@ -343,7 +410,7 @@ void k_groups(const Pass& p, int g0, int g1) {
                             fa[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[i]), _mm256_mul_ps(d, dx), fa[i]);
                             fa[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ps), _mm256_mul_ps(_mm256_load_ps(k.dm[s]), dx), fa[i]);
                         } else {
-                            const __m256i v = _mm256_sub_epi32(is[i], _mm256_slli_epi32(ps, 5));
+                            const __m256i v = _mm256_sub_epi32(is[i], _mm256_slli_epi32(ps, F::kPairShift));
                             fa[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_mul_ps(d, dx), fa[i]);
                         }
                     }
@@ -453,12 +520,12 @@ void k_gemv(const Pass& p, int g0, int g1) {
                 const __m256i is = reduce8(iv[b]), ps = reduce8(pv[b]);
                 const __m256 dx = _mm256_set1_ps(p.xd[c0 + b]);
                 if constexpr (F::kMins) {
-                    fa = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(halves8(bp, 0), dx), fa);
-                    const __m256 neg_dmin = _mm256_sub_ps(_mm256_setzero_ps(), halves8(bp, 2));
+                    fa = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is), _mm256_mul_ps(halves8(bp, F::kDOffset), dx), fa);
+                    const __m256 neg_dmin = _mm256_sub_ps(_mm256_setzero_ps(), halves8(bp, F::kDminOffset));
                     fa = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ps), _mm256_mul_ps(neg_dmin, dx), fa);
                 } else {
-                    const __m256i v = _mm256_sub_epi32(is, _mm256_slli_epi32(ps, 5));
-                    fa = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_mul_ps(halves8(bp, F::kScaleOffset), dx), fa);
+                    const __m256i v = _mm256_sub_epi32(is, _mm256_slli_epi32(ps, F::kPairShift));
+                    fa = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_mul_ps(halves8(bp, F::kDOffset), dx), fa);
                 }
             }
         }
@@ -562,4 +629,5 @@ void quantize_q8_k_x86(const float* x, int K, int8_t* q, float* d, int16_t* bsum
 }
 
 constexpr Kernels kTileKernels = {q32_matmul<TileQ8_0>, q32_matmul<TileQ4_0>, q32_matmul<TileQ5_0>, k_matmul<TileQ4_K>,
-                                  k_matmul<TileQ5_K>, k_matmul<TileQ6_K>, quantize_q8_0_x86, quantize_q8_k_x86};
+                                  k_matmul<TileQ5_K>, k_matmul<TileQ6_K>, k_matmul<TileQ2_K>, k_matmul<TileQ3_K>,
+                                  quantize_q8_0_x86, quantize_q8_k_x86};
