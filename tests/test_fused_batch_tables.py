@@ -270,8 +270,10 @@ def multi_case(case):
 def run_multi(dev, qtype, K, Ns, W, bias, x, gen, has_bias=1):
     ys = [np.full((len(x), n), np.nan, np.float32) for n in Ns]
     pad = 3 - len(Ns)
-    bufs = [x.copy()] + [w.copy() for w in W] + [W[0].copy()] * pad + ys + [ys[0]] * pad
-    bufs += [b.copy() for b in bias] + [bias[0].copy()] * pad
+    # unused slots get buffers of their own (a device copies each back)
+    bufs = [x.copy()] + [w.copy() for w in W] + [W[0].copy() for _ in range(pad)]
+    bufs += ys + [ys[0].copy() for _ in range(pad)]
+    bufs += [b.copy() for b in bias] + [bias[0].copy() for _ in range(pad)]
     _testing.run_kernel("matmul_multi", bufs, kp.matmul_multi(K, len(x), qtype, K, list(Ns), list(Ns), has_bias, gen),
                         device=dev)
     return ys
