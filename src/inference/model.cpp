@@ -93,7 +93,7 @@ void Model::check_memory(int n_ctx) const {
                     " of memory; use a smaller or more quantized model");
     const double kv = 2.0 * cfg_.n_layers * (double)n_ctx * cfg_.kv_dim() * 2;
     const double scratch = 4.0 * prefill_chunk_ *
-                           (3.0 * cfg_.dim + 2.0 * cfg_.q_dim() + 2.0 * cfg_.kv_dim() + 3.0 * cfg_.ffn_dim +
+                           (3.0 * cfg_.dim + 2.0 * cfg_.q_dim() + 2.0 * cfg_.kv_dim() + 3.0 * cfg_.act_row_width() +
                             cfg_.vocab_size);
     const size_t avail = device_->available_memory();
     if (avail && kv + scratch > (double)avail)
