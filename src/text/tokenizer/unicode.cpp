@@ -141,6 +141,23 @@ std::u32string nfc(const std::u32string& s) {
     return out;
 }
 
+int utf8_lead(unsigned char c, unsigned char& lo, unsigned char& hi) {
+    lo = 0x80;
+    hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF) return 2;
+    if (c >= 0xE0 && c <= 0xEF) {
+        if (c == 0xE0) lo = 0xA0;  // no overlongs
+        if (c == 0xED) hi = 0x9F;  // no surrogates
+        return 3;
+    }
+    if (c >= 0xF0 && c <= 0xF4) {
+        if (c == 0xF0) lo = 0x90;  // no overlongs
+        if (c == 0xF4) hi = 0x8F;  // nothing past U+10FFFF
+        return 4;
+    }
+    return 0;
+}
+
 bool valid_utf8(std::string_view s) {
     size_t i = 0, n = s.size();
     while (i < n) {
@@ -149,20 +166,9 @@ bool valid_utf8(std::string_view s) {
             ++i;
             continue;
         }
-        int len;
-        unsigned char lo = 0x80, hi = 0xBF;
-        if (c >= 0xC2 && c <= 0xDF) len = 2;
-        else if (c >= 0xE0 && c <= 0xEF) {
-            len = 3;
-            if (c == 0xE0) lo = 0xA0;
-            if (c == 0xED) hi = 0x9F;
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            len = 4;
-            if (c == 0xF0) lo = 0x90;
-            if (c == 0xF4) hi = 0x8F;
-        } else {
-            return false;
-        }
+        unsigned char lo, hi;
+        const int len = utf8_lead(c, lo, hi);
+        if (len == 0) return false;
         if (n - i < size_t(len)) return false;
         unsigned char c1 = (unsigned char)s[i + 1];
         if (c1 < lo || c1 > hi) return false;
@@ -228,18 +234,9 @@ std::string utf8_lossy(std::string_view s) {
             ++i;
             continue;
         }
-        int len;
-        unsigned char lo = 0x80, hi = 0xBF;
-        if (c >= 0xC2 && c <= 0xDF) len = 2;
-        else if (c >= 0xE0 && c <= 0xEF) {
-            len = 3;
-            if (c == 0xE0) lo = 0xA0;
-            if (c == 0xED) hi = 0x9F;
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            len = 4;
-            if (c == 0xF0) lo = 0x90;
-            if (c == 0xF4) hi = 0x8F;
-        } else {
+        unsigned char lo, hi;
+        const int len = utf8_lead(c, lo, hi);
+        if (len == 0) {
             out += fffd;
             ++i;
             continue;

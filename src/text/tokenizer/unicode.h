@@ -34,6 +34,9 @@ std::u32string decompose(char32_t cp);
 
 // UTF-8. `valid_utf8` is strict (no surrogates, overlongs or code points past U+10FFFF).
 bool valid_utf8(std::string_view s);
+// The length of the sequence lead byte `c` starts (2 to 4; 0: not a lead
+// byte of well-formed UTF-8) and the range [lo, hi] its second byte must lie in.
+int utf8_lead(unsigned char c, unsigned char& lo, unsigned char& hi);
 // Decodes valid UTF-8.
 std::u32string decode_utf8(std::string_view s);
 void append_utf8(std::string& out, char32_t cp);

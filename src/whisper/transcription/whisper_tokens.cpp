@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "text/byte_level.h"
+#include "text/tokenizer/unicode.h"
 #include "weight/json.h"
 
 namespace akunu::whisper {
@@ -84,51 +85,6 @@ std::vector<std::string> pre_tokenize(std::string_view s) {
 }
 
 }  // namespace
-
-std::string utf8_lossy(std::string_view b) {
-    std::string out;
-    const char* kRepl = "\xEF\xBF\xBD";
-    size_t i = 0;
-    const size_t n = b.size();
-    auto cont = [&](size_t k, unsigned lo, unsigned hi) {
-        return k < n && (unsigned char)b[k] >= lo && (unsigned char)b[k] <= hi;
-    };
-    while (i < n) {
-        const unsigned char c = (unsigned char)b[i];
-        if (c < 0x80) {
-            out += (char)c;
-            i++;
-            continue;
-        }
-        size_t len = 0;
-        unsigned lo = 0x80, hi = 0xBF;
-        if (c >= 0xC2 && c <= 0xDF) len = 2;
-        else if (c >= 0xE0 && c <= 0xEF) {
-            len = 3;
-            if (c == 0xE0) lo = 0xA0;
-            if (c == 0xED) hi = 0x9F;
-        } else if (c >= 0xF0 && c <= 0xF4) {
-            len = 4;
-            if (c == 0xF0) lo = 0x90;
-            if (c == 0xF4) hi = 0x8F;
-        }
-        if (len == 0 || !cont(i + 1, lo, hi)) {
-            out += kRepl;
-            i++;
-            continue;
-        }
-        size_t k = 2;
-        while (k < len && cont(i + k, 0x80, 0xBF)) k++;
-        if (k < len) {
-            out += kRepl;  // a truncated sequence: one replacement for its valid prefix
-            i += k;
-            continue;
-        }
-        out.append(b.data() + i, len);
-        i += len;
-    }
-    return out;
-}
 
 WhisperTokens::WhisperTokens(const std::string& path, const ModelFile& file, int vocab_size) : vocab_size_(vocab_size) {
     JsonValue j;
@@ -257,7 +213,7 @@ std::string WhisperTokens::decode(const std::vector<int32_t>& ids) const {
         if (text::byte_level_to_bytes(s, raw)) bytes += raw;
         else bytes += s;
     }
-    return utf8_lossy(bytes);
+    return text::unicode::utf8_lossy(bytes);
 }
 
 std::vector<int32_t> WhisperTokens::bpe(const std::string& spelled) const {

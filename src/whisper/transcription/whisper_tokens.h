@@ -54,8 +54,5 @@ private:
     std::unordered_map<std::string, int32_t> merge_rank_;  // "left right"
 };
 
-// Bytes as UTF-8 text, each invalid sequence replaced by U+FFFD (maximal
-// subparts, as Rust's from_utf8_lossy and Python's errors="replace" do).
-std::string utf8_lossy(std::string_view bytes);
 
 }  // namespace akunu::whisper
