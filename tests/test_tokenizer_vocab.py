@@ -36,3 +36,13 @@ def test_vocab_cases(vocab_dir, name):
         if got != want:
             failures.append((text, got, want))
     assert not failures, f"{len(failures)} cases differ, first: {failures[0]!r}"
+
+
+def test_token_bytes_of_an_id_past_the_vocabulary_is_empty():
+    """A model may pad its output head past the tokenizer's vocabulary; a
+    sampled padding id decodes to no text instead of an IndexError."""
+    from akunu.tokenizer import TokenizerBase
+    t = TokenizerBase()
+    t.kind, t.tokens, t.token_types = "llama", ["a", "\u2581b"], [1, 1]
+    assert t.token_bytes(1) == b" b"
+    assert t.token_bytes(2) == b"" and t.token_bytes(10**6) == b"" and t.token_bytes(-1) == b""

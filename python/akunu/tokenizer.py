@@ -70,7 +70,11 @@ class TokenizerBase:
         return piece.replace("\u2581", " ")
 
     def token_bytes(self, token_id: int) -> bytes:
-        """The raw bytes a token stands for (for streaming that never splits UTF-8)."""
+        """The raw bytes a token stands for (for streaming that never splits UTF-8).
+        Ids past the tokenizer's vocabulary (rows a model pads its output
+        head with, which sampling can still draw) stand for no text."""
+        if not 0 <= token_id < len(self.tokens):
+            return b""
         piece = self.tokens[token_id]
         ty = self.token_types[token_id]
         if ty == _CONTROL:
