@@ -1,10 +1,11 @@
 """The CPU's integer matmul on 8-row tiles (backend/cpu/kernels/int8_matmul.h)
-for Q8_0, Q4_0, Q5_0, Q2_K, Q3_K, Q4_K, Q5_K and Q6_K: against float64 numpy on the 8-bit
-activations it multiplies, at the shapes of Gemma 3 270M and Qwen3-0.6B, with
-fresh random inputs and poisoned outputs; one-token decode bit-identical to
-the same row of a many-token pass, for any thread count; and every
-instruction set this CPU runs (portable C++, AVX2, AVX-512 VNNI; forced with
-AKUNU_CPU_ISA in a child process) bit-identical to the others."""
+for Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K and Q6_K:
+against float64 numpy on the 8-bit activations it multiplies, at the shapes
+of Gemma 3 270M and Qwen3-0.6B, with fresh random inputs and poisoned
+outputs; one-token decode bit-identical to the same row of a many-token
+pass, for any thread count; and every instruction set this CPU runs
+(portable C++, AVX2, AVX-512 VNNI; forced with AKUNU_CPU_ISA in a child
+process) bit-identical to the others."""
 
 import os
 import subprocess
@@ -20,7 +21,7 @@ from tests.fixtures import kernel_params as kp
 from tests.fixtures.quant_samples import random_matrix
 from tests.test_kernels import KERNEL, q8_activations
 
-FORMATS = [T.Q8_0, T.Q4_0, T.Q5_0, T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K]
+FORMATS = [T.Q8_0, T.Q4_0, T.Q5_0, T.Q4_1, T.Q5_1, T.IQ4_NL, T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K]
 SEED = int(os.environ["AKUNU_TEST_SEED"])
 # (N, K): Gemma 3 270M's q / gate / down / head-like slices, Qwen3-0.6B's
 # up and down, a K past one tile buffer (1024 columns), N not a multiple of 8.

@@ -1,6 +1,7 @@
-// Integer matmul of Q8_0, Q4_0, Q5_0, Q2_K, Q3_K, Q4_K, Q5_K and Q6_K weights against 8-bit
-// activations, on tiles of 8 weight rows, with the instruction set picked at
-// run time (one build runs on any x86-64 and elsewhere).
+// Integer matmul of Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K,
+// Q5_K and Q6_K weights against 8-bit activations, on tiles of 8 weight rows,
+// with the instruction set picked at run time (one build runs on any x86-64
+// and elsewhere).
 //
 // The arithmetic is fixed per (row, token), whatever the instruction set, the
 // tile or the number of tokens in the pass:
@@ -9,8 +10,11 @@
 //            the token's int8 activations (K-quants: sub-block scales applied
 //            in integers, sum of sc_j * dot_j);
 //     acc  = fma((float)s_b, d_w * d_x, acc)
-//     (Q2_K / Q4_K / Q5_K also: acc = fma((float)m_b, (-dmin_w) * d_x, acc), m_b the integer
-//      min term sum of m_j * (sum of the token's int8 values in sub-block j))
+//     (Q4_1 / Q5_1 also: acc = fma((float)xsum_b, m_w * d_x, acc), xsum_b the
+//      sum of the token's int8 values in the block;
+//      Q2_K / Q4_K / Q5_K: acc = fma((float)m_b, (-dmin_w) * d_x, acc), m_b
+//      the integer min term, sum of m_j * (sum of the token's int8 values in
+//      sub-block j))
 //   y = acc + bias.
 // Integer sums are exact in every path, and the float steps are the same
 // sequence of correctly rounded operations, so the portable path, AVX2 and
@@ -49,7 +53,7 @@ using GroupFn = void (*)(const Pass&, int g0, int g1);
 using QuantizeFn = void (*)(const float* x, int K, int8_t* q, float* d, int16_t* sums);
 
 struct Kernels {
-    GroupFn q8_0, q4_0, q5_0, q4_k, q5_k, q6_k, q2_k, q3_k;
+    GroupFn q8_0, q4_0, q5_0, q4_k, q5_k, q6_k, q2_k, q3_k, q4_1, q5_1, iq4_nl;
     QuantizeFn quantize_q8_0, quantize_q8_k;
 };
 

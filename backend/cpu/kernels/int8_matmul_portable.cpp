@@ -18,6 +18,7 @@ namespace {
 struct Block32 {
     int8_t v[32];
     float d;
+    float m = 0;  // Q4_1 / Q5_1: the block's min
 };
 
 inline void unpack_q8_0(const uint8_t* b, Block32& o) {
@@ -43,7 +44,36 @@ inline void unpack_q5_0(const uint8_t* b, Block32& o) {
     }
 }
 
-template <void (*Unpack)(const uint8_t*, Block32&), int BB>
+inline void unpack_q4_1(const uint8_t* b, Block32& o) {
+    o.d = blocks::h(b);
+    o.m = blocks::h(b + 2);
+    for (int j = 0; j < 16; j++) {
+        o.v[j] = (int8_t)(b[4 + j] & 0xF);
+        o.v[j + 16] = (int8_t)(b[4 + j] >> 4);
+    }
+}
+
+inline void unpack_q5_1(const uint8_t* b, Block32& o) {
+    o.d = blocks::h(b);
+    o.m = blocks::h(b + 2);
+    uint32_t qh;
+    std::memcpy(&qh, b + 4, 4);
+    for (int j = 0; j < 16; j++) {
+        o.v[j] = (int8_t)((b[8 + j] & 0xF) | (((qh >> j) & 1) << 4));
+        o.v[j + 16] = (int8_t)((b[8 + j] >> 4) | (((qh >> (j + 16)) & 1) << 4));
+    }
+}
+
+inline void unpack_iq4_nl(const uint8_t* b, Block32& o) {
+    o.d = blocks::h(b);
+    for (int j = 0; j < 16; j++) {
+        o.v[j] = blocks::kIQ4Values[b[2 + j] & 0xF];
+        o.v[j + 16] = blocks::kIQ4Values[b[2 + j] >> 4];
+    }
+}
+
+// HasMin: Q4_1 / Q5_1, whose block adds its min times the token's block sum.
+template <void (*Unpack)(const uint8_t*, Block32&), int BB, bool HasMin = false>
 void q32_rows(const Pass& p, int g0, int g1) {
     const int nb = p.K / 32;
     const int n1 = g1 * kTileRows < p.N ? g1 * kTileRows : p.N;
@@ -60,6 +90,10 @@ void q32_rows(const Pass& p, int g0, int g1) {
                 for (int k = 0; k < 32; k++) s += (int32_t)blk.v[k] * x[b * 32 + k];
                 const float scale = blk.d * xd[b];
                 acc = std::fma((float)s, scale, acc);
+                if (HasMin) {
+                    const float mscale = blk.m * xd[b];
+                    acc = std::fma((float)p.xs[(size_t)t * nb + b], mscale, acc);
+                }
             }
             p.y[(size_t)t * p.y_stride + n] = acc + (p.bias ? p.bias[n] : 0.0f);
         }
@@ -229,7 +263,8 @@ Isa read_isa_override(Isa best) {
 
 const Kernels kPortableKernels = {q32_rows<unpack_q8_0, 34>, q32_rows<unpack_q4_0, 18>, q32_rows<unpack_q5_0, 22>,
                                   q45_k_rows<4>, q45_k_rows<5>, q6_k_rows, q2_k_rows, q3_k_rows,
-                                  quantize_q8_0_sums, qdot::quantize_q8_k};
+                                  q32_rows<unpack_q4_1, 20, true>, q32_rows<unpack_q5_1, 24, true>,
+                                  q32_rows<unpack_iq4_nl, 18>, quantize_q8_0_sums, qdot::quantize_q8_k};
 
 Isa best_isa() {
 #if (defined(__x86_64__) || defined(_M_X64)) && defined(__GNUC__)

@@ -61,23 +61,43 @@ inline __m256i fifth_bits(const uint8_t* qh4) {
     return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit), _mm256_set1_epi8(16));
 }
 
-// ---- 32-blocks: Q4_0, Q5_0 and Q8_0 ---------------------------------------
+// ---- 32-blocks: Q4_0, Q5_0, Q8_0, Q4_1, Q5_1, IQ4_NL ------------------------
 // Q4_0 / Q5_0: a = q (0..15 / 0..31), s_b = dot(q, x) - kOffset * sum(x).
-// Q8_0: a = |w|, x takes w's sign (vpsignb), s_b = dot(w, x).
+// Q8_0 / IQ4_NL: a = |w|, x takes w's sign (vpsignb), s_b = dot(w, x).
+// Q4_1 / Q5_1: a = q, s_b = dot(q, x), and the min m adds
+// acc = fma((float)sum(x), m * d_x, acc) after the block's own step.
 struct TileQ4_0 {
     static constexpr int BB = 18, kOffset = 8;
-    static constexpr bool kSigned = false;
+    static constexpr bool kSigned = false, kMin = false;
     static __m256i unpack(const uint8_t* b) { return nibbles32(b + 2); }
 };
 struct TileQ5_0 {
     static constexpr int BB = 22, kOffset = 16;
-    static constexpr bool kSigned = false;
+    static constexpr bool kSigned = false, kMin = false;
     static __m256i unpack(const uint8_t* b) { return _mm256_or_si256(nibbles32(b + 6), fifth_bits(b + 2)); }
 };
 struct TileQ8_0 {
     static constexpr int BB = 34, kOffset = 0;
-    static constexpr bool kSigned = true;
+    static constexpr bool kSigned = true, kMin = false;
     static __m256i unpack(const uint8_t* b) { return load_v(b + 2); }
+};
+struct TileIQ4_NL {
+    static constexpr int BB = 18, kOffset = 0;
+    static constexpr bool kSigned = true, kMin = false;
+    static __m256i unpack(const uint8_t* b) {
+        const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i*)blocks::kIQ4Values));
+        return _mm256_shuffle_epi8(table, nibbles32(b + 2));
+    }
+};
+struct TileQ4_1 {
+    static constexpr int BB = 20, kOffset = 0;
+    static constexpr bool kSigned = false, kMin = true;
+    static __m256i unpack(const uint8_t* b) { return nibbles32(b + 4); }
+};
+struct TileQ5_1 {
+    static constexpr int BB = 24, kOffset = 0;
+    static constexpr bool kSigned = false, kMin = true;
+    static __m256i unpack(const uint8_t* b) { return _mm256_or_si256(nibbles32(b + 8), fifth_bits(b + 4)); }
 };
 
 constexpr int kChunk32 = 32;  // blocks per tile buffer (8 rows x 1024 columns)
@@ -105,6 +125,7 @@ void q32_groups(const Pass& p, int g0, int g1) {
     alignas(32) uint8_t wa[kChunk32][8][32];
     alignas(32) int8_t ws[F::kSigned ? kChunk32 : 1][8][32];
     alignas(32) float dw[kChunk32][8];
+    alignas(32) float mw[F::kMin ? kChunk32 : 1][8];
     TileAcc acc;
     for (int g = g0; g < g1; g++) {
         const int n0 = g * 8, rows = std::min(8, p.N - n0);
@@ -118,6 +139,7 @@ void q32_groups(const Pass& p, int g0, int g1) {
                     const uint8_t* blk = rp[r] + (size_t)(c0 + b) * F::BB;
                     v[r] = F::unpack(blk);
                     dw[b][r] = blocks::h(blk);
+                    if constexpr (F::kMin) mw[b][r] = blocks::h(blk + 2);
                 }
                 if constexpr (F::kSigned) {
                     __m256i s[8];
@@ -157,8 +179,11 @@ void q32_groups(const Pass& p, int g0, int g1) {
                     const __m256 d = _mm256_load_ps(dw[b]);
                     for (int i = 0; i < kTokenTile; i++) {
                         __m256i s = ia[i];
-                        if constexpr (!F::kSigned) s = _mm256_sub_epi32(s, _mm256_set1_epi32(F::kOffset * (int)xs[i][b]));
-                        fa[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(d, _mm256_set1_ps(xd[i][b])), fa[i]);
+                        if constexpr (F::kOffset != 0) s = _mm256_sub_epi32(s, _mm256_set1_epi32(F::kOffset * (int)xs[i][b]));
+                        const __m256 dx = _mm256_set1_ps(xd[i][b]);
+                        fa[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(d, dx), fa[i]);
+                        if constexpr (F::kMin)
+                            fa[i] = _mm256_fmadd_ps(_mm256_set1_ps((float)xs[i][b]), _mm256_mul_ps(_mm256_load_ps(mw[b]), dx), fa[i]);
                     }
                 }
                 for (int i = 0; i < kTokenTile && t0 + i < p.m; i++) _mm256_store_ps(acc.v[t0 + i], fa[i]);
@@ -481,8 +506,11 @@ void q32_gemv(const Pass& p, int g0, int g1) {
                 const uint8_t* bp[8];
                 for (int r = 0; r < 8; r++) bp[r] = rp[r] + (size_t)(c0 + b) * F::BB;
                 __m256i s = reduce8(dots[b]);
-                if constexpr (!F::kSigned) s = _mm256_sub_epi32(s, _mm256_set1_epi32(F::kOffset * (int)p.xs[c0 + b]));
-                fa = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(halves8(bp, 0), _mm256_set1_ps(p.xd[c0 + b])), fa);
+                if constexpr (F::kOffset != 0) s = _mm256_sub_epi32(s, _mm256_set1_epi32(F::kOffset * (int)p.xs[c0 + b]));
+                const __m256 dx = _mm256_set1_ps(p.xd[c0 + b]);
+                fa = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(halves8(bp, 0), dx), fa);
+                if constexpr (F::kMin)
+                    fa = _mm256_fmadd_ps(_mm256_set1_ps((float)p.xs[c0 + b]), _mm256_mul_ps(halves8(bp, 2), dx), fa);
             }
         }
         store_row_group(p, fa, n0, rows);
@@ -630,4 +658,5 @@ void quantize_q8_k_x86(const float* x, int K, int8_t* q, float* d, int16_t* bsum
 
 constexpr Kernels kTileKernels = {q32_matmul<TileQ8_0>, q32_matmul<TileQ4_0>, q32_matmul<TileQ5_0>, k_matmul<TileQ4_K>,
                                   k_matmul<TileQ5_K>, k_matmul<TileQ6_K>, k_matmul<TileQ2_K>, k_matmul<TileQ3_K>,
+                                  q32_matmul<TileQ4_1>, q32_matmul<TileQ5_1>, q32_matmul<TileIQ4_NL>,
                                   quantize_q8_0_x86, quantize_q8_k_x86};

@@ -255,7 +255,7 @@ void k_avx2(const MatmulParams& p, const uint8_t* W, const float* x, float* y, c
 }
 #endif
 
-// Q8_0, Q4_0, Q5_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K: int8_matmul.h's kernels on tiles of 8 rows, for
+// Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL and the K-quants but IQ4_XS: int8_matmul.h's kernels on tiles of 8 rows, for
 // decode and prefill alike (one arithmetic for both), the instruction set
 // chosen at run time. Row groups split evenly across the pool, so the
 // logits head (the largest matrix) keeps every thread busy to the end.
@@ -332,19 +332,16 @@ AKUNU_MATMUL(q5_k, (int8_matmul<&int8mm::Kernels::q5_k, true>))
 AKUNU_MATMUL(q6_k, (int8_matmul<&int8mm::Kernels::q6_k, true>))
 AKUNU_MATMUL(q2_k, (int8_matmul<&int8mm::Kernels::q2_k, true>))
 AKUNU_MATMUL(q3_k, (int8_matmul<&int8mm::Kernels::q3_k, true>))
+AKUNU_MATMUL(q4_1, (int8_matmul<&int8mm::Kernels::q4_1, false>))
+AKUNU_MATMUL(q5_1, (int8_matmul<&int8mm::Kernels::q5_1, false>))
+AKUNU_MATMUL(iq4_nl, (int8_matmul<&int8mm::Kernels::iq4_nl, false>))
 // The GPU layouts of Q4_0 / Q8_0 / Q6_K (dtype_descriptor.h): their meaning, for the tests.
 AKUNU_MATMUL(q4_0_x8, (dequant_block_matmul<blocks::dequant_q4_0_x8, 256, 144>))
 AKUNU_MATMUL(q8_0_x8, (dequant_block_matmul<blocks::dequant_q8_0_x8, 256, 272>))
 AKUNU_MATMUL(q6_k_x8, (dequant_block_matmul<blocks::dequant_q6_k_x8, 2048, 1680>))
 #if defined(__AVX2__) && defined(__FMA__)
-AKUNU_MATMUL(q4_1, q32_avx2<avx2::Q4_1>)
-AKUNU_MATMUL(q5_1, q32_avx2<avx2::Q5_1>)
-AKUNU_MATMUL(iq4_nl, q32_avx2<avx2::IQ4_NL>)
 AKUNU_MATMUL(iq4_xs, k_avx2<avx2::IQ4_XS>)
 #else
-AKUNU_MATMUL(q4_1, (dequant_block_matmul<blocks::dequant_q4_1, 32, 20>))
-AKUNU_MATMUL(q5_1, (dequant_block_matmul<blocks::dequant_q5_1, 32, 24>))
-AKUNU_MATMUL(iq4_nl, (dequant_block_matmul<blocks::dequant_iq4_nl, 32, 18>))
 AKUNU_MATMUL(iq4_xs, (dequant_block_matmul<blocks::dequant_iq4_xs, 256, 136>))
 #endif
 
