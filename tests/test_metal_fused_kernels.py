@@ -150,6 +150,47 @@ def test_gemv_multi_every_format(fmt):
     check_multi((fmt, "acc"), kp.MULTI_ACCUMULATE, [f], [130], K, 1, 0)
 
 
+# The large-K variant (gemv_multi_large: two SIMD groups a row), which the
+# emulated M4 (q4_small_k_threshold 2048) takes for matrices of 32-value
+# blocks at K >= 2048: name: mode, formats, rows, K, tokens, norm
+LARGE_K = {
+    "llama-1b-down-residual-q4_0": (kp.MULTI_ACCUMULATE, [T.Q4_0], [2048], 8192, 1, 0),
+    "llama-8b-down-residual-q8_0": (kp.MULTI_ACCUMULATE, [T.Q8_0], [4096], 14336, 1, 0),
+    "llama-1b-gate-up-silu-q4_0": (kp.MULTI_SILU, [T.Q4_0] * 2, [8192, 8192], 2048, 1, 1),
+    "llama-1b-qkv-q8_0-3tok": (kp.MULTI_SEPARATE, [T.Q8_0] * 3, [2048, 512, 512], 2048, 3, 1),
+    "gate-up-gelu-q5_0-q5_1-10tok": (kp.MULTI_GELU, [T.Q5_0, T.Q5_1], [301, 301], 2048, 10, 1),
+    "qkv-q4_1-iq4_nl-ragged": (kp.MULTI_SEPARATE, [T.Q4_1, T.IQ4_NL, T.Q4_1], [129, 33, 65], 4096, 2, 1),
+}
+
+
+@pytest.mark.parametrize("case", LARGE_K, ids=list(LARGE_K))
+def test_gemv_multi_large_k(case):
+    mode, formats, Ns, K, m, norm = LARGE_K[case]
+    params = kp.multi_gemv(K, m, mode, Ns, [int(f) for f in formats], norm=norm)
+    assert _testing.metal_launch("gemv_multi", params, 10, 9)["function"] == "gemv_multi_large"
+    if METAL != "metal-emu":
+        check_multi(case, mode, formats, Ns, K, m, norm)
+        return
+    before = _testing.metal_emu_function_counts().get("gemv_multi_large", 0)
+    check_multi(case, mode, formats, Ns, K, m, norm)
+    assert _testing.metal_emu_function_counts()["gemv_multi_large"] == before + 1
+
+
+@pytest.mark.parametrize("tier,cores,family,threshold", [("M1", 8, 7, 2048), ("M1 Pro", 16, 7, 1024),
+                                                         ("M4", 10, 9, 2048), ("M4 Pro", 20, 9, 512)])
+def test_gemv_multi_variant_follows_the_chip(tier, cores, family, threshold):
+    """gemv_multi_large where every matrix has 32-value blocks and K >= the tier's q4_small_k_threshold."""
+    for K in (768, 1024, 2048):
+        for formats in ([T.Q8_0, T.Q8_0, T.Q4_0], [T.Q4_K, T.Q4_K, T.Q6_K], [T.Q8_0, T.Q8_0, T.Q6_K]):
+            launch = _testing.metal_launch("gemv_multi", kp.multi_gemv(K, 1, kp.MULTI_SEPARATE, [256, 64, 64],
+                                                                       [int(f) for f in formats], norm=1),
+                                           cores, family)
+            large = K >= threshold and T.Q6_K not in formats and T.Q4_K not in formats
+            assert launch["function"] == ("gemv_multi_large" if large else "gemv_multi"), (tier, K, formats)
+            assert launch["grid"] == ((384 + 1) // 2 if large else 384 // 4, 1, 1)
+            assert launch["tg_memory"] <= 32768
+
+
 def test_gemv_multi_bad_parameters_are_clear_errors():
     x = np.ones((1, 64), np.float32)
     w = np.ones((8, 64), np.float32).view(np.uint8)

@@ -201,3 +201,12 @@ def test_the_tier_model_exercises_every_variant():
     assert choice(2048, 512, "M1")["function"] == "gemv_q8_0" and choice(2048, 512, "M1")["threads"] == 128
     assert choice(2048, 512, "M1 Pro")["function"] == "gemv_q8_0" and choice(2048, 512, "M1 Pro")["threads"] == 256
     assert choice(2048, 512, "M4 Pro")["function"] == "gemv_large_q8_0"
+
+    def multi(K, N, tier):  # the fused tables' projections (gemv_multi), one Q8_0 matrix
+        params = kp.multi_gemv(K, 1, kp.MULTI_ACCUMULATE, [N], [int(T.Q8_0)])
+        return _testing.metal_launch("gemv_multi", params, *TIERS[tier])["function"]
+
+    for tier in ("M1", "M1 Pro", "M4 Pro"):
+        assert multi(2048, 512, tier) == "gemv_multi_large"  # down projection
+    assert multi(512, 512, "M1") == multi(512, 512, "M1 Pro") == "gemv_multi"
+    assert multi(512, 512, "M4 Pro") == "gemv_multi_large"

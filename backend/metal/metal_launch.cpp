@@ -163,7 +163,7 @@ bool metal_reads_format(uint32_t dtype) {
     return d && !is_x8_dtype(dtype) && metal_kernel_spec(d->gemv_kernel) != nullptr;
 }
 
-MetalLaunch gemv_multi(const uint8_t* b, const ChipConfig&) {
+MetalLaunch gemv_multi(const uint8_t* b, const ChipConfig& chip) {
     auto p = read<MultiGemvParams>(b);
     if (p.n_mats < 1 || p.n_mats > 3 || p.mode > kGemvAccumulate) throw Error("gemv_multi: bad matrix count or mode");
     const uint32_t used = p.mode == kGemvSeparate ? p.n_mats : p.mode == kGemvAccumulate ? 1 : 2;
@@ -178,6 +178,13 @@ MetalLaunch gemv_multi(const uint8_t* b, const ChipConfig&) {
     uint32_t rows = p.N[0];
     if (p.mode == kGemvSeparate)
         for (uint32_t i = 1; i < p.n_mats; i++) rows += p.N[i];
+    // The large-K variant (two SIMD groups a row) on the GEMVs' rule: every
+    // matrix of 32-value blocks and K past the chip's threshold.
+    bool large = p.K >= (uint32_t)chip.q4_small_k_threshold;
+    for (uint32_t i = 0; i < used; i++) large = large && has_large_k_gemv(p.dtype[i]);
+    if (large)
+        return {1, Dim3(ceil_div(rows, kGemvRowsPerThreadgroup / kGemvLargeSplit)), 32 * kGemvRowsPerThreadgroup,
+                (32 + kGemvRowsPerThreadgroup * kGemvMaxTokens * 2) * 4};
     return {0, Dim3(ceil_div(rows, kGemvRowsPerThreadgroup)), 32 * kGemvRowsPerThreadgroup, 32 * 4};
 }
 
@@ -217,7 +224,7 @@ const std::vector<MetalKernelSpec>& specs() {
             {"im2col_1d", 2, {"im2col_1d"}, im2col},
             {"argmax", 2, {"argmax"}, argmax},
             {"sample", 6, {"sample"}, sample},
-            {"gemv_multi", 8, {"gemv_multi"}, gemv_multi},
+            {"gemv_multi", 8, {"gemv_multi", "gemv_multi_large"}, gemv_multi},
             {"qk_norm_rope_kv", 8, {"qk_norm_rope_kv"}, qk_norm_rope_kv},
             {"rmsnorm_residual", 3, {"rmsnorm_residual"}, rmsnorm_residual},
         };

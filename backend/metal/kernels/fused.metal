@@ -16,17 +16,17 @@
 enum { kMultiMaxTokens = 8 };  // tokens per pass over the weights (more take more passes)
 
 // acc[t] += this lane's share of row . x[t] for t < m: the lanes take the
-// row's blocks in turn and decode each once for every token. With `norm`,
+// row's blocks first, first + step, ... and decode each once for every token. With `norm`,
 // x is normalized as it is read (x * scale[t] * (nw + offset), the rmsnorm
 // kernel's expression), so the normalized vector is never stored.
 inline void multi_row_dot(device const uint8_t* row, uint dtype, uint K, device const float* x,
                           device const float* nw, bool norm, float offset, thread const float* scale, uint m,
-                          uint lane, thread float* acc) {
+                          uint first, uint step, thread float* acc) {
     // float formats: four values a step in one vector load, as matmul.metal's gemv
     const bool vec = any_load4_ok(dtype) && K % 4 == 0;
     const uint be = vec ? 4 : FmtAny::be(dtype), bb = vec ? 4 * FmtAny::bb(dtype) : FmtAny::bb(dtype), nb = K / be;
     float w[FmtAny::MAX_BE];
-    for (uint b = lane; b < nb; b += 32) {
+    for (uint b = first; b < nb; b += step) {
         if (vec) any_load4(row + (ulong)b * bb, w, dtype);
         else FmtAny::decode(row + (ulong)b * bb, w, dtype);
         const uint k0 = b * be;
@@ -43,18 +43,25 @@ inline void multi_row_dot(device const uint8_t* row, uint dtype, uint K, device 
 }
 
 // Buffers: 0 x [n_tokens, K], 1 norm weight (p.norm), 2-4 W0..W2, 5-7 y0..y2
-// (MultiGemvParams says which are used). One SIMD group an output row:
-// Separate mode numbers the rows of W0, W1, W2 one after another (each group
-// reads one matrix, so the format switch is uniform in it); the gated modes
-// give a group one row of gate (W0) and of up (W1); Accumulate adds its row's
-// dot to y0. Grid: ceil(rows / SIMD groups a threadgroup).
+// (MultiGemvParams says which are used). SPLIT SIMD groups an output row
+// (1: gemv_multi; 2: gemv_multi_large, the large-K variant ChipConfig picks
+// for long rows of 32-value blocks, as matmul.metal's gemv_large): Separate
+// mode numbers the rows of W0, W1, W2 one after another (each group reads one
+// matrix, so the format switch is uniform in it); the gated modes give a
+// group one row of gate (W0) and of up (W1); Accumulate adds its row's dot to
+// y0. Grid: ceil(rows / (SIMD groups a threadgroup / SPLIT)). Threadgroup
+// memory: 32 floats for the norm's sums, then (SPLIT > 1) a gate and an up
+// partial sum a (SIMD group, token).
+template <uint SPLIT>
 kernel void gemv_multi(device const float* x [[buffer(0)]], device const float* nw [[buffer(1)]],
                        device const uint8_t* W0 [[buffer(2)]], device const uint8_t* W1 [[buffer(3)]],
                        device const uint8_t* W2 [[buffer(4)]], device float* y0 [[buffer(5)]],
                        device float* y1 [[buffer(6)]], device float* y2 [[buffer(7)]],
                        constant MultiGemvParams& p [[buffer(AK_PARAMS)]],
                        threadgroup float* scratch AK_THREADGROUP_MEMORY, AK_THREAD_ARGS) {
-    uint row = tgpig.x * nsg + sgitg, mat = 0;
+    threadgroup float* partial = scratch + 32;
+    const uint part = sgitg % SPLIT;
+    uint row = tgpig.x * (nsg / SPLIT) + sgitg / SPLIT, mat = 0;
     if (p.mode == kGemvSeparate && row >= p.N[0]) {
         row -= p.N[0];
         mat = 1;
@@ -73,8 +80,8 @@ kernel void gemv_multi(device const float* x [[buffer(0)]], device const float* 
     for (uint t0 = 0; t0 < p.n_tokens; t0 += kMultiMaxTokens) {
         const uint m = min(p.n_tokens - t0, (uint)kMultiMaxTokens);
         device const float* xt = x + (ulong)t0 * K;
-        // Every thread of the group takes part in the norm's reductions
-        // (barriers), also those without a row.
+        // Every thread of the group takes part in the reductions (barriers),
+        // also those without a row.
         float scale[kMultiMaxTokens];
         for (uint t = 0; t < m; t++) {
             float ss = 0.0f;
@@ -83,17 +90,35 @@ kernel void gemv_multi(device const float* x [[buffer(0)]], device const float* 
             if (p.norm) ss = tg_sum(ss, scratch, tiisg, sgitg, nsg);
             scale[t] = p.norm ? 1.0f / sqrt(ss / (float)K + p.eps) : 1.0f;
         }
-        if (!active) continue;
         float acc[kMultiMaxTokens], acc_up[kMultiMaxTokens];
         for (uint t = 0; t < kMultiMaxTokens; t++) acc[t] = acc_up[t] = 0.0f;
-        multi_row_dot(W + row * row_bytes, dtype, K, xt, nw, p.norm != 0, p.weight_offset, scale, m, tiisg, acc);
-        if (gated)
-            multi_row_dot(W1 + row * up_row_bytes, p.dtype[1], K, xt, nw, p.norm != 0, p.weight_offset, scale, m,
-                          tiisg, acc_up);
+        if (active) {
+            const uint first = part * 32 + tiisg, step = 32 * SPLIT;
+            multi_row_dot(W + row * row_bytes, dtype, K, xt, nw, p.norm != 0, p.weight_offset, scale, m, first, step,
+                          acc);
+            if (gated)
+                multi_row_dot(W1 + row * up_row_bytes, p.dtype[1], K, xt, nw, p.norm != 0, p.weight_offset, scale, m,
+                              first, step, acc_up);
+        }
         for (uint t = 0; t < m; t++) {
-            const float v = simd_sum(acc[t]);
-            const float u = gated ? simd_sum(acc_up[t]) : 0.0f;
-            if (tiisg != 0) continue;
+            float v = 0.0f, u = 0.0f;
+            if (active) {
+                v = simd_sum(acc[t]);
+                u = gated ? simd_sum(acc_up[t]) : 0.0f;
+            }
+            if (SPLIT > 1) {  // the row's other SIMD groups' partial sums, through threadgroup memory
+                if (tiisg == 0) {
+                    partial[(sgitg * kMultiMaxTokens + t) * 2] = v;
+                    partial[(sgitg * kMultiMaxTokens + t) * 2 + 1] = u;
+                }
+                threadgroup_barrier(mem_flags::mem_threadgroup);
+                for (uint i = 1; part == 0 && i < SPLIT; i++) {
+                    v += partial[((sgitg + i) * kMultiMaxTokens + t) * 2];
+                    u += partial[((sgitg + i) * kMultiMaxTokens + t) * 2 + 1];
+                }
+                threadgroup_barrier(mem_flags::mem_threadgroup);  // before the next token's partials
+            }
+            if (!active || part != 0 || tiisg != 0) continue;
             device float* out = y + (ulong)(t0 + t) * N + row;
             if (p.mode == kGemvSeparate) *out = v;
             else if (p.mode == kGemvAccumulate) *out += v;
@@ -101,7 +126,8 @@ kernel void gemv_multi(device const float* x [[buffer(0)]], device const float* 
         }
     }
 }
-AK_EXPORT_KERNEL(gemv_multi)
+AK_EXPORT("gemv_multi", gemv_multi<1>)
+AK_EXPORT("gemv_multi_large", gemv_multi<2>)
 
 // One threadgroup a (head, token): heads [0, n_heads) of q, then the
 // n_kv_heads of k. A thread owns rotary pairs, so the norm (whose sum of
