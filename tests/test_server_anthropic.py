@@ -223,3 +223,64 @@ def test_a_final_assistant_turn_is_continued(client, model):
     r = httpx.post(str(client.base_url.join("/v1/messages")), headers={"x-api-key": KEY},
                    json={"model": "qwen", "max_tokens": 2, "messages": ASK + [{"role": "assistant", "content": "x "}]})
     assert r.status_code == 400 and "whitespace" in r.json()["error"]["message"]
+
+
+@pytest.fixture(scope="module")
+def thinker(tmp_path_factory):
+    """A template that opens <think> (as DeepSeek-R1's): the reply's reasoning
+    comes back as a thinking block."""
+    from tests.test_reasoning_grammar import OPENS
+    path = str(tmp_path_factory.mktemp("anth-think") / "qwen.gguf")
+    random_gguf.write_model(path, "qwen2", "F16", seed=5, shape=random_gguf.Shape(ctx=2048))
+    return akunu.load(path, n_ctx=2048, chat_template=OPENS)
+
+
+@pytest.fixture(scope="module")
+def thinker_client(thinker):
+    app = create_app({"t": thinker}, limits=ServerLimits(max_tokens=1200))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
+    t = threading.Thread(target=server.run, daemon=True)
+    t.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.02)  # waiting for uvicorn to listen
+    yield anthropic.Anthropic(base_url=f"http://127.0.0.1:{server.config.port}", api_key="none", max_retries=0)
+    server.should_exit = True
+    t.join(10)
+
+
+def test_thinking_comes_back_as_a_thinking_block(thinker_client, thinker):
+    """thinking {"type": "enabled", "budget_tokens": N}: the reasoning (at most N
+    tokens) as a thinking block before the text, equal to the chat
+    completion's reasoning_content; streamed as thinking_delta events."""
+    kw = dict(model="t", max_tokens=1100, extra_body={"temperature": 0}, messages=ASK,
+              thinking={"type": "enabled", "budget_tokens": 1024})
+    msg = thinker_client.messages.create(**kw)
+    ref = thinker.create_chat_completion(ASK, max_tokens=1100, temperature=0, enable_thinking=True,
+                                         max_reasoning_tokens=1024)["choices"][0]["message"]
+    assert ref.get("reasoning_content"), "the template opens a reasoning block"
+    assert [b.type for b in msg.content][:1] == ["thinking"]
+    assert msg.content[0].thinking == ref["reasoning_content"]
+    assert "".join(b.text for b in msg.content if b.type == "text") == (ref["content"] or "")
+    kinds, thought = [], []
+    with thinker_client.messages.stream(**kw) as s:
+        for ev in s:
+            kinds.append(ev.type)
+            if ev.type == "content_block_delta" and ev.delta.type == "thinking_delta":
+                thought.append(ev.delta.thinking)
+        final = s.get_final_message()
+    assert "".join(thought) == ref["reasoning_content"]
+    assert final.content[0].type == "thinking" and final.content[0].thinking == ref["reasoning_content"]
+
+
+@pytest.mark.parametrize("thinking,param", [
+    ({"type": "enabled", "budget_tokens": 100}, "thinking.budget_tokens"),
+    ({"type": "enabled", "budget_tokens": 1100}, "thinking.budget_tokens"),
+    ({"type": "enabled"}, "thinking.budget_tokens"),
+    ({"type": "sometimes"}, "thinking"),
+    ({"type": "disabled", "budget_tokens": 2000}, "thinking"),
+])
+def test_bad_thinking_is_a_400(thinker_client, thinking, param):
+    with pytest.raises(anthropic.BadRequestError, match=param.replace(".", r"\.")):
+        thinker_client.messages.create(model="t", max_tokens=1100, messages=ASK, thinking=thinking)

@@ -219,7 +219,32 @@ def sampling_kwargs(body: Dict[str, Any], max_tokens_limit: int) -> Dict[str, An
     if not isinstance(stream, bool):
         raise _bad("stream", f"expected true or false, got {stream!r}")
     out["stream"] = stream
+    out.update(thinking_kwargs(body, mt))
     return out
+
+
+def thinking_kwargs(body: Dict[str, Any], max_tokens: int) -> Dict[str, Any]:
+    """Extended thinking as the chat template's switch: {"type": "enabled",
+    "budget_tokens": N} turns thinking on with at most N reasoning tokens
+    (Anthropic's rule: at least 1024 and below max_tokens); {"type":
+    "disabled"} turns it off; absent, the template's default holds."""
+    t = body.get("thinking")
+    if t is None:
+        return {}
+    if not isinstance(t, dict) or t.get("type") not in ("enabled", "disabled"):
+        raise _bad("thinking", "expected {'type': 'enabled', 'budget_tokens': N} or {'type': 'disabled'}")
+    if t["type"] == "disabled":
+        if set(t) - {"type"}:
+            raise _bad("thinking", "a disabled thinking takes no other fields")
+        return {"enable_thinking": False}
+    if set(t) - {"type", "budget_tokens"}:
+        raise _bad("thinking", f"unknown fields {sorted(set(t) - {'type', 'budget_tokens'})}")
+    budget = t.get("budget_tokens")
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1024:
+        raise _bad("thinking.budget_tokens", f"an integer of at least 1024 is required, got {budget!r}")
+    if budget >= max_tokens:
+        raise _bad("thinking.budget_tokens", f"must be less than max_tokens ({max_tokens}), got {budget}")
+    return {"enable_thinking": True, "max_reasoning_tokens": budget}
 
 
 # -- response: chat completion -> Anthropic ------------------------------------------
@@ -239,6 +264,8 @@ def to_message(out: Dict[str, Any], model: str, stop: Optional[str] = None) -> D
     choice = out["choices"][0]
     msg = choice["message"]
     content: List[Dict[str, Any]] = []
+    if msg.get("reasoning_content"):  # the reasoning first, as a thinking block
+        content.append({"type": "thinking", "thinking": msg["reasoning_content"], "signature": ""})
     if msg.get("content"):
         content.append({"type": "text", "text": msg["content"]})
     for c in msg.get("tool_calls") or []:
@@ -269,10 +296,12 @@ def matched_stop(model, result, stops: List[str]) -> Optional[str]:
 
 def collect(chunks) -> Dict[str, Any]:
     """A chat completion assembled from its stream of chunks (one choice)."""
-    text, calls, finish = [], {}, "stop"
+    text, thought, calls, finish = [], [], {}, "stop"
     for chunk in chunks:
         for c in chunk.get("choices", []):
             d = c.get("delta", {})
+            if d.get("reasoning_content"):
+                thought.append(d["reasoning_content"])
             if d.get("content") or c.get("text"):
                 text.append(d.get("content") or c["text"])
             for tc in d.get("tool_calls") or []:
@@ -284,6 +313,8 @@ def collect(chunks) -> Dict[str, Any]:
             finish = c.get("finish_reason") or finish
     st = chunks.result.stats
     msg: Dict[str, Any] = {"role": "assistant", "content": "".join(text) or None}
+    if thought:
+        msg["reasoning_content"] = "".join(thought)
     if calls:
         msg["tool_calls"] = [calls[i] for i in sorted(calls)]
     return {"choices": [{"index": 0, "message": msg, "finish_reason": finish}],
@@ -298,7 +329,8 @@ def _event(kind: str, data: Dict[str, Any]) -> bytes:
 
 class EventTranslator:
     """OpenAI chat chunks in, Anthropic stream events out: one content block
-    per run of text and per tool call, each opened, filled and closed."""
+    per run of reasoning (thinking), per run of text and per tool call, each
+    opened, filled and closed."""
 
     def __init__(self):
         self.index = -1          # the open block's index
@@ -315,13 +347,23 @@ class EventTranslator:
     def _stop(self) -> List[bytes]:
         if self.open is None:
             return []
+        out = []
+        if self.open == "thinking":  # a thinking block closes with its (empty) signature
+            out.append(_event("content_block_delta", {"index": self.index,
+                                                      "delta": {"type": "signature_delta", "signature": ""}}))
         self.open = None
-        return [_event("content_block_stop", {"index": self.index})]
+        return out + [_event("content_block_stop", {"index": self.index})]
 
     def feed(self, chunk: Dict[str, Any]) -> List[bytes]:
         out: List[bytes] = []
         for choice in chunk.get("choices", []):
             delta = choice.get("delta", {})
+            thought = delta.get("reasoning_content")
+            if thought:
+                if self.open != "thinking":
+                    out += self._start("thinking", {"type": "thinking", "thinking": "", "signature": ""})
+                out.append(_event("content_block_delta", {"index": self.index,
+                                                          "delta": {"type": "thinking_delta", "thinking": thought}}))
             text = delta.get("content") or choice.get("text")  # a chat chunk, or a prefill's text chunk
             if text:
                 if self.open != "text":
@@ -523,7 +565,8 @@ def _generate(model, name: str, msgs, tools, kwargs, stream: bool):
     prefill = prefill_of(msgs, tools)
     if prefill is None or not msgs[:-1]:
         return model.create_chat_completion(msgs, stream=stream, model=name, **kwargs)
-    plain = {k: v for k, v in kwargs.items() if k not in ("tools", "tool_choice", "parallel_tool_calls")}
+    plain = {k: v for k, v in kwargs.items()
+             if k not in ("tools", "tool_choice", "parallel_tool_calls", "enable_thinking", "max_reasoning_tokens")}
     out = model.create_completion(prefill_prompt(model, msgs, prefill), stream=stream, model=name, **plain)
     return out if stream else _as_chat(out)
 
