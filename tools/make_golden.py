@@ -86,6 +86,19 @@ MOE_MODELS = {
     "olmoe-q4_k_m": ("olmoe", ("quant", "Q4_K_M")),
 }
 
+# Dense families beyond the first five (tests/test_dense_archs.py: granite,
+# olmo2, smollm3), recorded as tests/golden/dense-<name>.json and quantized
+# into tests/models/dense/.
+DENSE_QUANT_MODELS = os.path.join(MODELS, "dense")
+DENSE_MODELS = {
+    "granite-f16": ("granite", ("float", "F16")),
+    "granite-q4_k_m": ("granite", ("quant", "Q4_K_M")),
+    "olmo2-f16": ("olmo2", ("float", "F16")),
+    "olmo2-q8_0": ("olmo2", ("quant", "Q8_0")),
+    "smollm3-f16": ("smollm3", ("float", "F16")),
+    "smollm3-q4_0": ("smollm3", ("quant", "Q4_0")),
+}
+
 GEMMA_PROMPTS = [
     "The capital of France is",
     "def fibonacci(n):",
@@ -206,9 +219,10 @@ def main() -> None:
     args = ap.parse_args()
     os.makedirs(GOLDEN, exist_ok=True)
     os.makedirs(MODELS, exist_ok=True)
-    names = args.only if args.only else list(RANDOM_MODELS) + list(MOE_MODELS)
+    names = args.only if args.only else list(RANDOM_MODELS) + list(MOE_MODELS) + list(DENSE_MODELS)
     make_random([n for n in names if n in RANDOM_MODELS])
     make_random([n for n in names if n in MOE_MODELS], MOE_MODELS, "moe", MOE_QUANT_MODELS)
+    make_random([n for n in names if n in DENSE_MODELS], DENSE_MODELS, "dense", DENSE_QUANT_MODELS)
     if not args.skip_gemma and (not args.only or "gemma3-270m" in args.only):
         make_gemma()
 

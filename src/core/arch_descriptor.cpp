@@ -80,6 +80,37 @@ static ArchDescriptor arch_gemma3() {
     return d;
 }
 
+// Granite: Llama with scaled embeddings, residual branches and logits, and
+// its own attention scale (attention.scale, read for every family).
+static ArchDescriptor arch_granite() {
+    ArchDescriptor d = arch_llama();
+    d.name = "granite";
+    d.granite_scales = true;
+    return d;
+}
+
+// OLMo 2: post-norm blocks without pre-norms, whole-projection Q / K norms,
+// NeoX RoPE.
+static ArchDescriptor arch_olmo2() {
+    ArchDescriptor d = arch_llama();
+    d.name = "olmo2";
+    d.has_pre_norm = false;
+    d.has_post_attn_norm = true;
+    d.has_post_ffn_norm = true;
+    d.has_qk_norm = true;
+    d.qk_norm_full_width = true;
+    d.rope_neox = true;
+    return d;
+}
+
+// SmolLM3: Llama with every fourth layer (3, 7, ...) attending without RoPE.
+static ArchDescriptor arch_smollm3() {
+    ArchDescriptor d = arch_llama();
+    d.name = "smollm3";
+    d.no_rope_layer_step = 4;
+    return d;
+}
+
 static ArchDescriptor arch_bert() {
     ArchDescriptor d;
     d.name = "bert";
@@ -104,9 +135,12 @@ ArchDescriptor arch_from_name(const std::string& name) {
     if (name == "olmoe") return arch_olmoe();
     if (name == "gemma") return arch_gemma();
     if (name == "gemma3") return arch_gemma3();
+    if (name == "granite") return arch_granite();
+    if (name == "olmo2") return arch_olmo2();
+    if (name == "smollm3") return arch_smollm3();
     if (name == "bert") return arch_bert();
     throw UnsupportedError("unsupported architecture '" + name +
-                           "' (supported: llama, qwen2, qwen3, qwen2moe, qwen3moe, olmoe, gemma, gemma3, bert)");
+                           "' (supported: llama, qwen2, qwen3, qwen2moe, qwen3moe, olmoe, gemma, gemma3, granite, olmo2, smollm3, bert)");
 }
 
 }  // namespace akunu

@@ -53,6 +53,19 @@ struct ArchDescriptor {
     // OLMoE: the Q and K norms span the whole projection (q_dim / kv_dim),
     // not each head.
     bool qk_norm_full_width = false;
+
+    // OLMo 2: no norm before attention or the FFN (the blocks read the
+    // residual stream as it is); the post-norms (has_post_attn_norm,
+    // has_post_ffn_norm) normalize their outputs instead.
+    bool has_pre_norm = true;
+    // SmolLM3: every no_rope_layer_step-th layer (l + 1 a multiple of it)
+    // attends without RoPE (0: every layer rotates). llama.cpp fixes the step
+    // for the family (4) and reads no key for it.
+    int no_rope_layer_step = 0;
+    // Granite: the file's embedding_scale, residual_scale and logit_scale
+    // multiply the embeddings, each block's output before its residual add,
+    // and divide the logits (ModelConfig folds them into existing parameters).
+    bool granite_scales = false;
 };
 
 // The descriptor for a GGUF `general.architecture` value; throws

@@ -100,9 +100,12 @@ void attention(Builder& b, int l, bool local) {
 }  // namespace
 
 bool fused_batch_supported(const Builder& b, const ArchDescriptor& arch, const ModelWeights& w) {
-    (void)arch;
-    // Mixture-of-experts FFNs keep the plain sequence.
-    return b.batch && b.dev.fused_batch() && b.c.n_experts == 0 && !w.layers.empty();
+    // Mixture-of-experts FFNs keep the plain sequence, and so do blocks the
+    // fused kernels do not express: no pre-norm (add_rmsnorm would normalize
+    // the stream the projections read as it is) and whole-projection Q / K
+    // norms (qk_norm_rope_kv_paged normalizes each head).
+    return b.batch && b.dev.fused_batch() && b.c.n_experts == 0 && !w.layers.empty() && arch.has_pre_norm &&
+           !arch.qk_norm_full_width;
 }
 
 void fused_batch_layer(Builder& b, const ModelConfig& c, const ArchDescriptor& arch, const ModelWeights& w,

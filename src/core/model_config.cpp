@@ -118,6 +118,41 @@ static void read_experts(const ModelFile& f, const std::string& a, const ArchDes
     if ((int64_t)c.moe_row_width() > (1 << 24)) throw FormatError("expert FFN widths are absurd");
 }
 
+// Embedding multipliers, Granite's scales (see ModelConfig) and the layers
+// without RoPE. Runs after norm_eps is read.
+static void read_family_scales(const ModelFile& f, const std::string& a, const ArchDescriptor& arch,
+                               ModelConfig& c) {
+    c.embedding_scale = arch.embedding_scale_sqrt_dim ? std::sqrt((float)c.dim) : 1.0f;
+    if (arch.granite_scales) {
+        // llama.cpp: 0 or absent means no scaling for embedding / residual;
+        // logit_scale is required there, absent means 1 here.
+        double e = checked_float(f, a + "embedding_scale", 0.0, 0.0, 1e6);
+        double r = checked_float(f, a + "residual_scale", 0.0, 0.0, 1e6);
+        double ls = checked_float(f, a + "logit_scale", 1.0, 1e-6, 1e6);
+        if (e == 0.0) e = 1.0;
+        if (r == 0.0) r = 1.0;
+        if (r < 1e-6) throw FormatError("metadata '" + a + "residual_scale' is too small");
+        if (!f.get_bool(a + "rope.scaling.finetuned", true))
+            throw UnsupportedError("Granite models without RoPE (rope.scaling.finetuned = false) are not supported");
+        if (f.tensor("blk.0.attn_output.bias") || f.tensor("blk.0.ffn_down.bias"))
+            throw UnsupportedError("Granite models with projection biases are not supported");
+        c.residual_scale = (float)r;
+        c.logit_scale = (float)ls;
+        c.embedding_scale = (float)(e / r);
+        c.norm_eps = (float)((double)c.norm_eps / (r * r));
+    }
+    // OLMo 3 writes olmo2 files with a sliding window on three layers of four
+    // and its own RoPE base rules for them: not run here.
+    if (!arch.has_pre_norm && c.sliding_window > 0)
+        throw UnsupportedError("'" + c.architecture + "' models with a sliding window are not supported");
+    if (!arch.has_pre_norm && c.n_experts > 0)
+        throw UnsupportedError("'" + c.architecture + "' models with experts are not supported");
+    c.layer_uses_rope.assign((size_t)c.n_layers, 1);
+    if (arch.no_rope_layer_step > 0)
+        for (int l = 0; l < c.n_layers; l++)
+            c.layer_uses_rope[(size_t)l] = (l + 1) % arch.no_rope_layer_step != 0;
+}
+
 ModelConfig config_from_file(const ModelFile& f, const ArchDescriptor& arch) {
     ModelConfig c;
     c.architecture = f.get_string("general.architecture");
@@ -172,6 +207,7 @@ ModelConfig config_from_file(const ModelFile& f, const ArchDescriptor& arch) {
     }
 
     read_experts(f, a, arch, c);
+    read_family_scales(f, a, arch, c);
 
     const GGUFTensorInfo* emb = f.tensor("token_embd.weight");
     if (!emb) throw FormatError("tensor 'token_embd.weight' is missing");

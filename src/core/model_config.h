@@ -41,6 +41,21 @@ struct ModelConfig {
     float attn_scale = 0.0f;
     std::vector<uint8_t> layer_is_local;  // per layer: uses the sliding window
     float norm_weight_offset = 0.0f;      // added to norm weights (HF Gemma checkpoints)
+    // Per layer: rotates Q and K (0 on SmolLM3's NoPE layers, which run RoPE
+    // with frequency scale 0: an angle of 0, the identity).
+    std::vector<uint8_t> layer_uses_rope;
+    // The token embeddings' multiplier (Gemma: sqrt(dim); Granite: the file's
+    // embedding_scale / residual_scale, see below).
+    float embedding_scale = 1.0f;
+    // Granite's multipliers as the file gives them (1 for other families).
+    // residual_scale r multiplies each block's output before its residual
+    // add. The tables carry the residual stream divided by r instead: every
+    // norm of a Granite layer reads that stream, and rmsnorm(r x) with eps is
+    // rmsnorm(x) with eps / r^2, so the embeddings are scaled by 1 / r more,
+    // norm_eps is the file's eps / r^2 and the adds are plain. The logits'
+    // 1 / logit_scale is folded into the output norm's weights at load.
+    float residual_scale = 1.0f;
+    float logit_scale = 1.0f;
     // Encoders (embedding models)
     int pooling = 1;                      // llama.cpp's pooling types: 1 mean, 2 CLS, 3 last token
     bool normalize_embeddings = true;     // L2-normalize pooled embeddings

@@ -73,7 +73,16 @@ ModelWeights resolve_weights(WeightProvider& wp, const ModelConfig& c, const Arc
     const uint64_t dim = (uint64_t)c.dim, qd = (uint64_t)c.q_dim(), kvd = (uint64_t)c.kv_dim();
     const uint64_t ff = (uint64_t)c.ffn_dim, vocab = (uint64_t)c.vocab_size;
     w.tok_embd = wp.matrix("token_embd.weight", dim, vocab);
-    w.output_norm = wp.vector_f32("output_norm.weight", dim);
+    if (c.logit_scale != 1.0f) {
+        // Granite's logits / logit_scale, folded into the output norm's
+        // weights (the logit projection is linear): (w + offset) / scale,
+        // less the offset the norm kernel adds back.
+        std::vector<float> g = wp.read_f32("output_norm.weight", {dim});
+        for (float& x : g) x = (x + c.norm_weight_offset) / c.logit_scale - c.norm_weight_offset;
+        w.output_norm = wp.upload_f32(g, {dim});
+    } else {
+        w.output_norm = wp.vector_f32("output_norm.weight", dim);
+    }
     // Tied embeddings: the logit projection reuses the token embedding.
     w.output = wp.has("output.weight") ? wp.matrix("output.weight", dim, vocab) : w.tok_embd;
     const uint64_t half = (uint64_t)c.head_dim / 2;
@@ -94,7 +103,7 @@ ModelWeights resolve_weights(WeightProvider& wp, const ModelConfig& c, const Arc
     for (int l = 0; l < c.n_layers; l++) {
         const std::string p = "blk." + std::to_string(l) + ".";
         LayerWeights L;
-        L.attn_norm = wp.vector_f32(p + "attn_norm.weight", dim);
+        if (arch.has_pre_norm) L.attn_norm = wp.vector_f32(p + "attn_norm.weight", dim);
         L.wq = wp.matrix(p + "attn_q.weight", dim, qd);
         L.wk = wp.matrix(p + "attn_k.weight", dim, kvd);
         L.wv = wp.matrix(p + "attn_v.weight", dim, kvd);
@@ -109,7 +118,7 @@ ModelWeights resolve_weights(WeightProvider& wp, const ModelConfig& c, const Arc
         }
         L.wo = wp.matrix(p + "attn_output.weight", qd, dim);
         if (arch.has_post_attn_norm) L.post_attn_norm = wp.vector_f32(p + "post_attention_norm.weight", dim);
-        L.ffn_norm = wp.vector_f32(p + "ffn_norm.weight", dim);
+        if (arch.has_pre_norm) L.ffn_norm = wp.vector_f32(p + "ffn_norm.weight", dim);
         if (c.n_experts > 0) {
             resolve_experts(wp, c, arch, p, L);
         } else {

@@ -33,13 +33,14 @@ DispatchTable build_dispatch_table(Device& device, const ModelConfig& c, const A
             if (is_mlx_dtype(x->dtype)) fused = false;
     // Whole-projection Q / K norms (OLMoE) are not qk_norm_rope_kv's per-head ones.
     if (arch.qk_norm_full_width) fused = false;
+    // Blocks without pre-norms (OLMo 2) are not the fused projections' norm-first GEMV.
+    if (!arch.has_pre_norm) fused = false;
     // Batch passes on devices that ask for it: fewer launches a layer
     // (fused_batch_layer.cpp), the same result row for row.
     const bool fused_batch = b.batch && fused_batch_supported(b, arch, w);
 
-    {  // token embedding (scaled by sqrt(dim) for Gemma)
-        EmbeddingParams p{dim, 1, w.tok_embd.dtype,
-                          arch.embedding_scale_sqrt_dim ? std::sqrt((float)c.dim) : 1.0f};
+    {  // token embedding (scaled by sqrt(dim) for Gemma, Granite's multiplier)
+        EmbeddingParams p{dim, 1, w.tok_embd.dtype, c.embedding_scale};
         Cmd cmd(t, device, dtype_lookup(w.tok_embd.dtype)->embedding_kernel, "embedding");
         cmd.buf(w.tok_embd.buf).buf(decode ? s.chain_ids : s.prompt_ids).buf(s.h);
         cmd.params(p).patch_n(offsetof(EmbeddingParams, n_tokens));
@@ -51,21 +52,27 @@ DispatchTable build_dispatch_table(Device& device, const ModelConfig& c, const A
         const LayerWeights& L = w.layers[(size_t)l];
         const bool local = c.layer_is_local[(size_t)l] != 0;
         const float base = local ? c.rope_base_swa : c.rope_base;
-        const float scale = local ? 1.0f : c.rope_freq_scale;
-        const float attn = local ? 1.0f : c.rope_attn_factor;  // cos / sin magnitude (YaRN)
+        // Layers without RoPE (SmolLM3) rotate by angle 0 in the fused
+        // kernels (frequency scale 0, magnitude 1: the identity); the plain
+        // sequence leaves the rotation out.
+        const bool rotates = c.layer_uses_rope[(size_t)l] != 0;
+        const float scale = !rotates ? 0.0f : local ? 1.0f : c.rope_freq_scale;
+        const float attn = !rotates || local ? 1.0f : c.rope_attn_factor;  // cos / sin magnitude (YaRN)
 
         if (fused) {
-            fused_decode_layer(b, c, arch, w, L, kv, l, base, scale, local);
+            fused_decode_layer(b, c, arch, w, L, kv, l, base, scale, attn, local);
             continue;
         }
         if (fused_batch) {
             fused_batch_layer(b, c, arch, w, L, l, base, scale, attn, local);
             continue;
         }
-        b.rmsnorm("attn_norm", s.h, L.attn_norm, s.xn, dim, 1, dim);
-        b.matmul("q_proj", L.wq, s.xn, dim, s.q, qd, arch.has_qkv_bias ? &L.bq : nullptr);
-        b.matmul("k_proj", L.wk, s.xn, dim, s.k, kvd, arch.has_qkv_bias ? &L.bk : nullptr);
-        b.matmul("v_proj", L.wv, s.xn, dim, s.v, kvd, arch.has_qkv_bias ? &L.bv : nullptr);
+        // Without pre-norms (OLMo 2) the projections read the residual stream itself.
+        const Buffer x_in = arch.has_pre_norm ? s.xn : s.h;
+        if (arch.has_pre_norm) b.rmsnorm("attn_norm", s.h, L.attn_norm, s.xn, dim, 1, dim);
+        b.matmul("q_proj", L.wq, x_in, dim, s.q, qd, arch.has_qkv_bias ? &L.bq : nullptr);
+        b.matmul("k_proj", L.wk, x_in, dim, s.k, kvd, arch.has_qkv_bias ? &L.bk : nullptr);
+        b.matmul("v_proj", L.wv, x_in, dim, s.v, kvd, arch.has_qkv_bias ? &L.bv : nullptr);
         if (arch.has_qk_norm && arch.qk_norm_full_width) {
             b.rmsnorm("q_norm", s.q, L.q_norm, s.q, qd, 1, qd);
             b.rmsnorm("k_norm", s.k, L.k_norm, s.k, kvd, 1, kvd);
@@ -73,8 +80,10 @@ DispatchTable build_dispatch_table(Device& device, const ModelConfig& c, const A
             b.rmsnorm("q_norm", s.q, L.q_norm, s.q, (uint32_t)c.head_dim, (uint32_t)c.n_heads, qd);
             b.rmsnorm("k_norm", s.k, L.k_norm, s.k, (uint32_t)c.head_dim, (uint32_t)c.n_kv_heads, kvd);
         }
-        b.rope("rope_q", s.q, (uint32_t)c.n_heads, qd, base, scale, attn, w);
-        b.rope("rope_k", s.k, (uint32_t)c.n_kv_heads, kvd, base, scale, attn, w);
+        if (rotates) {
+            b.rope("rope_q", s.q, (uint32_t)c.n_heads, qd, base, scale, attn, w);
+            b.rope("rope_k", s.k, (uint32_t)c.n_kv_heads, kvd, base, scale, attn, w);
+        }
         if (b.batch) {
             const PagedKVCache& pk = *b.batch->kv;
             PagedKVWriteParams p{kvd, 1, kvd, kvd, (uint32_t)pk.block_size, (uint32_t)pk.max_blocks};
@@ -93,12 +102,12 @@ DispatchTable build_dispatch_table(Device& device, const ModelConfig& c, const A
         if (arch.has_post_attn_norm) b.rmsnorm("post_attn_norm", s.proj, L.post_attn_norm, s.proj, dim, 1, dim);
         b.add("attn_residual", s.h, s.proj);
 
-        b.rmsnorm("ffn_norm", s.h, L.ffn_norm, s.xn, dim, 1, dim);
+        if (arch.has_pre_norm) b.rmsnorm("ffn_norm", s.h, L.ffn_norm, s.xn, dim, 1, dim);
         if (c.n_experts > 0) {
             b.moe_ffn(L);
         } else {
-            b.matmul("gate_proj", L.w_gate, s.xn, dim, s.gate, ff);
-            b.matmul("up_proj", L.w_up, s.xn, dim, s.up, ff);
+            b.matmul("gate_proj", L.w_gate, x_in, dim, s.gate, ff);
+            b.matmul("up_proj", L.w_up, x_in, dim, s.up, ff);
             GatedActParams p{ff, 1, ff, ff, ff};
             const char* act = arch.activation == Activation::GeluGate ? "gelu_gate" : "silu_gate";
             Cmd(t, device, act, "activation")

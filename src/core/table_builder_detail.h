@@ -200,7 +200,8 @@ struct Builder {
 
 // One decoder layer of a decode step with the fused kernels (fused_decode_layer.cpp).
 void fused_decode_layer(Builder& b, const ModelConfig& c, const ArchDescriptor& arch, const ModelWeights& w,
-                        const LayerWeights& L, const KVCache& kv, int l, float base, float scale, bool local);
+                        const LayerWeights& L, const KVCache& kv, int l, float base, float scale, float attn,
+                        bool local);
 
 // Whether a batch pass can use the fused batch kernels for this model, and one
 // decoder layer of such a pass (fused_batch_layer.cpp).
