@@ -134,7 +134,7 @@ static void read_family_scales(const ModelFile& f, const std::string& a, const A
         if (r < 1e-6) throw FormatError("metadata '" + a + "residual_scale' is too small");
         if (!f.get_bool(a + "rope.scaling.finetuned", true))
             throw UnsupportedError("Granite models without RoPE (rope.scaling.finetuned = false) are not supported");
-        if (f.tensor("blk.0.attn_output.bias") || f.tensor("blk.0.ffn_down.bias"))
+        if (f.tensor("blk.0.attn_q.bias") || f.tensor("blk.0.attn_output.bias") || f.tensor("blk.0.ffn_down.bias"))
             throw UnsupportedError("Granite models with projection biases are not supported");
         c.residual_scale = (float)r;
         c.logit_scale = (float)ls;
@@ -151,6 +151,14 @@ static void read_family_scales(const ModelFile& f, const std::string& a, const A
     if (arch.no_rope_layer_step > 0)
         for (int l = 0; l < c.n_layers; l++)
             c.layer_uses_rope[(size_t)l] = (l + 1) % arch.no_rope_layer_step != 0;
+    // Hugging Face directories name the rotating layers (SmolLM3's no_rope_layers).
+    if (const GGUFValue* v = f.find("akunu.rope_layers")) {
+        if (arch.no_rope_layer_step == 0)
+            throw UnsupportedError("'" + c.architecture + "' models with layers without RoPE are not supported");
+        if (v->type != GGUFType::ARRAY || v->ints.size() != (size_t)c.n_layers)
+            throw FormatError("metadata 'akunu.rope_layers' needs one entry per layer");
+        for (int l = 0; l < c.n_layers; l++) c.layer_uses_rope[(size_t)l] = v->ints[(size_t)l] != 0;
+    }
 }
 
 ModelConfig config_from_file(const ModelFile& f, const ArchDescriptor& arch) {

@@ -29,18 +29,24 @@ std::string arch_for_model_type(const std::string& t) {
     if (t == "qwen3_moe") return "qwen3moe";
     if (t == "mixtral") return "llama";  // Llama with experts, as llama.cpp's converter writes it
     if (t == "olmoe") return "olmoe";
+    if (t == "granite") return "granite";
+    if (t == "olmo2") return "olmo2";
+    if (t == "smollm3") return "smollm3";
     if (t == "gemma") return "gemma";
     if (t == "gemma3" || t == "gemma3_text") return "gemma3";
     if (t == "bert") return "bert";
     if (t == "whisper") return "whisper";
     throw UnsupportedError("model_type '" + t +
                            "' in config.json is not supported (supported: llama, mistral, mixtral, qwen2, qwen3, "
-                           "qwen2_moe, qwen3_moe, olmoe, gemma, gemma3, bert, whisper)");
+                           "qwen2_moe, qwen3_moe, olmoe, granite, olmo2, smollm3, gemma, gemma3, bert, whisper)");
 }
 
 // HF module path (without the .weight/.bias suffix) -> GGUF tensor base name,
 // or "" for modules the forward pass does not use (pooler, rotary caches).
-std::string gguf_module(std::string m, bool has_pre_ffn_norm) {
+// post_attention_is_post_norm: post_attention_layernorm normalizes the
+// attention's output (Gemma 3, which also has a pre-FFN norm; OLMo 2), not
+// the FFN's input.
+std::string gguf_module(std::string m, bool post_attention_is_post_norm) {
     for (const char* prefix : {"model.language_model.", "language_model.model.", "language_model.", "model.", "bert."})
         if (m.rfind(prefix, 0) == 0) {
             m = m.substr(std::char_traits<char>::length(prefix));
@@ -98,7 +104,7 @@ std::string gguf_module(std::string m, bool has_pre_ffn_norm) {
         };
         std::string name;
         if (rest == "post_attention_layernorm")  // Gemma 3 has both a post-attention and a pre-FFN norm
-            name = has_pre_ffn_norm ? "post_attention_norm" : "ffn_norm";
+            name = post_attention_is_post_norm ? "post_attention_norm" : "ffn_norm";
         else {
             auto jt = in_layer.find(rest);
             if (jt == in_layer.end()) return "";
@@ -297,6 +303,7 @@ void HFDirectory::read_config() {
         pattern.array_len = pattern.ints.size();
         kv_[a + "attention.sliding_window_layers"] = pattern;
     }
+    read_family_keys(what);
     if (c.get("query_pre_attn_scalar"))
         kv_[a + "attention.scale"] = gguf_float(1.0 / std::sqrt(c.number("query_pre_attn_scalar", 1.0, what)));
     const JsonValue* rs = c.get("rope_scaling");
@@ -311,6 +318,51 @@ void HFDirectory::read_config() {
         } else if (type != "default") {
             throw UnsupportedError(what + ": rope_scaling type '" + type + "' is not supported");
         }
+    }
+}
+
+// Granite's multipliers (llama.cpp's converter: embedding_multiplier,
+// residual_multiplier, logits_scaling, attention_multiplier) and SmolLM3's
+// layers without RoPE (no_rope_layers: 1 where a layer rotates; as
+// akunu.rope_layers, which ModelConfig reads before the family's fixed step).
+void HFDirectory::read_family_keys(const std::string& what) {
+    const JsonValue& c = config_;
+    const std::string a = arch_ + ".";
+    if (arch_ == "granite") {
+        if (c.boolean("attention_bias", false, what) || c.boolean("mlp_bias", false, what))
+            throw UnsupportedError(what + ": Granite with attention_bias or mlp_bias is not supported");
+        kv_[a + "embedding_scale"] = gguf_float(c.number("embedding_multiplier", 1.0, what));
+        kv_[a + "residual_scale"] = gguf_float(c.number("residual_multiplier", 1.0, what));
+        kv_[a + "logit_scale"] = gguf_float(c.number("logits_scaling", 1.0, what));
+        kv_[a + "attention.scale"] = gguf_float(c.number("attention_multiplier", 1.0, what));
+    }
+    if (arch_ == "olmo2" || arch_ == "smollm3") {
+        if (c.boolean("use_sliding_window", false, what))
+            throw UnsupportedError(what + ": use_sliding_window is not supported for " + arch_);
+        if (c.boolean("attention_bias", false, what) || c.boolean("mlp_bias", false, what))
+            throw UnsupportedError(what + ": attention_bias / mlp_bias are not supported for " + arch_);
+    }
+    if (arch_ == "smollm3") {
+        const int64_t n_layers = c.integer("num_hidden_layers", 0, what);
+        GGUFValue rope;
+        rope.type = GGUFType::ARRAY;
+        rope.elem_type = GGUFType::INT32;
+        const JsonValue* list = c.get("no_rope_layers");
+        if (list && list->kind == JsonValue::Kind::Array) {
+            if ((int64_t)list->arr.size() != n_layers)
+                throw FormatError(what + ": no_rope_layers has " + std::to_string(list->arr.size()) +
+                                  " entries for " + std::to_string(n_layers) + " layers");
+            for (const JsonValue& v : list->arr) {
+                if (!v.is_number()) throw FormatError(what + ": no_rope_layers holds a non-number");
+                rope.ints.push_back(v.num != 0);
+            }
+        } else {
+            const int64_t every = c.integer("no_rope_layer_interval", 4, what);
+            if (every < 1) throw FormatError(what + ": bad no_rope_layer_interval");
+            for (int64_t l = 0; l < n_layers; l++) rope.ints.push_back((l + 1) % every != 0);
+        }
+        rope.array_len = rope.ints.size();
+        kv_["akunu.rope_layers"] = rope;
     }
 }
 
@@ -495,7 +547,8 @@ void HFDirectory::map_tensors() {
     }
     for (const auto& kv : modules) {
         const std::string base =
-            arch_ == "whisper" ? whisper_name_from_hf(kv.first) : gguf_module(kv.first, has_pre_ffn_norm);
+            arch_ == "whisper" ? whisper_name_from_hf(kv.first)
+                               : gguf_module(kv.first, has_pre_ffn_norm || arch_ == "olmo2");
         if (base.empty()) continue;
         const Parts& p = kv.second;
         if (p.weight && p.scales) {

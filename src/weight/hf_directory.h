@@ -25,6 +25,7 @@ private:
     void open_shards();
     void read_config();
     void read_experts(const std::string& what);
+    void read_family_keys(const std::string& what);
     void read_pooling();
     void map_tensors();
     void add_rope_freqs(const JsonValue& scaling, double base);
