@@ -87,7 +87,7 @@ MOE_MODELS = {
 }
 
 # Dense families beyond the first five (tests/test_dense_archs.py: granite,
-# olmo2, smollm3), recorded as tests/golden/dense-<name>.json and quantized
+# olmo2, smollm3, phi3), recorded as tests/golden/dense-<name>.json and quantized
 # into tests/models/dense/.
 DENSE_QUANT_MODELS = os.path.join(MODELS, "dense")
 DENSE_MODELS = {
@@ -97,6 +97,8 @@ DENSE_MODELS = {
     "olmo2-q8_0": ("olmo2", ("quant", "Q8_0")),
     "smollm3-f16": ("smollm3", ("float", "F16")),
     "smollm3-q4_0": ("smollm3", ("quant", "Q4_0")),
+    "phi3-f16": ("phi3", ("float", "F16")),
+    "phi3-q4_k_m": ("phi3", ("quant", "Q4_K_M")),
 }
 
 GEMMA_PROMPTS = [

@@ -111,6 +111,17 @@ static ArchDescriptor arch_smollm3() {
     return d;
 }
 
+// Phi-3: Llama with NeoX RoPE, its Q, K and V in one tensor (attn_qkv) and
+// its gate and up projections in another (ffn_up), split at load.
+static ArchDescriptor arch_phi3() {
+    ArchDescriptor d = arch_llama();
+    d.name = "phi3";
+    d.rope_neox = true;
+    d.ffn_up_holds_gate = true;
+    d.ignores_sliding_window = true;
+    return d;
+}
+
 static ArchDescriptor arch_bert() {
     ArchDescriptor d;
     d.name = "bert";
@@ -138,9 +149,10 @@ ArchDescriptor arch_from_name(const std::string& name) {
     if (name == "granite") return arch_granite();
     if (name == "olmo2") return arch_olmo2();
     if (name == "smollm3") return arch_smollm3();
+    if (name == "phi3") return arch_phi3();
     if (name == "bert") return arch_bert();
     throw UnsupportedError("unsupported architecture '" + name +
-                           "' (supported: llama, qwen2, qwen3, qwen2moe, qwen3moe, olmoe, gemma, gemma3, granite, olmo2, smollm3, bert)");
+                           "' (supported: llama, qwen2, qwen3, qwen2moe, qwen3moe, olmoe, gemma, gemma3, granite, olmo2, smollm3, phi3, bert)");
 }
 
 }  // namespace akunu

@@ -66,6 +66,12 @@ struct ArchDescriptor {
     // multiply the embeddings, each block's output before its residual add,
     // and divide the logits (ModelConfig folds them into existing parameters).
     bool granite_scales = false;
+    // Phi-3: ffn_up holds the gate projection's rows, then the up
+    // projection's ([dim, 2 * ffn_dim]); split at load.
+    bool ffn_up_holds_gate = false;
+    // Phi-3: the converter writes attention.sliding_window, which llama.cpp
+    // does not apply (every layer attends to the whole context).
+    bool ignores_sliding_window = false;
 };
 
 // The descriptor for a GGUF `general.architecture` value; throws

@@ -189,6 +189,14 @@ ModelConfig config_from_file(const ModelFile& f, const ArchDescriptor& arch) {
     c.rope_base_swa = (float)f.get_float(a + "rope.freq_base_swa", arch.default_swa_rope_base);
     read_rope_scaling(f, a, c);
     c.sliding_window = checked_dim(f, a + "attention.sliding_window", 0, 0, 1 << 24);
+    if (arch.ignores_sliding_window) c.sliding_window = 0;
+    // Partial rotary embeddings (RoPE on the first n_rot dimensions) are not run.
+    if (!arch.learned_positions && f.has(a + "rope.dimension_count") &&
+        f.get_int(a + "rope.dimension_count", 0) != c.head_dim)
+        throw UnsupportedError("RoPE over " + std::to_string(f.get_int(a + "rope.dimension_count", 0)) + " of " +
+                               std::to_string(c.head_dim) + " head dimensions (rope.dimension_count) is not supported");
+    if (f.tensor("rope_factors_long.weight") || f.tensor("rope_factors_short.weight"))
+        throw UnsupportedError("LongRoPE (rope_factors_long / rope_factors_short) is not supported");
     c.attn_scale = (float)f.get_float(a + "attention.scale", 0.0);
     if (c.attn_scale == 0.0f) c.attn_scale = 1.0f / std::sqrt((float)c.head_dim);
 

@@ -104,9 +104,17 @@ ModelWeights resolve_weights(WeightProvider& wp, const ModelConfig& c, const Arc
         const std::string p = "blk." + std::to_string(l) + ".";
         LayerWeights L;
         if (arch.has_pre_norm) L.attn_norm = wp.vector_f32(p + "attn_norm.weight", dim);
-        L.wq = wp.matrix(p + "attn_q.weight", dim, qd);
-        L.wk = wp.matrix(p + "attn_k.weight", dim, kvd);
-        L.wv = wp.matrix(p + "attn_v.weight", dim, kvd);
+        if (wp.has(p + "attn_qkv.weight") && !wp.has(p + "attn_q.weight")) {
+            // Q, K and V in one tensor (Phi-3; llama.cpp reads it for any family): rows Q, then K, then V
+            const std::string qkv = p + "attn_qkv.weight";
+            L.wq = wp.matrix_rows(qkv, dim, qd + 2 * kvd, 0, qd);
+            L.wk = wp.matrix_rows(qkv, dim, qd + 2 * kvd, qd, kvd);
+            L.wv = wp.matrix_rows(qkv, dim, qd + 2 * kvd, qd + kvd, kvd);
+        } else {
+            L.wq = wp.matrix(p + "attn_q.weight", dim, qd);
+            L.wk = wp.matrix(p + "attn_k.weight", dim, kvd);
+            L.wv = wp.matrix(p + "attn_v.weight", dim, kvd);
+        }
         if (arch.has_qkv_bias) {
             L.bq = wp.vector_f32(p + "attn_q.bias", qd);
             L.bk = wp.vector_f32(p + "attn_k.bias", kvd);
@@ -122,8 +130,13 @@ ModelWeights resolve_weights(WeightProvider& wp, const ModelConfig& c, const Arc
         if (c.n_experts > 0) {
             resolve_experts(wp, c, arch, p, L);
         } else {
-            L.w_gate = wp.matrix(p + "ffn_gate.weight", dim, ff);
-            L.w_up = wp.matrix(p + "ffn_up.weight", dim, ff);
+            if (arch.ffn_up_holds_gate) {  // SwiGLU over one tensor: silu(first half) * second half
+                L.w_gate = wp.matrix_rows(p + "ffn_up.weight", dim, 2 * ff, 0, ff);
+                L.w_up = wp.matrix_rows(p + "ffn_up.weight", dim, 2 * ff, ff, ff);
+            } else {
+                L.w_gate = wp.matrix(p + "ffn_gate.weight", dim, ff);
+                L.w_up = wp.matrix(p + "ffn_up.weight", dim, ff);
+            }
             L.w_down = wp.matrix(p + "ffn_down.weight", ff, dim);
         }
         if (arch.has_post_ffn_norm) L.post_ffn_norm = wp.vector_f32(p + "post_ffw_norm.weight", dim);

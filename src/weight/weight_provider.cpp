@@ -32,24 +32,47 @@ Weight WeightProvider::matrix(const std::string& name, uint64_t cols, uint64_t r
     if (t.shape.size() != 2 || t.shape[0] != cols || t.shape[1] != rows)
         throw FormatError("tensor '" + name + "' has shape " + shape_str(t.shape) + ", expected [" +
                           std::to_string(cols) + ", " + std::to_string(rows) + "]");
-    const DTypeDescriptor* dt = dtype_lookup(t.type);
+    return place(name, t.type, static_cast<const uint8_t*>(t.data), t.n_bytes, cols, rows, t.shape);
+}
+
+Weight WeightProvider::place(const std::string& name, uint32_t type, const uint8_t* data, size_t bytes,
+                             uint64_t cols, uint64_t rows, const std::vector<uint64_t>& shape) {
+    const DTypeDescriptor* dt = dtype_lookup(type);
     if (!dt || !dt->supported)
-        throw UnsupportedError("tensor '" + name + "' has weight type " + dtype_name(t.type) +
+        throw UnsupportedError("tensor '" + name + "' has weight type " + dtype_name(type) +
                                ", which this build does not support yet");
-    const uint32_t layout = device_.weight_layout(t.type, rows, cols);
-    if (layout != t.type) {  // the device's regrouping (Q4_0 / Q8_0 / Q6_K -> x8; nothing else is asked for)
+    const uint32_t layout = device_.weight_layout(type, rows, cols);
+    if (layout != type) {  // the device's regrouping (Q4_0 / Q8_0 / Q6_K -> x8; nothing else is asked for)
         const DTypeDescriptor* x8 = dtype_lookup(layout);
-        if (!is_x8_dtype(layout) || layout != kX8Base + t.type || !x8 || cols % x8->block_elems != 0)
+        if (!is_x8_dtype(layout) || layout != kX8Base + type || !x8 || cols % x8->block_elems != 0)
             throw UnsupportedError("tensor '" + name + "': the device asked for layout " + dtype_name(layout) +
-                                   " of " + dtype_name(t.type));
-        std::vector<uint8_t> regrouped(t.n_bytes);
-        blocks::regroup_x8(t.type, static_cast<const uint8_t*>(t.data), regrouped.data(), (int64_t)rows,
-                           (int64_t)cols);
+                                   " of " + dtype_name(type));
+        std::vector<uint8_t> regrouped(bytes);
+        blocks::regroup_x8(type, data, regrouped.data(), (int64_t)rows, (int64_t)cols);
         Buffer b = device_.allocate(regrouped.data(), regrouped.size());
         owned_.push_back(b);
-        return Weight{b, layout, t.shape};
+        return Weight{b, layout, shape};
     }
-    return Weight{device_.wrap_host(t.data, t.n_bytes), t.type, t.shape};
+    return Weight{device_.wrap_host(data, bytes), type, shape};
+}
+
+Weight WeightProvider::matrix_rows(const std::string& name, uint64_t cols, uint64_t total_rows, uint64_t row0,
+                                   uint64_t rows) {
+    const GGUFTensorInfo& t = require(name);
+    if (t.shape.size() != 2 || t.shape[0] != cols || t.shape[1] != total_rows)
+        throw FormatError("tensor '" + name + "' has shape " + shape_str(t.shape) + ", expected [" +
+                          std::to_string(cols) + ", " + std::to_string(total_rows) + "]");
+    const DTypeDescriptor* dt = dtype_lookup(t.type);
+    if (!dt || !dt->supported || dt->block_elems == 0 || cols % dt->block_elems != 0)
+        throw UnsupportedError("tensor '" + name + "' has weight type " + dtype_name(t.type) +
+                               ", whose rows this build cannot split");
+    if (row0 + rows > total_rows) throw Error("internal error: rows past the end of '" + name + "'");
+    const size_t row_bytes = (size_t)(cols / dt->block_elems) * dt->block_bytes;
+    if (row_bytes * total_rows != t.n_bytes)
+        throw FormatError("tensor '" + name + "' holds " + std::to_string(t.n_bytes) + " bytes, not " +
+                          std::to_string(total_rows) + " rows of " + std::to_string(row_bytes));
+    return place(name, t.type, static_cast<const uint8_t*>(t.data) + row0 * row_bytes, rows * row_bytes, cols, rows,
+                 {cols, rows});
 }
 
 Weight WeightProvider::experts(const std::string& name, uint64_t cols, uint64_t rows, uint64_t n) {

@@ -26,6 +26,10 @@ public:
     bool has(const std::string& name) const { return file_->tensor(name) != nullptr; }
     // A matrix used by matmul/embedding: shape must be [cols, rows] exactly.
     Weight matrix(const std::string& name, uint64_t cols, uint64_t rows);
+    // Rows [row0, row0 + rows) of the [cols, total_rows] matrix `name`, as a
+    // matrix of its own (a fused tensor's parts: Phi-3's attn_qkv, its
+    // ffn_up holding the gate and up projections), read in place.
+    Weight matrix_rows(const std::string& name, uint64_t cols, uint64_t total_rows, uint64_t row0, uint64_t rows);
     // The stacked matrices of n experts (mixture of experts): shape
     // [cols, rows, n], expert e's rows x cols matrix at e * rows * row bytes,
     // kept in the file's layout (the MoE kernels read any format in place;
@@ -41,6 +45,9 @@ public:
 
 private:
     const GGUFTensorInfo& require(const std::string& name) const;
+    // rows x cols of type `type` at data as a device matrix (regrouped where the device asks).
+    Weight place(const std::string& name, uint32_t type, const uint8_t* data, size_t bytes, uint64_t cols,
+                 uint64_t rows, const std::vector<uint64_t>& shape);
     std::shared_ptr<ModelFile> file_;
     Device& device_;
     std::vector<Buffer> owned_;
