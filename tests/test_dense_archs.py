@@ -1,6 +1,9 @@
 """Dense families beyond the first five: Granite (embedding, residual,
 attention and logit multipliers), OLMo 2 (post-norm blocks without pre-norms,
-whole-projection Q / K norms) and SmolLM3 (every fourth layer without RoPE),
+whole-projection Q / K norms), SmolLM3 (every fourth layer without RoPE) and
+Phi-3 (Q, K, V in one tensor, gate and up in another; the sliding window its
+converter writes, which llama.cpp does not apply, is shorter than the tests'
+sequences),
 with random weights written as llama.cpp's converter writes them, against
 llama.cpp's logits and greedy tokens (tests/golden/dense-*.json, from python
 -m tools.make_golden); then the other tables on the same families: the fused
@@ -253,4 +256,9 @@ def test_bad_family_metadata_is_a_clear_error(tmp_path):
     rewritten(p, lambda n, v: {"olmo2.attention.sliding_window": (16, gguf.GGUFValueType.UINT32)}
               if n == "+" else v)
     with pytest.raises(akunu.AkunuError, match="sliding window"):
+        akunu.load(p)
+    p = str(tmp_path / "phi3.gguf")
+    random_gguf.write_model(p, "phi3", "F16", seed=2)
+    rewritten(p, lambda n, v: 48 if n == "phi3.rope.dimension_count" else v)
+    with pytest.raises(akunu.AkunuError, match="rope.dimension_count"):
         akunu.load(p)
