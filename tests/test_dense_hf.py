@@ -1,5 +1,5 @@
 """Hugging Face directories of the dense families beyond the first five
-(granite, olmo2, smollm3; random weights saved by transformers) through akunu
+(granite, olmo2, smollm3, phi3; random weights saved by transformers) through akunu
 against transformers: logits and greedy tokens; the config's own keys
 honoured (Granite's multipliers, SmolLM3's no_rope_layers); layouts akunu
 does not run are clear errors."""
@@ -88,4 +88,9 @@ def test_layouts_akunu_does_not_run_are_clear_errors(tmp_path):
         akunu.load(d)
     edit_config(d, no_rope_layers=[1, 0, 1], use_sliding_window=True, sliding_window=8)
     with pytest.raises(akunu.AkunuError, match="use_sliding_window"):
+        akunu.load(d)
+    d = str(tmp_path / "phi3")
+    dense_hf_models.make("phi3", d, seed=1)
+    edit_config(d, partial_rotary_factor=0.75)
+    with pytest.raises(akunu.AkunuError, match="partial_rotary_factor"):
         akunu.load(d)

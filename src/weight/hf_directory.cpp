@@ -32,13 +32,14 @@ std::string arch_for_model_type(const std::string& t) {
     if (t == "granite") return "granite";
     if (t == "olmo2") return "olmo2";
     if (t == "smollm3") return "smollm3";
+    if (t == "phi3") return "phi3";
     if (t == "gemma") return "gemma";
     if (t == "gemma3" || t == "gemma3_text") return "gemma3";
     if (t == "bert") return "bert";
     if (t == "whisper") return "whisper";
     throw UnsupportedError("model_type '" + t +
                            "' in config.json is not supported (supported: llama, mistral, mixtral, qwen2, qwen3, "
-                           "qwen2_moe, qwen3_moe, olmoe, granite, olmo2, smollm3, gemma, gemma3, bert, whisper)");
+                           "qwen2_moe, qwen3_moe, olmoe, granite, olmo2, smollm3, phi3, gemma, gemma3, bert, whisper)");
 }
 
 // HF module path (without the .weight/.bias suffix) -> GGUF tensor base name,
@@ -80,6 +81,8 @@ std::string gguf_module(std::string m, bool post_attention_is_post_norm) {
             {"self_attn.k_proj", "attn_k"},
             {"self_attn.v_proj", "attn_v"},
             {"self_attn.o_proj", "attn_output"},
+            {"self_attn.qkv_proj", "attn_qkv"},  // Phi-3: Q, K and V rows in one matrix
+            {"mlp.gate_up_proj", "ffn_up"},      // Phi-3: gate rows, then up rows
             {"self_attn.q_norm", "attn_q_norm"},
             {"self_attn.k_norm", "attn_k_norm"},
             {"pre_feedforward_layernorm", "ffn_norm"},
@@ -325,9 +328,19 @@ void HFDirectory::read_config() {
 // residual_multiplier, logits_scaling, attention_multiplier) and SmolLM3's
 // layers without RoPE (no_rope_layers: 1 where a layer rotates; as
 // akunu.rope_layers, which ModelConfig reads before the family's fixed step).
+// Phi-3's sliding_window is not applied, as llama.cpp does not: the same
+// results as transformers up to the window's length (2047 tokens for
+// Phi-3-mini-4k).
 void HFDirectory::read_family_keys(const std::string& what) {
     const JsonValue& c = config_;
     const std::string a = arch_ + ".";
+    // Partial rotary embeddings (Phi-4-mini, written as phi3) are not run.
+    const JsonValue* rp = c.get("rope_parameters");
+    if (c.number("partial_rotary_factor", 1.0, what) != 1.0 ||
+        (rp && rp->is_object() && rp->number("partial_rotary_factor", 1.0, what) != 1.0))
+        throw UnsupportedError(what + ": partial_rotary_factor other than 1 is not supported");
+    if (arch_ == "phi3" && (c.boolean("attention_bias", false, what) || c.boolean("mlp_bias", false, what)))
+        throw UnsupportedError(what + ": attention_bias / mlp_bias are not supported for phi3");
     if (arch_ == "granite") {
         if (c.boolean("attention_bias", false, what) || c.boolean("mlp_bias", false, what))
             throw UnsupportedError(what + ": Granite with attention_bias or mlp_bias is not supported");
