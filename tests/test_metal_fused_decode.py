@@ -23,8 +23,12 @@ HEAD_COMMANDS = 4
 # Dispatches a layer with the fused tables (the book: 4 to 6 for a plain
 # pre-norm layer). Qwen2 keeps its Q / K / V biases as separate GEMVs behind
 # one norm; Gemma 3's post-norms each add a norm + residual launch.
-FUSED_PER_LAYER = {"llama": 6, "qwen3": 6, "gemma": 6, "qwen2": 9, "gemma3": 8}
-PLAIN_PER_LAYER = {"llama": 16, "qwen3": 18, "gemma": 16, "qwen2": 16, "gemma3": 20}
+# OLMo 2 (no pre-norms) keeps the plain layer: the table builder's rule.
+FUSED_PER_LAYER = {"llama": 6, "qwen3": 6, "gemma": 6, "qwen2": 9, "gemma3": 8, "granite": 6, "olmo2": 18,
+                   "smollm3": 6}
+# SmolLM3's plain layers differ (those without RoPE have no rope commands).
+PLAIN_PER_LAYER = {"llama": 16, "qwen3": 18, "gemma": 16, "qwen2": 16, "gemma3": 20, "granite": 16, "olmo2": 18}
+ARCHS = random_gguf.ARCHS + random_gguf.DENSE_ARCHS
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -51,13 +55,13 @@ def prompt_ids(m, seed):
     return np.random.default_rng(seed).integers(0, m.config["vocab_size"], 9).tolist()
 
 
-@pytest.mark.parametrize("arch", random_gguf.ARCHS)
+@pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("dtype", ["F32", "F16", "BF16"])
 def test_random_models_greedy_equals_cpu(tmp_path, arch, dtype):
     path = str(tmp_path / f"{arch}-{dtype}.gguf")
     random_gguf.write_model(path, arch, dtype, seed=31)
     m = load(path)
-    assert "gate_up_act" in decode_labels(m), "the decode table is not fused"
+    assert ("gate_up_act" in decode_labels(m)) == (arch != "olmo2"), "fused tables where the builder fuses"
     ids = prompt_ids(m, 8)
     want = akunu.load(path, n_ctx=256).generate(ids, max_tokens=24).tokens
     assert m.generate(ids, max_tokens=24).tokens == want
@@ -113,7 +117,7 @@ def dispatch_counts(tmp_path, arch, dtype):
     return n_layers, len(decode_labels(fused)), len(decode_labels(plain))
 
 
-@pytest.mark.parametrize("arch", random_gguf.ARCHS)
+@pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("dtype", ["F16", "Q8_0", "Q4_K_M-blocks"])
 def test_dispatches_per_layer(tmp_path, arch, dtype):
     """Commands a decode step replays, per layer: the fused tables' count for
@@ -122,7 +126,9 @@ def test_dispatches_per_layer(tmp_path, arch, dtype):
     print(f"{arch} {dtype}: {n_layers} layers, {fused} dispatches a token fused, {plain} plain "
           f"({(fused - HEAD_COMMANDS) / n_layers:g} / {(plain - HEAD_COMMANDS) / n_layers:g} a layer)")
     assert fused == HEAD_COMMANDS + n_layers * FUSED_PER_LAYER[arch]
-    assert plain == HEAD_COMMANDS + n_layers * PLAIN_PER_LAYER[arch]
+    if arch in PLAIN_PER_LAYER:
+        assert plain == HEAD_COMMANDS + n_layers * PLAIN_PER_LAYER[arch]
+    assert plain >= fused
 
 
 def test_mlx_weights_keep_the_plain_tables():
