@@ -25,6 +25,7 @@ namespace akunu {
 namespace int8mm {
 namespace {
 
+constexpr bool kBiasedActivations = false;  // see int8_tiles_x86.h
 constexpr int kTokenTile = 4;  // 16 vector registers
 
 inline __m256i dot4(__m256i acc, __m256i a_u8, __m256i b_s8) {

@@ -26,6 +26,7 @@ namespace akunu {
 namespace int8mm {
 namespace {
 
+constexpr bool kBiasedActivations = true;  // see int8_tiles_x86.h
 constexpr int kTokenTile = 8;  // 32 vector registers
 
 inline __m256i dot4(__m256i acc, __m256i a_u8, __m256i b_s8) { return _mm256_dpbusd_epi32(acc, a_u8, b_s8); }
