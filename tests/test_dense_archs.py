@@ -22,6 +22,7 @@ from tests.fixtures import random_gguf
 from tests.fixtures.golden_models import GOLDEN, MODELS
 from tests.test_fused_batch_tables import batch_run
 
+DENSE = random_gguf.DENSE_ARCHS + random_gguf.FUSED_TENSOR_ARCHS
 DENSE_MODELS = os.path.join(MODELS, "dense")  # llama.cpp's quantized files (tools/make_golden.py)
 
 RECORDS = []
@@ -61,8 +62,8 @@ def case(request, cache_dir):
 
 
 def test_records_cover_every_dense_family():
-    assert {r["arch"] for r in RECORDS} == set(random_gguf.DENSE_ARCHS)
-    for arch in random_gguf.DENSE_ARCHS:
+    assert {r["arch"] for r in RECORDS} == set(DENSE)
+    for arch in DENSE:
         assert {r["made_by"][0] for r in RECORDS if r["arch"] == arch} == {"float", "quant"}, arch
 
 
@@ -139,7 +140,7 @@ def test_the_family_features_change_the_logits(tmp_path, arch):
 def dense_paths(tmp_path_factory):
     d = tmp_path_factory.mktemp("dense")
     out = {}
-    for arch in random_gguf.DENSE_ARCHS:
+    for arch in DENSE:
         for dtype in ("F16", "Q8_0"):
             p = str(d / f"{arch}-{dtype}.gguf")
             random_gguf.write_model(p, arch, dtype, seed=33)
@@ -156,7 +157,7 @@ def generate(path, fused, prompt, **kw):
     return m.generate(prompt, max_tokens=16, **kw).tokens
 
 
-@pytest.mark.parametrize("arch", random_gguf.DENSE_ARCHS)
+@pytest.mark.parametrize("arch", DENSE)
 def test_fused_decode_tables_give_the_plain_tokens(dense_paths, arch):
     """The fused decode tables (what GPUs replay; NoPE layers rotate by angle
     0 there) on the CPU twins of their kernels."""
@@ -168,7 +169,7 @@ def test_fused_decode_tables_give_the_plain_tokens(dense_paths, arch):
                 dtype, kw, f"AKUNU_TEST_SEED={SEED}")
 
 
-@pytest.mark.parametrize("arch", random_gguf.DENSE_ARCHS)
+@pytest.mark.parametrize("arch", DENSE)
 def test_fused_batch_tables_equal_the_plain_ones(dense_paths, arch):
     """Continuous batching's fused batch tables (Granite, SmolLM3) or their
     decline (OLMo 2): the plain batch tables' tokens and logits exactly."""
@@ -181,7 +182,7 @@ def test_fused_batch_tables_equal_the_plain_ones(dense_paths, arch):
         np.testing.assert_array_equal(a, b)
 
 
-@pytest.mark.parametrize("arch", random_gguf.DENSE_ARCHS)
+@pytest.mark.parametrize("arch", DENSE)
 def test_batch_tables_give_each_request_its_solo_tokens(dense_paths, arch):
     """Requests in one continuous batch get the tokens each gets alone."""
     path = dense_paths[(arch, "F16")]
@@ -208,7 +209,7 @@ def test_batch_tables_give_each_request_its_solo_tokens(dense_paths, arch):
 
 def test_prefill_logits_equal_decode_logits(dense_paths):
     """The prefill's rows and the same positions reached by decoding agree."""
-    for arch in random_gguf.DENSE_ARCHS:
+    for arch in DENSE:
         m = akunu.load(dense_paths[(arch, "F16")], n_ctx=128)
         prompt = np.random.default_rng([SEED, 4]).integers(3, 512, 12).tolist()
         full = m.logits(prompt)
