@@ -63,11 +63,6 @@ extern const Kernels kAvx2Kernels;
 extern const Kernels kAvx512VnniKernels;
 #endif
 
-// This thread's scratch of at least n bytes: grows on first use, then reused
-// (no allocation per token). Defined outside the instruction-set files, so
-// the container code is compiled for every CPU.
-uint8_t* thread_scratch(size_t n);
-
 // The best instruction set this CPU (and OS) runs.
 Isa best_isa();
 // best_isa(), or AKUNU_CPU_ISA (portable | avx2 | avx512vnni, read once) where

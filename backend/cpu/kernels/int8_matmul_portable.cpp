@@ -4,7 +4,6 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <vector>
 
 #include "core/quant_blocks.h"
 #include "int8_matmul.h"
@@ -266,12 +265,6 @@ const Kernels kPortableKernels = {q32_rows<unpack_q8_0, 34>, q32_rows<unpack_q4_
                                   q45_k_rows<4>, q45_k_rows<5>, q6_k_rows, q2_k_rows, q3_k_rows,
                                   q32_rows<unpack_q4_1, 20, true>, q32_rows<unpack_q5_1, 24, true>,
                                   q32_rows<unpack_iq4_nl, 18>, quantize_q8_0_sums, qdot::quantize_q8_k};
-
-uint8_t* thread_scratch(size_t n) {
-    thread_local std::vector<uint8_t> buf;
-    if (buf.size() < n) buf.resize(n);
-    return buf.data();
-}
 
 Isa best_isa() {
 #if (defined(__x86_64__) || defined(_M_X64)) && defined(__GNUC__)

@@ -6,8 +6,8 @@
 //                          a_u8 <= 128 and |b_s8| <= 127;
 //   kTokenTile:            tokens held in registers at once;
 //   kBiasedActivations:    whether dot4 takes any u8 (vpdpbusd: no 16-bit
-//                          step to saturate), so signed weights can meet
-//                          x + 128 and lose 128 * sum(w) after.
+//                          step to saturate), so signed weights can be
+//                          taken as w + 128 and lose 128 * sum(x) after.
 // No includes here: everything is defined in the including file's namespace.
 //
 // Tiles: 8 weight rows are unpacked and interleaved 4 bytes at a time into an
@@ -103,6 +103,20 @@ struct TileQ5_1 {
     static __m256i unpack(const uint8_t* b) { return _mm256_or_si256(nibbles32(b + 8), fifth_bits(b + 4)); }
 };
 
+// Signed weights (Q8_0, IQ4_NL): with vpdpbusd taken as w + 128 (unsigned)
+// and corrected by -128 * sum(x) like an offset; with vpmaddubsw (whose
+// 16-bit pair sums would saturate at 255 * 127 * 2) as |w| against x with
+// w's sign (vpsignb).
+template <class F>
+constexpr bool kSignTile = F::kSigned && !kBiasedActivations;
+template <class F>
+constexpr int kOffset = F::kSigned && kBiasedActivations ? 128 : F::kOffset;
+template <class F>
+inline __m256i unpack_u8(const uint8_t* b) {
+    if constexpr (F::kSigned && kBiasedActivations) return _mm256_xor_si256(F::unpack(b), _mm256_set1_epi8((char)0x80));
+    else return F::unpack(b);
+}
+
 constexpr int kChunk32 = 32;  // blocks per tile buffer (8 rows x 1024 columns)
 
 // Accumulators of up to 64 tokens x 8 rows across K chunks.
@@ -122,30 +136,14 @@ inline void row_pointers(const Pass& p, int n0, size_t row_bytes, const uint8_t*
     for (int r = 0; r < 8; r++) rp[r] = p.W + (size_t)std::min(n0 + r, p.N - 1) * row_bytes;
 }
 
-// The pass's activations + 128 as unsigned bytes (kBiasedActivations), made
-// once per call in a buffer that grows on first use and is then reused.
-inline const uint8_t* biased_activations(const Pass& p) {
-    const size_t n = (size_t)p.m * p.K;
-    uint8_t* buf = thread_scratch(n);
-    const __m256i flip = _mm256_set1_epi8((char)0x80);
-    for (size_t i = 0; i < n; i += 32)
-        _mm256_storeu_si256((__m256i*)(buf + i), _mm256_xor_si256(load_v(p.xq + i), flip));
-    return buf;
-}
-
 template <class F>
 void q32_groups(const Pass& p, int g0, int g1) {
     const int nb = p.K / 32;
-    // Signed weights: with vpdpbusd, dot(x + 128, w) - 128 * sum(w); else vpsignb.
-    constexpr bool kBiased = F::kSigned && kBiasedActivations;
-    constexpr bool kSignTile = F::kSigned && !kBiasedActivations;
     alignas(32) uint8_t wa[kChunk32][8][32];
-    alignas(32) int8_t ws[kSignTile ? kChunk32 : 1][8][32];
-    alignas(32) int32_t wsum128[kBiased ? kChunk32 : 1][8];
+    alignas(32) int8_t ws[kSignTile<F> ? kChunk32 : 1][8][32];
     alignas(32) float dw[kChunk32][8];
     alignas(32) float mw[F::kMin ? kChunk32 : 1][8];
     TileAcc acc;
-    const uint8_t* xu = kBiased ? biased_activations(p) : nullptr;
     for (int g = g0; g < g1; g++) {
         const int n0 = g * 8, rows = std::min(8, p.N - n0);
         const uint8_t* rp[8];
@@ -156,11 +154,11 @@ void q32_groups(const Pass& p, int g0, int g1) {
                 __m256i v[8];
                 for (int r = 0; r < 8; r++) {
                     const uint8_t* blk = rp[r] + (size_t)(c0 + b) * F::BB;
-                    v[r] = F::unpack(blk);
+                    v[r] = unpack_u8<F>(blk);
                     dw[b][r] = blocks::h(blk);
                     if constexpr (F::kMin) mw[b][r] = blocks::h(blk + 2);
                 }
-                if constexpr (kSignTile) {
+                if constexpr (kSignTile<F>) {
                     __m256i s[8];
                     for (int r = 0; r < 8; r++) { s[r] = v[r]; v[r] = _mm256_abs_epi8(v[r]); }
                     transpose8x8(s);
@@ -168,11 +166,6 @@ void q32_groups(const Pass& p, int g0, int g1) {
                 }
                 transpose8x8(v);
                 for (int q = 0; q < 8; q++) _mm256_store_si256((__m256i*)wa[b][q], v[q]);
-                if constexpr (kBiased) {  // per row: 128 * the sum of its block's weights
-                    __m256i ws_ = _mm256_setzero_si256();
-                    for (int q = 0; q < 8; q++) ws_ = dot4(ws_, _mm256_set1_epi8(1), v[q]);
-                    _mm256_store_si256((__m256i*)wsum128[b], _mm256_slli_epi32(ws_, 7));
-                }
             }
             for (int t0 = 0; t0 < p.m; t0 += kTokenTile) {
                 const int8_t* xq[kTokenTile];
@@ -191,10 +184,7 @@ void q32_groups(const Pass& p, int g0, int g1) {
                     for (int i = 0; i < kTokenTile; i++) ia[i] = _mm256_setzero_si256();
                     for (int q = 0; q < 8; q++) {
                         const __m256i a = _mm256_load_si256((const __m256i*)wa[b][q]);
-                        if constexpr (kBiased) {
-                            for (int i = 0; i < kTokenTile; i++)
-                                ia[i] = dot4(ia[i], broadcast4((const int8_t*)xu + (xq[i] - p.xq) + 32 * b + 4 * q), a);
-                        } else if constexpr (kSignTile) {
+                        if constexpr (kSignTile<F>) {
                             const __m256i s = _mm256_load_si256((const __m256i*)ws[b][q]);
                             for (int i = 0; i < kTokenTile; i++)
                                 ia[i] = dot4(ia[i], a, _mm256_sign_epi8(broadcast4(xq[i] + 32 * b + 4 * q), s));
@@ -206,8 +196,7 @@ void q32_groups(const Pass& p, int g0, int g1) {
                     const __m256 d = _mm256_load_ps(dw[b]);
                     for (int i = 0; i < kTokenTile; i++) {
                         __m256i s = ia[i];
-                        if constexpr (F::kOffset != 0) s = _mm256_sub_epi32(s, _mm256_set1_epi32(F::kOffset * (int)xs[i][b]));
-                        if constexpr (kBiased) s = _mm256_sub_epi32(s, _mm256_load_si256((const __m256i*)wsum128[b]));
+                        if constexpr (kOffset<F> != 0) s = _mm256_sub_epi32(s, _mm256_set1_epi32(kOffset<F> * (int)xs[i][b]));
                         const __m256 dx = _mm256_set1_ps(xd[i][b]);
                         fa[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(d, dx), fa[i]);
                         if constexpr (F::kMin)
@@ -523,8 +512,8 @@ void q32_gemv(const Pass& p, int g0, int g1) {
                 const uint8_t* blk = rp[r] + (size_t)c0 * F::BB;
                 for (int b = 0; b < cb; b++, blk += F::BB) {
                     const __m256i x = load_v(p.xq + 32 * (c0 + b));
-                    const __m256i w = F::unpack(blk);
-                    if constexpr (F::kSigned)
+                    const __m256i w = unpack_u8<F>(blk);
+                    if constexpr (kSignTile<F>)
                         dots[b][r] = dot4(_mm256_setzero_si256(), _mm256_abs_epi8(w), _mm256_sign_epi8(x, w));
                     else
                         dots[b][r] = dot4(_mm256_setzero_si256(), w, x);
@@ -534,7 +523,7 @@ void q32_gemv(const Pass& p, int g0, int g1) {
                 const uint8_t* bp[8];
                 for (int r = 0; r < 8; r++) bp[r] = rp[r] + (size_t)(c0 + b) * F::BB;
                 __m256i s = reduce8(dots[b]);
-                if constexpr (F::kOffset != 0) s = _mm256_sub_epi32(s, _mm256_set1_epi32(F::kOffset * (int)p.xs[c0 + b]));
+                if constexpr (kOffset<F> != 0) s = _mm256_sub_epi32(s, _mm256_set1_epi32(kOffset<F> * (int)p.xs[c0 + b]));
                 const __m256 dx = _mm256_set1_ps(p.xd[c0 + b]);
                 fa = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(halves8(bp, 0), dx), fa);
                 if constexpr (F::kMin)
