@@ -282,7 +282,6 @@ def test_rmsnorm(device, dim, rows, row0):
 def test_rmsnorm_residual(device, dim, n):
     """Gemma 3's post-norm and residual add in one (fused decode tables):
     h += rmsnorm(y) * (w + 1), against float64; y left as it was."""
-    need_fused(device)
     rng = rng_for(("rmsnorm_residual", dim, n))
     y = rng.standard_normal((n, dim)).astype(np.float32) * 3
     w = rng.standard_normal(dim).astype(np.float32)
@@ -360,12 +359,7 @@ def test_add_gelu_erf_add_rows_im2col(device):
     np.testing.assert_array_equal(cm, cc)
 
 
-# -- fused decode kernels (GPUs with fused_decode: CUDA) -------------------------------------------
-
-def need_fused(device):
-    if device.startswith("metal"):
-        pytest.skip("the Metal backend replays decode without the fused kernels")
-
+# -- fused decode kernels (GPUs with fused_decode: CUDA and Metal) ---------------------------------
 
 # Quantized gemv_multi against the CPU: both sides round x to 8 bits, the CPU
 # per its format's blocks (Q8_K: 256 values for the K-quants), the GPU per 32,
@@ -424,7 +418,6 @@ def test_gemv_multi(device, case):
     """Fused projections against the CPU's definition (the unfused rmsnorm,
     gemv, gated activation, residual add): relative L2 1e-5 for float formats,
     q8_tol quantized (both round activations to 8 bits there, differently)."""
-    need_fused(device)
     mode, formats, Ns, K, m, norm = MULTI_CASES[case]
     rng = rng_for(len(case) * 31 + K)
     raws = [random_matrix(q, N, K, rng)[0] for q, N in zip(formats, Ns)]
@@ -539,7 +532,6 @@ def test_qk_norm_rope_kv(device, norm, neox, factors, hd, n):
     """QK norm + RoPE + KV write in one kernel against the CPU's three kernels:
     q and k relative L2 2e-5 (RoPE's angle bound), the caches equal but for
     one F16 step where the rotated value moved by an ulp."""
-    need_fused(device)
     rng = rng_for(hd + n + 3 * norm)
     heads, kv_heads, pos0, max_ctx = 8, 2, 1337, 1400
     q = rng.standard_normal((n, heads * hd)).astype(np.float32)
