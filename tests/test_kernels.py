@@ -36,9 +36,10 @@ def run_matmul(kind, qtype, raw, x, n_out, k, bias=None):
 
 
 AVX2 = _core.cpu_features()["avx2"]
-# Formats whose matmul rounds activations to 8 bits (the rest use them as floats)
-Q8_0_ACTIVATIONS = {T.Q8_0, T.Q4_0, T.Q5_0} | ({T.Q4_1, T.Q5_1, T.IQ4_NL} if AVX2 else set())
-Q8_K_ACTIVATIONS = {T.Q4_K, T.Q6_K} | ({T.Q2_K, T.Q3_K, T.Q5_K, T.IQ4_XS} if AVX2 else set())
+# Formats whose matmul rounds activations to 8 bits (the rest use them as floats): every
+# int8-path format on any CPU (backend/cpu/kernels/int8_matmul.h), IQ4_XS where AVX2 is
+Q8_0_ACTIVATIONS = {T.Q8_0, T.Q4_0, T.Q5_0, T.Q4_1, T.Q5_1, T.IQ4_NL}
+Q8_K_ACTIVATIONS = {T.Q4_K, T.Q6_K, T.Q2_K, T.Q3_K, T.Q5_K} | ({T.IQ4_XS} if AVX2 else set())
 
 
 def q8_activations(qtype, x):

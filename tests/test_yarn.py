@@ -30,7 +30,7 @@ import akunu
 from akunu import _testing
 from tests.fixtures import kernel_params as kp
 from tests.fixtures import random_gguf
-from tests.test_device_kernels import device, need_fused, rel_l2, rng_for  # noqa: F401 - device is a fixture
+from tests.test_device_kernels import device, rel_l2, rng_for  # noqa: F401 - device is a fixture
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOLDEN = os.path.join(ROOT, "tests", "golden", "yarn.json")
@@ -147,7 +147,6 @@ def params_mscale(params):
 def test_device_qk_norm_rope_kv_yarn(device, norm, neox):
     """The fused prologue (CUDA; head_prologue.cuh, shared with the decode
     attention) scales cos and sin as the CPU's rope does."""
-    need_fused(device)
     rng = rng_for(("yarn_qk", norm, neox))
     heads, kv_heads, hd, n, pos0, max_ctx = 8, 2, 128, 2, 700, 800
     q = rng.standard_normal((n, heads * hd)).astype(np.float32)
