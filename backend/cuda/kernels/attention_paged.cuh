@@ -31,17 +31,13 @@
 #include "core/kernel_params.h"
 #include "attention_paged_split.cuh"
 #include "cuda_kernel.h"
+#include "paged_pool.cuh"
 
 namespace akunu {
 namespace attention_paged {
 
 constexpr int kWarps = 8;
 constexpr int kUnroll = 4;  // keys a warp has in flight (their K / V loads issued together)
-
-// Pool row of position `pos` of the sequence whose block table is `table`.
-__device__ __forceinline__ size_t pool_row(const int32_t* table, uint32_t block_size, uint32_t pos) {
-    return (size_t)(uint32_t)table[pos / block_size] * block_size + pos % block_size;
-}
 
 // K/V of each row rounded to the F16 pool (round to nearest even, as the CPU
 // twin) at its sequence's pool row for its position; one thread per element.

@@ -28,6 +28,7 @@
 #include "core/half.h"
 #include "core/kernel_params.h"
 #include "cuda_kernel.h"
+#include "paged_pool.cuh"
 
 namespace akunu {
 namespace attention_paged_split {
@@ -42,10 +43,6 @@ constexpr uint32_t kSliceRows = 64;  // rows a launch (bounds the partials)
 constexpr size_t kCounterOffset = 32u << 10;
 constexpr size_t kCounterBytes = 32u << 10;
 constexpr size_t kPartialsOffset = 64u << 10;
-
-__device__ __forceinline__ size_t pool_row(const int32_t* table, uint32_t block_size, uint32_t pos) {
-    return (size_t)(uint32_t)table[pos / block_size] * block_size + pos % block_size;
-}
 
 // Eight F16 values (one 16-byte load) as floats.
 __device__ __forceinline__ void load8(const uint16_t* src, float (&out)[8]) {

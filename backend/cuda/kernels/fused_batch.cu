@@ -12,6 +12,7 @@
 #include "core/half.h"
 #include "core/kernel_params.h"
 #include "cuda_kernel.h"
+#include "paged_pool.cuh"
 #include "device_math.cuh"
 #include "head_prologue.cuh"
 
@@ -19,10 +20,6 @@ namespace akunu {
 namespace {
 
 constexpr int kPrologueThreads = 128;
-
-__device__ __forceinline__ size_t pool_row(const int32_t* table, uint32_t block_size, uint32_t pos) {
-    return (size_t)(uint32_t)table[pos / block_size] * block_size + pos % block_size;
-}
 
 // One block per (row, head) over the q, k and v heads, as qk_norm_rope_kv
 // (fused.cu), with the row's position and pool row from its (sequence,
