@@ -1,10 +1,16 @@
 #include "core/device_factory.h"
 
+#include <algorithm>
+#include <thread>
+
 #include "core/error.h"
 #include "cpu/cpu_device.h"
 #include "metal/emulation/emulated_metal_device.h"
+#include "parallel/host_collective.h"
+#include "parallel/tensor_parallel_device.h"
 #if defined(AKUNU_HAVE_CUDA)
 #include "cuda/cuda_device.h"
+#include "cuda/nccl_collective.h"
 #endif
 #if defined(AKUNU_HAVE_METAL)
 #include "metal/metal_device.h"
@@ -62,6 +68,42 @@ std::unique_ptr<Device> create_device(const std::string& name, int n_threads) {
     std::string msg = "unknown device '" + name + "' (devices: " + quoted_device_names() + ")";
     if (name == "metal-emu") msg += ": " + EmulatedMetalDevice::library_error();
     throw Error(msg);
+}
+
+std::unique_ptr<Device> create_host_device() { return std::make_unique<CpuDevice>(1); }
+
+std::unique_ptr<TensorParallelDevice> create_tensor_parallel_device(const std::string& name, int n, int n_threads) {
+    if (n < 2 || n > 64) throw Error("tensor_parallel must be between 2 and 64 ranks, got " + std::to_string(n));
+    std::string backend = name;
+#if defined(AKUNU_HAVE_CUDA)
+    int gpus = 0;
+    if (cudaGetDeviceCount(&gpus) != cudaSuccess) {
+        cudaGetLastError();
+        gpus = 0;
+    }
+    if (backend == "auto") backend = gpus >= n ? "cuda" : "cpu";
+    if (backend == "cuda") {
+        if (gpus < n)
+            throw Error("tensor_parallel=" + std::to_string(n) + " on 'cuda' needs " + std::to_string(n) +
+                        " GPUs, but " + std::to_string(gpus) + " are visible");
+        std::vector<int> ordinals;
+        for (int r = 0; r < n; r++) ordinals.push_back(r);
+        return std::make_unique<TensorParallelDevice>(make_nccl_collectives(ordinals),
+                                                      [](int r) { return std::make_unique<CudaDevice>(r); });
+    }
+#endif
+    if (backend == "auto") backend = "cpu";
+    if (backend != "cpu")
+        throw Error("tensor parallelism runs on 'cuda' (one GPU a rank) or 'cpu', not on device '" + name + "'" +
+                    (name == "cuda" ? std::string(": this build of akunu has no CUDA backend") : std::string()));
+    int threads = n_threads;
+    if (threads <= 0) {
+        const unsigned hw = std::thread::hardware_concurrency();
+        threads = hw ? (int)hw : 1;
+    }
+    const int per_rank = std::max(1, threads / n);
+    return std::make_unique<TensorParallelDevice>(make_host_collectives(n),
+                                                  [per_rank](int) { return std::make_unique<CpuDevice>(per_rank); });
 }
 
 }  // namespace akunu

@@ -65,8 +65,10 @@ X8_KERNELS = {f"{k}_{f}_x8" for k in ("gemv", "gemm", "embedding") for f in ("q4
 # Not on Metal (yet): the fused batch kernels (only a device whose batch tables
 # ask for them runs them; Metal's batch tables stay plain) and the
 # mixture-of-experts FFN (a MoE model on Metal is the clear error "no kernel
-# named 'moe_route'" when its tables are built).
-NOT_ON_METAL = {"matmul_multi", "add_rmsnorm", "qk_norm_rope_kv_paged", "moe_route", "moe_matmul", "moe_shared_add"}
+# named 'moe_route'" when its tables are built), and the collectives of
+# tensor parallelism (a Mac has one GPU).
+NOT_ON_METAL = {"matmul_multi", "add_rmsnorm", "qk_norm_rope_kv_paged", "moe_route", "moe_matmul", "moe_shared_add",
+                "all_reduce_sum", "all_gather_cols"}
 
 
 def test_every_akunu_kernel_has_a_metal_spec():

@@ -22,6 +22,7 @@ extern const CpuKernelEntry kSamplingKernels[];
 extern const CpuKernelEntry kFusedKernels[];
 extern const CpuKernelEntry kFusedBatchKernels[];
 extern const CpuKernelEntry kMoeKernels[];
+extern const CpuKernelEntry kCollectiveKernels[];
 
 static int default_threads() {
     if (const char* env = std::getenv("AKUNU_NUM_THREADS")) {
@@ -60,7 +61,8 @@ size_t CpuDevice::available_memory() const {
 
 static const CpuKernelEntry* const kKernelTables[] = {kMatmulKernels,    kEmbeddingKernels,   kNormRopeKernels,
                                                       kAttentionKernels, kElementwiseKernels, kSamplingKernels,
-                                                      kFusedKernels,     kFusedBatchKernels,  kMoeKernels};
+                                                      kFusedKernels,     kFusedBatchKernels,  kMoeKernels,
+                                                      kCollectiveKernels};
 
 const CpuKernelEntry* find_cpu_kernel(const std::string& name) {
     for (const CpuKernelEntry* table : kKernelTables)
@@ -126,6 +128,7 @@ void CpuDevice::dispatch(Dim3, Dim3) {
     std::memcpy(a.buf, bound_.buf, sizeof(a.buf));
     a.params = bound_.params;
     a.pool = pool_.get();
+    a.collective = collective_;
     bound_.fn->fn(a);
 }
 
@@ -142,6 +145,7 @@ void CpuDevice::encode_dispatch_table(const DispatchTable& table, const ReplaySt
     if (profile_) return encode_profiled(table, st);
     CpuArgs a;
     a.pool = pool_.get();
+    a.collective = collective_;
     uint8_t params[DispatchCmd::MAX_PARAM_BYTES];
     a.params = params;
     for (const DispatchCmd& cmd : table.commands) bind_command(cmd, st, a, params)->fn(a);
@@ -152,6 +156,7 @@ void CpuDevice::encode_dispatch_table(const DispatchTable& table, const ReplaySt
 void CpuDevice::encode_profiled(const DispatchTable& table, const ReplayState& st) {
     CpuArgs a;
     a.pool = pool_.get();
+    a.collective = collective_;
     uint8_t params[DispatchCmd::MAX_PARAM_BYTES];
     a.params = params;
     for (const DispatchCmd& cmd : table.commands) {

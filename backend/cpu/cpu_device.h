@@ -48,6 +48,7 @@ public:
     void end_encoding_sync() override {}
 
     void encode_dispatch_table(const DispatchTable& table, const ReplayState& state) override;
+    void set_collective(Collective* c) override { collective_ = c; }
 
     int n_threads() const { return pool_->size(); }
 
@@ -61,6 +62,7 @@ private:
         uint8_t params[64] = {};
     } bound_;
     std::unique_ptr<ThreadPool> pool_;
+    Collective* collective_ = nullptr;
 };
 
 }  // namespace akunu

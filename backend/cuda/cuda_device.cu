@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "kernels/act_q8.h"
 #include "kernels/cuda_kernel.h"
+#include "nccl_collective.h"
 
 namespace akunu {
 
@@ -21,6 +22,7 @@ extern const CudaKernelEntry kCudaSamplingKernels[];
 extern const CudaKernelEntry kCudaFusedKernels[];
 extern const CudaKernelEntry kCudaFusedBatchKernels[];
 extern const CudaKernelEntry kCudaMoeKernels[];
+extern const CudaKernelEntry kCudaCollectiveKernels[];
 
 namespace {
 void check(cudaError_t e, const char* what) {
@@ -113,7 +115,7 @@ Pipeline CudaDevice::get_pipeline(const std::string& name) {
     for (const CudaKernelEntry* table :
          {kCudaMatmulKernels, kCudaEmbeddingKernels, kCudaNormRopeKernels, kCudaAttentionKernels,
           kCudaElementwiseKernels, kCudaSamplingKernels, kCudaFusedKernels, kCudaFusedBatchKernels,
-          kCudaMoeKernels})
+          kCudaMoeKernels, kCudaCollectiveKernels})
         for (const CudaKernelEntry* e = table; e->name; e++)
             if (name == e->name) return Pipeline{(void*)e};
     throw Error("CUDA backend has no kernel named '" + name + "'");
@@ -202,11 +204,32 @@ CudaArgs CudaDevice::scratch_args() const {
     a.split_scratch_bytes = kSplitScratchBytes;
     a.blas = blas_.get();
     a.tuning = &tuning_;
+    a.collective = collective_;
     return a;
+}
+
+// The ranks of a tensor-parallel model meet in NCCL, enqueued on this
+// device's stream by the collective commands (kernels/collective.cu) from the
+// rank's thread, eagerly or into this device's graphs.
+void CudaDevice::set_collective(Collective* c) {
+    const NcclCollective* nccl = c ? dynamic_cast<const NcclCollective*>(c) : nullptr;
+    if (c && !nccl)
+        throw Error("a CUDA device can be a tensor-parallel rank only through NCCL (make_nccl_collectives): "
+                    "its collectives run on the GPU's stream");
+    if (nccl && nccl->device() != ordinal_)
+        throw Error("rank " + std::to_string(nccl->rank()) + "'s NCCL communicator was made for GPU " +
+                    std::to_string(nccl->device()) + ", not for this device's GPU " + std::to_string(ordinal_));
+    collective_ = c;
+    nccl_ = nccl;
+}
+
+void CudaDevice::check_collective() const {
+    if (nccl_ && nccl_->aborted()) throw Error("a tensor-parallel rank failed; this model cannot run further");
 }
 
 // Launches every command of the table on the stream; nothing waits here.
 void CudaDevice::encode_dispatch_table(const DispatchTable& table, const ReplayState& st) {
+    check_collective();
     launch_commands(table, st, false);
 }
 
@@ -349,6 +372,7 @@ cudaGraphExec_t CudaDevice::step_graph(const DispatchTable& table, int steps) {
 // sizes, and later ones replay the graph; everything else a pass reads
 // (ids, rows, block tables, sampler state) is in device memory.
 void CudaDevice::encode_decode_pass(const DispatchTable& table, const ReplayState& st) {
+    check_collective();
     auto it = std::find_if(pass_graphs_.begin(), pass_graphs_.end(), [&](const PassGraph& g) {
         return g.table_id == table.id && g.n_tokens == st.n_tokens && g.n_out == st.n_out;
     });
@@ -396,6 +420,7 @@ void CudaDevice::encode_decode_pass(const DispatchTable& table, const ReplayStat
 // Graph launches only: the host enqueues; positions and token slots
 // advance on the device (each step's last node).
 void CudaDevice::encode_chain(const DispatchTable& table, uint32_t pos0, int steps) {
+    check_collective();
     // CudaTuning::graph_steps a graph where a chunk has that many: the GPU's
     // work between two graph launches then comes once per that many steps.
     const int unrolled = tuning_.graph_steps;

@@ -16,6 +16,8 @@
 
 namespace akunu {
 
+class NcclCollective;  // nccl_collective.h
+
 class CudaDevice : public Device {
 public:
     explicit CudaDevice(int ordinal = 0);
@@ -54,11 +56,18 @@ public:
     void encode_chain(const DispatchTable& table, uint32_t pos0, int steps) override;
     void encode_decode_pass(const DispatchTable& table, const ReplayState& state) override;
     double time_table(const DispatchTable& table, const ReplayState& state) override;
+    // Tensor parallelism: `c` must be this GPU's NCCL collective
+    // (make_nccl_collectives); the collective commands (kernels/collective.cu)
+    // enqueue through it. nullptr: not a rank.
+    void set_collective(Collective* c) override;
 
     const CudaTuning& tuning() const { return tuning_; }
 
 private:
     void sync();
+    // Throws once this rank's collective was aborted (another rank failed):
+    // a graph holding its operations must not run again.
+    void check_collective() const;
     // Enqueues every command; with `in_graph` the position-dependent commands
     // read the replay state from device memory instead of `st`.
     CudaArgs scratch_args() const;
@@ -88,6 +97,8 @@ private:
     uint8_t* act_scratch_ = nullptr;
     uint8_t* split_scratch_ = nullptr;
     std::unique_ptr<BlasGemm> blas_;  // prefill GEMMs through cuBLAS, when it loads
+    Collective* collective_ = nullptr;      // tensor parallelism (set_collective), not owned
+    const NcclCollective* nccl_ = nullptr;  // the same, as what it is
     int ordinal_ = 0;
     std::string name_;
     CudaTuning tuning_;  // decided from the GPU's properties at creation (cuda_tuning.h)

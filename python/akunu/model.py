@@ -94,18 +94,21 @@ class Model:
 
     def __init__(self, path: str, device: str = "cpu", n_ctx: Optional[int] = None, n_threads: int = 0,
                  chat_template: Optional[str] = None, n_batch: Optional[int] = None, parallel: int = 1,
-                 kv_tokens: Optional[int] = None, max_queue: int = 0):
+                 kv_tokens: Optional[int] = None, max_queue: int = 0, tensor_parallel: int = 1):
         if not _known_device(device):
             raise AkunuError(f"unknown device '{device}' (expected 'cpu', 'cuda', 'metal' or 'auto')")
         if n_ctx is not None and (isinstance(n_ctx, bool) or not isinstance(n_ctx, int) or n_ctx <= 0):
             raise AkunuError(f"n_ctx must be a positive integer, got {n_ctx!r}")
         if n_batch is not None and (isinstance(n_batch, bool) or not isinstance(n_batch, int) or n_batch <= 0):
             raise AkunuError(f"n_batch must be a positive integer, got {n_batch!r}")
+        if isinstance(tensor_parallel, bool) or not isinstance(tensor_parallel, int) or tensor_parallel < 1:
+            raise AkunuError(f"tensor_parallel must be a positive integer, got {tensor_parallel!r}")
         path = resolve_model_path(path)
         self.path = path
         if device in ("cuda", "auto"):
-            export_cublas_dirs()  # before the CUDA backend first loads cuBLAS
-        self._m = _core.Model(path, device, int(n_ctx or 0), int(n_threads), int(n_batch or 0))
+            export_cublas_dirs()  # before the CUDA backend first loads cuBLAS (and NCCL, found the same way)
+        self._m = _core.Model(path, device, int(n_ctx or 0), int(n_threads), int(n_batch or 0), int(tensor_parallel))
+        self.tensor_parallel: int = int(tensor_parallel)  # devices the model is split over
         self.metadata: Dict[str, Any] = self._core().metadata
         self.format: str = self._core().format  # "gguf" or "safetensors" (a Hugging Face / MLX directory)
         try:
@@ -519,7 +522,7 @@ def _is_whisper(path: str) -> bool:
 def load(path: str, device: str = "cpu", n_ctx: Optional[int] = None, n_threads: int = 0,
          chat_template: Optional[str] = None, n_beams: int = 5, n_batch: Optional[int] = None,
          parallel: int = 1, kv_tokens: Optional[int] = None, max_queue: int = 0,
-         revision: Optional[str] = None):
+         revision: Optional[str] = None, tensor_parallel: int = 1):
     """Load a model: a GGUF file, a Hugging Face / MLX directory (config.json + safetensors +
     tokenizer.json), a CTranslate2 Whisper directory (model.bin, as faster-whisper uses), a
     named model such as ``"gemma3-270m"``, ``"all-minilm-l6-v2"`` or ``"whisper-tiny.en"``, or
@@ -538,11 +541,17 @@ def load(path: str, device: str = "cpu", n_ctx: Optional[int] = None, n_threads:
     batched KV cache's size in tokens, shared by all of them (default: as much as
     parallel whole contexts, as far as memory allows). `max_queue`: callers that may
     wait for the model beyond those (0: no limit); one more raises QueueFullError.
+    `tensor_parallel`: split the model over that many devices (Megatron-style tensor
+    parallelism: attention heads, FFN and vocabulary split, one all-reduce after each
+    block's output projections): GPUs 0..N-1 over NCCL on "cuda", threads on "cpu".
     """
     path = resolve_model_path(path, revision=revision)
     if _known_device(device) and _is_whisper(path):
+        if tensor_parallel != 1:
+            raise AkunuError("tensor parallelism serves text-generation models; Whisper runs on one device")
         from .whisper import WhisperModel
 
         return WhisperModel(path, device=device, n_threads=n_threads, n_beams=n_beams)
     return Model(path, device=device, n_ctx=n_ctx, n_threads=n_threads, chat_template=chat_template,
-                 n_batch=n_batch, parallel=parallel, kv_tokens=kv_tokens, max_queue=max_queue)
+                 n_batch=n_batch, parallel=parallel, kv_tokens=kv_tokens, max_queue=max_queue,
+                 tensor_parallel=tensor_parallel)

@@ -19,6 +19,9 @@ struct ScratchBuffers {
     Buffer chain_ids;   // decode chain: ids[0] in, ids[i+1] written by argmax or sample
     Buffer row_ids;     // prefill: argmax of each logits row
     Buffer segments;    // encoders: [start, end) of each token's sequence in a packed pass
+    // Tensor parallelism (ModelConfig::tp_ranks > 1): this rank's slice of
+    // each logits row, and the gathered slices before their interleaving.
+    Buffer logits_shard, logits_stage;
 
     // logit_rows: rows of the logits buffer (encoders need none of it)
     void allocate(Device& d, const ModelConfig& c, int tokens, int chain, int logit_rows) {
@@ -42,6 +45,11 @@ struct ScratchBuffers {
         chain_ids = f((size_t)chain + 1);
         row_ids = f(m);
         segments = f(2 * m);
+        if (c.tp_ranks > 1) {
+            const size_t rows = (size_t)std::max(logit_rows, 1) * c.vocab_shard;
+            logits_shard = f(rows);
+            logits_stage = f(rows * c.tp_ranks);
+        }
     }
     void release(Device& d) { owned_.release(d); }
     size_t bytes() const { return owned_.bytes(); }

@@ -1,8 +1,10 @@
 #include "core/device.h"
 
 #include "core/dispatch_table.h"
+#include "core/error.h"
 
 #include <atomic>
+#include <string>
 #include <chrono>
 #include <vector>
 
@@ -39,6 +41,10 @@ void Device::encode_dispatch_table(const DispatchTable& table, const ReplayState
     end_encoding_sync();
 }
 
+void Device::set_collective(Collective*) {
+    throw Error(std::string("the ") + backend_name() + " backend cannot be a rank of a tensor-parallel model");
+}
+
 void Device::copy_buffer(Buffer dst, size_t dst_offset, Buffer src, size_t src_offset, size_t bytes) {
     std::vector<uint8_t> staging(bytes);
     read_buffer(staging.data(), src, bytes, src_offset);
@@ -52,6 +58,7 @@ std::vector<double> Device::time_commands(const DispatchTable& table, const Repl
     one.commands.resize(1);
     for (const DispatchCmd& cmd : table.commands) {
         one.commands[0] = cmd;
+        one.renew_id();  // new content: a backend's compiled form of the last one must not be replayed
         out.push_back(time_table(one, st));
     }
     return out;

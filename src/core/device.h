@@ -26,6 +26,7 @@ struct Dim3 {
 
 struct DispatchTable;
 struct DTypeDescriptor;
+class Collective;
 
 // Per-replay values that the dispatch table patches into commands.
 struct ReplayState {
@@ -117,6 +118,12 @@ public:
     virtual void encode_decode_pass(const DispatchTable& table, const ReplayState& state) {
         encode_dispatch_table(table, state);
     }
+
+    // Tensor parallelism: makes this device rank `c->rank()` of `c->size()`;
+    // its "all_reduce_sum" and "all_gather_cols" commands go through `c`
+    // (owned by the caller, alive as long as this device). A backend that
+    // cannot be a rank refuses with a clear error.
+    virtual void set_collective(Collective* c);
 
     // Profiling (cold path): runs the table one command at a time, each to
     // completion, and returns the seconds each took (time_table of each).

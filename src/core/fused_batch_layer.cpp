@@ -124,6 +124,7 @@ void fused_batch_layer(Builder& b, const ModelConfig& c, const ArchDescriptor& a
     qk_norm_rope_kv_paged(b, arch, w, L, l, base, scale, attn);
     attention(b, l, local);
     b.matmul("o_proj", L.wo, s.attn, qd, s.proj, dim);
+    b.all_reduce("o_proj_all_reduce", s.proj);
     if (arch.has_post_attn_norm) {
         b.rmsnorm_residual("post_attn_norm_residual", s.proj, L.post_attn_norm, s.h);
         b.rmsnorm("ffn_norm", s.h, L.ffn_norm, s.xn, dim, 1, dim);
@@ -138,6 +139,7 @@ void fused_batch_layer(Builder& b, const ModelConfig& c, const ArchDescriptor& a
             .buf(s.gate).buf(s.up).buf(s.act).params(p).patch_n(offsetof(GatedActParams, n_tokens)).emit();
     }
     b.matmul("down_proj", L.w_down, s.act, ff, s.proj, dim);
+    b.all_reduce("ffn_all_reduce", s.proj);
     const Weight* next_norm = last ? nullptr : &w.layers[(size_t)l + 1].attn_norm;
     if (arch.has_post_ffn_norm) {
         b.rmsnorm_residual("post_ffn_norm_residual", s.proj, L.post_ffn_norm, s.h);

@@ -37,24 +37,32 @@ void fused_decode_layer(Builder& b, const ModelConfig& c, const ArchDescriptor& 
     // Post-norms (Gemma 3): the projection alone through gemv_multi (which
     // reads a Q8Link: no rounding kernel of its own), then norm and residual
     // in one (rmsnorm_residual): 11 launches a layer instead of 14.
-    if (arch.has_post_attn_norm) {
+    // Tensor parallelism: each rank's O and down projections are partial
+    // sums, added up (all_reduce) before they meet the residual stream.
+    const bool split = c.tp_ranks > 1;
+    if (arch.has_post_attn_norm || split) {
         b.multi("o_proj", kGemvSeparate, s.attn, nullptr, {{&L.wo, s.proj}});
-        b.rmsnorm_residual("post_attn_norm_residual", s.proj, L.post_attn_norm, s.h);
+        b.all_reduce("o_proj_all_reduce", s.proj);
+        if (arch.has_post_attn_norm) b.rmsnorm_residual("post_attn_norm_residual", s.proj, L.post_attn_norm, s.h);
+        else b.add("attn_residual", s.h, s.proj);
     } else {
         b.multi("o_proj_residual", kGemvAccumulate, s.attn, nullptr, {{&L.wo, s.h}});
     }
     if (c.n_experts > 0) {  // the MoE FFN's own commands (moe_ffn), then the residual
         b.rmsnorm("ffn_norm", s.h, L.ffn_norm, s.xn, dim, 1, dim);
         b.moe_ffn(L);
+        b.all_reduce("ffn_all_reduce", s.proj);
         if (arch.has_post_ffn_norm) b.rmsnorm_residual("post_ffn_norm_residual", s.proj, L.post_ffn_norm, s.h);
         else b.add("ffn_residual", s.h, s.proj);
         return;
     }
     const MultiGemvMode act = arch.activation == Activation::GeluGate ? kGemvGeluGate : kGemvSiluGate;
     b.multi("gate_up_act", act, s.h, &L.ffn_norm, {{&L.w_gate, s.act}, {&L.w_up, s.act}});
-    if (arch.has_post_ffn_norm) {
+    if (arch.has_post_ffn_norm || split) {
         b.multi("down_proj", kGemvSeparate, s.act, nullptr, {{&L.w_down, s.proj}});
-        b.rmsnorm_residual("post_ffn_norm_residual", s.proj, L.post_ffn_norm, s.h);
+        b.all_reduce("ffn_all_reduce", s.proj);
+        if (arch.has_post_ffn_norm) b.rmsnorm_residual("post_ffn_norm_residual", s.proj, L.post_ffn_norm, s.h);
+        else b.add("ffn_residual", s.h, s.proj);
     } else {
         b.multi("down_proj_residual", kGemvAccumulate, s.act, nullptr, {{&L.w_down, s.h}});
     }

@@ -135,6 +135,25 @@ struct PagedAttentionParams {
 
 // gather_rows: dst[r, :] = src[idx[r], :] for r < n_rows (the rows of a
 // ragged pass whose logits are wanted). Buffers: 0 src, 1 idx (int32), 2 dst.
+// Tensor parallelism (core/collective.h): x[t, 0..n) summed over the ranks,
+// in place, for n_tokens rows n floats apart.
+struct AllReduceParams {
+    uint32_t n;
+    uint32_t n_tokens;
+};
+
+// Tensor parallelism: each rank holds `cols` columns of an n_rows-row matrix
+// (buffer 0, rows `cols` apart: rank r's columns [r * cols, (r + 1) * cols));
+// out (buffer 1, rows out_stride apart) gets columns [0, out_cols) of the
+// whole, the same on every rank; buffer 2 is staging of size x n_rows x cols
+// floats (the gathered blocks, rank-major, before their interleaving).
+struct AllGatherColsParams {
+    uint32_t cols;
+    uint32_t n_rows;
+    uint32_t out_stride;
+    uint32_t out_cols;
+};
+
 struct GatherRowsParams {
     uint32_t dim;
     uint32_t n_rows;

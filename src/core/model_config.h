@@ -85,6 +85,13 @@ struct ModelConfig {
     // activations, or a MoE model's scratch row (moe_row_width).
     int act_row_width() const { return n_experts > 0 ? std::max(ffn_dim, moe_row_width()) : ffn_dim; }
 
+    // Tensor parallelism (parallel/shard_weights.h): the ranks the model is
+    // split over (1: not split). On a rank's config the head counts and FFN
+    // widths are that rank's share, and its logit projection computes
+    // vocab_shard rows of the vocabulary, gathered into vocab_size logits.
+    int tp_ranks = 1;
+    int vocab_shard = 0;
+
     int q_dim() const { return n_heads * head_dim; }
     int kv_dim() const { return n_kv_heads * head_dim; }
 };

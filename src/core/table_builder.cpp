@@ -99,6 +99,7 @@ DispatchTable build_dispatch_table(Device& device, const ModelConfig& c, const A
         }
         b.attention(kv, l, local);
         b.matmul("o_proj", L.wo, s.attn, qd, s.proj, dim);
+        b.all_reduce("o_proj_all_reduce", s.proj);
         if (arch.has_post_attn_norm) b.rmsnorm("post_attn_norm", s.proj, L.post_attn_norm, s.proj, dim, 1, dim);
         b.add("attn_residual", s.h, s.proj);
 
@@ -114,6 +115,7 @@ DispatchTable build_dispatch_table(Device& device, const ModelConfig& c, const A
                 .buf(s.gate).buf(s.up).buf(s.act).params(p).patch_n(offsetof(GatedActParams, n_tokens)).emit();
             b.matmul("down_proj", L.w_down, s.act, ff, s.proj, dim);
         }
+        b.all_reduce("ffn_all_reduce", s.proj);
         if (arch.has_post_ffn_norm) b.rmsnorm("post_ffn_norm", s.proj, L.post_ffn_norm, s.proj, dim, 1, dim);
         b.add("ffn_residual", s.h, s.proj);
     }
@@ -128,18 +130,32 @@ DispatchTable build_dispatch_table(Device& device, const ModelConfig& c, const A
         NormParams np{dim, 1, 1, dim, c.norm_eps, c.norm_weight_offset, 0, dim};
         Cmd(t, device, "rmsnorm", "output_norm").buf(s.proj).buf(w.output_norm.buf).buf(s.xn)
             .params(np).patch_n_out(offsetof(NormParams, n_tokens)).emit();
+        const bool split = c.tp_ranks > 1;  // each rank its vocabulary slice, then gathered
+        const uint32_t rows_out = split ? (uint32_t)c.vocab_shard : (uint32_t)c.vocab_size;
         MatmulParams mp{(uint32_t)w.output.shape[1], (uint32_t)w.output.shape[0], 1, w.output.dtype, dim,
-                        (uint32_t)c.vocab_size, 0, 0, 1, 0};
+                        rows_out, 0, 0, 1, 0};
         Cmd(t, device, dtype_lookup(w.output.dtype)->gemm_kernel, "lm_head").buf(w.output.buf).buf(s.xn)
-            .buf(s.logits).params(mp).patch_n_out(offsetof(MatmulParams, n_tokens))
+            .buf(split ? s.logits_shard : s.logits).params(mp).patch_n_out(offsetof(MatmulParams, n_tokens))
             .patch_n_out_generated(offsetof(MatmulParams, generated_rows)).emit();
+        if (split) {
+            AllGatherColsParams gp{rows_out, 1, (uint32_t)c.vocab_size, (uint32_t)c.vocab_size};
+            Cmd(t, device, "all_gather_cols", "lm_head_gather").buf(s.logits_shard).buf(s.logits).buf(s.logits_stage)
+                .params(gp).patch_n_out(offsetof(AllGatherColsParams, n_rows)).emit();
+        }
         return t;
     }
 
     // Output head. In last-row mode (generation) only the final token's row is
     // normalized and projected, into logits row 0.
     b.rmsnorm("output_norm", s.h, w.output_norm, s.xn, dim, 1, dim, true);
-    b.matmul("lm_head", w.output, s.xn, dim, s.logits, (uint32_t)c.vocab_size, nullptr, true);
+    if (c.tp_ranks > 1) {  // each rank its vocabulary slice, then gathered into whole rows
+        b.matmul("lm_head", w.output, s.xn, dim, s.logits_shard, (uint32_t)c.vocab_shard, nullptr, true);
+        AllGatherColsParams gp{(uint32_t)c.vocab_shard, 1, (uint32_t)c.vocab_size, (uint32_t)c.vocab_size};
+        Cmd(t, device, "all_gather_cols", "lm_head_gather").buf(s.logits_shard).buf(s.logits).buf(s.logits_stage)
+            .params(gp).head().patch_n(offsetof(AllGatherColsParams, n_rows)).emit();
+    } else {
+        b.matmul("lm_head", w.output, s.xn, dim, s.logits, (uint32_t)c.vocab_size, nullptr, true);
+    }
     {
         // Decode writes the next id into chain slot token_index + 1; prefill
         // writes one id per logits row (the last row's in last-row mode).

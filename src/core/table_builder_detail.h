@@ -131,6 +131,14 @@ struct Builder {
             .patch_n(offsetof(NormParams, n_tokens)).emit();
     }
 
+    // Tensor parallelism: x (n_tokens rows of dim) is each rank's partial sum
+    // of a row-split projection (O, down): summed over the ranks, in place.
+    void all_reduce(const char* label, Buffer x) {
+        if (c.tp_ranks <= 1) return;
+        AllReduceParams p{(uint32_t)c.dim, 1};
+        Cmd(t, dev, "all_reduce_sum", label).buf(x).params(p).patch_n(offsetof(AllReduceParams, n_tokens)).emit();
+    }
+
     void add(const char* label, Buffer x, Buffer y) {
         AddParams p{(uint32_t)c.dim, 1};
         Cmd(t, dev, "add_inplace", label).buf(x).buf(y).params(p).patch_n(offsetof(AddParams, n_tokens)).emit();

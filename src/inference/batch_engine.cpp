@@ -63,12 +63,15 @@ BatchEngine::BatchEngine(Device& dev, const ModelConfig& cfg, const ArchDescript
 
     BatchBuffers bb{&kv_, rows_, out_rows_};
     table_ = build_dispatch_table(dev, cfg, arch, w, unused_kv_, scratch_, TableKind::Batch, &bb);
+    // The output head: gather_rows, output_norm, lm_head (and, split over
+    // tensor-parallel ranks, the gather of the vocabulary slices).
     const size_t n_cmds = table_.labels.size();
-    if (n_cmds < kBatchHeadCommands || table_.labels[n_cmds - 3] != "gather_rows" ||
-        table_.labels[n_cmds - 1] != "lm_head")
+    const size_t head_cmds = kBatchHeadCommands + (cfg.tp_ranks > 1 ? 1 : 0);
+    if (n_cmds < head_cmds || table_.labels[n_cmds - head_cmds] != "gather_rows" ||
+        table_.labels[n_cmds - head_cmds + 2] != "lm_head")
         throw Error("internal error: the batch table does not end with its output head");
     body_ = table_;
-    body_.commands.resize(body_.commands.size() - kBatchHeadCommands);
+    body_.commands.resize(body_.commands.size() - head_cmds);
     body_.labels.resize(body_.commands.size());
     body_.renew_id();
     argmax_cmd_ = single_command(dev, "argmax", [&](Cmd& c) {
@@ -356,6 +359,7 @@ std::vector<int32_t> BatchEngine::run_step(const std::vector<BatchEntry>& entrie
         draws_.commands.push_back(cmd);
         r++;
     }
+    draws_.renew_id();  // new content each step: no device may replay a compiled form of the last
     if (n_out) {  // (a step without draws is waited for by the next read)
         if (profile) {
             draws_.labels.assign(draws_.commands.size(), "draw");

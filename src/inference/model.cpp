@@ -6,6 +6,8 @@
 #include "core/device_factory.h"
 #include "core/error.h"
 #include "core/table_builder.h"
+#include "parallel/shard_weights.h"
+#include "parallel/tensor_parallel_device.h"
 
 namespace akunu {
 
@@ -42,13 +44,19 @@ Model::Model(const std::string& path, const LoadOptions& opt) {
     // llama.cpp's converter permutes Llama's Q/K to adjacent pairs instead.
     if (std::string(file_->format()) != "gguf") arch_.rope_neox = true;
     cfg_ = config_from_file(*file_, arch_);
-    device_ = create_device(opt.device, opt.n_threads);
+    model_cfg_ = cfg_;
     if (opt.n_batch < 0 || opt.n_batch > kMaxBatch)
         throw Error("n_batch must be between 1 and " + std::to_string(kMaxBatch) + " (0: the device's default), got " +
                     std::to_string(opt.n_batch));
+    if (opt.tensor_parallel < 1) throw Error("tensor_parallel must be at least 1, got " + std::to_string(opt.tensor_parallel));
+    if (opt.tensor_parallel > 1) {
+        load_tensor_parallel(opt);
+    } else {
+        device_ = create_device(opt.device, opt.n_threads);
+        weights_ = std::make_unique<WeightProvider>(file_, *device_);
+        w_ = resolve_weights(*weights_, cfg_, arch_);
+    }
     prefill_chunk_ = opt.n_batch > 0 ? opt.n_batch : std::max(1, device_->prefill_chunk());
-    weights_ = std::make_unique<WeightProvider>(file_, *device_);
-    w_ = resolve_weights(*weights_, cfg_, arch_);
     if (arch_.encoder) {
         load_encoder(opt);
         return;
@@ -72,6 +80,27 @@ Model::Model(const std::string& path, const LoadOptions& opt) {
         build_sample_table(*device_, cfg_, scratch_, sampler_, sp, true).commands.back();
     decode_sampled_table_.renew_id();
     decode_sampled_table_.labels.back() = "sample";
+}
+
+// The model split over opt.tensor_parallel ranks: the weights are read on
+// the host in the file's layout, and each rank takes its slices
+// (parallel/shard_weights.h); the tables are built once for one rank's share
+// and every rank replays them (parallel/tensor_parallel_device.h).
+void Model::load_tensor_parallel(const LoadOptions& opt) {
+    cfg_ = shard_config(model_cfg_, arch_, opt.tensor_parallel);  // a clear error before any device is made
+    std::unique_ptr<TensorParallelDevice> tp =
+        create_tensor_parallel_device(opt.device, opt.tensor_parallel, opt.n_threads);
+    host_device_ = create_host_device();
+    weights_ = std::make_unique<WeightProvider>(file_, *host_device_);
+    const ModelWeights host = resolve_weights(*weights_, model_cfg_, arch_);
+    try {
+        w_ = shard_weights(host, model_cfg_, cfg_, *tp, shards_);
+    } catch (...) {
+        for (Buffer b : shards_) tp->free_buffer(b);
+        shards_.clear();
+        throw;
+    }
+    device_ = std::move(tp);
 }
 
 void Model::require_decoder(const char* what) const {
@@ -107,6 +136,7 @@ Model::~Model() {
     kv_.release(*device_);
     scratch_.release(*device_);
     if (!arch_.encoder) sampler_.release(*device_);
+    for (Buffer b : shards_) device_->free_buffer(b);
     weights_.reset();
 }
 

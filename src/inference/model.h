@@ -26,6 +26,9 @@ struct LoadOptions {
     int n_ctx = 0;      // 0: min(trained context, 4096)
     int n_threads = 0;  // 0: all cores (or AKUNU_NUM_THREADS)
     int n_batch = 0;    // tokens per prefill pass; 0: the device's choice (CPU 64, CUDA 512)
+    // Ranks the model is split over (tensor parallelism; parallel/): one GPU
+    // a rank on "cuda", threads on "cpu". 1: one device.
+    int tensor_parallel = 1;
 };
 
 class Model {
@@ -33,7 +36,10 @@ public:
     Model(const std::string& path, const LoadOptions& opt);
     ~Model();
 
-    const ModelConfig& config() const { return cfg_; }
+    // The model's dimensions (a tensor-parallel model's whole heads and widths).
+    const ModelConfig& config() const { return model_cfg_; }
+    // Ranks the model is split over (1: one device).
+    int tensor_parallel() const { return cfg_.tp_ranks; }
     const ModelFile& file() const { return *file_; }
     const ArchDescriptor& arch() const { return arch_; }
     bool is_encoder() const { return arch_.encoder; }
@@ -102,12 +108,17 @@ private:
     void record_history(const int32_t* ids, size_t n, int pos);
     void apply_sample_params();
 
+    void load_tensor_parallel(const LoadOptions& opt);
+
     std::shared_ptr<ModelFile> file_;
+    std::unique_ptr<Device> host_device_;  // tensor parallelism: reads weights before they are split
     std::unique_ptr<Device> device_;
-    ModelConfig cfg_;
+    ModelConfig model_cfg_;  // as the file gives it
+    ModelConfig cfg_;        // what this device computes (one rank's share when split)
     ArchDescriptor arch_;
     std::unique_ptr<WeightProvider> weights_;
     ModelWeights w_;
+    std::vector<Buffer> shards_;  // tensor parallelism: the weights' composed buffers (freed through device_)
     KVCache kv_;
     ScratchBuffers scratch_;
     int chain_length_ = 16;           // decode steps per submission (the device's choice)

@@ -71,17 +71,19 @@ PYBIND11_MODULE(_core, m) {
 
     bind_batching(m);
     py::class_<Model>(m, "Model")
-        .def(py::init([](const std::string& path, const std::string& device, int n_ctx, int n_threads, int n_batch) {
+        .def(py::init([](const std::string& path, const std::string& device, int n_ctx, int n_threads, int n_batch,
+                         int tensor_parallel) {
                  LoadOptions o;
                  o.device = device;
                  o.n_ctx = n_ctx;
                  o.n_threads = n_threads;
                  o.n_batch = n_batch;
+                 o.tensor_parallel = tensor_parallel;
                  py::gil_scoped_release release;
                  return std::make_unique<Model>(path, o);
              }),
              py::arg("path"), py::arg("device") = "cpu", py::arg("n_ctx") = 0, py::arg("n_threads") = 0,
-             py::arg("n_batch") = 0)
+             py::arg("n_batch") = 0, py::arg("tensor_parallel") = 1)
         .def_property_readonly("metadata", [](const Model& m) { return file_metadata(m.file()); })
         .def_property_readonly("tensors", [](const Model& m) { return file_tensors(m.file()); })
         .def_property_readonly("format", [](const Model& m) { return std::string(m.file().format()); })
@@ -115,6 +117,7 @@ PYBIND11_MODULE(_core, m) {
             return d;
         })
         .def_property_readonly("device_name", [](const Model& m) { return std::string(m.device().backend_name()); })
+        .def_property_readonly("tensor_parallel", &Model::tensor_parallel)
         .def_property_readonly("n_past", &Model::n_past)
         .def_property_readonly("memory_bytes", &Model::memory_bytes)
         .def("truncate", &Model::truncate, py::call_guard<py::gil_scoped_release>())

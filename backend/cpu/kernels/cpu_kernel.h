@@ -12,11 +12,14 @@
 namespace akunu {
 
 class ThreadPool;
+class Collective;
 
 struct CpuArgs {
     uint8_t* buf[10];  // DispatchCmd::MAX_BUFFERS
     const uint8_t* params;
     ThreadPool* pool;
+    // The device's collective (a tensor-parallel rank), else nullptr.
+    Collective* collective = nullptr;
 
     template <typename T>
     T p() const {

@@ -12,7 +12,8 @@
 
 namespace akunu {
 
-class BlasGemm;  // gemm_blas.h
+class BlasGemm;    // gemm_blas.h
+class Collective;  // core/collective.h
 
 // Decode activations rounded to 8 bits (act_q8.h): token t's values at
 // q + t * K (int8, 16-byte aligned) and ds + t * K / 32, one {d, d * sum(q)}
@@ -103,6 +104,10 @@ struct CudaArgs : CommandBytes {
     size_t split_scratch_bytes = 0;
     // The device's cuBLAS prefill GEMM (gemm_blas.h), or nullptr without cuBLAS.
     BlasGemm* blas = nullptr;
+    // Tensor parallelism: this rank's collective (Device::set_collective; NCCL,
+    // nccl_collective.h), or nullptr on a device that is not a rank. The
+    // collective commands (collective.cu) enqueue through it on `stream`.
+    Collective* collective = nullptr;
     // Set by a Q8Link (see there): the writer also stores its output's 8-bit
     // rounding at q8_out; the reader finds its input already rounded at q8_in.
     ActQ8 q8_out, q8_in;

@@ -149,7 +149,7 @@ def _describe(rows: List[Dict[str, Any]], model, kind: str, path: str, threads: 
                   "backends": model.device.upper(), "cpu_info": _cpu_name(),
                   "gpu_info": _gpu_name() if model.device == "cuda" else "", "model_filename": path,
                   "model_type": mtype, "model_size": size, "model_n_params": params, "n_threads": threads,
-                  "test_time": stamp})
+                  "tensor_parallel": getattr(model, "tensor_parallel", 1), "test_time": stamp})
         r.setdefault("n_prompt", 0)
         r.setdefault("n_gen", 0)
 

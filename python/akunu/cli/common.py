@@ -29,8 +29,15 @@ def add_model_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("-t", "--threads", type=int, default=0, help="CPU threads (default: all cores)")
     ap.add_argument("-b", "--batch-size", type=int, default=None, help="prompt tokens per prefill pass "
                     "(default: the device's, 64 on the CPU, 512 on CUDA)")
+    add_tensor_parallel_arg(ap)
     ap.add_argument("--verbose", action="store_true", help="show tracebacks and load details")
     ap.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+
+
+def add_tensor_parallel_arg(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--tp", "--tensor-parallel", dest="tp", type=int, default=1, metavar="N",
+                    help="split the model over N devices (tensor parallelism: GPUs 0..N-1 over NCCL with "
+                         "--device cuda; default 1)")
 
 
 def add_sampling_args(ap: argparse.ArgumentParser, temperature: float = 0.0) -> None:
@@ -106,6 +113,8 @@ def load_model(args: argparse.Namespace, quiet: bool = False):
         raise CliError(f"--threads must be >= 0, got {args.threads}")
     if getattr(args, "batch_size", None) is not None and args.batch_size <= 0:
         raise CliError(f"--batch-size must be positive, got {args.batch_size}")
+    if getattr(args, "tp", 1) < 1:
+        raise CliError(f"--tp must be at least 1, got {args.tp}")
     path = resolve_model_path(args.model)
     if os.path.isdir(path) and not os.path.exists(os.path.join(path, "config.json")):
         raise CliError(f"'{path}' is a directory without config.json; give a .gguf file or a Hugging Face / "
@@ -119,7 +128,8 @@ def load_model(args: argparse.Namespace, quiet: bool = False):
         _warm_with_progress(path, quiet)
     try:
         model = load(path, device=args.device, n_ctx=args.ctx, n_threads=args.threads,
-                     chat_template=getattr(args, "chat_template", None), n_batch=getattr(args, "batch_size", None))
+                     chat_template=getattr(args, "chat_template", None), n_batch=getattr(args, "batch_size", None),
+                     tensor_parallel=getattr(args, "tp", 1))
     except MemoryError:
         raise CliError("out of memory while loading the model; try a smaller --ctx") from None
     if getattr(model, "is_whisper", False) and not getattr(args, "speech_ok", False):

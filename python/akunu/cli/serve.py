@@ -19,7 +19,7 @@ import sys
 from typing import Dict, List, Optional
 
 from .. import __version__
-from .common import CliError, load_model, run
+from .common import CliError, add_tensor_parallel_arg, load_model, run
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda", "metal", "auto"])
     ap.add_argument("-c", "--ctx", type=int, default=None, help="context size per model")
     ap.add_argument("-t", "--threads", type=int, default=0)
+    add_tensor_parallel_arg(ap)
     ap.add_argument("--max-tokens", type=int, default=4096, help="largest max_tokens a request may ask "
                     "(and the default)")
     ap.add_argument("--max-body-bytes", type=int, default=16 << 20, help="largest request body (default 16 MiB)")

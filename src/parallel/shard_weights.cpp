@@ -1,0 +1,231 @@
+#include "parallel/shard_weights.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "core/dtype_descriptor.h"
+#include "core/error.h"
+#include "core/quant_blocks.h"
+#include "parallel/tensor_parallel_device.h"
+
+namespace akunu {
+namespace {
+
+// How one weight is split: which of its rows (GGUF order: shape[1]) or
+// columns (shape[0]) a rank takes; the expert kinds apply per expert of a
+// stacked [cols, rows, n] tensor.
+enum class Split { Replicate, QRows, KVRows, QCols, FfnRows, FfnCols, VocabRows, ExpertRows, ExpertCols,
+                   SharedRows, SharedCols };
+
+struct ModelField {
+    Weight ModelWeights::*member;
+    Split split;
+};
+
+const ModelField kModelFields[] = {
+    {&ModelWeights::tok_embd, Split::Replicate},
+    {&ModelWeights::output_norm, Split::Replicate},
+    {&ModelWeights::output, Split::VocabRows},
+    {&ModelWeights::rope_freqs, Split::Replicate},
+};
+
+struct LayerField {
+    Weight LayerWeights::*member;
+    Split split;
+};
+
+const LayerField kLayerFields[] = {
+    {&LayerWeights::attn_norm, Split::Replicate},   {&LayerWeights::wq, Split::QRows},
+    {&LayerWeights::wk, Split::KVRows},             {&LayerWeights::wv, Split::KVRows},
+    {&LayerWeights::bq, Split::QRows},              {&LayerWeights::bk, Split::KVRows},
+    {&LayerWeights::bv, Split::KVRows},             {&LayerWeights::q_norm, Split::Replicate},
+    {&LayerWeights::k_norm, Split::Replicate},      {&LayerWeights::wo, Split::QCols},
+    {&LayerWeights::post_attn_norm, Split::Replicate}, {&LayerWeights::ffn_norm, Split::Replicate},
+    {&LayerWeights::w_gate, Split::FfnRows},        {&LayerWeights::w_up, Split::FfnRows},
+    {&LayerWeights::w_down, Split::FfnCols},        {&LayerWeights::post_ffn_norm, Split::Replicate},
+    {&LayerWeights::gate_inp, Split::Replicate},    {&LayerWeights::gate_exps, Split::ExpertRows},
+    {&LayerWeights::up_exps, Split::ExpertRows},    {&LayerWeights::down_exps, Split::ExpertCols},
+    {&LayerWeights::gate_inp_shexp, Split::Replicate}, {&LayerWeights::gate_shexp, Split::SharedRows},
+    {&LayerWeights::up_shexp, Split::SharedRows},   {&LayerWeights::down_shexp, Split::SharedCols},
+};
+
+// [first, first + count) of the rows or columns a rank takes.
+struct Range {
+    uint64_t first, count;
+};
+
+struct RankPlan {
+    const ModelConfig& g;  // the whole model
+    const ModelConfig& l;  // one rank's share
+    int rank;
+
+    Range range(Split s) const {
+        const uint64_t hd = (uint64_t)g.head_dim, r = (uint64_t)rank;
+        switch (s) {
+            case Split::QRows:
+            case Split::QCols:
+                return {r * (uint64_t)l.n_heads * hd, (uint64_t)l.n_heads * hd};
+            case Split::KVRows: {
+                // the KV heads this rank's query heads read: a block of them,
+                // or the one they share when there are fewer KV heads than ranks
+                const uint64_t first_head = g.n_kv_heads >= l.tp_ranks
+                                                ? r * (uint64_t)l.n_kv_heads
+                                                : r * (uint64_t)g.n_kv_heads / (uint64_t)l.tp_ranks;
+                return {first_head * hd, (uint64_t)l.n_kv_heads * hd};
+            }
+            case Split::FfnRows:
+            case Split::FfnCols:
+                return {r * (uint64_t)l.ffn_dim, (uint64_t)l.ffn_dim};
+            case Split::ExpertRows:
+            case Split::ExpertCols:
+                return {r * (uint64_t)l.expert_ffn_dim, (uint64_t)l.expert_ffn_dim};
+            case Split::SharedRows:
+            case Split::SharedCols:
+                return {r * (uint64_t)l.shared_expert_ffn_dim, (uint64_t)l.shared_expert_ffn_dim};
+            case Split::VocabRows:
+                return {r * (uint64_t)l.vocab_shard, (uint64_t)l.vocab_shard};
+            case Split::Replicate:
+                break;
+        }
+        return {0, 0};
+    }
+};
+
+bool splits_columns(Split s) { return s == Split::QCols || s == Split::FfnCols || s == Split::ExpertCols || s == Split::SharedCols; }
+
+size_t row_bytes(uint32_t dtype, uint64_t cols, const char* what) {
+    const DTypeDescriptor* dt = dtype_lookup(dtype);
+    if (!dt || dt->block_elems == 0 || cols % dt->block_elems != 0)
+        throw UnsupportedError(std::string("tensor parallelism: ") + what + " rows of " + std::to_string(cols) +
+                               " are not whole " + dtype_name(dtype) + " blocks");
+    return (size_t)(cols / dt->block_elems) * dt->block_bytes;
+}
+
+// The bytes of one rank's slice of `w`, in the file's layout (a column slice
+// must start and end on block boundaries); `rows_out` / `cols_out` its shape.
+std::vector<uint8_t> slice(const Weight& w, Split s, Range rg, uint64_t* cols_out, uint64_t* rows_out) {
+    const uint64_t cols = w.shape[0];
+    const uint64_t rows = w.shape.size() > 1 ? w.shape[1] : 1;
+    const uint64_t n = w.shape.size() > 2 ? w.shape[2] : 1;
+    const uint8_t* src = static_cast<const uint8_t*>(w.buf.contents);
+    std::vector<uint8_t> out;
+    if (w.shape.size() == 1) {  // a vector (bias): elements are its rows
+        const size_t e = row_bytes(w.dtype, 1, "vector");
+        out.assign(src + rg.first * e, src + (rg.first + rg.count) * e);
+        *cols_out = rg.count;
+        *rows_out = 1;
+        return out;
+    }
+    const size_t rb = row_bytes(w.dtype, cols, "weight");
+    if (!splits_columns(s)) {
+        // rows [first, first + count) of each expert; rows past the end (the
+        // last vocabulary slice) stay zero: a zero block is 0 in every format
+        out.assign((size_t)(rg.count * rb * n), 0);
+        for (uint64_t e = 0; e < n; e++) {
+            const uint64_t have = rg.first >= rows ? 0 : std::min(rg.count, rows - rg.first);
+            if (have) std::memcpy(out.data() + e * rg.count * rb, src + (e * rows + rg.first) * rb, (size_t)(have * rb));
+        }
+        *cols_out = cols;
+        *rows_out = rg.count;
+        return out;
+    }
+    const size_t skip = row_bytes(w.dtype, rg.first, "column-split");
+    const size_t keep = row_bytes(w.dtype, rg.count, "column-split");
+    out.resize((size_t)(rows * n) * keep);
+    for (uint64_t i = 0; i < rows * n; i++) std::memcpy(out.data() + i * keep, src + i * rb + skip, keep);
+    *cols_out = rg.count;
+    *rows_out = rows;
+    return out;
+}
+
+// One weight on one rank: in place from host memory (replicated), or its
+// slice; regrouped where the rank's device asks for another layout.
+Weight place(Device& d, const Weight& w, Split s, Range rg) {
+    const bool vector = w.shape.size() == 1, experts = w.shape.size() > 2;
+    uint64_t cols = w.shape[0], rows = vector ? 1 : w.shape[1];
+    std::vector<uint8_t> sliced;
+    const uint8_t* data = static_cast<const uint8_t*>(w.buf.contents);
+    size_t bytes = w.buf.size;
+    std::vector<uint64_t> shape = w.shape;
+    if (s != Split::Replicate) {
+        sliced = slice(w, s, rg, &cols, &rows);
+        data = sliced.data();
+        bytes = sliced.size();
+        if (vector) shape = {cols};
+        else shape[0] = cols, shape[1] = rows;
+    }
+    uint32_t layout = w.dtype;
+    if (!vector && !experts) layout = d.weight_layout(w.dtype, rows, cols);
+    if (layout != w.dtype) {
+        std::vector<uint8_t> regrouped(bytes);
+        blocks::regroup_x8(w.dtype, data, regrouped.data(), (int64_t)rows, (int64_t)cols);
+        return Weight{d.allocate(regrouped.data(), regrouped.size()), layout, shape};
+    }
+    // host memory that outlives the model (the mapping, the host provider's vectors) is wrapped
+    return Weight{sliced.empty() ? d.wrap_host(data, bytes) : d.allocate(data, bytes), layout, shape};
+}
+
+}  // namespace
+
+ModelConfig shard_config(const ModelConfig& c, const ArchDescriptor& arch, int n) {
+    auto fail = [&](const std::string& why) -> ModelConfig {
+        throw UnsupportedError("this model cannot be split over " + std::to_string(n) + " ranks (tensor_parallel=" +
+                               std::to_string(n) + "): " + why);
+    };
+    if (n < 2) return c;
+    if (arch.encoder) return fail("tensor parallelism serves decoder models; embedding models run on one device");
+    if (arch.qk_norm_full_width)
+        return fail("its Q / K norms span every head (" + std::string(arch.name) + "), which a split by heads cannot compute");
+    if (c.n_heads % n != 0)
+        return fail(std::to_string(c.n_heads) + " attention heads do not split evenly");
+    if (c.n_kv_heads % n != 0 && n % c.n_kv_heads != 0)
+        return fail(std::to_string(c.n_kv_heads) + " KV heads neither split evenly nor divide the ranks");
+    if (c.n_experts == 0 && c.ffn_dim % n != 0) return fail("the FFN width " + std::to_string(c.ffn_dim) + " does not split evenly");
+    if (c.expert_ffn_dim % n != 0 || c.shared_expert_ffn_dim % n != 0)
+        return fail("the experts' FFN width does not split evenly");
+    ModelConfig l = c;
+    l.tp_ranks = n;
+    l.n_heads = c.n_heads / n;
+    l.n_kv_heads = std::max(1, c.n_kv_heads / n);
+    if (c.n_experts == 0) l.ffn_dim = c.ffn_dim / n;
+    l.expert_ffn_dim = c.expert_ffn_dim / n;
+    l.shared_expert_ffn_dim = c.shared_expert_ffn_dim / n;
+    l.vocab_shard = (c.vocab_size + n - 1) / n;
+    return l;
+}
+
+ModelWeights shard_weights(const ModelWeights& host, const ModelConfig& global, const ModelConfig& local,
+                           TensorParallelDevice& dev, std::vector<Buffer>& owned) {
+    const int n = dev.ranks();
+    std::vector<ModelWeights> per_rank((size_t)n, host);
+    dev.for_each_rank([&](int r, Device& d) {
+        RankPlan plan{global, local, r};
+        ModelWeights& w = per_rank[(size_t)r];
+        auto one = [&](Weight& dst, const Weight& src, Split s) {
+            if (!src.buf.contents) return;  // a weight this model does not have
+            dst = place(d, src, s, plan.range(s));
+        };
+        for (const ModelField& f : kModelFields) one(w.*f.member, host.*f.member, f.split);
+        for (size_t l = 0; l < host.layers.size(); l++)
+            for (const LayerField& f : kLayerFields) one(w.layers[l].*f.member, host.layers[l].*f.member, f.split);
+    });
+    // one buffer of `dev` for each weight: rank r's part is rank r's slice
+    ModelWeights out = per_rank[0];
+    auto compose = [&](Weight& dst, const Weight& src, auto part_of) {
+        if (!src.buf.contents) return;
+        std::vector<Buffer> parts;
+        for (const ModelWeights& w : per_rank) parts.push_back(part_of(w).buf);
+        dst.buf = dev.compose(parts);
+        owned.push_back(dst.buf);
+    };
+    for (const ModelField& f : kModelFields)
+        compose(out.*f.member, host.*f.member, [&](const ModelWeights& w) -> const Weight& { return w.*f.member; });
+    for (size_t l = 0; l < host.layers.size(); l++)
+        for (const LayerField& f : kLayerFields)
+            compose(out.layers[l].*f.member, host.layers[l].*f.member,
+                    [&](const ModelWeights& w) -> const Weight& { return w.layers[l].*f.member; });
+    return out;
+}
+
+}  // namespace akunu

@@ -1,0 +1,156 @@
+"""Tensor parallelism (akunu.load(..., tensor_parallel=N)): the model split
+over N ranks (attention heads and KV heads, FFN widths, every expert's FFN
+and the vocabulary; one all-reduce after each block's output projections)
+must compute what one device computes: logits within float tolerance and the
+same greedy tokens (or a parting at a near-tie of the one-device logits), for
+every architecture the split serves and every weight format, through the
+single-stream tables, the fused decode tables and the batch engine. On the
+CPU the ranks are threads; AKUNU_TP_DEVICE=cuda runs the same checks on
+GPUs 0..N-1 (NCCL) against one GPU."""
+
+import os
+
+import numpy as np
+import pytest
+
+import akunu
+from tests.fixtures import random_gguf
+
+DEVICE = os.environ.get("AKUNU_TP_DEVICE", "cpu")
+SPLIT_ARCHS = tuple(a for a in random_gguf.ARCHS + random_gguf.MOE_ARCHS + random_gguf.DENSE_ARCHS +
+                    random_gguf.FUSED_TENSOR_ARCHS if a not in ("olmoe", "olmo2"))
+PROMPT = list(range(5, 45))
+N_GEN = 16
+# ties closer than this (relative to the logits' scale) may part the greedy tokens of two summation orders
+TIE = 1e-3
+
+
+def model(tmp_path_factory, arch, dtype, shape=None):
+    path = str(tmp_path_factory.mktemp("tp") / f"{arch}-{dtype}.gguf")
+    random_gguf.write_model(path, arch, dtype, shape=shape)
+    return path
+
+
+def load(path, n, **kw):
+    if DEVICE == "cuda" and n > 1:
+        try:
+            import torch
+
+            if torch.cuda.device_count() < n:
+                pytest.skip(f"{n} GPUs needed")
+        except ImportError:
+            pass
+    return akunu.load(path, device=DEVICE, tensor_parallel=n, **kw)
+
+
+def greedy_agrees(one, split_tokens, one_tokens):
+    """Equal tokens, or a parting where the one-device logits' top two are within TIE."""
+    if split_tokens == one_tokens:
+        return True
+    i = next(k for k, (a, b) in enumerate(zip(split_tokens, one_tokens)) if a != b)
+    logits = one._core().logits(PROMPT + one_tokens[:i])[-1]
+    top = np.sort(logits)[-2:]
+    return float(top[1] - top[0]) <= TIE * float(np.abs(logits).max())
+
+
+def check_split(path, n, tol):
+    one = load(path, 1)
+    ref = one._core().logits(PROMPT)
+    ref_tokens = one.generate(PROMPT, max_tokens=N_GEN).tokens
+    split = load(path, n)
+    assert split._core().tensor_parallel == n
+    assert split.config["n_heads"] == one.config["n_heads"]  # the model's own dimensions, not a rank's
+    got = split._core().logits(PROMPT)
+    assert got.shape == ref.shape and np.isfinite(got).all()
+    err = float(np.abs(got - ref).max() / np.abs(ref).max())
+    assert err < tol, f"logits of {n} ranks differ from one device's by {err:.2e} (relative)"
+    assert greedy_agrees(one, split.generate(PROMPT, max_tokens=N_GEN).tokens, ref_tokens)
+
+
+@pytest.mark.parametrize("n", [2, 4])
+@pytest.mark.parametrize("arch", SPLIT_ARCHS)
+def test_every_architecture_splits(tmp_path_factory, arch, n):
+    check_split(model(tmp_path_factory, arch, "F32"), n, 1e-3)
+
+
+# Column-split rows (O, down) must end on block boundaries: 32-value blocks at the default shape, 256-value
+# K-quant blocks at a wider one.
+WIDE = random_gguf.Shape(dim=512, n_heads=8, n_kv_heads=4, head_dim=64, ffn_dim=2048, vocab=1000)
+
+
+@pytest.mark.parametrize("dtype,shape", [("F16", None), ("BF16", None), ("Q4_0", None), ("Q8_0", None),
+                                         ("Q4_K_M-blocks", WIDE)], ids=["F16", "BF16", "Q4_0", "Q8_0", "Q4_K_M"])
+@pytest.mark.parametrize("arch", ["llama", "qwen3"])
+def test_every_format_splits(tmp_path_factory, arch, dtype, shape):
+    path = model(tmp_path_factory, arch, dtype, shape)
+    check_split(path, 2, 2e-2 if dtype.startswith("Q") else 1e-3)
+
+
+def test_uneven_vocabulary_and_replicated_kv_heads(tmp_path_factory):
+    # a vocabulary of 1000 over 4 ranks is 250 a rank; 1001 leaves the last slice short (zero rows);
+    # one KV head is replicated on every rank
+    shape = random_gguf.Shape(vocab=1001, n_kv_heads=1)
+    check_split(model(tmp_path_factory, "llama", "F32", shape), 4, 1e-3)
+
+
+def test_fused_decode_tables_split(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("AKUNU_CPU_FUSED_DECODE", "1")
+    for arch in ("llama", "gemma3", "qwen2moe"):
+        check_split(model(tmp_path_factory, arch, "F16"), 2, 1e-3)
+
+
+@pytest.mark.parametrize("fused", ["0", "1"])
+def test_batch_engine_splits(tmp_path_factory, monkeypatch, fused):
+    """Continuous batching over the split model: each request's tokens equal the split model's solo run."""
+    monkeypatch.setenv("AKUNU_CPU_FUSED_BATCH", fused)
+    path = model(tmp_path_factory, "qwen3", "F16")
+    prompts = [list(range(3, 3 + n)) for n in (5, 17, 40, 9)]
+    solo = load(path, 2)
+    want = [solo.generate(p, max_tokens=12).tokens for p in prompts]
+    want_sampled = solo.generate(prompts[1], max_tokens=12, temperature=0.8, seed=3).tokens
+    batched = load(path, 2, parallel=4)
+    assert [r.tokens for r in batched.generate_batch(prompts, max_tokens=12)] == want
+    assert batched.generate(prompts[1], max_tokens=12, temperature=0.8, seed=3).tokens == want_sampled
+
+
+def test_chat_and_stream_through_a_split_model(tmp_path_factory):
+    path = model(tmp_path_factory, "llama", "F16")
+    one, split = load(path, 1), load(path, 2)
+    msgs = [{"role": "user", "content": "Hello there"}]
+    a = one.create_chat_completion(msgs, max_tokens=8, temperature=0)["choices"][0]["message"]["content"]
+    b = split.create_chat_completion(msgs, max_tokens=8, temperature=0)["choices"][0]["message"]["content"]
+    assert a == b
+    assert "".join(split.generate("Once", max_tokens=8, stream=True)) == one.generate("Once", max_tokens=8).text
+
+
+@pytest.mark.parametrize("arch,why", [("olmo2", "span every head"), ("olmoe", "span every head")])
+def test_whole_width_qk_norms_are_a_clear_error(tmp_path_factory, arch, why):
+    with pytest.raises(akunu.AkunuError, match=why):
+        load(model(tmp_path_factory, arch, "F32"), 2)
+
+
+def test_shapes_that_do_not_split_are_a_clear_error(tmp_path_factory):
+    path = model(tmp_path_factory, "llama", "F32")  # 4 heads, 2 KV heads
+    with pytest.raises(akunu.AkunuError, match="4 attention heads do not split evenly"):
+        load(path, 3)
+    kq = model(tmp_path_factory, "llama", "Q4_K_M-blocks")  # O's rows of 256 split in two: half a Q4_K block
+    with pytest.raises(akunu.AkunuError, match="not whole Q4_K blocks"):
+        load(kq, 2)
+
+
+@pytest.mark.parametrize("value", [0, -2, True, 2.0])
+def test_bad_tensor_parallel_values(tmp_path_factory, value):
+    with pytest.raises(akunu.AkunuError, match="tensor_parallel"):
+        akunu.load(model(tmp_path_factory, "llama", "F32"), tensor_parallel=value)
+
+
+def test_embedding_models_and_other_devices_refuse(tmp_path_factory):
+    from tests.fixtures import hf_models
+
+    bert = str(tmp_path_factory.mktemp("bert"))
+    hf_models.make_bert(bert)
+    with pytest.raises(akunu.AkunuError, match="decoder models"):
+        akunu.load(bert, tensor_parallel=2)
+    path = model(tmp_path_factory, "llama", "F32")
+    with pytest.raises(akunu.AkunuError, match="runs on 'cuda'"):
+        akunu.load(path, device="metal", tensor_parallel=2)
