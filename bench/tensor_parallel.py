@@ -80,7 +80,20 @@ def check_akunu_tp() -> None:
 
 def model_file(folder: str, shape: str, fmt: str, bins: Optional[str]) -> str:
     """text_models.quantized_model's file; the F16 source of a shape of OWN_SHAPES is written here first,
-    at the path text_models gives it, so that its quantizer finds it."""
+    at the path text_models gives it, so that its quantizer finds it. Format "Q4_K_M-blocks": random Q4_K /
+    Q6_K blocks placed as llama.cpp's Q4_K_M places them, written directly (no F16 source: a 70B shape's
+    file in minutes, on a disk that could not hold its F16 one)."""
+    if fmt == "Q4_K_M-blocks":
+        from tests.fixtures import random_gguf
+
+        path = os.path.join(folder, f"{shape}-{fmt}.gguf")
+        if not os.path.exists(path):
+            os.makedirs(folder, exist_ok=True)
+            arch, dims = {**text_models.SHAPES, **OWN_SHAPES}[shape]
+            print(f"writing {path}", file=sys.stderr, flush=True)
+            random_gguf.write_model(path + ".part", arch, fmt, seed=1, shape=random_gguf.Shape(**dims))
+            os.replace(path + ".part", path)
+        return path
     if shape in OWN_SHAPES:
         from tests.fixtures import random_gguf
 

@@ -154,3 +154,19 @@ def test_embedding_models_and_other_devices_refuse(tmp_path_factory):
     path = model(tmp_path_factory, "llama", "F32")
     with pytest.raises(akunu.AkunuError, match="runs on 'cuda'"):
         akunu.load(path, device="metal", tensor_parallel=2)
+
+
+@pytest.mark.skipif(DEVICE != "cuda", reason="the peer-to-peer all-reduce is the CUDA backend's")
+def test_peer_to_peer_and_nccl_reductions_agree(tmp_path_factory, monkeypatch):
+    """Decode steps' reductions go over the GPUs' peer-to-peer links, prefill's through NCCL; with
+    AKUNU_P2P_ALL_REDUCE=0 NCCL serves all. Two ranks' sums are one addition either way: the same bits."""
+    path = model(tmp_path_factory, "qwen3", "F16")
+    runs = []
+    for p2p in ("1", "0"):
+        monkeypatch.setenv("AKUNU_P2P_ALL_REDUCE", p2p)
+        m = load(path, 2)
+        toks = m.generate(PROMPT, max_tokens=64).tokens
+        runs.append((toks, m._core().logits(PROMPT + toks[:8])))
+        del m
+    assert runs[0][0] == runs[1][0]
+    assert np.array_equal(runs[0][1], runs[1][1])

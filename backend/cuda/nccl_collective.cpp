@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "nccl_library.h"
+#include "p2p_all_reduce.h"
 
 namespace akunu {
 
@@ -28,6 +29,9 @@ struct NcclGroup {
     std::atomic<bool> aborted{false};
     // Aborts the communicators once abort() was called (see there).
     std::thread reclaimer;
+    // The small reductions (decode steps) over peer-to-peer links, where the
+    // GPUs have them (nullptr: NCCL serves all; AKUNU_P2P_ALL_REDUCE=0 turns it off).
+    std::unique_ptr<P2PAllReduce> p2p;
 
     ~NcclGroup();
     void abort();
@@ -72,6 +76,7 @@ private:
 }  // namespace
 
 void NcclGroup::abort() {
+    if (p2p) p2p->abort();  // (kernels waiting for a rank that failed return)
     bool expected = false;
     if (!initialized || !aborted.compare_exchange_strong(expected, true, std::memory_order_acq_rel)) return;
     // ncclCommAbort first sets the communicator's abort flag (its kernels in
@@ -131,6 +136,11 @@ void NcclCollective::abort() { group_->abort(); }
 
 void NcclCollective::all_reduce_sum(float* x, size_t n, void* stream) {
     if (n == 0) return;  // (the same on every rank: the commands' parameters are)
+    if (group_->p2p && group_->p2p->serves(n)) {  // (n is the same on every rank: so is the choice)
+        if (aborted()) aborted_error();
+        group_->p2p->run(rank_, x, n, static_cast<cudaStream_t>(stream));
+        return;
+    }
     Enqueue guard(*group_, rank_);
     const NcclLibrary& nccl = *group_->nccl;
     const int r = nccl.all_reduce(x, x, n, NcclLibrary::kFloat32, NcclLibrary::kSum, group_->comms[(size_t)rank_],
@@ -191,6 +201,12 @@ std::vector<std::unique_ptr<Collective>> make_nccl_collectives(const std::vector
     if (had_device) cudaSetDevice(dev);  // (NCCL puts it back too; ours, to be sure)
     if (r != NcclLibrary::kSuccess) fail(*nccl, r, "ncclCommInitAll");
     group->initialized = true;
+    const char* p2p = std::getenv("AKUNU_P2P_ALL_REDUCE");
+    if (!(p2p && std::string(p2p) == "0")) {
+        group->p2p = std::make_unique<P2PAllReduce>(ordinals);
+        if (!group->p2p->ok()) group->p2p.reset();
+        if (had_device) cudaSetDevice(dev);
+    }
 
     std::vector<std::unique_ptr<Collective>> out;
     out.reserve(n);
