@@ -148,6 +148,13 @@ void NcclCollective::all_reduce_sum(float* x, size_t n, void* stream) {
     if (r != NcclLibrary::kSuccess) fail(nccl, r, "ncclAllReduce");
 }
 
+bool NcclCollective::all_reduce_add(float* x, float* acc, size_t n, void* stream) {
+    if (n == 0 || !group_->p2p || !group_->p2p->serves(n)) return false;  // (the same choice on every rank)
+    if (aborted()) aborted_error();
+    group_->p2p->run(rank_, x, n, static_cast<cudaStream_t>(stream), acc);
+    return true;
+}
+
 void NcclCollective::all_gather(const float* src, float* dst, size_t n, void* stream) {
     if (n == 0) return;
     Enqueue guard(*group_, rank_);

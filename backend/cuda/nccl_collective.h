@@ -24,6 +24,9 @@ public:
     // rank's GPU). NCCL reduces each element once and sends that result to
     // every rank (ring and tree alike), so every rank holds the same bits.
     void all_reduce_sum(float* x, size_t n, void* stream) override;
+    // acc += the sum, in one peer-to-peer kernel where it serves n values;
+    // false (nothing done) where NCCL would serve the reduction.
+    bool all_reduce_add(float* x, float* acc, size_t n, void* stream) override;
     // ncclAllGather on `stream`: dst[r * n, (r + 1) * n) = rank r's src.
     void all_gather(const float* src, float* dst, size_t n, void* stream) override;
     // Aborts every communicator of the group (ncclCommAbort, which makes

@@ -29,8 +29,9 @@ public:
     bool ok() const { return ok_; }
     bool serves(size_t n) const { return ok_ && n <= kMaxFloats; }
 
-    // x[0..n) summed over the ranks, in place, on `stream` (rank `rank`'s GPU current).
-    void run(int rank, float* x, size_t n, cudaStream_t stream) const;
+    // x[0..n) summed over the ranks, in place, on `stream` (rank `rank`'s GPU
+    // current); with `acc`, acc[0..n) += the sum instead (x is left as it was).
+    void run(int rank, float* x, size_t n, cudaStream_t stream, float* acc = nullptr) const;
     // Makes kernels waiting for a rank that will never come return (a rank failed).
     void abort();
 
@@ -46,6 +47,7 @@ private:
     volatile uint32_t* abort_host_ = nullptr;  // mapped pinned memory the kernels poll while they wait
     uint32_t* abort_device_ = nullptr;
     bool ok_ = false;
+    bool programmatic_ = false;  // launched as a programmatic dependent (sm_90+: launch_pdl's contract)
     void release();
 };
 

@@ -19,6 +19,13 @@ public:
     // `stream`: the backend's queue (cudaStream_t on CUDA, nullptr on the CPU);
     // a GPU collective is enqueued there and may be captured in a graph.
     virtual void all_reduce_sum(float* x, size_t n, void* stream) = 0;
+    // acc[0..n) += the sum of every rank's x[0..n), in one operation where the
+    // collective has one (then x is left unspecified); false: it did nothing,
+    // and the caller reduces (all_reduce_sum) and adds.
+    virtual bool all_reduce_add(float* x, float* acc, size_t n, void* stream) {
+        (void)x, (void)acc, (void)n, (void)stream;
+        return false;
+    }
     // dst[r * n .. (r + 1) * n) = rank r's src[0..n), for every rank r.
     virtual void all_gather(const float* src, float* dst, size_t n, void* stream) = 0;
     // Fails the collectives in flight and all later ones (a rank that threw

@@ -42,27 +42,36 @@ void fused_decode_layer(Builder& b, const ModelConfig& c, const ArchDescriptor& 
     const bool split = c.tp_ranks > 1;
     if (arch.has_post_attn_norm || split) {
         b.multi("o_proj", kGemvSeparate, s.attn, nullptr, {{&L.wo, s.proj}});
-        b.all_reduce("o_proj_all_reduce", s.proj);
-        if (arch.has_post_attn_norm) b.rmsnorm_residual("post_attn_norm_residual", s.proj, L.post_attn_norm, s.h);
-        else b.add("attn_residual", s.h, s.proj);
+        if (arch.has_post_attn_norm) {
+            b.all_reduce("o_proj_all_reduce", s.proj);
+            b.rmsnorm_residual("post_attn_norm_residual", s.proj, L.post_attn_norm, s.h);
+        } else {
+            b.reduce_add("attn_residual", s.proj, s.h);
+        }
     } else {
         b.multi("o_proj_residual", kGemvAccumulate, s.attn, nullptr, {{&L.wo, s.h}});
     }
     if (c.n_experts > 0) {  // the MoE FFN's own commands (moe_ffn), then the residual
         b.rmsnorm("ffn_norm", s.h, L.ffn_norm, s.xn, dim, 1, dim);
         b.moe_ffn(L);
-        b.all_reduce("ffn_all_reduce", s.proj);
-        if (arch.has_post_ffn_norm) b.rmsnorm_residual("post_ffn_norm_residual", s.proj, L.post_ffn_norm, s.h);
-        else b.add("ffn_residual", s.h, s.proj);
+        if (arch.has_post_ffn_norm) {
+            b.all_reduce("ffn_all_reduce", s.proj);
+            b.rmsnorm_residual("post_ffn_norm_residual", s.proj, L.post_ffn_norm, s.h);
+        } else {
+            b.reduce_add("ffn_residual", s.proj, s.h);
+        }
         return;
     }
     const MultiGemvMode act = arch.activation == Activation::GeluGate ? kGemvGeluGate : kGemvSiluGate;
     b.multi("gate_up_act", act, s.h, &L.ffn_norm, {{&L.w_gate, s.act}, {&L.w_up, s.act}});
     if (arch.has_post_ffn_norm || split) {
         b.multi("down_proj", kGemvSeparate, s.act, nullptr, {{&L.w_down, s.proj}});
-        b.all_reduce("ffn_all_reduce", s.proj);
-        if (arch.has_post_ffn_norm) b.rmsnorm_residual("post_ffn_norm_residual", s.proj, L.post_ffn_norm, s.h);
-        else b.add("ffn_residual", s.h, s.proj);
+        if (arch.has_post_ffn_norm) {
+            b.all_reduce("ffn_all_reduce", s.proj);
+            b.rmsnorm_residual("post_ffn_norm_residual", s.proj, L.post_ffn_norm, s.h);
+        } else {
+            b.reduce_add("ffn_residual", s.proj, s.h);
+        }
     } else {
         b.multi("down_proj_residual", kGemvAccumulate, s.act, nullptr, {{&L.w_down, s.h}});
     }

@@ -136,10 +136,13 @@ struct PagedAttentionParams {
 // gather_rows: dst[r, :] = src[idx[r], :] for r < n_rows (the rows of a
 // ragged pass whose logits are wanted). Buffers: 0 src, 1 idx (int32), 2 dst.
 // Tensor parallelism (core/collective.h): x[t, 0..n) summed over the ranks,
-// in place, for n_tokens rows n floats apart.
+// in place, for n_tokens rows n floats apart. accumulate: the sum is added
+// to buffer 1 (the residual stream, same rows) instead, and x is left
+// unspecified (scratch).
 struct AllReduceParams {
     uint32_t n;
     uint32_t n_tokens;
+    uint32_t accumulate;
 };
 
 // Tensor parallelism: each rank holds `cols` columns of an n_rows-row matrix

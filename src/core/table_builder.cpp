@@ -99,9 +99,13 @@ DispatchTable build_dispatch_table(Device& device, const ModelConfig& c, const A
         }
         b.attention(kv, l, local);
         b.matmul("o_proj", L.wo, s.attn, qd, s.proj, dim);
-        b.all_reduce("o_proj_all_reduce", s.proj);
-        if (arch.has_post_attn_norm) b.rmsnorm("post_attn_norm", s.proj, L.post_attn_norm, s.proj, dim, 1, dim);
-        b.add("attn_residual", s.h, s.proj);
+        if (arch.has_post_attn_norm) {  // (split: the ranks' sums are added up before the norm)
+            b.all_reduce("o_proj_all_reduce", s.proj);
+            b.rmsnorm("post_attn_norm", s.proj, L.post_attn_norm, s.proj, dim, 1, dim);
+            b.add("attn_residual", s.h, s.proj);
+        } else {
+            b.reduce_add("attn_residual", s.proj, s.h);
+        }
 
         if (arch.has_pre_norm) b.rmsnorm("ffn_norm", s.h, L.ffn_norm, s.xn, dim, 1, dim);
         if (c.n_experts > 0) {
@@ -115,9 +119,13 @@ DispatchTable build_dispatch_table(Device& device, const ModelConfig& c, const A
                 .buf(s.gate).buf(s.up).buf(s.act).params(p).patch_n(offsetof(GatedActParams, n_tokens)).emit();
             b.matmul("down_proj", L.w_down, s.act, ff, s.proj, dim);
         }
-        b.all_reduce("ffn_all_reduce", s.proj);
-        if (arch.has_post_ffn_norm) b.rmsnorm("post_ffn_norm", s.proj, L.post_ffn_norm, s.proj, dim, 1, dim);
-        b.add("ffn_residual", s.h, s.proj);
+        if (arch.has_post_ffn_norm) {
+            b.all_reduce("ffn_all_reduce", s.proj);
+            b.rmsnorm("post_ffn_norm", s.proj, L.post_ffn_norm, s.proj, dim, 1, dim);
+            b.add("ffn_residual", s.h, s.proj);
+        } else {
+            b.reduce_add("ffn_residual", s.proj, s.h);
+        }
     }
 
     if (b.batch) {

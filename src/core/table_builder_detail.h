@@ -135,8 +135,19 @@ struct Builder {
     // of a row-split projection (O, down): summed over the ranks, in place.
     void all_reduce(const char* label, Buffer x) {
         if (c.tp_ranks <= 1) return;
-        AllReduceParams p{(uint32_t)c.dim, 1};
+        AllReduceParams p{(uint32_t)c.dim, 1, 0};
         Cmd(t, dev, "all_reduce_sum", label).buf(x).params(p).patch_n(offsetof(AllReduceParams, n_tokens)).emit();
+    }
+
+    // h += y, y a block's output (n_tokens rows of dim): with tensor
+    // parallelism each rank's y is a partial sum, and the ranks' sums are
+    // added to h in the same command (one launch where the GPU reduces over
+    // its peer-to-peer links).
+    void reduce_add(const char* label, Buffer y, Buffer h) {
+        if (c.tp_ranks <= 1) return add(label, h, y);
+        AllReduceParams p{(uint32_t)c.dim, 1, 1};
+        Cmd(t, dev, "all_reduce_sum", label).buf(y).buf(h).params(p).patch_n(offsetof(AllReduceParams, n_tokens))
+            .emit();
     }
 
     void add(const char* label, Buffer x, Buffer y) {

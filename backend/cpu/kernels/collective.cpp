@@ -15,10 +15,17 @@ Collective& require(const CpuArgs& a, const char* what) {
     return *a.collective;
 }
 
-// x[t, 0..n) summed over the ranks, in place (rows contiguous).
+// x[t, 0..n) summed over the ranks, in place (rows contiguous); with
+// accumulate, the sum then added to buffer 1 (the residual stream).
 void all_reduce_sum(const CpuArgs& a) {
     AllReduceParams p = a.p<AllReduceParams>();
-    require(a, "all_reduce_sum").all_reduce_sum(a.b<float>(0), (size_t)p.n * p.n_tokens, nullptr);
+    const size_t n = (size_t)p.n * p.n_tokens;
+    float* x = a.b<float>(0);
+    require(a, "all_reduce_sum").all_reduce_sum(x, n, nullptr);
+    if (p.accumulate) {
+        float* acc = a.b<float>(1);
+        for (size_t i = 0; i < n; i++) acc[i] += x[i];
+    }
 }
 
 // Gathers every rank's column block into staging (rank-major), then

@@ -22,10 +22,25 @@ Collective& require(const CudaArgs& a, const char* what) {
     return *a.collective;
 }
 
-// x[t, 0..n) summed over the ranks, in place (rows contiguous: one reduction).
+__global__ void add_f32_kernel(float* __restrict__ acc, const float* __restrict__ x, size_t n) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        acc[i] += x[i];
+}
+
+// x[t, 0..n) summed over the ranks, in place (rows contiguous: one
+// reduction); with accumulate, the sum added to buffer 1 instead: in the
+// collective's one operation where it has one (the peer-to-peer kernel),
+// else the reduction, then an add.
 void launch_all_reduce_sum(const CudaArgs& a) {
     const AllReduceParams p = a.p<AllReduceParams>();
-    require(a, "all_reduce_sum").all_reduce_sum(a.b<float>(0), (size_t)p.n * p.n_tokens, a.stream);
+    const size_t n = (size_t)p.n * p.n_tokens;
+    Collective& c = require(a, "all_reduce_sum");
+    if (!p.accumulate) return c.all_reduce_sum(a.b<float>(0), n, a.stream);
+    if (!a.buf[1]) throw Error("all_reduce_sum with accumulate needs its residual buffer (buffer 1)");
+    if (c.all_reduce_add(a.b<float>(0), a.b<float>(1), n, a.stream)) return;
+    c.all_reduce_sum(a.b<float>(0), n, a.stream);
+    if (n == 0) return;
+    add_f32_kernel<<<std::min(blocks_for(n, 256), 1024u), 256, 0, a.stream>>>(a.b<float>(1), a.b<const float>(0), n);
 }
 
 // out[t * out_stride + c] = rank (c / cols)'s column c % cols of row t, for

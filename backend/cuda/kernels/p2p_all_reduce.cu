@@ -16,12 +16,14 @@
 
 #include "../p2p_all_reduce.h"
 #include "core/error.h"
+#include "cuda_kernel.h"
 
 namespace akunu {
 namespace {
 
 struct P2PArgs {
     float* x;
+    float* acc;  // nullptr: the sum goes to x
     uint32_t n;
     int rank, ranks;
     float* recv[P2PAllReduce::kMaxRanks];       // every rank's receive buffer
@@ -42,6 +44,7 @@ __device__ inline uint32_t load_acquire_sys(const uint32_t* p) {
 
 __global__ void __launch_bounds__(512) p2p_all_reduce_kernel(P2PArgs a) {
     const uint32_t b = blockIdx.x, tid = threadIdx.x;
+    pdl_wait();  // (before anything: x, and the buffers the launch before this one read)
     const uint32_t chunk = ((a.n + gridDim.x - 1) / gridDim.x + 3) & ~3u;
     const uint32_t begin = min(a.n, b * chunk), end = min(a.n, begin + chunk);
     __shared__ uint32_t epoch_s;
@@ -66,9 +69,11 @@ __global__ void __launch_bounds__(512) p2p_all_reduce_kernel(P2PArgs a) {
     for (uint32_t i = begin + tid; i < end; i += blockDim.x) {
         float s = __ldcv(in + i);
         for (int r = 1; r < a.ranks; r++) s += __ldcv(in + (size_t)r * P2PAllReduce::kMaxFloats + i);
-        a.x[i] = s;
+        if (a.acc) a.acc[i] += s;
+        else a.x[i] = s;
     }
     if (tid == 0) a.epochs[b] = epoch;
+    pdl_launch_dependents();
 }
 
 void check(cudaError_t e, const char* what) {
@@ -113,6 +118,12 @@ P2PAllReduce::P2PAllReduce(const std::vector<int>& ordinals) : devices_(ordinals
         *abort_host_ = 0;
         fine = cudaHostGetDevicePointer((void**)&abort_device_, host, 0) == cudaSuccess;
     }
+    programmatic_ = fine;
+    for (int i = 0; i < n && fine; i++) {  // programmatic launches need sm_90
+        cudaDeviceProp prop;
+        programmatic_ = programmatic_ && cudaGetDeviceProperties(&prop, ordinals[(size_t)i]) == cudaSuccess &&
+                        prop.major >= 9;
+    }
     cudaGetLastError();
     if (had) cudaSetDevice(current);
     ok_ = fine;
@@ -139,10 +150,11 @@ void P2PAllReduce::abort() {
     if (abort_host_) *abort_host_ = 1;
 }
 
-void P2PAllReduce::run(int rank, float* x, size_t n, cudaStream_t stream) const {
+void P2PAllReduce::run(int rank, float* x, size_t n, cudaStream_t stream, float* acc) const {
     if (!serves(n)) throw Error("internal error: P2PAllReduce asked for a reduction it does not serve");
     P2PArgs a{};
     a.x = x;
+    a.acc = acc;
     a.n = (uint32_t)n;
     a.rank = rank;
     a.ranks = (int)ranks_.size();
@@ -152,8 +164,8 @@ void P2PAllReduce::run(int rank, float* x, size_t n, cudaStream_t stream) const 
     }
     a.epochs = ranks_[(size_t)rank].epochs;
     a.abort = abort_device_;
-    p2p_all_reduce_kernel<<<kBlocks, 512, 0, stream>>>(a);
-    check(cudaGetLastError(), "p2p_all_reduce launch");
+    check(launch_maybe_pdl(programmatic_, p2p_all_reduce_kernel, dim3(kBlocks), dim3(512), 0, stream, a),
+          "p2p_all_reduce launch");
 }
 
 }  // namespace akunu
