@@ -170,3 +170,25 @@ def test_peer_to_peer_and_nccl_reductions_agree(tmp_path_factory, monkeypatch):
         del m
     assert runs[0][0] == runs[1][0]
     assert np.array_equal(runs[0][1], runs[1][1])
+
+
+def test_command_line_tools_take_tp(tmp_path_factory):
+    """--tp on the CLIs and akunu-serve reaches akunu.load; akunu-bench reports it in its rows."""
+    import json
+    import subprocess
+    import sys
+
+    from akunu.cli import serve
+    from akunu.cli.common import load_model
+
+    path = model(tmp_path_factory, "llama", "F16")
+    args = serve.build_parser().parse_args([path, "--tp", "2", "--device", DEVICE])
+    args.model = path
+    assert load_model(args, quiet=True).tensor_parallel == 2
+    out = subprocess.run([sys.executable, "-m", "akunu.cli.bench", path, "--device", DEVICE, "--tp", "2", "-p", "8",
+                          "-n", "4", "-r", "1", "-o", "json"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    rows = json.loads(out.stdout)
+    assert rows and all(r["tensor_parallel"] == 2 and r["avg_ts"] > 0 for r in rows)
+    bad = subprocess.run([sys.executable, "-m", "akunu.cli.bench", path, "--tp", "0"], capture_output=True, text=True)
+    assert bad.returncode != 0 and "--tp must be at least 1" in bad.stderr
