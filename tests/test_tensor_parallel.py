@@ -21,8 +21,6 @@ SPLIT_ARCHS = tuple(a for a in random_gguf.ARCHS + random_gguf.MOE_ARCHS + rando
                     random_gguf.FUSED_TENSOR_ARCHS if a not in ("olmoe", "olmo2"))
 PROMPT = list(range(5, 45))
 N_GEN = 16
-# ties closer than this (relative to the logits' scale) may part the greedy tokens of two summation orders
-TIE = 1e-3
 
 
 def model(tmp_path_factory, arch, dtype, shape=None):
@@ -43,14 +41,16 @@ def load(path, n, **kw):
     return akunu.load(path, device=DEVICE, tensor_parallel=n, **kw)
 
 
-def greedy_agrees(one, split_tokens, one_tokens):
-    """Equal tokens, or a parting where the one-device logits' top two are within TIE."""
+def greedy_agrees(one, split_tokens, one_tokens, tie):
+    """Equal tokens, or a parting where the one-device logits' top two are within `tie` (relative to the
+    logits' scale: the logits' own tolerance, as two summation orders, or 8-bit roundings of slightly
+    different activations, may part them there)."""
     if split_tokens == one_tokens:
         return True
     i = next(k for k, (a, b) in enumerate(zip(split_tokens, one_tokens)) if a != b)
     logits = one._core().logits(PROMPT + one_tokens[:i])[-1]
     top = np.sort(logits)[-2:]
-    return float(top[1] - top[0]) <= TIE * float(np.abs(logits).max())
+    return float(top[1] - top[0]) <= tie * float(np.abs(logits).max())
 
 
 def check_split(path, n, tol):
@@ -64,7 +64,7 @@ def check_split(path, n, tol):
     assert got.shape == ref.shape and np.isfinite(got).all()
     err = float(np.abs(got - ref).max() / np.abs(ref).max())
     assert err < tol, f"logits of {n} ranks differ from one device's by {err:.2e} (relative)"
-    assert greedy_agrees(one, split.generate(PROMPT, max_tokens=N_GEN).tokens, ref_tokens)
+    assert greedy_agrees(one, split.generate(PROMPT, max_tokens=N_GEN).tokens, ref_tokens, tol)
 
 
 @pytest.mark.parametrize("n", [2, 4])
@@ -91,6 +91,30 @@ def test_uneven_vocabulary_and_replicated_kv_heads(tmp_path_factory):
     # one KV head is replicated on every rank
     shape = random_gguf.Shape(vocab=1001, n_kv_heads=1)
     check_split(model(tmp_path_factory, "llama", "F32", shape), 4, 1e-3)
+
+
+@pytest.mark.parametrize("experts", ["width", "whole"])
+@pytest.mark.parametrize("arch", ["qwen3moe", "qwen2moe", "mixtral"])
+def test_experts_split_by_width_and_by_whole_experts(tmp_path_factory, monkeypatch, arch, experts):
+    """Every expert's FFN split by width, or whole experts a rank (expert parallelism: each rank's
+    expert matmuls take the routed ids of its own experts, the others add nothing)."""
+    monkeypatch.setenv("AKUNU_TP_EXPERTS", experts)
+    path = model(tmp_path_factory, arch, "F16")
+    for n in (2, 4):
+        check_split(path, n, 1e-3)
+
+
+def test_k_quant_experts_go_whole(tmp_path_factory):
+    """Experts 256 wide in Q4_K over 2 ranks would be half a block each: whole experts instead."""
+    shape = random_gguf.Shape(dim=512, n_heads=8, n_kv_heads=4, head_dim=64, vocab=1000, n_experts=8,
+                              n_experts_used=2, expert_ffn_dim=256)
+    check_split(model(tmp_path_factory, "qwen3moe", "Q4_K_M-blocks", shape), 2, 2e-2)
+
+
+def test_unknown_expert_split_is_a_clear_error(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("AKUNU_TP_EXPERTS", "rows")
+    with pytest.raises(akunu.AkunuError, match="AKUNU_TP_EXPERTS"):
+        load(model(tmp_path_factory, "qwen3moe", "F32"), 2)
 
 
 def test_fused_decode_tables_split(tmp_path_factory, monkeypatch):

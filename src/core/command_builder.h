@@ -37,6 +37,7 @@ public:
     Cmd& patch_n_out_generated(size_t off) { cmd_.patch_n_out_generated = (int16_t)off; return *this; }
     Cmd& patch_token_buffer(int index) { cmd_.patch_token_buffer = (int8_t)index; return *this; }
     Cmd& head() { cmd_.is_head = true; return *this; }
+    Cmd& patch_rank(size_t off) { cmd_.patch_rank = (int16_t)off; return *this; }
     void emit() {
         table_.commands.push_back(cmd_);
         table_.labels.push_back(label_);

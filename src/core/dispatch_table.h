@@ -36,6 +36,10 @@ struct DispatchCmd {
     int16_t patch_n_generated = -1;      // uint32 <- n_generated
     int16_t patch_n_out_generated = -1;  // uint32 <- n_out_generated
     int8_t patch_token_buffer = -1;  // buffer index whose offset += 4 * token_index
+    // Tensor parallelism: the uint32 at this offset is multiplied by the rank
+    // when a tensor-parallel device gives each rank its copy of the table
+    // (a rank's first expert); -1: none.
+    int16_t patch_rank = -1;
     bool is_head = false;         // part of the output head (last-row mode applies)
 };
 

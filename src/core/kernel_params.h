@@ -347,7 +347,10 @@ struct MoeRouteParams {
 //   weighted = 1: y[t * y_stride, :] = sum over the slots of weight(t, j) * r,
 //                 summed in ascending expert id (an order fixed by the row alone)
 // Only the selected experts' rows are read. invariant / generated_rows as in
-// MatmulParams (batch tables), for the per-expert matmuls.
+// MatmulParams (batch tables), for the per-expert matmuls. first_expert:
+// the tensor holds experts [first_expert, first_expert + n_experts) of the
+// model (a tensor-parallel rank's whole experts; 0 elsewhere): a route id e
+// means matrix e - first_expert, and ids outside that range add nothing.
 struct MoeMatmulParams {
     uint32_t N;
     uint32_t K;
@@ -363,6 +366,7 @@ struct MoeMatmulParams {
     uint32_t weighted;
     uint32_t invariant;
     uint32_t generated_rows;
+    uint32_t first_expert;
 };
 
 // moe_shared_add: y[t, :] += g(t) * x[t, :] over dim floats, the shared

@@ -91,6 +91,10 @@ struct ModelConfig {
     // vocab_shard rows of the vocabulary, gathered into vocab_size logits.
     int tp_ranks = 1;
     int vocab_shard = 0;
+    // A rank of a mixture-of-experts model split by whole experts (expert
+    // parallelism): the experts each rank holds (rank r: [r * n, (r + 1) * n));
+    // 0: every rank holds every expert (split by FFN width, or not split).
+    int experts_per_rank = 0;
 
     int q_dim() const { return n_heads * head_dim; }
     int kv_dim() const { return n_kv_heads * head_dim; }

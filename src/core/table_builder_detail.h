@@ -59,10 +59,14 @@ struct Builder {
     void expert_matmul(const char* label, const Weight& w, Buffer x, uint32_t x_stride, uint32_t x_slot_stride,
                        Buffer y, uint32_t y_stride, uint32_t y_slot_stride, bool weighted) {
         const uint32_t row = (uint32_t)c.moe_row_width();
-        MoeMatmulParams p{(uint32_t)w.shape[1], (uint32_t)w.shape[0], 1, w.dtype, (uint32_t)c.n_experts,
+        // Split by whole experts, a rank's tensor holds experts_per_rank of
+        // them from rank x experts_per_rank (patched per rank at the split).
+        const uint32_t held = c.experts_per_rank ? (uint32_t)c.experts_per_rank : (uint32_t)c.n_experts;
+        MoeMatmulParams p{(uint32_t)w.shape[1], (uint32_t)w.shape[0], 1, w.dtype, held,
                           (uint32_t)c.n_experts_used, x_stride, x_slot_stride, y_stride, y_slot_stride, row,
-                          weighted ? 1u : 0u, batch ? 1u : 0u, 0};
+                          weighted ? 1u : 0u, batch ? 1u : 0u, 0, c.experts_per_rank ? held : 0u};
         Cmd cmd(t, dev, "moe_matmul", label);
+        if (c.experts_per_rank) cmd.patch_rank(offsetof(MoeMatmulParams, first_expert));
         cmd.buf(w.buf).buf(x).buf(y).buf(s.act, (size_t)c.moe_route_offset() * sizeof(float));
         cmd.params(p).patch_n(offsetof(MoeMatmulParams, n_tokens));
         if (batch) cmd.patch_n_generated(offsetof(MoeMatmulParams, generated_rows));

@@ -1,6 +1,7 @@
 #include "parallel/shard_weights.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -79,6 +80,8 @@ struct RankPlan {
                 return {r * (uint64_t)l.ffn_dim, (uint64_t)l.ffn_dim};
             case Split::ExpertRows:
             case Split::ExpertCols:
+                if (l.experts_per_rank)  // whole experts: a range of the stacked tensor's experts
+                    return {r * (uint64_t)l.experts_per_rank, (uint64_t)l.experts_per_rank};
                 return {r * (uint64_t)l.expert_ffn_dim, (uint64_t)l.expert_ffn_dim};
             case Split::SharedRows:
             case Split::SharedCols:
@@ -92,6 +95,8 @@ struct RankPlan {
     }
 };
 
+bool experts_tensor(const std::vector<uint64_t>& shape) { return shape.size() > 2; }
+
 bool splits_columns(Split s) { return s == Split::QCols || s == Split::FfnCols || s == Split::ExpertCols || s == Split::SharedCols; }
 
 size_t row_bytes(uint32_t dtype, uint64_t cols, const char* what) {
@@ -104,12 +109,22 @@ size_t row_bytes(uint32_t dtype, uint64_t cols, const char* what) {
 
 // The bytes of one rank's slice of `w`, in the file's layout (a column slice
 // must start and end on block boundaries); `rows_out` / `cols_out` its shape.
-std::vector<uint8_t> slice(const Weight& w, Split s, Range rg, uint64_t* cols_out, uint64_t* rows_out) {
+std::vector<uint8_t> slice(const Weight& w, Split s, Range rg, bool whole_experts, uint64_t* cols_out,
+                           uint64_t* rows_out, uint64_t* experts_out) {
     const uint64_t cols = w.shape[0];
     const uint64_t rows = w.shape.size() > 1 ? w.shape[1] : 1;
     const uint64_t n = w.shape.size() > 2 ? w.shape[2] : 1;
     const uint8_t* src = static_cast<const uint8_t*>(w.buf.contents);
     std::vector<uint8_t> out;
+    *experts_out = n;
+    if (whole_experts && (s == Split::ExpertRows || s == Split::ExpertCols)) {  // experts [first, first + count)
+        const size_t expert = row_bytes(w.dtype, cols, "expert") * rows;
+        out.assign(src + rg.first * expert, src + (rg.first + rg.count) * expert);
+        *cols_out = cols;
+        *rows_out = rows;
+        *experts_out = rg.count;
+        return out;
+    }
     if (w.shape.size() == 1) {  // a vector (bias): elements are its rows
         const size_t e = row_bytes(w.dtype, 1, "vector");
         out.assign(src + rg.first * e, src + (rg.first + rg.count) * e);
@@ -141,7 +156,7 @@ std::vector<uint8_t> slice(const Weight& w, Split s, Range rg, uint64_t* cols_ou
 
 // One weight on one rank: in place from host memory (replicated), or its
 // slice; regrouped where the rank's device asks for another layout.
-Weight place(Device& d, const Weight& w, Split s, Range rg) {
+Weight place(Device& d, const Weight& w, Split s, Range rg, bool whole_experts) {
     const bool vector = w.shape.size() == 1, experts = w.shape.size() > 2;
     uint64_t cols = w.shape[0], rows = vector ? 1 : w.shape[1];
     std::vector<uint8_t> sliced;
@@ -149,11 +164,13 @@ Weight place(Device& d, const Weight& w, Split s, Range rg) {
     size_t bytes = w.buf.size;
     std::vector<uint64_t> shape = w.shape;
     if (s != Split::Replicate) {
-        sliced = slice(w, s, rg, &cols, &rows);
+        uint64_t experts = 1;
+        sliced = slice(w, s, rg, whole_experts, &cols, &rows, &experts);
         data = sliced.data();
         bytes = sliced.size();
         if (vector) shape = {cols};
         else shape[0] = cols, shape[1] = rows;
+        if (experts_tensor(shape)) shape[2] = experts;
     }
     uint32_t layout = w.dtype;
     if (!vector && !experts) layout = d.weight_layout(w.dtype, rows, cols);
@@ -182,14 +199,31 @@ ModelConfig shard_config(const ModelConfig& c, const ArchDescriptor& arch, int n
     if (c.n_kv_heads % n != 0 && n % c.n_kv_heads != 0)
         return fail(std::to_string(c.n_kv_heads) + " KV heads neither split evenly nor divide the ranks");
     if (c.n_experts == 0 && c.ffn_dim % n != 0) return fail("the FFN width " + std::to_string(c.ffn_dim) + " does not split evenly");
-    if (c.expert_ffn_dim % n != 0 || c.shared_expert_ffn_dim % n != 0)
-        return fail("the experts' FFN width does not split evenly");
+    // Experts: each split by FFN width (every rank its share of every expert:
+    // balanced whatever the router picks), unless those shares would not be
+    // whole K-quant blocks (256 values) and the experts divide evenly over
+    // the ranks: then whole experts a rank (expert parallelism).
+    // AKUNU_TP_EXPERTS=width / whole forces one.
+    bool whole = false;
+    if (c.n_experts > 0) {
+        const char* force = std::getenv("AKUNU_TP_EXPERTS");
+        const std::string mode = force ? force : "";
+        if (!mode.empty() && mode != "width" && mode != "whole")
+            return fail("AKUNU_TP_EXPERTS is '" + mode + "' (expected 'width' or 'whole')");
+        whole = mode == "whole" ||
+                (mode.empty() && c.n_experts % n == 0 && (c.expert_ffn_dim % n != 0 || (c.expert_ffn_dim / n) % 256 != 0));
+        if (whole && c.n_experts % n != 0)
+            return fail(std::to_string(c.n_experts) + " experts do not split evenly");
+        if (!whole && c.expert_ffn_dim % n != 0) return fail("the experts' FFN width does not split evenly");
+    }
+    if (c.shared_expert_ffn_dim % n != 0) return fail("the shared expert's FFN width does not split evenly");
     ModelConfig l = c;
     l.tp_ranks = n;
     l.n_heads = c.n_heads / n;
     l.n_kv_heads = std::max(1, c.n_kv_heads / n);
     if (c.n_experts == 0) l.ffn_dim = c.ffn_dim / n;
-    l.expert_ffn_dim = c.expert_ffn_dim / n;
+    if (whole) l.experts_per_rank = c.n_experts / n;
+    else l.expert_ffn_dim = c.expert_ffn_dim / n;
     l.shared_expert_ffn_dim = c.shared_expert_ffn_dim / n;
     l.vocab_shard = (c.vocab_size + n - 1) / n;
     return l;
@@ -204,7 +238,7 @@ ModelWeights shard_weights(const ModelWeights& host, const ModelConfig& global, 
         ModelWeights& w = per_rank[(size_t)r];
         auto one = [&](Weight& dst, const Weight& src, Split s) {
             if (!src.buf.contents) return;  // a weight this model does not have
-            dst = place(d, src, s, plan.range(s));
+            dst = place(d, src, s, plan.range(s), local.experts_per_rank != 0);
         };
         for (const ModelField& f : kModelFields) one(w.*f.member, host.*f.member, f.split);
         for (size_t l = 0; l < host.layers.size(); l++)

@@ -188,6 +188,12 @@ void TensorParallelDevice::translate(const DispatchTable& table, std::vector<Dis
         for (DispatchCmd& cmd : t.commands) {
             cmd.pso = (*static_cast<const std::vector<Pipeline>*>(cmd.pso.handle))[r];
             for (int i = 0; i < cmd.buffer_count; i++) cmd.buffers[i] = part(cmd.buffers[i], (int)r);
+            if (cmd.patch_rank >= 0) {  // (a rank's own value: its first expert)
+                uint32_t v;
+                std::memcpy(&v, cmd.param_bytes + cmd.patch_rank, 4);
+                v *= (uint32_t)r;
+                std::memcpy(cmd.param_bytes + cmd.patch_rank, &v, 4);
+            }
         }
     }
 }

@@ -100,8 +100,8 @@ void moe_matmul(const CpuArgs& a) {
     const float* x = a.b<float>(1);
     float* y = a.b<float>(2);
     const uint8_t* route = a.buf[3];
-    auto id_of = [&](uint32_t t, uint32_t j) {
-        return reinterpret_cast<const int32_t*>(route + (size_t)t * p.route_stride * 4)[j];
+    auto id_of = [&](uint32_t t, uint32_t j) {  // the matrix of this tensor (first_expert: a rank's first)
+        return reinterpret_cast<const int32_t*>(route + (size_t)t * p.route_stride * 4)[j] - (int32_t)p.first_expert;
     };
     auto weight_of = [&](uint32_t t, uint32_t j) {
         return reinterpret_cast<const float*>(route + (size_t)t * p.route_stride * 4)[p.n_used + j];

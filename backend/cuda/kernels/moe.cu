@@ -41,8 +41,10 @@ struct MoeGeometry {
     size_t row_bytes, expert_bytes;
 };
 
-__device__ inline int32_t route_id(const uint8_t* route, uint32_t stride, uint32_t t, uint32_t j) {
-    return reinterpret_cast<const int32_t*>(route + (size_t)t * stride * 4)[j];
+// The matrix of this expert tensor that the route's slot j of token t names
+// (first: the tensor's first expert; a tensor-parallel rank's whole experts).
+__device__ inline int32_t route_id(const uint8_t* route, uint32_t stride, uint32_t t, uint32_t j, uint32_t first) {
+    return reinterpret_cast<const int32_t*>(route + (size_t)t * stride * 4)[j] - (int32_t)first;
 }
 
 // Per slot (weighted = 0): block (row group, expert e) lists the (token,
@@ -67,7 +69,7 @@ __global__ void moe_matmul_slots_kernel(MoeMatmulParams p, MoeGeometry g, const 
         __syncthreads();
         for (uint32_t base = 0; base < entries; base += blockDim.x) {
             const uint32_t i = base + threadIdx.x;
-            const bool hit = i < entries && route_id(route, p.route_stride, t0 + i / p.n_used, i % p.n_used) == (int32_t)e;
+            const bool hit = i < entries && route_id(route, p.route_stride, t0 + i / p.n_used, i % p.n_used, p.first_expert) == (int32_t)e;
             const unsigned ballot = __ballot_sync(0xffffffffu, hit);
             if (lane == 0) warp_counts[warp] = __popc(ballot);
             __syncthreads();
@@ -143,7 +145,7 @@ __global__ void moe_matmul_sum_kernel(MoeMatmulParams p, MoeGeometry g, const ui
         for (uint32_t e = threadIdx.x; e < p.n_experts; e += blockDim.x) ends[e] = 0;
         __syncthreads();
         for (uint32_t i = threadIdx.x; i < entries; i += blockDim.x) {
-            const int32_t e = route_id(route, p.route_stride, t0 + i / p.n_used, i % p.n_used);
+            const int32_t e = route_id(route, p.route_stride, t0 + i / p.n_used, i % p.n_used, p.first_expert);
             if (e >= 0 && (uint32_t)e < p.n_experts) atomicAdd(&ends[e], 1u);  // an id out of range adds nothing
         }
         __syncthreads();
@@ -157,7 +159,7 @@ __global__ void moe_matmul_sum_kernel(MoeMatmulParams p, MoeGeometry g, const ui
         }
         __syncthreads();
         for (uint32_t i = threadIdx.x; i < entries; i += blockDim.x) {
-            const int32_t e = route_id(route, p.route_stride, t0 + i / p.n_used, i % p.n_used);
+            const int32_t e = route_id(route, p.route_stride, t0 + i / p.n_used, i % p.n_used, p.first_expert);
             if (e >= 0 && (uint32_t)e < p.n_experts) rows[atomicAdd(&ends[e], 1u)] = i;
         }
         __syncthreads();
