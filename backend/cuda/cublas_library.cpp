@@ -1,48 +1,16 @@
 #include "cublas_library.h"
 
-#include <algorithm>
-#include <cstdlib>
 #include <mutex>
 #include <vector>
 
-#ifndef _WIN32
-#include <dlfcn.h>
-#endif
+#include "runtime_library.h"
 
 namespace akunu {
 namespace {
 
-std::vector<std::string> candidates() {
-    const std::string so = "libcublas.so." + std::to_string(CUDART_VERSION / 1000);
-    std::vector<std::string> c;
-    if (const char* e = std::getenv("AKUNU_CUBLAS_LIBRARY")) {
-        c.push_back(e);  // an explicit choice: nothing else is tried
-        return c;
-    }
-    c.push_back(so);
-    for (const char* var : {"CUDA_HOME", "CUDA_PATH"})
-        if (const char* root = std::getenv(var)) c.push_back(std::string(root) + "/lib64/" + so);
-    c.push_back("/usr/local/cuda/lib64/" + so);
-    // NVIDIA's pip packages (nvidia-cublas, as PyTorch installs it): the
-    // Python package lists their lib folders here (akunu/cuda_libraries.py)
-    if (const char* dirs = std::getenv("AKUNU_CUBLAS_DIRS")) {
-        std::string all = dirs;
-        for (size_t at = 0; at <= all.size();) {
-            const size_t end = std::min(all.find(':', at), all.size());
-            if (end > at) c.push_back(all.substr(at, end - at) + "/" + so);
-            at = end + 1;
-        }
-    }
-    return c;
-}
-
 template <typename Fn>
 bool bind(void* lib, const char* symbol, Fn* fn, std::string* why) {
-#ifndef _WIN32
-    *fn = reinterpret_cast<Fn>(dlsym(lib, symbol));
-#endif
-    if (!*fn) *why = std::string("cuBLAS has no symbol ") + symbol;
-    return *fn != nullptr;
+    return bind_symbol(lib, "cuBLAS", symbol, fn, why);
 }
 
 }  // namespace
@@ -57,7 +25,8 @@ const CublasLibrary* CublasLibrary::get(std::string* why) {
         failure = "cuBLAS loading is not implemented on Windows";
 #else
         failure = "cuBLAS not found (tried";
-        for (const std::string& path : candidates()) {
+        const std::string soname = "libcublas.so." + std::to_string(CUDART_VERSION / 1000);
+        for (const std::string& path : runtime_library_candidates("AKUNU_CUBLAS_LIBRARY", soname)) {
             void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
             failure += " " + path;
             if (!h) continue;

@@ -1,49 +1,18 @@
 #include "nccl_library.h"
 
-#include <algorithm>
-#include <cstdlib>
 #include <mutex>
 #include <vector>
 
-#ifndef _WIN32
-#include <dlfcn.h>
-#endif
+#include "runtime_library.h"
 
 namespace akunu {
 namespace {
 
 constexpr const char* kSoname = "libnccl.so.2";
 
-std::vector<std::string> candidates() {
-    std::vector<std::string> c;
-    if (const char* e = std::getenv("AKUNU_NCCL_LIBRARY")) {
-        c.push_back(e);  // an explicit choice: nothing else is tried
-        return c;
-    }
-    c.push_back(kSoname);
-    for (const char* var : {"CUDA_HOME", "CUDA_PATH"})
-        if (const char* root = std::getenv(var)) c.push_back(std::string(root) + "/lib64/" + kSoname);
-    c.push_back(std::string("/usr/local/cuda/lib64/") + kSoname);
-    // NVIDIA's pip packages (nvidia-nccl-cu<major>, as PyTorch installs it):
-    // the Python package lists their lib folders here (akunu/cuda_libraries.py)
-    if (const char* dirs = std::getenv("AKUNU_CUBLAS_DIRS")) {
-        std::string all = dirs;
-        for (size_t at = 0; at <= all.size();) {
-            const size_t end = std::min(all.find(':', at), all.size());
-            if (end > at) c.push_back(all.substr(at, end - at) + "/" + kSoname);
-            at = end + 1;
-        }
-    }
-    return c;
-}
-
 template <typename Fn>
 bool bind(void* lib, const char* symbol, Fn* fn, std::string* why) {
-#ifndef _WIN32
-    *fn = reinterpret_cast<Fn>(dlsym(lib, symbol));
-#endif
-    if (!*fn && why) *why = std::string("NCCL has no symbol ") + symbol;
-    return *fn != nullptr;
+    return bind_symbol(lib, "NCCL", symbol, fn, why);
 }
 
 }  // namespace
@@ -66,7 +35,7 @@ const NcclLibrary* NcclLibrary::get(std::string* why) {
         failure = "NCCL loading is not implemented on Windows";
 #else
         failure = "NCCL not found (tried";
-        for (const std::string& path : candidates()) {
+        for (const std::string& path : runtime_library_candidates("AKUNU_NCCL_LIBRARY", kSoname)) {
             void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
             failure += " " + path;
             if (!h) continue;
