@@ -81,7 +81,7 @@ std::unique_ptr<TensorParallelDevice> create_tensor_parallel_device(const std::s
         cudaGetLastError();
         gpus = 0;
     }
-    if (backend == "auto") backend = gpus >= n ? "cuda" : "cpu";
+    if (backend == "auto") backend = gpus > 0 ? "cuda" : "cpu";  // (too few GPUs: a clear error, not the CPU)
     if (backend == "cuda") {
         if (gpus < n)
             throw Error("tensor_parallel=" + std::to_string(n) + " on 'cuda' needs " + std::to_string(n) +

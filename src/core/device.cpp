@@ -55,6 +55,7 @@ std::vector<double> Device::time_commands(const DispatchTable& table, const Repl
     std::vector<double> out;
     out.reserve(table.commands.size());
     DispatchTable one;
+    one.transient = true;
     one.commands.resize(1);
     for (const DispatchCmd& cmd : table.commands) {
         one.commands[0] = cmd;

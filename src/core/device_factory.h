@@ -18,7 +18,7 @@ class TensorParallelDevice;
 // A tensor-parallel device (parallel/tensor_parallel_device.h) of n ranks:
 // "cuda" one GPU a rank (GPUs 0..n-1 of those visible, NCCL between them),
 // "cpu" threads over host memory (n_threads shared out among the ranks),
-// "auto" cuda where this build has it and n GPUs are visible, else cpu.
+// "auto" cuda where this build has it and a GPU is visible, else cpu.
 std::unique_ptr<TensorParallelDevice> create_tensor_parallel_device(const std::string& name, int n, int n_threads);
 
 // A device over host memory for reading weights before they are split

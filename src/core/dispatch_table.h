@@ -50,6 +50,9 @@ struct DispatchTable {
     // (the CUDA graph of a decode step) key it by this. Whoever edits commands
     // after building calls renew_id(), so a stale compiled form is never replayed.
     uint64_t id = next_id();
+    // Rebuilt for each use (a batch step's draws, a profiled command): a
+    // backend keeps no compiled form or translation of it.
+    bool transient = false;
 
     void renew_id() { id = next_id(); }
     static uint64_t next_id();

@@ -360,6 +360,7 @@ std::vector<int32_t> BatchEngine::run_step(const std::vector<BatchEntry>& entrie
         r++;
     }
     draws_.renew_id();  // new content each step: no device may replay a compiled form of the last
+    draws_.transient = true;
     if (n_out) {  // (a step without draws is waited for by the next read)
         if (profile) {
             draws_.labels.assign(draws_.commands.size(), "draw");

@@ -87,20 +87,15 @@ Model::Model(const std::string& path, const LoadOptions& opt) {
 // (parallel/shard_weights.h); the tables are built once for one rank's share
 // and every rank replays them (parallel/tensor_parallel_device.h).
 void Model::load_tensor_parallel(const LoadOptions& opt) {
-    cfg_ = shard_config(model_cfg_, arch_, opt.tensor_parallel);  // a clear error before any device is made
+    cfg_ = shard_config(model_cfg_, arch_, *file_, opt.tensor_parallel);  // a clear error before any device is made
     std::unique_ptr<TensorParallelDevice> tp =
         create_tensor_parallel_device(opt.device, opt.tensor_parallel, opt.n_threads);
     host_device_ = create_host_device();
     weights_ = std::make_unique<WeightProvider>(file_, *host_device_);
     const ModelWeights host = resolve_weights(*weights_, model_cfg_, arch_);
-    try {
-        w_ = shard_weights(host, model_cfg_, cfg_, *tp, shards_);
-    } catch (...) {
-        for (Buffer b : shards_) tp->free_buffer(b);
-        shards_.clear();
-        throw;
-    }
     device_ = std::move(tp);
+    shards_.device = device_.get();
+    w_ = shard_weights(host, model_cfg_, cfg_, static_cast<TensorParallelDevice&>(*device_), shards_.buffers);
 }
 
 void Model::require_decoder(const char* what) const {
@@ -136,14 +131,15 @@ Model::~Model() {
     kv_.release(*device_);
     scratch_.release(*device_);
     if (!arch_.encoder) sampler_.release(*device_);
-    for (Buffer b : shards_) device_->free_buffer(b);
     weights_.reset();
 }
 
 size_t Model::memory_bytes() const {
     size_t weights = 0;
     for (const auto& t : file_->tensors()) weights += t.n_bytes;
-    return weights + kv_.bytes() + scratch_.bytes() + sampler_.bytes() + (batch_ ? batch_->memory_bytes() : 0);
+    // (a split model's buffers are one a rank, each the size counted here)
+    const size_t per_rank = kv_.bytes() + scratch_.bytes() + sampler_.bytes() + (batch_ ? batch_->memory_bytes() : 0);
+    return weights + per_rank * (size_t)cfg_.tp_ranks;
 }
 
 BatchEngine& Model::enable_batching(const BatchOptions& opt) {

@@ -118,7 +118,15 @@ private:
     ArchDescriptor arch_;
     std::unique_ptr<WeightProvider> weights_;
     ModelWeights w_;
-    std::vector<Buffer> shards_;  // tensor parallelism: the weights' composed buffers (freed through device_)
+    // Tensor parallelism: the weights' composed buffers, freed through the
+    // device (declared after it: freed first, also when loading fails).
+    struct OwnedShards {
+        Device* device = nullptr;
+        std::vector<Buffer> buffers;
+        ~OwnedShards() {
+            for (Buffer b : buffers) device->free_buffer(b);
+        }
+    } shards_;
     KVCache kv_;
     ScratchBuffers scratch_;
     int chain_length_ = 16;           // decode steps per submission (the device's choice)

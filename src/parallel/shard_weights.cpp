@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/quant_blocks.h"
 #include "parallel/tensor_parallel_device.h"
+#include "weight/model_file.h"
 
 namespace akunu {
 namespace {
@@ -183,9 +184,23 @@ Weight place(Device& d, const Weight& w, Split s, Range rg, bool whole_experts) 
     return Weight{sliced.empty() ? d.wrap_host(data, bytes) : d.allocate(data, bytes), layout, shape};
 }
 
+// The largest block (values) of the tensors whose names end with `suffix`:
+// a column split of them must cut rows into whole blocks of it.
+uint64_t block_of(const ModelFile& f, const std::string& suffix, std::string* type = nullptr) {
+    uint64_t most = 1;
+    for (const GGUFTensorInfo& t : f.tensors())
+        if (t.name.size() >= suffix.size() && t.name.compare(t.name.size() - suffix.size(), suffix.size(), suffix) == 0)
+            if (const DTypeDescriptor* dt = dtype_lookup(t.type))
+                if (dt->block_elems > most) {
+                    most = dt->block_elems;
+                    if (type) *type = dtype_name(t.type);
+                }
+    return most;
+}
+
 }  // namespace
 
-ModelConfig shard_config(const ModelConfig& c, const ArchDescriptor& arch, int n) {
+ModelConfig shard_config(const ModelConfig& c, const ArchDescriptor& arch, const ModelFile& file, int n) {
     auto fail = [&](const std::string& why) -> ModelConfig {
         throw UnsupportedError("this model cannot be split over " + std::to_string(n) + " ranks (tensor_parallel=" +
                                std::to_string(n) + "): " + why);
@@ -199,6 +214,19 @@ ModelConfig shard_config(const ModelConfig& c, const ArchDescriptor& arch, int n
     if (c.n_kv_heads % n != 0 && n % c.n_kv_heads != 0)
         return fail(std::to_string(c.n_kv_heads) + " KV heads neither split evenly nor divide the ranks");
     if (c.n_experts == 0 && c.ffn_dim % n != 0) return fail("the FFN width " + std::to_string(c.ffn_dim) + " does not split evenly");
+    // Column splits (O, down) must cut each row into whole blocks of its type.
+    auto whole_blocks = [&](const char* what, const std::string& suffix, uint64_t share) {
+        std::string type;
+        const uint64_t b = block_of(file, suffix, &type);
+        if (share % b != 0)
+            fail(std::string(what) + " would take " + std::to_string(share) + " columns a rank, not whole " + type +
+                 " blocks (" + std::to_string(b) + " values)");
+    };
+    whole_blocks("the attention output", "attn_output.weight", (uint64_t)c.q_dim() / (uint64_t)n);
+    if (c.n_experts == 0) whole_blocks("the FFN's down projection", "ffn_down.weight", (uint64_t)c.ffn_dim / (uint64_t)n);
+    if (c.shared_expert_ffn_dim)
+        whole_blocks("the shared expert's down projection", "ffn_down_shexp.weight",
+                     (uint64_t)c.shared_expert_ffn_dim / (uint64_t)n);
     // Experts: each split by FFN width (every rank its share of every expert:
     // balanced whatever the router picks), unless those shares would not be
     // whole K-quant blocks (256 values) and the experts divide evenly over
@@ -210,11 +238,13 @@ ModelConfig shard_config(const ModelConfig& c, const ArchDescriptor& arch, int n
         const std::string mode = force ? force : "";
         if (!mode.empty() && mode != "width" && mode != "whole")
             return fail("AKUNU_TP_EXPERTS is '" + mode + "' (expected 'width' or 'whole')");
+        const uint64_t block = block_of(file, "ffn_down_exps.weight");
         whole = mode == "whole" ||
-                (mode.empty() && c.n_experts % n == 0 && (c.expert_ffn_dim % n != 0 || (c.expert_ffn_dim / n) % 256 != 0));
+                (mode.empty() && c.n_experts % n == 0 && (c.expert_ffn_dim % n != 0 || (c.expert_ffn_dim / n) % block != 0));
         if (whole && c.n_experts % n != 0)
             return fail(std::to_string(c.n_experts) + " experts do not split evenly");
         if (!whole && c.expert_ffn_dim % n != 0) return fail("the experts' FFN width does not split evenly");
+        if (!whole) whole_blocks("the experts' down projections", "ffn_down_exps.weight", (uint64_t)c.expert_ffn_dim / (uint64_t)n);
     }
     if (c.shared_expert_ffn_dim % n != 0) return fail("the shared expert's FFN width does not split evenly");
     ModelConfig l = c;
@@ -233,17 +263,26 @@ ModelWeights shard_weights(const ModelWeights& host, const ModelConfig& global, 
                            TensorParallelDevice& dev, std::vector<Buffer>& owned) {
     const int n = dev.ranks();
     std::vector<ModelWeights> per_rank((size_t)n, host);
+    std::vector<std::vector<Buffer>> placed((size_t)n);  // each rank's, freed if any rank fails
+    try {
     dev.for_each_rank([&](int r, Device& d) {
         RankPlan plan{global, local, r};
         ModelWeights& w = per_rank[(size_t)r];
         auto one = [&](Weight& dst, const Weight& src, Split s) {
             if (!src.buf.contents) return;  // a weight this model does not have
             dst = place(d, src, s, plan.range(s), local.experts_per_rank != 0);
+            placed[(size_t)r].push_back(dst.buf);
         };
         for (const ModelField& f : kModelFields) one(w.*f.member, host.*f.member, f.split);
         for (size_t l = 0; l < host.layers.size(); l++)
             for (const LayerField& f : kLayerFields) one(w.layers[l].*f.member, host.layers[l].*f.member, f.split);
     });
+    } catch (...) {
+        dev.for_each_rank([&](int r, Device& d) {
+            for (Buffer b : placed[(size_t)r]) d.free_buffer(b);
+        });
+        throw;
+    }
     // one buffer of `dev` for each weight: rank r's part is rank r's slice
     ModelWeights out = per_rank[0];
     auto compose = [&](Weight& dst, const Weight& src, auto part_of) {

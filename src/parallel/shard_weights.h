@@ -17,11 +17,14 @@
 
 namespace akunu {
 
+class ModelFile;
 class TensorParallelDevice;
 
-// The dimensions one rank of n works with (heads, KV heads, FFN widths, the
-// vocabulary slice); a model that cannot be split n ways is a clear error.
-ModelConfig shard_config(const ModelConfig& c, const ArchDescriptor& arch, int n);
+// The dimensions one rank of n works with (heads, KV heads, FFN widths,
+// experts, the vocabulary slice); a model that cannot be split n ways (by
+// its dimensions, or by its tensors' block sizes: `file`) is a clear error,
+// before any device is made.
+ModelConfig shard_config(const ModelConfig& c, const ArchDescriptor& arch, const ModelFile& file, int n);
 
 // Each rank's slices of `host` (weights read on the host, in the file's
 // layout: a WeightProvider over a host device), placed on that rank's device

@@ -24,20 +24,24 @@ TensorParallelDevice::TensorParallelDevice(std::vector<std::unique_ptr<Collectiv
     if (n < 2) throw Error("internal error: a tensor-parallel device needs at least 2 ranks");
     ranks_.resize(n);
     workers_.resize(n);
-    for (size_t r = 0; r < n; r++) workers_[r].thread = std::thread(&TensorParallelDevice::worker, this, (int)r);
     try {
+        for (size_t r = 0; r < n; r++) workers_[r].thread = std::thread(&TensorParallelDevice::worker, this, (int)r);
         on_all([&](int r) {
             ranks_[(size_t)r] = make_rank(r);
             ranks_[(size_t)r]->set_collective(collectives_[(size_t)r].get());
         });
     } catch (...) {
-        on_all([&](int r) { ranks_[(size_t)r].reset(); });
+        try {
+            on_all([&](int r) { ranks_[(size_t)r].reset(); });
+        } catch (...) {
+        }
         {
             std::lock_guard<std::mutex> lock(mutex_);
             stop_ = true;
         }
         work_cv_.notify_all();
-        for (Worker& w : workers_) w.thread.join();
+        for (Worker& w : workers_)
+            if (w.thread.joinable()) w.thread.join();
         throw;
     }
     name_ = std::to_string(n) + " x " + ranks_[0]->name();
@@ -53,7 +57,8 @@ TensorParallelDevice::~TensorParallelDevice() {
         stop_ = true;
     }
     work_cv_.notify_all();
-    for (Worker& w : workers_) w.thread.join();
+    for (Worker& w : workers_)
+        if (w.thread.joinable()) w.thread.join();
     collectives_.clear();
 }
 
@@ -61,13 +66,14 @@ void TensorParallelDevice::worker(int rank) {
     Worker& me = workers_[(size_t)rank];
     for (;;) {
         RankFn fn{nullptr, nullptr};
+        bool meets = false;
         {
             std::unique_lock<std::mutex> lock(mutex_);
             work_cv_.wait(lock, [&] { return stop_ || generation_ != me.seen; });
             if (stop_) return;
             me.seen = generation_;
-            if (job_rank_ >= 0 && job_rank_ != rank) continue;
             fn = job_;
+            meets = job_meets_;
         }
         std::exception_ptr err;
         try {
@@ -75,7 +81,7 @@ void TensorParallelDevice::worker(int rank) {
         } catch (...) {
             err = std::current_exception();
             // the other ranks may be waiting in a collective for this one
-            if (collectives_[(size_t)rank]) collectives_[(size_t)rank]->abort();
+            if (meets && collectives_[(size_t)rank]) collectives_[(size_t)rank]->abort();
         }
         std::lock_guard<std::mutex> lock(mutex_);
         if (err && !error_) error_ = err;
@@ -83,12 +89,12 @@ void TensorParallelDevice::worker(int rank) {
     }
 }
 
-void TensorParallelDevice::run(RankFn fn, int only) {
+void TensorParallelDevice::run(RankFn fn, bool meets) {
     std::lock_guard<std::mutex> call(call_mutex_);
     std::unique_lock<std::mutex> lock(mutex_);
     job_ = fn;
-    job_rank_ = only;
-    pending_ranks_ = only < 0 ? (int)workers_.size() : 1;
+    job_meets_ = meets;
+    pending_ranks_ = (int)workers_.size();
     error_ = nullptr;
     generation_++;
     work_cv_.notify_all();
@@ -161,17 +167,22 @@ Buffer TensorParallelDevice::wrap_host(const void* data, size_t bytes) {
 
 void TensorParallelDevice::free_buffer(Buffer buf) {
     if (!buf.handle) return;
-    auto* rb = static_cast<RankBuffers*>(buf.handle);
+    std::unique_ptr<RankBuffers> rb(static_cast<RankBuffers*>(buf.handle));
     on_all([&](int r) { ranks_[(size_t)r]->free_buffer(rb->parts[(size_t)r]); });
-    delete rb;
 }
 
 void TensorParallelDevice::write_buffer(Buffer dst, const void* src, size_t bytes, size_t offset) {
     on_all([&](int r) { ranks_[(size_t)r]->write_buffer(part(dst, r), src, bytes, offset); });
 }
 
+// Rank 0 reads; the others wait for their own work meanwhile, so a rank
+// whose GPU faulted throws here and aborts the collectives rank 0 may be
+// waiting in, instead of leaving it there.
 void TensorParallelDevice::read_buffer(void* dst, Buffer src, size_t bytes, size_t offset) {
-    on_rank(0, [&](int r) { ranks_[(size_t)r]->read_buffer(dst, part(src, r), bytes, offset); });
+    on_all([&](int r) {
+        if (r == 0) ranks_[0]->read_buffer(dst, part(src, 0), bytes, offset);
+        else ranks_[(size_t)r]->end_encoding_sync();
+    }, true);
 }
 
 void TensorParallelDevice::copy_buffer(Buffer dst, size_t dst_offset, Buffer src, size_t src_offset, size_t bytes) {
@@ -201,6 +212,10 @@ void TensorParallelDevice::translate(const DispatchTable& table, std::vector<Dis
 // Tables whose content changes renew their id (DispatchTable::renew_id), so
 // an id names one content: its translation is made once and kept while used.
 const std::vector<DispatchTable>& TensorParallelDevice::rank_tables(const DispatchTable& table) {
+    if (table.transient) {  // new content each use: translated into the same storage, kept out of the cache
+        translate(table, transient_);
+        return transient_;
+    }
     for (size_t i = 0; i < translated_.size(); i++)
         if (translated_[i].id == table.id) {
             std::rotate(translated_.begin() + (long)i, translated_.begin() + (long)i + 1, translated_.end());
@@ -219,23 +234,23 @@ const std::vector<DispatchTable>& TensorParallelDevice::rank_tables(const Dispat
 
 void TensorParallelDevice::encode_dispatch_table(const DispatchTable& table, const ReplayState& st) {
     const std::vector<DispatchTable>& t = rank_tables(table);
-    on_all([&](int r) { ranks_[(size_t)r]->encode_dispatch_table(t[(size_t)r], st); });
+    on_all([&](int r) { ranks_[(size_t)r]->encode_dispatch_table(t[(size_t)r], st);}, true);
 }
 
 void TensorParallelDevice::encode_chain(const DispatchTable& table, uint32_t pos0, int steps) {
     const std::vector<DispatchTable>& t = rank_tables(table);
-    on_all([&](int r) { ranks_[(size_t)r]->encode_chain(t[(size_t)r], pos0, steps); });
+    on_all([&](int r) { ranks_[(size_t)r]->encode_chain(t[(size_t)r], pos0, steps);}, true);
 }
 
 void TensorParallelDevice::encode_decode_pass(const DispatchTable& table, const ReplayState& st) {
     const std::vector<DispatchTable>& t = rank_tables(table);
-    on_all([&](int r) { ranks_[(size_t)r]->encode_decode_pass(t[(size_t)r], st); });
+    on_all([&](int r) { ranks_[(size_t)r]->encode_decode_pass(t[(size_t)r], st);}, true);
 }
 
 double TensorParallelDevice::time_table(const DispatchTable& table, const ReplayState& st) {
     const std::vector<DispatchTable>& t = rank_tables(table);
     std::vector<double> seconds(ranks_.size());
-    on_all([&](int r) { seconds[(size_t)r] = ranks_[(size_t)r]->time_table(t[(size_t)r], st); });
+    on_all([&](int r) { seconds[(size_t)r] = ranks_[(size_t)r]->time_table(t[(size_t)r], st);}, true);
     return *std::max_element(seconds.begin(), seconds.end());
 }
 
@@ -272,7 +287,7 @@ void TensorParallelDevice::end_encoding_sync() {
     on_all([&](int r) {
         if (!t[(size_t)r].commands.empty()) ranks_[(size_t)r]->encode_dispatch_table(t[(size_t)r], ReplayState{});
         ranks_[(size_t)r]->end_encoding_sync();
-    });
+    }, true);
 }
 
 }  // namespace akunu

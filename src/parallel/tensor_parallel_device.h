@@ -5,8 +5,10 @@
 // differ between ranks, everything else is the same size on each); every
 // table is replayed by every rank at once, each on its own host thread (a
 // GPU rank's thread keeps its GPU current), and the ranks meet in the
-// collectives the table builder placed in the tables. Reads come from rank 0:
-// the residual stream and the logits are the same bits on every rank.
+// collectives the table builder placed in the tables. Reads come from rank 0
+// (the residual stream and the logits are the same bits on every rank) while
+// the other ranks synchronize, so a rank's failure is seen at once. One
+// caller at a time (Model and BatchEngine take turns on the device).
 #pragma once
 #include <condition_variable>
 #include <cstdint>
@@ -90,15 +92,16 @@ private:
         const void* obj;
         void (*call)(const void*, int);
     };
+    // f(rank) on every rank's thread at once. A job that replays tables
+    // (`meets`: the ranks may wait for each other in its collectives, or for
+    // a GPU that faulted) aborts the collectives when a rank fails in it, so
+    // that no rank waits forever; a failed allocation or copy leaves the
+    // model usable.
     template <typename F>
-    void on_all(const F& f) {
-        run({&f, [](const void* o, int r) { (*static_cast<const F*>(o))(r); }}, -1);
+    void on_all(const F& f, bool meets = false) {
+        run({&f, [](const void* o, int r) { (*static_cast<const F*>(o))(r); }}, meets);
     }
-    template <typename F>
-    void on_rank(int rank, const F& f) {
-        run({&f, [](const void* o, int r) { (*static_cast<const F*>(o))(r); }}, rank);
-    }
-    void run(RankFn fn, int only);  // every rank (only < 0) or one, each on its thread; rethrows a rank's error
+    void run(RankFn fn, bool meets);  // rethrows the first rank's error
     void worker(int rank);
     // The table as each rank's pipelines and buffers, translated once per table id.
     const std::vector<DispatchTable>& rank_tables(const DispatchTable& table);
@@ -118,7 +121,7 @@ private:
     std::condition_variable work_cv_, done_cv_;
     uint64_t generation_ = 0;
     RankFn job_{nullptr, nullptr};
-    int job_rank_ = -1;
+    bool job_meets_ = false;
     int pending_ranks_ = 0;
     std::exception_ptr error_;
     bool stop_ = false;
@@ -129,6 +132,7 @@ private:
         std::vector<DispatchTable> tables;
     };
     std::vector<Translated> translated_;  // most recent last
+    std::vector<DispatchTable> transient_;  // a transient table's translation (storage reused, never cached)
     DispatchTable pending_;               // the per-command encoding calls' table
     DispatchCmd bound_;
 };
