@@ -33,7 +33,7 @@ if [ "$#" -eq 0 ]; then
     set -- tests/test_bad_input.py tests/test_gguf_parser.py tests/test_fuzz_corpus.py tests/test_kernels.py \
         tests/test_generate.py tests/test_sampling.py tests/test_decoding.py \
         tests/test_c_api.py tests/test_c_tokenizer.py tests/test_c_chat.py tests/test_c_grammar.py \
-        tests/test_c_speculation.py tests/test_c_batch.py \
+        tests/test_c_speculation.py tests/test_c_batch.py tests/test_tensor_parallel.py \
         -k "not real_model and not gemma and not tiny and not pkg_config and not find_package"
 fi
 python -m pytest -q -p no:cacheprovider "$@"
