@@ -31,26 +31,28 @@ TensorParallelDevice::TensorParallelDevice(std::vector<std::unique_ptr<Collectiv
             ranks_[(size_t)r]->set_collective(collectives_[(size_t)r].get());
         });
     } catch (...) {
-        try {
-            on_all([&](int r) { ranks_[(size_t)r].reset(); });
-        } catch (...) {
-        }
-        {
-            std::lock_guard<std::mutex> lock(mutex_);
-            stop_ = true;
-        }
-        work_cv_.notify_all();
-        for (Worker& w : workers_)
-            if (w.thread.joinable()) w.thread.join();
+        shut_down();
         throw;
     }
     name_ = std::to_string(n) + " x " + ranks_[0]->name();
 }
 
 TensorParallelDevice::~TensorParallelDevice() {
-    try {
-        on_all([&](int r) { ranks_[(size_t)r].reset(); });  // each rank's device goes on its own thread
-    } catch (...) {
+    shut_down();
+    collectives_.clear();
+}
+
+// Each rank's device goes on its own thread (where it was made), then the
+// workers stop. Where not every worker started (the constructor failed
+// making threads), no job ran and no device exists: they only stop.
+void TensorParallelDevice::shut_down() {
+    const bool all_started =
+        std::all_of(workers_.begin(), workers_.end(), [](const Worker& w) { return w.thread.joinable(); });
+    if (all_started) {
+        try {
+            on_all([&](int r) { ranks_[(size_t)r].reset(); });
+        } catch (...) {
+        }
     }
     {
         std::lock_guard<std::mutex> lock(mutex_);
@@ -59,7 +61,6 @@ TensorParallelDevice::~TensorParallelDevice() {
     work_cv_.notify_all();
     for (Worker& w : workers_)
         if (w.thread.joinable()) w.thread.join();
-    collectives_.clear();
 }
 
 void TensorParallelDevice::worker(int rank) {

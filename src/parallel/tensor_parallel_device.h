@@ -103,6 +103,7 @@ private:
     }
     void run(RankFn fn, bool meets);  // rethrows the first rank's error
     void worker(int rank);
+    void shut_down();  // the rank devices destroyed, the workers joined
     // The table as each rank's pipelines and buffers, translated once per table id.
     const std::vector<DispatchTable>& rank_tables(const DispatchTable& table);
     void translate(const DispatchTable& table, std::vector<DispatchTable>& out) const;
