@@ -8,6 +8,7 @@ GGML_CUDA_GRAPH_OPT=1, and for prompts over 512 tokens also with -ub 2048.
 
   pip install ".[test]"     # with nvcc on PATH, so that akunu builds its CUDA backend
   python -m bench.long_context --llama-cpp SRC [-r 3] [--models llama-3.1-8b:F16,...] [--depths 0,4096,...]
+                               [--kv-type q8_0]   # both engines' KV cache type (llama.cpp's -ctk / -ctv)
 
 Beside each tg row, the limit: the bytes one decode step must read (the
 weights it uses plus the KV cache at that depth) over the GPU's measured
@@ -39,10 +40,13 @@ def step_weight_bytes(path: str) -> int:
     return sum(b for name, b in tensors.items() if name != skip)
 
 
-def kv_bytes_per_token(shape: str) -> int:
-    """F16 K and V of one position over every layer."""
+def kv_bytes_per_token(shape: str, kv_type: str = "f16") -> int:
+    """K and V of one position over every layer, in the cache type (akunu's row layout: llama.cpp's
+    blocks take the same bytes at these shapes)."""
+    from akunu.kv_types import kv_row_bytes
+
     _, d = text_models.SHAPES[shape]
-    return 2 * d["n_layers"] * d["n_kv_heads"] * d["head_dim"] * 2
+    return 2 * d["n_layers"] * kv_row_bytes(kv_type, d["n_kv_heads"] * d["head_dim"])
 
 
 def depth_table(results: List[tuple], depths: List[int], pp: int, tg: int, bandwidth: Optional[float]) -> str:
@@ -89,6 +93,8 @@ def main() -> None:
     src.add_argument("--llama-bench", metavar="BIN_DIR", help="folder of prebuilt llama-bench and llama-quantize")
     ap.add_argument("--models-dir", default=os.path.join(common.CACHE, "models"))
     ap.add_argument("--json", default=None, help="where to write every row (default ~/.cache/akunu-bench/)")
+    ap.add_argument("--kv-type", default="f16", choices=["f16", "bf16", "q8_0", "q4_0"],
+                    help="KV cache type of both engines (llama.cpp: -ctk / -ctv)")
     a = ap.parse_args()
     check_akunu_cuda()
     if a.llama_bench:
@@ -100,7 +106,7 @@ def main() -> None:
     prompts = [int(x) for x in a.prompts.split(",") if x]
     bandwidth = copy_bandwidth("cuda")
     base = ["--device", "cuda", "-r", str(a.repetitions), "--compare", "llama.cpp", "--llama-bench",
-            os.path.join(bins, "llama-bench")]
+            os.path.join(bins, "llama-bench"), "--kv-type", a.kv_type]
     results: List[tuple] = []
     for spec in a.models.split(","):
         shape, fmt = spec.split(":")
@@ -108,7 +114,8 @@ def main() -> None:
         rows: List[Dict] = common.akunu_bench(path, *base, "-p", "512", "-n", "128", "-d", a.depths)
         if prompts:
             rows += common.akunu_bench(path, *base, "-p", ",".join(map(str, prompts)), "-n", "0")
-        results.append((f"{shape} {fmt}", step_weight_bytes(path), kv_bytes_per_token(shape), rows))
+        label = f"{shape} {fmt}" + (f" KV {a.kv_type}" if a.kv_type != "f16" else "")
+        results.append((label, step_weight_bytes(path), kv_bytes_per_token(shape, a.kv_type), rows))
         print(depth_table(results[-1:], depths, 512, 128, bandwidth), file=sys.stderr, flush=True)
     rows = [r for *_, rs in results for r in rs]
     print(common.header(rows, common.command_line("bench.long_context")))

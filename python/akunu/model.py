@@ -20,6 +20,7 @@ from .model_zoo import resolve_model_path
 from .sampling import SamplingConfig
 from .stop_strings import normalize_stop
 from .hf_tokenizer import HFTokenizer
+from .kv_types import KV_TYPE_NAMES, KvTypeArg, parse_kv_type
 from .tokenizer import GGUFTokenizer
 from .turns import TurnLock
 from . import async_calls
@@ -94,7 +95,8 @@ class Model:
 
     def __init__(self, path: str, device: str = "cpu", n_ctx: Optional[int] = None, n_threads: int = 0,
                  chat_template: Optional[str] = None, n_batch: Optional[int] = None, parallel: int = 1,
-                 kv_tokens: Optional[int] = None, max_queue: int = 0, tensor_parallel: int = 1):
+                 kv_tokens: Optional[int] = None, max_queue: int = 0, tensor_parallel: int = 1,
+                 kv_type: KvTypeArg = None):
         if not _known_device(device):
             raise AkunuError(f"unknown device '{device}' (expected 'cpu', 'cuda', 'metal' or 'auto')")
         if n_ctx is not None and (isinstance(n_ctx, bool) or not isinstance(n_ctx, int) or n_ctx <= 0):
@@ -107,7 +109,9 @@ class Model:
         self.path = path
         if device in ("cuda", "auto"):
             export_cublas_dirs()  # before the CUDA backend first loads cuBLAS (and NCCL, found the same way)
-        self._m = _core.Model(path, device, int(n_ctx or 0), int(n_threads), int(n_batch or 0), int(tensor_parallel))
+        k_type, v_type = parse_kv_type(kv_type)
+        self._m = _core.Model(path, device, int(n_ctx or 0), int(n_threads), int(n_batch or 0), int(tensor_parallel),
+                              k_type, v_type)
         self.tensor_parallel: int = int(tensor_parallel)  # devices the model is split over
         self.metadata: Dict[str, Any] = self._core().metadata
         self.format: str = self._core().format  # "gguf" or "safetensors" (a Hugging Face / MLX directory)
@@ -164,8 +168,14 @@ class Model:
     # -- introspection --------------------------------------------------------
     @property
     def config(self) -> Dict[str, Any]:
-        """Dimensions, layers, heads, vocabulary size, context size and architecture."""
-        return self._core().config
+        """Dimensions, layers, heads, vocabulary size, context size and architecture; for
+        generative models also the KV cache's element types (``k_cache_type``,
+        ``v_cache_type``: "f16", "bf16", "q8_0", "q4_0") and its bytes per token."""
+        c = self._core().config
+        for key in ("k_cache_type", "v_cache_type"):
+            if key in c:
+                c[key] = KV_TYPE_NAMES[c[key]]
+        return c
 
     @property
     def name(self) -> str:
@@ -522,7 +532,7 @@ def _is_whisper(path: str) -> bool:
 def load(path: str, device: str = "cpu", n_ctx: Optional[int] = None, n_threads: int = 0,
          chat_template: Optional[str] = None, n_beams: int = 5, n_batch: Optional[int] = None,
          parallel: int = 1, kv_tokens: Optional[int] = None, max_queue: int = 0,
-         revision: Optional[str] = None, tensor_parallel: int = 1):
+         revision: Optional[str] = None, tensor_parallel: int = 1, kv_type: KvTypeArg = None):
     """Load a model: a GGUF file, a Hugging Face / MLX directory (config.json + safetensors +
     tokenizer.json), a CTranslate2 Whisper directory (model.bin, as faster-whisper uses), a
     named model such as ``"gemma3-270m"``, ``"all-minilm-l6-v2"`` or ``"whisper-tiny.en"``, or
@@ -544,14 +554,20 @@ def load(path: str, device: str = "cpu", n_ctx: Optional[int] = None, n_threads:
     `tensor_parallel`: split the model over that many devices (Megatron-style tensor
     parallelism: attention heads, FFN and vocabulary split, one all-reduce after each
     block's output projections): GPUs 0..N-1 over NCCL on "cuda", threads on "cpu".
+    `kv_type`: the KV cache's element type, as llama.cpp's ``-ctk`` / ``-ctv``:
+    "f16" (default), "bf16", "q8_0" or "q4_0", or a (K, V) pair such as
+    ``("q8_0", "f16")`` or ``"q8_0,f16"``; Q8_0 halves the cache, Q4_0 takes about
+    a quarter, with logits a little further from the F16 cache's.
     """
     path = resolve_model_path(path, revision=revision)
     if _known_device(device) and _is_whisper(path):
         if tensor_parallel != 1:
             raise AkunuError("tensor parallelism serves text-generation models; Whisper runs on one device")
+        if kv_type is not None and parse_kv_type(kv_type) != (0, 0):
+            raise AkunuError("kv_type applies to text-generation models; Whisper's caches are F16")
         from .whisper import WhisperModel
 
         return WhisperModel(path, device=device, n_threads=n_threads, n_beams=n_beams)
     return Model(path, device=device, n_ctx=n_ctx, n_threads=n_threads, chat_template=chat_template,
                  n_batch=n_batch, parallel=parallel, kv_tokens=kv_tokens, max_queue=max_queue,
-                 tensor_parallel=tensor_parallel)
+                 tensor_parallel=tensor_parallel, kv_type=kv_type)

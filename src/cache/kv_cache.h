@@ -1,23 +1,30 @@
-// Per-layer K and V caches in F16, allocated once at load for n_ctx positions
-// (book, "KV Cache Design"). Layout: [position][kv_head * head_dim].
+// Per-layer K and V caches, allocated once at load for n_ctx positions
+// (book, "KV Cache Design"). Layout: [position][row of kv_head * head_dim
+// values in the cache's element type] (core/kv_layout.h); F16 unless the
+// model was loaded with another KV type (K and V apart).
 #pragma once
 #include <vector>
 
 #include "core/device.h"
+#include "core/kv_layout.h"
 
 namespace akunu {
 
 struct KVCache {
     int n_ctx = 0;
     int kv_dim = 0;
+    uint32_t k_type = kKvF16, v_type = kKvF16;
     std::vector<Buffer> k, v;
 
-    void allocate(Device& dev, int n_layers, int ctx, int kv_dim_) {
+    void allocate(Device& dev, int n_layers, int ctx, int kv_dim_, uint32_t k_type_ = kKvF16,
+                  uint32_t v_type_ = kKvF16) {
         n_ctx = ctx;
         kv_dim = kv_dim_;
+        k_type = k_type_;
+        v_type = v_type_;
         for (int l = 0; l < n_layers; l++) {
-            k.push_back(dev.allocate((size_t)ctx * kv_dim * 2));
-            v.push_back(dev.allocate((size_t)ctx * kv_dim * 2));
+            k.push_back(dev.allocate((size_t)ctx * kv_row_bytes(k_type, (uint32_t)kv_dim)));
+            v.push_back(dev.allocate((size_t)ctx * kv_row_bytes(v_type, (uint32_t)kv_dim)));
         }
     }
     void release(Device& dev) {
@@ -26,7 +33,11 @@ struct KVCache {
         k.clear();
         v.clear();
     }
-    size_t bytes() const { return 2 * k.size() * (size_t)n_ctx * kv_dim * 2; }
+    size_t bytes() const { return k.size() * (size_t)n_ctx * bytes_per_layer_token(); }
+    // K and V bytes of one position in one layer.
+    size_t bytes_per_layer_token() const {
+        return (size_t)kv_row_bytes(k_type, (uint32_t)kv_dim) + kv_row_bytes(v_type, (uint32_t)kv_dim);
+    }
 };
 
 }  // namespace akunu

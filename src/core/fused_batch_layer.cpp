@@ -34,7 +34,7 @@ void qk_norm_rope_kv_paged(Builder& b, const ArchDescriptor& arch, const ModelWe
     PagedQKRopeKVParams p{(uint32_t)c.n_heads, (uint32_t)c.n_kv_heads, (uint32_t)c.head_dim, 1,
                           arch.has_qk_norm ? 1u : 0u, c.norm_eps, c.norm_weight_offset,
                           arch.rope_neox ? 1u : 0u, w.has_rope_freqs ? 1u : 0u, base, scale, attn,
-                          (uint32_t)pk.block_size, (uint32_t)pk.max_blocks};
+                          (uint32_t)pk.block_size, (uint32_t)pk.max_blocks, pk.k_type, pk.v_type};
     Cmd cmd(b.t, b.dev, "qk_norm_rope_kv_paged", "qk_norm_rope_kv");
     cmd.buf(s.q).buf(s.k).buf(s.v);
     cmd.buf(arch.has_qk_norm ? L.q_norm.buf : s.q).buf(arch.has_qk_norm ? L.k_norm.buf : s.k);
@@ -90,7 +90,7 @@ void attention(Builder& b, int l, bool local) {
     const uint32_t qd = (uint32_t)c.q_dim();
     PagedAttentionParams p{(uint32_t)c.n_heads, (uint32_t)c.n_kv_heads, (uint32_t)c.head_dim, 1,
                            local ? (uint32_t)c.sliding_window : 0u, qd, qd, c.attn_scale,
-                           (uint32_t)pk.block_size, (uint32_t)pk.max_blocks, 0};
+                           (uint32_t)pk.block_size, (uint32_t)pk.max_blocks, 0, pk.k_type, pk.v_type};
     Cmd(b.t, b.dev, "attention_paged", "attention")
         .buf(b.s.q).buf(pk.k[(size_t)l]).buf(pk.v[(size_t)l]).buf(b.s.attn).buf(b.batch->rows).buf(pk.tables)
         .params(p).patch_n(offsetof(PagedAttentionParams, n_tokens))

@@ -73,6 +73,9 @@ struct KVWriteParams {
     uint32_t k_stride;  // floats between tokens in the K source
     uint32_t v_stride;
     uint32_t max_ctx;
+    // KV cache element types (core/kv_layout.h KvType; 0: F16)
+    uint32_t k_type;
+    uint32_t v_type;
 };
 
 struct AttentionParams {
@@ -93,12 +96,15 @@ struct AttentionParams {
     // non-zero: every query sees keys [0, n_keys), whatever pos0 (cross-attention
     // over an encoder output that is fixed for the whole decode)
     uint32_t n_keys;
+    // KV cache element types (core/kv_layout.h KvType; 0: F16)
+    uint32_t k_type;
+    uint32_t v_type;
 };
 
 // Paged KV cache (continuous batching). Each token row t of a pass belongs to
 // sequence rows[2t] at position rows[2t + 1] (buffer "rows", int32 pairs).
 // Sequence s keeps its K/V in fixed-size blocks of a pool laid out as the
-// contiguous cache ([pool row][kv_dim], F16): position p lives at pool row
+// contiguous cache ([pool row][row bytes], core/kv_layout.h): position p lives at pool row
 //   tables[s * max_blocks + p / block_size] * block_size + p % block_size
 // (buffer "tables", int32 block ids, one row of max_blocks per sequence).
 // kv_write_paged buffers: 0 k, 1 v, 2 K pool, 3 V pool, 4 rows, 5 tables.
@@ -109,6 +115,9 @@ struct PagedKVWriteParams {
     uint32_t v_stride;
     uint32_t block_size;
     uint32_t max_blocks;
+    // KV cache element types (core/kv_layout.h KvType; 0: F16)
+    uint32_t k_type;
+    uint32_t v_type;
 };
 
 // attention_paged: causal attention of each row over its own sequence's keys
@@ -131,6 +140,9 @@ struct PagedAttentionParams {
     // which a GPU may run through another kernel with the same meaning; 0 in
     // tables that do not patch it.
     uint32_t generated_rows;
+    // KV cache element types (core/kv_layout.h KvType; 0: F16)
+    uint32_t k_type;
+    uint32_t v_type;
 };
 
 // gather_rows: dst[r, :] = src[idx[r], :] for r < n_rows (the rows of a
@@ -220,7 +232,7 @@ struct MultiGemvParams {
 // q [n_heads * head_dim] and k [n_kv_heads * head_dim] get per-head RMSNorm
 // (has_qk_norm, weights buffers 3 / 4) and RoPE at pos0 + t (freq factors
 // buffer 5 when has_freq_factors), in place; then k and v (buffer 2) go to
-// the F16 caches (buffers 6 / 7) at row pos0 + t. Buffers 0 q, 1 k.
+// the caches (buffers 6 / 7) at row pos0 + t. Buffers 0 q, 1 k.
 // Meaning: rmsnorm (q, k), rope (q, k), kv_write.
 struct QKRopeKVParams {
     uint32_t n_heads;
@@ -237,6 +249,9 @@ struct QKRopeKVParams {
     float freq_scale;
     uint32_t max_ctx;
     float attn_factor;  // as RopeParams::attn_factor
+    // KV cache element types (core/kv_layout.h KvType; 0: F16)
+    uint32_t k_type;
+    uint32_t v_type;
 };
 
 // qk_norm_rope_kv_paged: qk_norm_rope_kv for the rows of a batch pass, each
@@ -259,6 +274,9 @@ struct PagedQKRopeKVParams {
     float attn_factor;
     uint32_t block_size;
     uint32_t max_blocks;
+    // KV cache element types (core/kv_layout.h KvType; 0: F16)
+    uint32_t k_type;
+    uint32_t v_type;
 };
 
 // matmul_multi: y_i = W_i x (+ bias_i) for up to three matrices of one K and

@@ -95,6 +95,10 @@ struct ModelConfig {
     // parallelism): the experts each rank holds (rank r: [r * n, (r + 1) * n));
     // 0: every rank holds every expert (split by FFN width, or not split).
     int experts_per_rank = 0;
+    // Element types of the K and V caches (core/kv_layout.h KvType), set at
+    // load (llama.cpp's -ctk / -ctv); F16 unless asked.
+    uint32_t k_cache_type = 0;
+    uint32_t v_cache_type = 0;
 
     int q_dim() const { return n_heads * head_dim; }
     int kv_dim() const { return n_kv_heads * head_dim; }

@@ -166,14 +166,15 @@ struct Builder {
             const PagedKVCache& pk = *batch->kv;
             PagedAttentionParams p{(uint32_t)c.n_heads, (uint32_t)c.n_kv_heads, (uint32_t)c.head_dim, 1,
                                    local ? (uint32_t)c.sliding_window : 0u, qd, qd, c.attn_scale,
-                                   (uint32_t)pk.block_size, (uint32_t)pk.max_blocks};
+                                   (uint32_t)pk.block_size, (uint32_t)pk.max_blocks, 0, pk.k_type, pk.v_type};
             Cmd(t, dev, "attention_paged", "attention")
                 .buf(s.q).buf(pk.k[(size_t)l]).buf(pk.v[(size_t)l]).buf(s.attn).buf(batch->rows).buf(pk.tables)
                 .params(p).patch_n(offsetof(PagedAttentionParams, n_tokens)).emit();
             return;
         }
         AttentionParams p{(uint32_t)c.n_heads, (uint32_t)c.n_kv_heads, (uint32_t)c.head_dim, 1, 0,
-                          local ? (uint32_t)c.sliding_window : 0u, qd, qd, c.attn_scale, (uint32_t)kv.n_ctx, 1, 0, 0};
+                          local ? (uint32_t)c.sliding_window : 0u, qd, qd, c.attn_scale, (uint32_t)kv.n_ctx, 1, 0, 0,
+                          kv.k_type, kv.v_type};
         Cmd(t, dev, "attention", "attention")
             .buf(s.q).buf(kv.k[(size_t)l]).buf(kv.v[(size_t)l]).buf(s.attn)
             .params(p).patch_n(offsetof(AttentionParams, n_tokens)).patch_pos(offsetof(AttentionParams, pos0))

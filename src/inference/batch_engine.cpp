@@ -42,14 +42,16 @@ BatchEngine::BatchEngine(Device& dev, const ModelConfig& cfg, const ArchDescript
     if ((size_t)opt.max_seqs * vocab * 4 >= (1ull << 32))
         throw Error("too many parallel sequences for a vocabulary of " + std::to_string(vocab) + " tokens");
 
-    const size_t kv_bytes = (size_t)n_blocks * bs * PagedKVCache::bytes_per_token(cfg.n_layers, cfg.kv_dim());
+    const size_t kv_bytes = (size_t)n_blocks * bs * PagedKVCache::bytes_per_token(cfg.n_layers, cfg.kv_dim(),
+                                                                                  cfg.k_cache_type, cfg.v_cache_type);
     const size_t avail = dev.available_memory();
     if (avail && (double)kv_bytes > 0.95 * (double)avail)
         throw Error("a KV cache of " + std::to_string(kv_tokens) + " tokens for " + std::to_string(opt.max_seqs) +
                     " sequences needs " + std::to_string(kv_bytes >> 20) + " MiB but " +
                     std::to_string(avail >> 20) + " MiB is free; ask for fewer kv_tokens or parallel sequences");
 
-    kv_.allocate(dev, cfg.n_layers, (int)n_blocks, bs, opt.max_seqs, n_ctx, cfg.kv_dim());
+    kv_.allocate(dev, cfg.n_layers, (int)n_blocks, bs, opt.max_seqs, n_ctx, cfg.kv_dim(), cfg.k_cache_type,
+                 cfg.v_cache_type);
     pool_ = BlockPool((int)n_blocks, bs);
     scratch_.allocate(dev, cfg, pass, 1, opt.max_seqs);
     const size_t mask_words = (vocab + 31) / 32;

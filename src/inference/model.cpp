@@ -64,8 +64,9 @@ Model::Model(const std::string& path, const LoadOptions& opt) {
 
     int n_ctx = opt.n_ctx > 0 ? opt.n_ctx : std::min(cfg_.context_length, 4096);
     if (n_ctx > (1 << 20)) throw Error("n_ctx " + std::to_string(n_ctx) + " is too large");
+    set_cache_types(opt);
     check_memory(n_ctx);
-    kv_.allocate(*device_, cfg_.n_layers, n_ctx, cfg_.kv_dim());
+    kv_.allocate(*device_, cfg_.n_layers, n_ctx, cfg_.kv_dim(), cfg_.k_cache_type, cfg_.v_cache_type);
     chain_length_ = std::max(1, device_->chain_length());
     chain_out_.resize((size_t)chain_length_ + 1);  // once: decode reads chain results into it
     scratch_.allocate(*device_, cfg_, prefill_chunk_, chain_length_, prefill_chunk_);
@@ -98,6 +99,18 @@ void Model::load_tensor_parallel(const LoadOptions& opt) {
     w_ = shard_weights(host, model_cfg_, cfg_, static_cast<TensorParallelDevice&>(*device_), shards_.buffers);
 }
 
+// The KV cache's element types: a block type (Q8_0, Q4_0) needs heads of
+// whole 32-value blocks, as llama.cpp requires.
+void Model::set_cache_types(const LoadOptions& opt) {
+    for (uint32_t t : {opt.k_cache_type, opt.v_cache_type})
+        if (t >= kKvTypeCount) throw Error("unknown KV cache type " + std::to_string(t));
+    if ((kv_type_is_block(opt.k_cache_type) || kv_type_is_block(opt.v_cache_type)) && cfg_.head_dim % kKvBlock)
+        throw Error("a Q8_0 / Q4_0 KV cache needs a head size that is a multiple of 32; this model's is " +
+                    std::to_string(cfg_.head_dim) + " (use f16 or bf16)");
+    cfg_.k_cache_type = model_cfg_.k_cache_type = opt.k_cache_type;
+    cfg_.v_cache_type = model_cfg_.v_cache_type = opt.v_cache_type;
+}
+
 void Model::require_decoder(const char* what) const {
     if (arch_.encoder)
         throw Error(std::string("this is an embedding model (") + arch_.name + "): it cannot " + what +
@@ -115,7 +128,9 @@ void Model::check_memory(int n_ctx) const {
         throw Error("the model's weights take " + gib((double)weights) + " but the " +
                     device_->backend_name() + " device has " + gib((double)total) +
                     " of memory; use a smaller or more quantized model");
-    const double kv = 2.0 * cfg_.n_layers * (double)n_ctx * cfg_.kv_dim() * 2;
+    const double kv = (double)cfg_.n_layers * n_ctx *
+                      (kv_row_bytes(cfg_.k_cache_type, (uint32_t)cfg_.kv_dim()) +
+                       kv_row_bytes(cfg_.v_cache_type, (uint32_t)cfg_.kv_dim()));
     const double scratch = 4.0 * prefill_chunk_ *
                            (3.0 * cfg_.dim + 2.0 * cfg_.q_dim() + 2.0 * cfg_.kv_dim() + 3.0 * cfg_.act_row_width() +
                             cfg_.vocab_size);

@@ -29,6 +29,9 @@ struct LoadOptions {
     // Ranks the model is split over (tensor parallelism; parallel/): one GPU
     // a rank on "cuda", threads on "cpu". 1: one device.
     int tensor_parallel = 1;
+    // KV cache element types (core/kv_layout.h KvType), K and V apart.
+    uint32_t k_cache_type = 0;
+    uint32_t v_cache_type = 0;
 };
 
 class Model {
@@ -99,6 +102,7 @@ private:
     void check_tokens(const std::vector<int32_t>& tokens) const;
     void check_room(size_t n) const;
     void check_memory(int n_ctx) const;
+    void set_cache_types(const LoadOptions& opt);
     enum class PrefillOutput { LastRow, AllLogits, RowArgmax };
     // Runs `tokens` at n_past in chunks; AllLogits fills `logits`, RowArgmax fills `ids`.
     void run_prefill_chunks(const std::vector<int32_t>& tokens, PrefillOutput mode, std::vector<float>* logits,

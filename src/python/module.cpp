@@ -72,8 +72,10 @@ PYBIND11_MODULE(_core, m) {
     bind_batching(m);
     py::class_<Model>(m, "Model")
         .def(py::init([](const std::string& path, const std::string& device, int n_ctx, int n_threads, int n_batch,
-                         int tensor_parallel) {
+                         int tensor_parallel, uint32_t k_cache_type, uint32_t v_cache_type) {
                  LoadOptions o;
+                 o.k_cache_type = k_cache_type;
+                 o.v_cache_type = v_cache_type;
                  o.device = device;
                  o.n_ctx = n_ctx;
                  o.n_threads = n_threads;
@@ -83,7 +85,8 @@ PYBIND11_MODULE(_core, m) {
                  return std::make_unique<Model>(path, o);
              }),
              py::arg("path"), py::arg("device") = "cpu", py::arg("n_ctx") = 0, py::arg("n_threads") = 0,
-             py::arg("n_batch") = 0, py::arg("tensor_parallel") = 1)
+             py::arg("n_batch") = 0, py::arg("tensor_parallel") = 1, py::arg("k_cache_type") = 0,
+             py::arg("v_cache_type") = 0)
         .def_property_readonly("metadata", [](const Model& m) { return file_metadata(m.file()); })
         .def_property_readonly("tensors", [](const Model& m) { return file_tensors(m.file()); })
         .def_property_readonly("format", [](const Model& m) { return std::string(m.file().format()); })
@@ -110,6 +113,13 @@ PYBIND11_MODULE(_core, m) {
             d["rope_base"] = c.rope_base;
             d["sliding_window"] = c.sliding_window;
             d["is_encoder"] = m.is_encoder();
+            if (!m.is_encoder()) {  // the KV cache: element types (KvType) and bytes a token takes, all layers
+                d["k_cache_type"] = c.k_cache_type;
+                d["v_cache_type"] = c.v_cache_type;
+                d["kv_bytes_per_token"] =
+                    (size_t)c.n_layers * (kv_row_bytes(c.k_cache_type, (uint32_t)c.kv_dim()) +
+                                          kv_row_bytes(c.v_cache_type, (uint32_t)c.kv_dim()));
+            }
             if (m.is_encoder()) {
                 d["pooling"] = c.pooling == 1 ? "mean" : c.pooling == 2 ? "cls" : "last";
                 d["normalize_embeddings"] = c.normalize_embeddings;

@@ -1,6 +1,8 @@
 // KV-cache write and attention (causal, or bidirectional for encoders) with GQA
 // and an optional sliding window.
-// The cache holds F16 (as llama.cpp's default), so K/V are rounded on write.
+// The cache holds F16 by default (as llama.cpp's), or BF16 / Q8_0 / Q4_0 rows
+// (core/kv_layout.h, K and V apart): K/V are rounded on write by
+// core/kv_codec.h, and attention reads rows back through the same file.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -11,6 +13,7 @@
 #include "../thread_pool.h"
 #include "core/half.h"
 #include "core/kernel_params.h"
+#include "core/kv_codec.h"
 #include "cpu_kernel.h"
 
 namespace akunu {
@@ -20,28 +23,28 @@ void kv_write(const CpuArgs& a) {
     KVWriteParams p = a.p<KVWriteParams>();
     const float* k = a.b<float>(0);
     const float* v = a.b<float>(1);
-    uint16_t* kc = a.b<uint16_t>(2);
-    uint16_t* vc = a.b<uint16_t>(3);
+    uint8_t* kc = a.b<uint8_t>(2);
+    uint8_t* vc = a.b<uint8_t>(3);
+    const size_t krow = kv_row_bytes(p.k_type, p.kv_dim), vrow = kv_row_bytes(p.v_type, p.kv_dim);
     a.pool->parallel_for((int)p.n_tokens, [&](int t0, int t1) {
         for (uint32_t t = (uint32_t)t0; t < (uint32_t)t1; t++) {
-            size_t dst = (size_t)(p.pos0 + t) * p.kv_dim;
-            for (uint32_t i = 0; i < p.kv_dim; i++) {
-                kc[dst + i] = f32_to_f16(k[(size_t)t * p.k_stride + i]);
-                vc[dst + i] = f32_to_f16(v[(size_t)t * p.v_stride + i]);
-            }
+            const size_t pos = p.pos0 + t;
+            kv_store_row(p.k_type, k + (size_t)t * p.k_stride, p.kv_dim, kc + pos * krow);
+            kv_store_row(p.v_type, v + (size_t)t * p.v_stride, p.kv_dim, vc + pos * vrow);
         }
     });
 }
 
 // Work items are (query heads of one KV group, block of up to kTokenBlock
 // tokens; heads_per_item says how many heads). The K and V rows
-// of a block's key range are converted from F16 once per item, kKeyChunk keys
+// of a block's key range are converted from the cache type once per item, kKeyChunk keys
 // at a time, and reused by every token of the block (encoder passes and
 // prefill: a 1500-token Whisper window converted each row 1500 times before).
 // Per token the arithmetic is the one-token path's (same dots, same key
 // order), so results do not depend on how tokens are grouped.
 // Precision follows llama.cpp's CPU attention against an F16 cache: Q is
-// rounded to F16 for the Q.K dots and the softmax weights are rounded to F16
+// rounded to F16 for the Q.K dots (for every cache type: quantized K rows
+// are dequantized exactly, as the GPU kernels do) and the softmax weights are rounded to F16
 // before weighting V (its matmuls convert the float operand to the cache
 // type); dots and sums are accumulated in float. Per-thread buffers grow on
 // first use (thread_local), not per call.
@@ -197,12 +200,19 @@ struct HeadBlock {
     const uint32_t* last;
 };
 
+// The K and V caches of a layer and their element types.
+struct CacheRows {
+    const uint8_t* k;
+    const uint8_t* v;
+    uint32_t k_type, v_type;
+};
+
 // The query rows of an item: token i of head h0 + k is row i * nh + k.
 constexpr uint32_t kMaxRows = kTokenBlock * 8;
 
 template <class QSrc, class KeyRow, class Dst>
-void attend(const HeadBlock& hb, uint32_t hd, uint32_t kv_dim, uint32_t group, float scale, const uint16_t* kc,
-            const uint16_t* vc, QSrc qsrc, KeyRow key_row, Dst dst) {
+void attend(const HeadBlock& hb, uint32_t hd, uint32_t kv_dim, uint32_t group, float scale, const CacheRows& cache,
+            QSrc qsrc, KeyRow key_row, Dst dst) {
     thread_local std::vector<float> scores, rows, dots, acc, qr;
     const uint32_t nh = hb.nh, nq = hb.nt * nh;
     float mx[kMaxRows], inv_sum[kMaxRows];
@@ -223,14 +233,16 @@ void attend(const HeadBlock& hb, uint32_t hd, uint32_t kv_dim, uint32_t group, f
     }
     const size_t span = (size_t)kmax - kmin + 1;
     if (scores.size() < nq * span) scores.resize(nq * span);
-    const size_t koff = (size_t)(hb.h0 / group) * hd;
-    auto convert = [&](const uint16_t* cache, uint32_t c0, uint32_t c1) {
+    const uint32_t koff = (hb.h0 / group) * hd;
+    auto convert = [&](const uint8_t* rows_of, uint32_t type, uint32_t c0, uint32_t c1) {
+        const size_t row_bytes = kv_row_bytes(type, kv_dim);
         for (uint32_t j = c0; j <= c1; j++)
-            f16_row_to_f32(cache + (size_t)key_row(j) * kv_dim + koff, rows.data() + (size_t)(j - c0) * hd, (int)hd);
+            kv_load(type, rows_of + (size_t)key_row(j) * row_bytes, kv_dim, koff, hd,
+                    rows.data() + (size_t)(j - c0) * hd);
     };
     for (uint32_t c0 = kmin; c0 <= kmax; c0 += kKeyChunk) {  // scores
         const uint32_t c1 = std::min(kmax, c0 + kKeyChunk - 1);
-        convert(kc, c0, c1);
+        convert(cache.k, cache.k_type, c0, c1);
         block_dots(qr.data(), nq, rows.data(), c1 - c0 + 1, hd, dots.data());
         for (uint32_t r = 0; r < nq; r++) {  // each row's own key range
             float* sc = scores.data() + r * span - kmin;
@@ -248,7 +260,7 @@ void attend(const HeadBlock& hb, uint32_t hd, uint32_t kv_dim, uint32_t group, f
     std::fill(acc.begin(), acc.begin() + (size_t)nq * hd, 0.0f);
     for (uint32_t c0 = kmin; c0 <= kmax; c0 += kKeyChunk) {  // weighted V
         const uint32_t c1 = std::min(kmax, c0 + kKeyChunk - 1);
-        convert(vc, c0, c1);
+        convert(cache.v, cache.v_type, c0, c1);
         for (uint32_t r = 0; r < nq; r++) {
             const float* sc = scores.data() + r * span - kmin;
             const uint32_t j0 = std::max(c0, lo[r]), j1 = std::min(c1, last[r]);
@@ -276,8 +288,7 @@ uint32_t heads_per_item(uint32_t group, uint32_t n_kv_heads, uint32_t n_blocks, 
 void attention(const CpuArgs& a) {
     AttentionParams p = a.p<AttentionParams>();
     const float* q = a.b<float>(0);
-    const uint16_t* kc = a.b<uint16_t>(1);
-    const uint16_t* vc = a.b<uint16_t>(2);
+    const CacheRows cache{a.b<uint8_t>(1), a.b<uint8_t>(2), p.k_type, p.v_type};
     float* out = a.b<float>(3);
     const int32_t* seg = p.segmented ? a.b<int32_t>(4) : nullptr;
     const uint32_t hd = p.head_dim, kv_dim = p.n_kv_heads * hd;
@@ -303,7 +314,7 @@ void attention(const CpuArgs& a) {
                     last[i] = p.n_keys - 1;
                 }
             }
-            attend(HeadBlock{h0, nh, nt, lo, last}, hd, kv_dim, group, p.scale, kc, vc,
+            attend(HeadBlock{h0, nh, nt, lo, last}, hd, kv_dim, group, p.scale, cache,
                    [&](uint32_t i, uint32_t k) { return q + (size_t)(t0 + i) * p.q_stride + (size_t)(h0 + k) * hd; },
                    [](uint32_t j) { return j; },
                    [&](uint32_t i, uint32_t k) { return out + (size_t)(t0 + i) * p.out_stride + (size_t)(h0 + k) * hd; });
@@ -320,18 +331,17 @@ void kv_write_paged(const CpuArgs& a) {
     PagedKVWriteParams p = a.p<PagedKVWriteParams>();
     const float* k = a.b<float>(0);
     const float* v = a.b<float>(1);
-    uint16_t* kc = a.b<uint16_t>(2);
-    uint16_t* vc = a.b<uint16_t>(3);
+    uint8_t* kc = a.b<uint8_t>(2);
+    uint8_t* vc = a.b<uint8_t>(3);
     const int32_t* rows = a.b<int32_t>(4);
     const int32_t* tables = a.b<int32_t>(5);
+    const size_t krow = kv_row_bytes(p.k_type, p.kv_dim), vrow = kv_row_bytes(p.v_type, p.kv_dim);
     a.pool->parallel_for((int)p.n_tokens, [&](int t0, int t1) {
         for (uint32_t t = (uint32_t)t0; t < (uint32_t)t1; t++) {
             const size_t dst = paged_row(tables, p.max_blocks, p.block_size, (uint32_t)rows[2 * t],
-                                         (uint32_t)rows[2 * t + 1]) * p.kv_dim;
-            for (uint32_t i = 0; i < p.kv_dim; i++) {
-                kc[dst + i] = f32_to_f16(k[(size_t)t * p.k_stride + i]);
-                vc[dst + i] = f32_to_f16(v[(size_t)t * p.v_stride + i]);
-            }
+                                         (uint32_t)rows[2 * t + 1]);
+            kv_store_row(p.k_type, k + (size_t)t * p.k_stride, p.kv_dim, kc + dst * krow);
+            kv_store_row(p.v_type, v + (size_t)t * p.v_stride, p.kv_dim, vc + dst * vrow);
         }
     });
 }
@@ -342,8 +352,7 @@ void kv_write_paged(const CpuArgs& a) {
 void attention_paged(const CpuArgs& a) {
     PagedAttentionParams p = a.p<PagedAttentionParams>();
     const float* q = a.b<float>(0);
-    const uint16_t* kc = a.b<uint16_t>(1);
-    const uint16_t* vc = a.b<uint16_t>(2);
+    const CacheRows cache{a.b<uint8_t>(1), a.b<uint8_t>(2), p.k_type, p.v_type};
     float* out = a.b<float>(3);
     const int32_t* rows = a.b<int32_t>(4);
     const int32_t* tables = a.b<int32_t>(5);
@@ -366,7 +375,7 @@ void attention_paged(const CpuArgs& a) {
                     last[nt] = pos;
                     nt++;
                 }
-                attend(HeadBlock{h0, nh, nt, lo, last}, hd, kv_dim, group, p.scale, kc, vc,
+                attend(HeadBlock{h0, nh, nt, lo, last}, hd, kv_dim, group, p.scale, cache,
                        [&](uint32_t i, uint32_t k) { return q + (size_t)(t0 + i) * p.q_stride + (size_t)(h0 + k) * hd; },
                        [&](uint32_t j) { return paged_row(tables, p.max_blocks, p.block_size, seq, j); },
                        [&](uint32_t i, uint32_t k) { return out + (size_t)(t0 + i) * p.out_stride + (size_t)(h0 + k) * hd; });

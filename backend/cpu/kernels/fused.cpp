@@ -73,7 +73,7 @@ void qk_norm_rope_kv(const CpuArgs& a) {
     RopeParams rk{p.n_kv_heads, p.head_dim, p.n_tokens, p.pos0, kvd, p.neox, p.has_freq_factors, p.freq_base,
                   p.freq_scale, p.attn_factor};
     run("rope", {k, a.buf[5]}, rk, a.pool);
-    KVWriteParams kv{kvd, p.n_tokens, p.pos0, kvd, kvd, p.max_ctx};
+    KVWriteParams kv{kvd, p.n_tokens, p.pos0, kvd, kvd, p.max_ctx, p.k_type, p.v_type};
     run("kv_write", {k, a.buf[2], a.buf[6], a.buf[7]}, kv, a.pool);
 }
 

@@ -29,7 +29,7 @@ void qk_norm_rope_kv_paged(const CpuArgs& a) {
     RopeParams rk{p.n_kv_heads, p.head_dim, p.n_tokens, 0, kvd, p.neox, p.has_freq_factors, p.freq_base,
                   p.freq_scale, p.attn_factor};
     run_cpu_kernel("rope_rows", {a.buf[1], factors, a.buf[8]}, rk, a.pool);
-    PagedKVWriteParams kv{kvd, p.n_tokens, kvd, kvd, p.block_size, p.max_blocks};
+    PagedKVWriteParams kv{kvd, p.n_tokens, kvd, kvd, p.block_size, p.max_blocks, p.k_type, p.v_type};
     run_cpu_kernel("kv_write_paged", {a.buf[1], a.buf[2], a.buf[6], a.buf[7], a.buf[8], a.buf[9]}, kv, a.pool);
 }
 

@@ -1,5 +1,5 @@
 // Attention (causal with GQA and sliding window; bidirectional; cross over a
-// fixed key set) against the F16 KV cache, and the KV-cache write, with the
+// fixed key set) against the KV cache, and the KV-cache write, with the
 // CPU twin's precision (backend/cpu/kernels/attention.cpp: Q and softmax
 // weights rounded to F16, as llama.cpp). Three kernels take a pass:
 // - one query token: flash-decoding over key splits (attention_decode.cuh);
@@ -7,18 +7,23 @@
 //   cores (attention_prefill.cuh);
 // - the rest (segmented, cross attention, other head sizes): the general
 //   kernel here, one thread block per (token, head), scores in shared memory.
+// Caches of another element type than F16 (core/kv_layout.h) take the
+// one-token kernel of attention_decode_kv.cuh; the prefill kernel converts
+// their tiles to F16 as it stages them; the general kernel reads any type.
 // The paged-KV twins of attention and kv_write (attention_paged,
 // kv_write_paged: each row at its own sequence and position, K/V read through
 // block tables) are in attention_paged.cuh.
 #include <cfloat>
 
 #include "attention_decode.cuh"
+#include "attention_decode_kv.cuh"
 #include "attention_paged.cuh"
 #include "attention_prefill.cuh"
 #include "core/error.h"
 #include "core/half.h"
 #include "core/kernel_params.h"
 #include "cuda_kernel.h"
+#include "kv_cache.cuh"
 
 namespace akunu {
 namespace {
@@ -44,7 +49,7 @@ __device__ float block_reduce(float v, float* red, bool is_max) {
     return r;
 }
 
-__global__ void attention_kernel(AttentionParams p, const float* q, const uint16_t* kc, const uint16_t* vc,
+__global__ void attention_kernel(AttentionParams p, const float* q, const uint8_t* kc, const uint8_t* vc,
                                  float* out, const int32_t* seg) {
     extern __shared__ float smem[];
     __shared__ float red[kThreads / 32];
@@ -73,9 +78,9 @@ __global__ void attention_kernel(AttentionParams p, const float* q, const uint16
     const uint32_t warp = threadIdx.x / 32, lane = threadIdx.x % 32, n_warps = blockDim.x / 32;
     float mx = -FLT_MAX;
     for (uint32_t j = warp; j < n; j += n_warps) {
-        const uint16_t* kr = kc + (size_t)(lo + j) * kv_dim + koff;
+        const uint8_t* kr = kv_cache::row_at(kc, p.k_type, kv_dim, lo + j);
         float s = 0.0f;
-        for (uint32_t d = lane; d < p.head_dim; d += 32) s += qr[d] * f16_to_f32(kr[d]);
+        for (uint32_t d = lane; d < p.head_dim; d += 32) s += qr[d] * kv_cache::load(p.k_type, kr, kv_dim, koff + d);
         for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
         s *= p.scale;
         if (lane == 0) scores[j] = s;
@@ -99,11 +104,11 @@ __global__ void attention_kernel(AttentionParams p, const float* q, const uint16
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     const uint32_t per_lane = (p.head_dim + 31) / 32;
     for (uint32_t j = warp; j < n; j += n_warps) {
-        const uint16_t* vr = vc + (size_t)(lo + j) * kv_dim + koff;
+        const uint8_t* vr = kv_cache::row_at(vc, p.v_type, kv_dim, lo + j);
         const float w = scores[j];
         for (uint32_t i = 0; i < per_lane; i++) {
             const uint32_t d = lane + 32 * i;
-            if (d < p.head_dim) acc[i] += w * f16_to_f32(vr[d]);
+            if (d < p.head_dim) acc[i] += w * kv_cache::load(p.v_type, vr, kv_dim, koff + d);
         }
     }
     for (uint32_t i = 0; i < per_lane; i++) {
@@ -122,7 +127,9 @@ __global__ void attention_kernel(AttentionParams p, const float* q, const uint16
 void launch_attention(const CudaArgs& a) {
     AttentionParams p = a.p<AttentionParams>();
     if (p.head_dim > 256) throw Error("CUDA attention: head_dim " + std::to_string(p.head_dim) + " > 256");
+    if (p.k_type >= kKvTypeCount || p.v_type >= kKvTypeCount) throw Error("CUDA attention: unknown KV cache type");
     if (attention_decode::launch(a, p)) return;
+    if (attention_decode_kv::launch(a, p)) return;
     if (attention_prefill::launch(a, p)) return;
     // The general kernel's shared memory grows with the position: not capturable.
     if (a.replay_pos) throw Error("CUDA attention: this pass cannot run inside a decode graph");
@@ -138,7 +145,7 @@ void launch_attention(const CudaArgs& a) {
         throw Error("CUDA attention: context of " + std::to_string(span) + " positions exceeds this kernel's " +
                     std::to_string(kMaxShared / 4 - p.head_dim));
     attention_kernel<<<p.n_tokens * p.n_heads, kThreads, shared, a.stream>>>(
-        p, a.b<float>(0), a.b<uint16_t>(1), a.b<uint16_t>(2), a.b<float>(3), p.segmented ? a.b<int32_t>(4) : nullptr);
+        p, a.b<float>(0), a.b<uint8_t>(1), a.b<uint8_t>(2), a.b<float>(3), p.segmented ? a.b<int32_t>(4) : nullptr);
 }
 
 // Q8Link writer: one-token decode attention rounds its output for the next
@@ -162,8 +169,26 @@ __global__ void kv_write_kernel(KVWriteParams p, const float* k, const float* v,
     vc[dst] = f32_to_f16(v[t * p.v_stride + i]);
 }
 
+// Other cache types: a block per token, its K row then its V row in the
+// cache's rounding (kv_cache.cuh).
+__global__ void kv_write_typed_kernel(KVWriteParams p, const float* k, const float* v, uint8_t* kc, uint8_t* vc,
+                                      const uint32_t* replay_pos) {
+    const size_t t = blockIdx.x, pos = replay_position(replay_pos, p.pos0) + t;
+    kv_cache::store_span_block(p.k_type, kv_cache::row_at(kc, p.k_type, p.kv_dim, pos), p.kv_dim, 0, p.kv_dim,
+                               k + t * p.k_stride);
+    kv_cache::store_span_block(p.v_type, kv_cache::row_at(vc, p.v_type, p.kv_dim, pos), p.kv_dim, 0, p.kv_dim,
+                               v + t * p.v_stride);
+}
+
 void launch_kv_write(const CudaArgs& a) {
     KVWriteParams p = a.p<KVWriteParams>();
+    if (p.k_type != kKvF16 || p.v_type != kKvF16) {
+        if (p.k_type >= kKvTypeCount || p.v_type >= kKvTypeCount) throw Error("kv_write: unknown KV cache type");
+        if (p.kv_dim % kKvBlock) throw Error("kv_write: a Q8_0 / Q4_0 cache needs rows of whole 32-value blocks");
+        if (p.n_tokens) kv_write_typed_kernel<<<p.n_tokens, 128, 0, a.stream>>>(
+            p, a.b<float>(0), a.b<float>(1), a.b<uint8_t>(2), a.b<uint8_t>(3), a.replay_pos);
+        return;
+    }
     const size_t n = (size_t)p.kv_dim * p.n_tokens;
     kv_write_kernel<<<blocks_for(n, 256), 256, 0, a.stream>>>(p, a.b<float>(0), a.b<float>(1), a.b<uint16_t>(2),
                                                               a.b<uint16_t>(3), a.replay_pos);

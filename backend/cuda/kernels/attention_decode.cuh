@@ -24,6 +24,7 @@
 #include "core/error.h"
 #include "core/half.h"
 #include "core/kernel_params.h"
+#include "core/kv_layout.h"
 #include "cuda_kernel.h"
 #include "head_prologue.cuh"
 
@@ -467,9 +468,11 @@ __global__ void __launch_bounds__(kWarps * 32)
 // Whether launch takes `p`: a one-token causal pass of head_dim 32, 64, 128
 // or 256 (its output can then be rounded to 8 bits as it is written:
 // CudaArgs::q8_out).
+// (F16 caches: other element types take attention_decode_kv.cuh's kernel)
 inline bool takes(const AttentionParams& p) {
     const uint32_t dims_per_lane = p.head_dim / 32;
-    return p.n_tokens == 1 && p.causal && !p.segmented && !p.n_keys && p.head_dim % 32 == 0 &&
+    return p.k_type == kKvF16 && p.v_type == kKvF16 && p.n_tokens == 1 && p.causal && !p.segmented && !p.n_keys &&
+           p.head_dim % 32 == 0 &&
            (dims_per_lane == 1 || dims_per_lane == 2 || dims_per_lane == 4 || dims_per_lane == 8) &&
            p.n_kv_heads != 0 && p.n_heads % p.n_kv_heads == 0;
 }

@@ -31,6 +31,7 @@
 #include "core/kernel_params.h"
 #include "attention_paged_split.cuh"
 #include "cuda_kernel.h"
+#include "kv_cache.cuh"
 #include "paged_pool.cuh"
 
 namespace akunu {
@@ -52,10 +53,32 @@ __global__ void kv_write_paged_kernel(PagedKVWriteParams p, const float* k, cons
     vc[dst] = f32_to_f16(v[t * p.v_stride + i]);
 }
 
+// Other cache types (core/kv_layout.h): a block per row, its K row then its V
+// row in the cache's rounding (kv_cache.cuh).
+__global__ void kv_write_paged_typed_kernel(PagedKVWriteParams p, const float* k, const float* v, uint8_t* kc,
+                                            uint8_t* vc, const int32_t* rows, const int32_t* tables) {
+    const size_t t = blockIdx.x;
+    const uint32_t seq = (uint32_t)rows[2 * t], pos = (uint32_t)rows[2 * t + 1];
+    const size_t dst = pool_row(tables + (size_t)seq * p.max_blocks, p.block_size, pos);
+    kv_cache::store_span_block(p.k_type, kv_cache::row_at(kc, p.k_type, p.kv_dim, dst), p.kv_dim, 0, p.kv_dim,
+                               k + t * p.k_stride);
+    kv_cache::store_span_block(p.v_type, kv_cache::row_at(vc, p.v_type, p.kv_dim, dst), p.kv_dim, 0, p.kv_dim,
+                               v + t * p.v_stride);
+}
+
 inline void launch_kv_write(const CudaArgs& a) {
     const PagedKVWriteParams p = a.p<PagedKVWriteParams>();
     const size_t n = (size_t)p.kv_dim * p.n_tokens;
     if (n == 0) return;
+    if (p.k_type != kKvF16 || p.v_type != kKvF16) {
+        if (p.k_type >= kKvTypeCount || p.v_type >= kKvTypeCount) throw Error("kv_write_paged: unknown KV cache type");
+        if (p.kv_dim % kKvBlock) throw Error("kv_write_paged: a Q8_0 / Q4_0 cache needs rows of whole 32-value blocks");
+        if (p.n_tokens > 2147483647u) throw Error("kv_write_paged: too many rows");
+        kv_write_paged_typed_kernel<<<p.n_tokens, 128, 0, a.stream>>>(p, a.b<float>(0), a.b<float>(1),
+                                                                       a.b<uint8_t>(2), a.b<uint8_t>(3),
+                                                                       a.b<int32_t>(4), a.b<int32_t>(5));
+        return;
+    }
     kv_write_paged_kernel<<<blocks_for(n, 256), 256, 0, a.stream>>>(p, a.b<float>(0), a.b<float>(1),
                                                                     a.b<uint16_t>(2), a.b<uint16_t>(3),
                                                                     a.b<int32_t>(4), a.b<int32_t>(5));
@@ -67,8 +90,8 @@ inline void launch_kv_write(const CudaArgs& a) {
 // loads of a row is 64 contiguous bytes across the warp.
 template <int D>
 __global__ void __launch_bounds__(kWarps * 32)
-    attention_paged_kernel(PagedAttentionParams p, const float* __restrict__ q, const uint16_t* __restrict__ kc,
-                           const uint16_t* __restrict__ vc, float* __restrict__ out,
+    attention_paged_kernel(PagedAttentionParams p, const float* __restrict__ q, const uint8_t* __restrict__ kc,
+                           const uint8_t* __restrict__ vc, float* __restrict__ out,
                            const int32_t* __restrict__ rows, const int32_t* __restrict__ tables) {
     const uint32_t h = blockIdx.x, t = blockIdx.y;
     const uint32_t hd = p.head_dim;
@@ -78,7 +101,9 @@ __global__ void __launch_bounds__(kWarps * 32)
     const uint32_t n = pos + 1 - lo;  // keys lo .. pos
     const int32_t* table = tables + (size_t)seq * p.max_blocks;
     const uint32_t kv_dim = p.n_kv_heads * hd;
-    const size_t koff = (size_t)(h / (p.n_heads / p.n_kv_heads)) * hd;
+    const uint32_t koff = (h / (p.n_heads / p.n_kv_heads)) * hd;
+    const size_t krow = kv_row_bytes(p.k_type, kv_dim), vrow = kv_row_bytes(p.v_type, kv_dim);
+    const bool f16 = p.k_type == kKvF16 && p.v_type == kKvF16;
 
     // This lane's dimensions of q, rounded to F16 as the CPU twin does.
     float qv[D];
@@ -100,13 +125,20 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
             for (int i = 0; i < D; i++) vv[u][i] = 0.0f;
             if (jb + u < n) {
-                const size_t at = pool_row(table, p.block_size, lo + jb + u) * kv_dim + koff;
+                const size_t r = pool_row(table, p.block_size, lo + jb + u);
+                const uint8_t* kr = kc + r * krow;
+                const uint8_t* vr = vc + r * vrow;
 #pragma unroll
                 for (int i = 0; i < D; i++) {
                     const uint32_t d = lane + 32 * i;
                     if (d < hd) {
-                        s[u] += qv[i] * f16_to_f32(kc[at + d]);
-                        vv[u][i] = f16_to_f32(vc[at + d]);
+                        if (f16) {  // (the F16 cache's loads as they always were)
+                            s[u] += qv[i] * f16_to_f32(reinterpret_cast<const uint16_t*>(kr)[koff + d]);
+                            vv[u][i] = f16_to_f32(reinterpret_cast<const uint16_t*>(vr)[koff + d]);
+                        } else {
+                            s[u] += qv[i] * kv_cache::load(p.k_type, kr, kv_dim, koff + d);
+                            vv[u][i] = kv_cache::load(p.v_type, vr, kv_dim, koff + d);
+                        }
                     }
                 }
             }
@@ -161,6 +193,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 inline void launch(const CudaArgs& a) {
     const PagedAttentionParams p = a.p<PagedAttentionParams>();
+    if (p.k_type >= kKvTypeCount || p.v_type >= kKvTypeCount) throw Error("CUDA attention_paged: unknown KV cache type");
     if (p.head_dim == 0 || p.head_dim > 256)
         throw Error("CUDA attention_paged: head_dim " + std::to_string(p.head_dim) + " outside 1..256");
     if (p.n_kv_heads == 0 || p.n_heads % p.n_kv_heads != 0)
@@ -177,8 +210,8 @@ inline void launch(const CudaArgs& a) {
     if (first == p.n_tokens) return;
     const dim3 grid(p.n_heads, p.n_tokens - first);
     const float* q = a.b<float>(0) + (size_t)first * p.q_stride;
-    const uint16_t* kc = a.b<uint16_t>(1);
-    const uint16_t* vc = a.b<uint16_t>(2);
+    const uint8_t* kc = a.b<uint8_t>(1);
+    const uint8_t* vc = a.b<uint8_t>(2);
     float* out = a.b<float>(3) + (size_t)first * p.out_stride;
     const int32_t* rows = a.b<int32_t>(4) + 2 * (size_t)first;
     const int32_t* tables = a.b<int32_t>(5);

@@ -27,6 +27,7 @@
 
 #include "core/half.h"
 #include "core/kernel_params.h"
+#include "core/kv_layout.h"
 #include "cuda_kernel.h"
 #include "paged_pool.cuh"
 
@@ -238,9 +239,11 @@ __global__ void __launch_bounds__(kWarps * 32)
 }
 
 // Whether the split kernel serves this shape (else the per-head kernel does).
+// (F16 caches; other element types take the per-head kernel)
 inline bool supports(const PagedAttentionParams& p) {
     const uint32_t g = p.n_kv_heads ? p.n_heads / p.n_kv_heads : 0;
-    return (p.head_dim == 64 || p.head_dim == 128 || p.head_dim == 256) && (g == 1 || g == 2 || g == 4 || g == 8) &&
+    return p.k_type == kKvF16 && p.v_type == kKvF16 && (p.head_dim == 64 || p.head_dim == 128 || p.head_dim == 256) &&
+           (g == 1 || g == 2 || g == 4 || g == 8) &&
            (size_t)kSliceRows * p.n_kv_heads * 4 <= kCounterBytes;
 }
 

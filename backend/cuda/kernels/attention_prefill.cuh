@@ -2,7 +2,8 @@
 //
 // A block takes 64 queries of one head; each of its 4 warps owns 16 query
 // rows. The block walks the key range its queries need in tiles of KV keys:
-// the K and V rows are staged in shared memory (F16, as cached), the warp
+// the K and V rows are staged in shared memory (F16: as cached, or converted
+// from the cache's type, core/kv_layout.h, as they are staged), the warp
 // computes its 16 x KV scores with m16n8k16 products (Q rounded to F16, kept
 // in registers as A fragments), masks and scales them, and keeps an online
 // softmax per row in registers (the accumulator layout is known: mma.cuh);
@@ -20,6 +21,7 @@
 
 #include "core/kernel_params.h"
 #include "cuda_kernel.h"
+#include "kv_cache.cuh"
 #include "mma.cuh"
 
 namespace akunu {
@@ -31,15 +33,16 @@ constexpr unsigned kFull = 0xffffffffu;
 
 template <int D, int KV>
 __global__ void __launch_bounds__(kWarps * 32)
-    attention_prefill_kernel(AttentionParams p, const float* __restrict__ q, const uint16_t* __restrict__ kc,
-                             const uint16_t* __restrict__ vc, float* __restrict__ out) {
+    attention_prefill_kernel(AttentionParams p, const float* __restrict__ q, const uint8_t* __restrict__ kc,
+                             const uint8_t* __restrict__ vc, float* __restrict__ out) {
     constexpr int kLd = D + 8;  // halves per shared row: conflict-free fragment reads and ldmatrix rows
     __shared__ __align__(16) uint16_t ks[KV * kLd];
     __shared__ __align__(16) uint16_t vs[KV * kLd];
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
     const int h = blockIdx.y, kvh = h / (int)(p.n_heads / p.n_kv_heads);
     const int n = (int)p.n_tokens, pos0 = (int)p.pos0, window = (int)p.window;
-    const size_t kv_dim = (size_t)p.n_kv_heads * D;
+    const uint32_t kv_dim = p.n_kv_heads * D;
+    const size_t krow = kv_row_bytes(p.k_type, kv_dim), vrow = kv_row_bytes(p.v_type, kv_dim);
     const int q0 = blockIdx.x * kQueries;
 
     // This lane's two query rows (g and g + 8 of the warp's 16), their
@@ -84,9 +87,9 @@ __global__ void __launch_bounds__(kWarps * 32)
             const int r = i / (D / 8), c = i % (D / 8), key = kb + r;
             uint4 kv = make_uint4(0, 0, 0, 0), vv = kv;
             if (key <= block_last) {
-                const size_t off = (size_t)key * kv_dim + (size_t)kvh * D + 8 * c;
-                kv = *reinterpret_cast<const uint4*>(kc + off);
-                vv = *reinterpret_cast<const uint4*>(vc + off);
+                const uint32_t at = (uint32_t)kvh * D + 8 * c;
+                kv = kv_cache::load8_f16(p.k_type, kc + (size_t)key * krow, kv_dim, at);
+                vv = kv_cache::load8_f16(p.v_type, vc + (size_t)key * vrow, kv_dim, at);
             }
             *reinterpret_cast<uint4*>(ks + r * kLd + 8 * c) = kv;
             *reinterpret_cast<uint4*>(vs + r * kLd + 8 * c) = vv;
@@ -187,7 +190,7 @@ inline bool launch(const CudaArgs& a, const AttentionParams& p) {
         return false;
     const dim3 grid(blocks_for(p.n_tokens, kQueries), p.n_heads);
     const float* q = a.b<float>(0);
-    const uint16_t *kc = a.b<uint16_t>(1), *vc = a.b<uint16_t>(2);
+    const uint8_t *kc = a.b<uint8_t>(1), *vc = a.b<uint8_t>(2);
     float* out = a.b<float>(3);
     switch (p.head_dim) {
         case 64: attention_prefill_kernel<64, 64><<<grid, kWarps * 32, 0, a.stream>>>(p, q, kc, vc, out); return true;

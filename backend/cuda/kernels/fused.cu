@@ -32,6 +32,7 @@
 #include "cuda_kernel.h"
 #include "gemv_multi.cuh"
 #include "head_prologue.cuh"
+#include "kv_cache.cuh"
 
 namespace akunu {
 namespace {
@@ -365,7 +366,9 @@ void launch_gemv_multi(const CudaArgs& a) {
 }
 
 // qk_norm_rope_kv: per head, RMSNorm (QK norm), RoPE, and the K / V rows
-// into the F16 cache; one block per (token, head) over the q, k and v heads.
+// into the cache; one block per (token, head) over the q, k and v heads. An
+// F16 cache takes each value as it is rotated; other types (kv_cache.cuh)
+// take the head's rotated row, a 32-value block a warp, once the block has it.
 // The arithmetic is the rmsnorm, rope and kv_write kernels', in
 // head_prologue.cuh, which the decode attention shares: in a decode step the
 // attention after it usually does this work itself (attention_absorbs,
@@ -374,7 +377,7 @@ constexpr int kPrologueThreads = 128;
 
 __global__ void __launch_bounds__(kPrologueThreads)
     qk_rope_kv_kernel(QKRopeKVParams p, float* q, float* k, const float* v, const float* q_norm,
-                      const float* k_norm, const float* factors, uint16_t* kc, uint16_t* vc,
+                      const float* k_norm, const float* factors, uint8_t* kc, uint8_t* vc,
                       const uint32_t* replay_pos) {
     const uint32_t t = blockIdx.x, head = blockIdx.y, hd = p.head_dim;
     const uint32_t qd = p.n_heads * hd, kvd = p.n_kv_heads * hd;
@@ -386,8 +389,8 @@ __global__ void __launch_bounds__(kPrologueThreads)
     pdl_launch_dependents();
     if (head >= p.n_heads + p.n_kv_heads) {  // a V head: straight to the cache
         const uint32_t j = head - p.n_heads - p.n_kv_heads;
-        for (uint32_t d = threadIdx.x; d < hd; d += blockDim.x)
-            vc[(size_t)pos * kvd + j * hd + d] = f32_to_f16(v[(size_t)t * kvd + j * hd + d]);
+        kv_cache::store_span_block(p.v_type, kv_cache::row_at(vc, p.v_type, kvd, pos), kvd, j * hd, hd,
+                                   v + (size_t)t * kvd + j * hd);
         return;
     }
     const uint32_t j = is_q ? head : head - p.n_heads;
@@ -398,22 +401,33 @@ __global__ void __launch_bounds__(kPrologueThreads)
     }
     __shared__ float r[256];
     norm_rope_pairs(p, pairs, false, r, nullptr);
-    if (!pairs.active) return;
-    row[pairs.at.i0] = pairs.a0;
-    row[pairs.at.i1] = pairs.a1;
-    if (!is_q) {
-        kc[(size_t)pos * kvd + j * hd + pairs.at.i0] = f32_to_f16(pairs.a0);
-        kc[(size_t)pos * kvd + j * hd + pairs.at.i1] = f32_to_f16(pairs.a1);
+    if (pairs.active) {
+        row[pairs.at.i0] = pairs.a0;
+        row[pairs.at.i1] = pairs.a1;
     }
+    if (is_q) return;
+    if (p.k_type == kKvF16) {
+        uint16_t* kr = reinterpret_cast<uint16_t*>(kc) + (size_t)pos * kvd + j * hd;
+        if (pairs.active) {
+            kr[pairs.at.i0] = f32_to_f16(pairs.a0);
+            kr[pairs.at.i1] = f32_to_f16(pairs.a1);
+        }
+        return;
+    }
+    __syncthreads();  // the head's rotated row is written (global memory, this block)
+    kv_cache::store_span_block(p.k_type, kv_cache::row_at(kc, p.k_type, kvd, pos), kvd, j * hd, hd, row);
 }
 
 void launch_qk_rope_kv(const CudaArgs& a) {
     const QKRopeKVParams p = a.p<QKRopeKVParams>();
     if (p.head_dim > 256 || p.head_dim % 2) throw Error("qk_norm_rope_kv: head_dim " + std::to_string(p.head_dim));
+    if (p.k_type >= kKvTypeCount || p.v_type >= kKvTypeCount) throw Error("qk_norm_rope_kv: unknown KV cache type");
+    if ((kv_type_is_block(p.k_type) || kv_type_is_block(p.v_type)) && p.head_dim % kKvBlock)
+        throw Error("qk_norm_rope_kv: a Q8_0 / Q4_0 cache needs heads of whole 32-value blocks");
     const dim3 grid(p.n_tokens, p.n_heads + 2 * p.n_kv_heads);
     launch_pdl(qk_rope_kv_kernel, grid, kPrologueThreads, 0, a,
         p, a.b<float>(0), a.b<float>(1), a.b<float>(2), a.b<float>(3), a.b<float>(4),
-        p.has_freq_factors ? a.b<float>(5) : nullptr, a.b<uint16_t>(6), a.b<uint16_t>(7), a.replay_pos);
+        p.has_freq_factors ? a.b<float>(5) : nullptr, a.b<uint8_t>(6), a.b<uint8_t>(7), a.replay_pos);
 }
 
 // Gemma 3's post-norms fused with the residual add (the CPU twin: fused.cpp):

@@ -15,6 +15,7 @@
 #include "paged_pool.cuh"
 #include "device_math.cuh"
 #include "head_prologue.cuh"
+#include "kv_cache.cuh"
 
 namespace akunu {
 namespace {
@@ -26,7 +27,7 @@ constexpr int kPrologueThreads = 128;
 // position) pair.
 __global__ void __launch_bounds__(kPrologueThreads)
     qk_rope_kv_paged_kernel(PagedQKRopeKVParams pp, float* q, float* k, const float* v, const float* q_norm,
-                            const float* k_norm, const float* factors, uint16_t* kc, uint16_t* vc,
+                            const float* k_norm, const float* factors, uint8_t* kc, uint8_t* vc,
                             const int32_t* rows, const int32_t* tables) {
     QKRopeKVParams p{pp.n_heads, pp.n_kv_heads, pp.head_dim, pp.n_tokens, 0, pp.has_qk_norm, pp.eps,
                      pp.weight_offset, pp.neox, pp.has_freq_factors, pp.freq_base, pp.freq_scale, 0, pp.attn_factor};
@@ -35,12 +36,12 @@ __global__ void __launch_bounds__(kPrologueThreads)
     pdl_wait();
     pdl_launch_dependents();
     const uint32_t seq = (uint32_t)rows[2 * (size_t)t], pos = (uint32_t)rows[2 * (size_t)t + 1];
-    const size_t cache_row = pool_row(tables + (size_t)seq * pp.max_blocks, pp.block_size, pos) * kvd;
+    const size_t pool_at = pool_row(tables + (size_t)seq * pp.max_blocks, pp.block_size, pos);
     const bool is_q = head < p.n_heads;
     if (head >= p.n_heads + p.n_kv_heads) {  // a V head: straight to the pool
         const uint32_t j = head - p.n_heads - p.n_kv_heads;
-        for (uint32_t d = threadIdx.x; d < hd; d += blockDim.x)
-            vc[cache_row + j * hd + d] = f32_to_f16(v[(size_t)t * kvd + j * hd + d]);
+        kv_cache::store_span_block(pp.v_type, kv_cache::row_at(vc, pp.v_type, kvd, pool_at), kvd, j * hd, hd,
+                                   v + (size_t)t * kvd + j * hd);
         return;
     }
     HeadPairs pairs = head_pairs_at(p, pos, factors, is_q ? q_norm : k_norm, nullptr);
@@ -52,13 +53,21 @@ __global__ void __launch_bounds__(kPrologueThreads)
     }
     __shared__ float r[256];
     norm_rope_pairs(p, pairs, false, r, nullptr);
-    if (!pairs.active) return;
-    row[pairs.at.i0] = pairs.a0;
-    row[pairs.at.i1] = pairs.a1;
-    if (!is_q) {
-        kc[cache_row + j * hd + pairs.at.i0] = f32_to_f16(pairs.a0);
-        kc[cache_row + j * hd + pairs.at.i1] = f32_to_f16(pairs.a1);
+    if (pairs.active) {
+        row[pairs.at.i0] = pairs.a0;
+        row[pairs.at.i1] = pairs.a1;
     }
+    if (is_q) return;
+    if (pp.k_type == kKvF16) {
+        uint16_t* kr = reinterpret_cast<uint16_t*>(kc) + pool_at * kvd + j * hd;
+        if (pairs.active) {
+            kr[pairs.at.i0] = f32_to_f16(pairs.a0);
+            kr[pairs.at.i1] = f32_to_f16(pairs.a1);
+        }
+        return;
+    }
+    __syncthreads();  // the head's rotated row is written (global memory, this block)
+    kv_cache::store_span_block(pp.k_type, kv_cache::row_at(kc, pp.k_type, kvd, pool_at), kvd, j * hd, hd, row);
 }
 
 void launch_qk_rope_kv_paged(const CudaArgs& a) {
@@ -66,12 +75,15 @@ void launch_qk_rope_kv_paged(const CudaArgs& a) {
     if (p.head_dim > 256 || p.head_dim % 2)
         throw Error("qk_norm_rope_kv_paged: head_dim " + std::to_string(p.head_dim) + " (even, up to 256)");
     if (p.block_size == 0) throw Error("qk_norm_rope_kv_paged: block_size 0");
+    if (p.k_type >= kKvTypeCount || p.v_type >= kKvTypeCount) throw Error("qk_norm_rope_kv_paged: unknown KV cache type");
+    if ((kv_type_is_block(p.k_type) || kv_type_is_block(p.v_type)) && p.head_dim % kKvBlock)
+        throw Error("qk_norm_rope_kv_paged: a Q8_0 / Q4_0 cache needs heads of whole 32-value blocks");
     if (p.n_tokens == 0) return;
     if (p.n_tokens > 2147483647u) throw Error("qk_norm_rope_kv_paged: too many rows");
     const dim3 grid(p.n_tokens, p.n_heads + 2 * p.n_kv_heads);
     launch_pdl(qk_rope_kv_paged_kernel, grid, kPrologueThreads, 0, a, p, a.b<float>(0), a.b<float>(1),
                a.b<float>(2), a.b<float>(3), a.b<float>(4), p.has_freq_factors ? a.b<float>(5) : nullptr,
-               a.b<uint16_t>(6), a.b<uint16_t>(7), a.b<int32_t>(8), a.b<int32_t>(9));
+               a.b<uint8_t>(6), a.b<uint8_t>(7), a.b<int32_t>(8), a.b<int32_t>(9));
 }
 
 // h += y, then xn = rmsnorm(h) * (w + offset): one block a row; the sum of

@@ -72,9 +72,15 @@ def find_llama_bench(path: Optional[str]) -> Optional[str]:
     return shutil.which("llama-bench")
 
 
-def llama_bench_rows(binary: str, path: str, tests: List[Test], reps: int, device: str, threads: int) -> List[Dict]:
+# GGML's type ids of the KV cache types (llama-cpp-python's type_k / type_v)
+GGML_KV_TYPES = {"f16": 1, "bf16": 30, "q8_0": 8, "q4_0": 2}
+
+
+def llama_bench_rows(binary: str, path: str, tests: List[Test], reps: int, device: str, threads: int,
+                     kv_types=("f16", "f16")) -> List[Dict]:
     """llama-bench's own measurement; on a GPU the best of its default and GGML_CUDA_GRAPH_OPT=1 per test,
-    and for prompts over 512 tokens also of 2048-token micro-batches (-ub 2048), its fastest there."""
+    and for prompts over 512 tokens also of 2048-token micro-batches (-ub 2048), its fastest there; the
+    KV cache of akunu's types (-ctk / -ctv; a quantized V cache needs flash attention there, -fa 1)."""
     best: Dict[str, Dict] = {}
     envs = [{}, {"GGML_CUDA_GRAPH_OPT": "1"}] if device == "cuda" else [{}]
     for env in envs:
@@ -84,6 +90,8 @@ def llama_bench_rows(binary: str, path: str, tests: List[Test], reps: int, devic
                 cmd = [binary, "-m", path, "-r", str(reps), "-o", "json", "-t", str(threads),
                        "-p", str(n if kind == "pp" else 0), "-n", str(n if kind == "tg" else 0), "-d", str(depth)]
                 cmd += (["-ngl", "99", "-fa", "1"] if device == "cuda" else ["-ngl", "0"]) + ub
+                if tuple(kv_types) != ("f16", "f16"):
+                    cmd += ["-ctk", kv_types[0], "-ctv", kv_types[1]] + (["-fa", "1"] if device != "cuda" else [])
                 for got in _llama_bench_run(cmd, env, threads, reps):
                     if got["test"] not in best or got["avg_ts"] > best[got["test"]]["avg_ts"]:
                         best[got["test"]] = got
@@ -109,7 +117,7 @@ def _llama_bench_run(cmd: List[str], env: Dict[str, str], threads: int, reps: in
 
 
 def llama_cpp_python_rows(path: str, tests: List[Test], reps: int, device: str, threads: int, n_ctx: int,
-                          n_batch: int) -> List[Dict]:
+                          n_batch: int, kv_types=("f16", "f16")) -> List[Dict]:
     """llama.cpp through llama-cpp-python, timed as akunu is (same tests, warm-up, random tokens)."""
     try:
         import llama_cpp
@@ -119,8 +127,11 @@ def llama_cpp_python_rows(path: str, tests: List[Test], reps: int, device: str, 
             "pip install llama-cpp-python (on CPUs where llama.cpp's native build fails, with "
             "CMAKE_ARGS=\"-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON\")") from None
     gpu = device == "cuda"
+    kv = {} if tuple(kv_types) == ("f16", "f16") else dict(type_k=GGML_KV_TYPES[kv_types[0]],
+                                                           type_v=GGML_KV_TYPES[kv_types[1]])
+    fa = gpu or bool(kv)  # llama.cpp keeps a quantized V cache only with flash attention
     ll = llama_cpp.Llama(path, n_ctx=n_ctx, n_batch=n_batch, n_ubatch=n_batch, n_threads=threads,
-                         n_threads_batch=threads, n_gpu_layers=99 if gpu else 0, flash_attn=gpu, verbose=False)
+                         n_threads_batch=threads, n_gpu_layers=99 if gpu else 0, flash_attn=fa, verbose=False, **kv)
     vocab = ll.n_vocab()
     rng = np.random.default_rng(0)
 
@@ -150,13 +161,13 @@ def llama_cpp_python_rows(path: str, tests: List[Test], reps: int, device: str, 
                         n_gen=n if kind == "tg" else 0, n_depth=depth,
                         peer_build=f"llama-cpp-python {llama_cpp.__version__}",
                         peer_settings=f"n_threads={threads} n_batch={n_batch} n_gpu_layers={99 if gpu else 0} "
-                                      f"flash_attn={gpu}"))
+                                      f"flash_attn={fa}" + "".join(f" {k}={v}" for k, v in kv.items())))
     return rows
 
 
 def peer_rows(path: str, tests: List[Test], reps: int, device: str, threads: int, n_ctx: int,
-              llama_bench: Optional[str] = None) -> List[Dict]:
+              llama_bench: Optional[str] = None, kv_types=("f16", "f16")) -> List[Dict]:
     binary = find_llama_bench(llama_bench)
     if binary:
-        return llama_bench_rows(binary, path, tests, reps, device, threads)
-    return llama_cpp_python_rows(path, tests, reps, device, threads, n_ctx, 512)
+        return llama_bench_rows(binary, path, tests, reps, device, threads, kv_types)
+    return llama_cpp_python_rows(path, tests, reps, device, threads, n_ctx, 512, kv_types)

@@ -44,7 +44,8 @@ def _model_type(model, params: int) -> str:
     label = f"{params / 1e9:.1f}B" if params >= 1e9 else f"{params / 1e6:.0f}M"
     ftype = {0: "all F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K",
              11: "Q3_K_S", 12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S", 15: "Q4_K_M", 16: "Q5_K_S", 17: "Q5_K_M",
-             18: "Q6_K", 25: "IQ4_NL", 30: "IQ4_XS", 32: "BF16"}.get(getattr(model, "metadata", {}).get(
+             18: "Q6_K", 25: "IQ4_NL", 30: "IQ4_XS", 32: "BF16",
+             38: "MXFP4_MOE"}.get(getattr(model, "metadata", {}).get(
                  "general.file_type"), "?")
     return f"{c.get('architecture', '?')} {label} {ftype}"
 
@@ -101,8 +102,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                 raise CliError(f"a test needs {need} tokens of context but --ctx is {model.n_ctx}")
             rows = text.akunu_rows(model, tests, args.repetitions)
             if peer:
+                kv_types = (model.config.get("k_cache_type", "f16"), model.config.get("v_cache_type", "f16"))
                 rows += text.peer_rows(path, tests, args.repetitions, model.device, threads, args.ctx,
-                                       args.llama_bench)
+                                       args.llama_bench, kv_types)
         elif kind == "embeddings":
             if args.batch < 1 or args.tokens < 3:
                 raise CliError("--batch must be at least 1 and --tokens at least 3")
@@ -150,6 +152,9 @@ def _describe(rows: List[Dict[str, Any]], model, kind: str, path: str, threads: 
                   "gpu_info": _gpu_name() if model.device == "cuda" else "", "model_filename": path,
                   "model_type": mtype, "model_size": size, "model_n_params": params, "n_threads": threads,
                   "tensor_parallel": getattr(model, "tensor_parallel", 1), "test_time": stamp})
+        if kind == "text":  # the KV cache's types, as llama-bench's type_k / type_v
+            r.update({"type_k": model.config.get("k_cache_type", "f16"),
+                      "type_v": model.config.get("v_cache_type", "f16")})
         r.setdefault("n_prompt", 0)
         r.setdefault("n_gen", 0)
 

@@ -30,6 +30,7 @@ def add_model_args(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("-b", "--batch-size", type=int, default=None, help="prompt tokens per prefill pass "
                     "(default: the device's, 64 on the CPU, 512 on CUDA)")
     add_tensor_parallel_arg(ap)
+    add_kv_type_args(ap)
     ap.add_argument("--verbose", action="store_true", help="show tracebacks and load details")
     ap.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
 
@@ -38,6 +39,35 @@ def add_tensor_parallel_arg(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--tp", "--tensor-parallel", dest="tp", type=int, default=1, metavar="N",
                     help="split the model over N devices (tensor parallelism: GPUs 0..N-1 over NCCL with "
                          "--device cuda; default 1)")
+
+
+def add_kv_type_args(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--kv-type", default=None, metavar="TYPE",
+                    help="KV cache element type: f16 (default), bf16, q8_0 or q4_0; K,V for two types "
+                         "(q8_0,f16)")
+    ap.add_argument("-ctk", "--cache-type-k", dest="cache_type_k", default=None, metavar="TYPE",
+                    help="the K cache's type alone (llama.cpp's -ctk)")
+    ap.add_argument("-ctv", "--cache-type-v", dest="cache_type_v", default=None, metavar="TYPE",
+                    help="the V cache's type alone (llama.cpp's -ctv)")
+
+
+def kv_type_of(args: argparse.Namespace):
+    """The kv_type argument of akunu.load for --kv-type / -ctk / -ctv (None: F16)."""
+    from ..kv_types import parse_kv_type, KV_TYPE_NAMES
+
+    kv = getattr(args, "kv_type", None)
+    ctk, ctv = getattr(args, "cache_type_k", None), getattr(args, "cache_type_v", None)
+    if kv is None and ctk is None and ctv is None:
+        return None
+    try:
+        k, v = (KV_TYPE_NAMES[c] for c in parse_kv_type(kv))
+        if ctk is not None:
+            k = KV_TYPE_NAMES[parse_kv_type(ctk)[0]]
+        if ctv is not None:
+            v = KV_TYPE_NAMES[parse_kv_type(ctv)[0]]
+    except AkunuError as e:
+        raise CliError(f"{e}") from None
+    return (k, v)
 
 
 def add_sampling_args(ap: argparse.ArgumentParser, temperature: float = 0.0) -> None:
@@ -129,7 +159,7 @@ def load_model(args: argparse.Namespace, quiet: bool = False):
     try:
         model = load(path, device=args.device, n_ctx=args.ctx, n_threads=args.threads,
                      chat_template=getattr(args, "chat_template", None), n_batch=getattr(args, "batch_size", None),
-                     tensor_parallel=getattr(args, "tp", 1))
+                     tensor_parallel=getattr(args, "tp", 1), kv_type=kv_type_of(args))
     except MemoryError:
         raise CliError("out of memory while loading the model; try a smaller --ctx") from None
     if getattr(model, "is_whisper", False) and not getattr(args, "speech_ok", False):

@@ -59,6 +59,7 @@ def summarize(info: Dict[str, Any]) -> Dict[str, Any]:
                 n = t["shape"][0] * t["shape"][1]
                 active -= n * (n_exp - n_used)
     tokens = md.get("tokenizer.ggml.tokens") or []
+    kv_cache = _kv_cache_bytes(md, p)
     return {
         "file": ({"format": "gguf", "gguf_version": info["version"], "size_bytes": info["file_size"],
                   "alignment": info["alignment"]} if "version" in info else
@@ -69,7 +70,8 @@ def summarize(info: Dict[str, Any]) -> Dict[str, Any]:
                   "head_count": md.get(p + "attention.head_count"),
                   "head_count_kv": md.get(p + "attention.head_count_kv"),
                   "rope_freq_base": md.get(p + "rope.freq_base"),
-                  **({"expert_count": n_exp, "expert_used_count": n_used} if n_exp else {})},
+                  **({"expert_count": n_exp, "expert_used_count": n_used} if n_exp else {}),
+                  **({"kv_bytes_per_token": kv_cache} if kv_cache else {})},
         "tokenizer": {"model": md.get("tokenizer.ggml.model"), "pre": md.get("tokenizer.ggml.pre"),
                       "vocab_size": len(tokens), "bos_token_id": md.get("tokenizer.ggml.bos_token_id"),
                       "eos_token_id": md.get("tokenizer.ggml.eos_token_id"),
@@ -83,6 +85,23 @@ def summarize(info: Dict[str, Any]) -> Dict[str, Any]:
     }
 
 
+def _kv_cache_bytes(md: Dict[str, Any], p: str) -> Dict[str, int]:
+    """KV cache bytes a token takes over all layers, per cache type (--kv-type), from the metadata."""
+    from ..kv_types import KV_TYPES, kv_row_bytes
+
+    layers, heads, kv_heads = md.get(p + "block_count"), md.get(p + "attention.head_count"), \
+        md.get(p + "attention.head_count_kv")
+    if not all(isinstance(x, int) and x > 0 for x in (layers, heads)) or isinstance(kv_heads, list):
+        return {}
+    kv_heads = kv_heads or heads
+    head_dim = md.get(p + "attention.key_length") or (md.get(p + "embedding_length") or 0) // heads
+    if not head_dim:
+        return {}
+    kv_dim = kv_heads * head_dim
+    return {t: layers * 2 * kv_row_bytes(t, kv_dim) for t in KV_TYPES
+            if t in ("f16", "bf16") or head_dim % 32 == 0}
+
+
 def print_text(s: Dict[str, Any], show_tensors: bool, out=sys.stdout) -> None:
     f, m, t, tot = s["file"], s["model"], s["tokenizer"], s["totals"]
     w = out.write
@@ -94,6 +113,8 @@ def print_text(s: Dict[str, Any], show_tensors: bool, out=sys.stdout) -> None:
         w(f"{kind}, {_human(f['size_bytes'])}; names and metadata as akunu maps them to GGUF's\n\n")
     w("model\n")
     for k, v in m.items():
+        if isinstance(v, dict):  # kv_bytes_per_token: one figure per cache type
+            v = ", ".join(f"{t} {n}" for t, n in v.items())
         w(f"  {k:<20} {v}\n")
     w("\ntokenizer\n")
     for k, v in t.items():

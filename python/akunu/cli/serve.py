@@ -19,7 +19,7 @@ import sys
 from typing import Dict, List, Optional
 
 from .. import __version__
-from .common import CliError, add_tensor_parallel_arg, load_model, run
+from .common import CliError, add_kv_type_args, add_tensor_parallel_arg, load_model, run
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("-c", "--ctx", type=int, default=None, help="context size per model")
     ap.add_argument("-t", "--threads", type=int, default=0)
     add_tensor_parallel_arg(ap)
+    add_kv_type_args(ap)
     ap.add_argument("--max-tokens", type=int, default=4096, help="largest max_tokens a request may ask "
                     "(and the default)")
     ap.add_argument("--max-body-bytes", type=int, default=16 << 20, help="largest request body (default 16 MiB)")

@@ -1,0 +1,202 @@
+// One-token decode attention over a KV cache of another element type than F16
+// (BF16, Q8_0, Q4_0: core/kv_layout.h), as flash-decoding: the key range is
+// cut into splits, fixed by the cache size (never the position, so the
+// launch is captured once in a decode graph), each a block that keeps an
+// online softmax; a second kernel combines the splits of each head.
+//
+// A block serves HG query heads of one KV group, so each K / V row is read
+// once for all of them; a key is HD / 8 lanes, each dequantizing 8 values in
+// one load (kv_cache.cuh load8: 8 bytes of Q8_0 quants, 4 of Q4_0 nibbles,
+// plus the block's scale), so a warp has 256 / HD keys in flight.
+//
+// Precision as the F16 decode kernel (attention_decode.cuh): Q rounded to F16
+// as the CPU twin does, scores and sums in F32, K / V dequantized exactly;
+// the softmax weights are not rounded to F16.
+//
+// Included once, by attention.cu (attention_decode_kv::launch).
+#pragma once
+#include <algorithm>
+
+#include "core/kernel_params.h"
+#include "core/kv_layout.h"
+#include "cuda_kernel.h"
+#include "kv_cache.cuh"
+
+namespace akunu {
+namespace attention_decode_kv {
+
+constexpr int kWarps = 4;
+constexpr uint32_t kMinKeysPerSplit = 128;
+constexpr uint32_t kMaxSplits = 64;
+
+template <int HD, int HG>
+__global__ void __launch_bounds__(kWarps * 32)
+    split_kernel(AttentionParams p, uint32_t keys_per_split, uint32_t n_splits, const float* __restrict__ q,
+                 const uint8_t* __restrict__ kc, const uint8_t* __restrict__ vc, float* __restrict__ partials,
+                 const uint32_t* replay_pos) {
+    constexpr int L = HD / 8;         // lanes a key
+    constexpr int KPW = 32 / L;       // keys a warp step
+    constexpr int kStates = kWarps * KPW;
+    const uint32_t group = p.n_heads / p.n_kv_heads, passes = group / HG;
+    const uint32_t kvh = blockIdx.x / passes, h0 = kvh * group + (blockIdx.x % passes) * HG;
+    const uint32_t split = blockIdx.y;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, sub = lane / L, d0 = (lane % L) * 8;
+    const uint32_t kv_dim = p.n_kv_heads * HD, koff = kvh * HD + d0;
+    pdl_wait();
+    pdl_launch_dependents();
+    const uint32_t pos = replay_position(replay_pos, p.pos0);
+    const uint32_t lo = (p.window && pos + 1 > p.window) ? pos + 1 - p.window : 0;
+    const uint32_t n = pos + 1 - lo;  // keys lo .. pos
+    const uint32_t j0 = split * keys_per_split, j1 = min(n, j0 + keys_per_split);
+
+    float qv[HG][8];
+#pragma unroll
+    for (int i = 0; i < HG; i++)
+#pragma unroll
+        for (int e = 0; e < 8; e++) qv[i][e] = f16_to_f32(f32_to_f16(q[(size_t)(h0 + i) * HD + d0 + e]));
+
+    float m[HG], l[HG], acc[HG][8];
+#pragma unroll
+    for (int i = 0; i < HG; i++) {
+        m[i] = -INFINITY;
+        l[i] = 0.0f;
+#pragma unroll
+        for (int e = 0; e < 8; e++) acc[i][e] = 0.0f;
+    }
+    const uint32_t krow = kv_row_bytes(p.k_type, kv_dim), vrow = kv_row_bytes(p.v_type, kv_dim);
+    for (uint32_t jb = j0 + (uint32_t)warp * KPW; jb < j1; jb += kWarps * KPW) {  // warp-uniform
+        const uint32_t j = jb + sub;
+        const bool valid = j < j1;
+        float kf[8], vf[8];
+        if (valid) {
+            kv_cache::load8(p.k_type, kc + (size_t)(lo + j) * krow, kv_dim, koff, kf);
+            kv_cache::load8(p.v_type, vc + (size_t)(lo + j) * vrow, kv_dim, koff, vf);
+        } else {
+#pragma unroll
+            for (int e = 0; e < 8; e++) kf[e] = vf[e] = 0.0f;
+        }
+        float s[HG];
+#pragma unroll
+        for (int i = 0; i < HG; i++) {
+            s[i] = 0.0f;
+#pragma unroll
+            for (int e = 0; e < 8; e++) s[i] += qv[i][e] * kf[e];
+        }
+#pragma unroll
+        for (int o = L / 2; o > 0; o >>= 1)
+#pragma unroll
+            for (int i = 0; i < HG; i++) s[i] += __shfl_xor_sync(0xffffffffu, s[i], o);
+        if (!valid) continue;
+#pragma unroll
+        for (int i = 0; i < HG; i++) {
+            const float sc = s[i] * p.scale, mn = fmaxf(m[i], sc);
+            const float corr = expf(m[i] - mn), e = expf(sc - mn);
+            l[i] = l[i] * corr + e;
+#pragma unroll
+            for (int k = 0; k < 8; k++) acc[i][k] = acc[i][k] * corr + e * vf[k];
+            m[i] = mn;
+        }
+    }
+
+    // The key groups of every warp meet in shared memory, then each head's
+    // split result (unnormalized sums, max, sum) goes to the workspace.
+    __shared__ float sm[kStates][HG], sl[kStates][HG], sacc[kStates][HG][HD];
+    const int state = warp * KPW + sub;
+#pragma unroll
+    for (int i = 0; i < HG; i++) {
+        if (lane % L == 0) {
+            sm[state][i] = m[i];
+            sl[state][i] = l[i];
+        }
+#pragma unroll
+        for (int e = 0; e < 8; e++) sacc[state][i][d0 + e] = acc[i][e];
+    }
+    __syncthreads();
+    for (uint32_t x = threadIdx.x; x < (uint32_t)HG * HD; x += blockDim.x) {
+        const uint32_t i = x / HD, d = x % HD;
+        float bm = -INFINITY;
+        for (int st = 0; st < kStates; st++) bm = fmaxf(bm, sm[st][i]);
+        float v = 0.0f, bl = 0.0f;
+        if (bm != -INFINITY)
+            for (int st = 0; st < kStates; st++) {
+                const float w = expf(sm[st][i] - bm);
+                v += sacc[st][i][d] * w;
+                bl += sl[st][i] * w;
+            }
+        float* slot = partials + ((size_t)(h0 + i) * n_splits + split) * (HD + 2);
+        slot[d] = v;
+        if (d == 0) {
+            slot[HD] = bm;
+            slot[HD + 1] = bl;
+        }
+    }
+}
+
+// out[h] = the splits' sums, rescaled to one max, over their summed weights.
+template <int HD>
+__global__ void __launch_bounds__(HD) combine_kernel(uint32_t n_splits, const float* __restrict__ partials,
+                                                     float* __restrict__ out) {
+    const uint32_t h = blockIdx.x, d = threadIdx.x;
+    pdl_wait();
+    pdl_launch_dependents();
+    const float* base = partials + (size_t)h * n_splits * (HD + 2);
+    float bm = -INFINITY;
+    for (uint32_t s = 0; s < n_splits; s++) bm = fmaxf(bm, base[s * (HD + 2) + HD]);
+    float v = 0.0f, bl = 0.0f;
+    for (uint32_t s = 0; s < n_splits; s++) {
+        const float ms = base[s * (HD + 2) + HD];
+        if (ms == -INFINITY) continue;  // a split past the position: no keys
+        const float w = expf(ms - bm);
+        v += base[s * (HD + 2) + d] * w;
+        bl += base[s * (HD + 2) + HD + 1] * w;
+    }
+    out[(size_t)h * HD + d] = v / bl;
+}
+
+inline bool takes(const AttentionParams& p) {
+    return (p.k_type != kKvF16 || p.v_type != kKvF16) && p.n_tokens == 1 && p.causal && !p.segmented &&
+           !p.n_keys && p.n_kv_heads != 0 && p.n_heads % p.n_kv_heads == 0 &&
+           (p.head_dim == 64 || p.head_dim == 128 || p.head_dim == 256);
+}
+
+template <int HD, int HG>
+void launch_for(const CudaArgs& a, const AttentionParams& p, uint32_t keys_per_split, uint32_t n_splits,
+                float* partials) {
+    const dim3 grid(p.n_kv_heads * (p.n_heads / p.n_kv_heads / HG), n_splits);
+    launch_pdl(split_kernel<HD, HG>, grid, kWarps * 32, 0, a, p, keys_per_split, n_splits, a.b<float>(0),
+               a.b<uint8_t>(1), a.b<uint8_t>(2), partials, a.replay_pos);
+    launch_pdl(combine_kernel<HD>, p.n_heads, HD, 0, a, n_splits, (const float*)partials, a.b<float>(3));
+}
+
+template <int HD>
+void launch_heads(const CudaArgs& a, const AttentionParams& p, uint32_t kps, uint32_t n_splits, float* partials) {
+    const uint32_t group = p.n_heads / p.n_kv_heads;
+    if (group % 8 == 0) return launch_for<HD, 8>(a, p, kps, n_splits, partials);
+    if (group % 4 == 0) return launch_for<HD, 4>(a, p, kps, n_splits, partials);
+    if (group % 2 == 0) return launch_for<HD, 2>(a, p, kps, n_splits, partials);
+    launch_for<HD, 1>(a, p, kps, n_splits, partials);
+}
+
+// Launches the kernels and returns true when takes(p); false leaves the pass
+// to the other kernels.
+inline bool launch(const CudaArgs& a, const AttentionParams& p) {
+    if (!takes(p)) return false;
+    const uint32_t span = std::max<uint32_t>(1, p.window ? std::min(p.window, p.max_ctx) : p.max_ctx);
+    const uint32_t blocks_a_split = p.n_heads / std::min<uint32_t>(8, p.n_heads / p.n_kv_heads);
+    const uint32_t most = std::clamp<uint32_t>(2u * (uint32_t)a.tuning->sm_count / blocks_a_split, 1, kMaxSplits);
+    uint32_t n_splits = std::clamp<uint32_t>((span + kMinKeysPerSplit - 1) / kMinKeysPerSplit, 1, most);
+    while (n_splits > 1 && (size_t)p.n_heads * n_splits * (p.head_dim + 2) * 4 > a.workspace_bytes) n_splits /= 2;
+    if ((size_t)p.n_heads * n_splits * (p.head_dim + 2) * 4 > a.workspace_bytes)
+        throw Error("CUDA attention: the decode workspace cannot hold one split a head");
+    const uint32_t kps = (span + n_splits - 1) / n_splits;
+    float* partials = reinterpret_cast<float*>(a.workspace);
+    switch (p.head_dim) {
+        case 64: launch_heads<64>(a, p, kps, n_splits, partials); break;
+        case 128: launch_heads<128>(a, p, kps, n_splits, partials); break;
+        default: launch_heads<256>(a, p, kps, n_splits, partials); break;
+    }
+    return true;
+}
+
+}  // namespace attention_decode_kv
+}  // namespace akunu
