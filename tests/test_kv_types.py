@@ -56,8 +56,10 @@ def row_bytes(t, kv_dim):
     return (quant + kv_dim // 32 * 2 + 15) // 16 * 16
 
 
-def decode_rows(t, raw, kv_dim):
-    """float32 values of cache rows [n, row_bytes] (uint8), read from the layout."""
+def decode_rows(t, raw, kv_dim, as_read=False):
+    """float32 values of cache rows [n, row_bytes] (uint8), read from the layout;
+    as_read: a block type's values as the kernels read them (scale x quant
+    rounded to F16, kv_codec.h kv_block_value)."""
     raw = np.ascontiguousarray(raw)
     if t == "f16":
         return raw.view(np.float16).astype(np.float32)
@@ -72,7 +74,8 @@ def decode_rows(t, raw, kv_dim):
         q = np.empty((len(raw), kv_dim), np.float32)
         q[:, 0::2] = (b & 15).astype(np.float32) - 8
         q[:, 1::2] = (b >> 4).astype(np.float32) - 8
-    return (q.reshape(len(raw), -1, 32) * scales[:, :, None]).reshape(len(raw), kv_dim)
+    out = (q.reshape(len(raw), -1, 32) * scales[:, :, None]).reshape(len(raw), kv_dim)
+    return out.astype(np.float16).astype(np.float32) if as_read else out
 
 
 def gguf_round(t, x):
@@ -205,8 +208,8 @@ def test_attention_quantized_cpu(case, t_k, t_v):
     c = attention_case(case, t_k, t_v)
     out = np.full((c["n"], c["H"] * c["hd"]), np.nan, np.float32)
     _testing.run_kernel("attention", [c["q"], c["kc"], c["vc"], out], c["params"])
-    kf = decode_rows(t_k, c["kc"][:c["past"] + c["n"]], c["kv_dim"])
-    vf = decode_rows(t_v, c["vc"][:c["past"] + c["n"]], c["kv_dim"])
+    kf = decode_rows(t_k, c["kc"][:c["past"] + c["n"]], c["kv_dim"], as_read=True)
+    vf = decode_rows(t_v, c["vc"][:c["past"] + c["n"]], c["kv_dim"], as_read=True)
     ref, bound = attention_ref(c["q"], kf, vf, c["H"], c["KV"], c["hd"], c["past"], c["window"], c["scale"])
     err = np.abs(out - ref)
     assert (err <= bound).all(), f"max error {err.max()}, {(err > bound).sum()} past the bound: {seed_msg(c['key'])}"
@@ -518,6 +521,8 @@ def test_device_model_follows_cpu(device, tmp_path, kv_type):
     random_gguf.write_model(path, "qwen3", "F32", seed=21)
     cpu = akunu.load(path, n_ctx=256, kv_type=kv_type)
     other = akunu.load(path, n_ctx=256, kv_type=kv_type, device=device)
+    emulated = device == "metal-emu"
+    before = _testing.metal_emu_function_counts() if emulated else {}
     ids = prompt(80, 3)
     assert rel_l2(np.asarray(other._core().logits(ids)), np.asarray(cpu._core().logits(ids))) < 2e-3
     cpu.reset()
@@ -525,3 +530,7 @@ def test_device_model_follows_cpu(device, tmp_path, kv_type):
     p = prompt(20, 4)
     assert other.generate(p, max_tokens=32, temperature=0).tokens == cpu.generate(p, max_tokens=32,
                                                                                   temperature=0).tokens
+    if emulated:  # the comparison went through the Metal writers and readers, the fused one included
+        after = _testing.metal_emu_function_counts()
+        for fn in ("kv_write", "qk_norm_rope_kv", "attention"):
+            assert after.get(fn, 0) > before.get(fn, 0), fn

@@ -27,10 +27,22 @@ AKUNU_HD inline int8_t kv_q8_quant(float x, float inv_scale) { return (int8_t)ro
 // with 8 as zero.
 AKUNU_HD inline float kv_q4_scale(float extreme) { return extreme / -8.0f; }
 AKUNU_HD inline uint8_t kv_q4_quant(float x, float inv_scale) {
-    const int q = (int8_t)(x * inv_scale + 8.5f);
+    // x * inv_scale, then + 8.5, each rounded to float as the reference does:
+    // a fused multiply-add (which compilers form from x * s + c) rounds once
+    // and moves values that sit on a half step.
+#if defined(__CUDA_ARCH__)
+    const float t = __fadd_rn(__fmul_rn(x, inv_scale), 8.5f);
+#else
+    const float t = (float)((double)(float)((double)x * (double)inv_scale) + 8.5);
+#endif
+    const int q = (int8_t)t;
     return (uint8_t)(q < 15 ? q : 15);
 }
 AKUNU_HD inline float kv_inverse(float scale) { return scale != 0.0f ? 1.0f / scale : 0.0f; }
+// A block type's value as every kernel reads it: scale * quant rounded to F16
+// (the tensor-core prefill kernels take F16 tiles, so every path reads the
+// same numbers; an F16 cache's values are F16 already).
+AKUNU_HD inline float kv_block_value(float scale, int q) { return f16_to_f32(f32_to_f16(scale * (float)q)); }
 
 // One position's row of kv_dim values into `row` (kv_row_bytes bytes).
 inline void kv_store_row(uint32_t t, const float* x, uint32_t kv_dim, uint8_t* row) {
@@ -42,7 +54,7 @@ inline void kv_store_row(uint32_t t, const float* x, uint32_t kv_dim, uint8_t* r
     uint8_t* scales = row + kv_quant_bytes(t, kv_dim);
     for (uint32_t b = 0; b < kv_dim / kKvBlock; b++) {
         const float* v = x + b * kKvBlock;
-        float amax = 0.0f, extreme = 0.0f;
+        float amax = 0.0f, extreme = 0.0f;  // (all zeros: the extreme is +0)
         for (uint32_t j = 0; j < kKvBlock; j++)
             if (amax < std::fabs(v[j])) {
                 amax = std::fabs(v[j]);
@@ -65,7 +77,8 @@ inline void kv_store_row(uint32_t t, const float* x, uint32_t kv_dim, uint8_t* r
     std::memset(row + used, 0, kv_row_bytes(t, kv_dim) - used);  // padding: defined bytes
 }
 
-// Values [off, off + n) of a row as floats; off and n whole blocks for the block types.
+// Values [off, off + n) of a row as floats (kv_block_value for the block
+// types); off and n whole blocks for the block types.
 inline void kv_load(uint32_t t, const uint8_t* row, uint32_t kv_dim, uint32_t off, uint32_t n, float* out) {
     if (t == kKvF16) {
         f16_row_to_f32(reinterpret_cast<const uint16_t*>(row) + off, out, (int)n);
@@ -84,12 +97,12 @@ inline void kv_load(uint32_t t, const uint8_t* row, uint32_t kv_dim, uint32_t of
         float* o = out + (b * kKvBlock - off);
         if (t == kKvQ8_0) {
             const int8_t* q = reinterpret_cast<const int8_t*>(row) + b * kKvBlock;
-            for (uint32_t j = 0; j < kKvBlock; j++) o[j] = d * (float)q[j];
+            for (uint32_t j = 0; j < kKvBlock; j++) o[j] = kv_block_value(d, q[j]);
         } else {
             const uint8_t* q = row + b * kKvBlock / 2;
             for (uint32_t j = 0; j < kKvBlock / 2; j++) {
-                o[2 * j] = d * (float)((int)(q[j] & 15) - 8);
-                o[2 * j + 1] = d * (float)((int)(q[j] >> 4) - 8);
+                o[2 * j] = kv_block_value(d, (int)(q[j] & 15) - 8);
+                o[2 * j + 1] = kv_block_value(d, (int)(q[j] >> 4) - 8);
             }
         }
     }

@@ -31,12 +31,12 @@ __device__ __forceinline__ float load(uint32_t t, const uint8_t* row, uint32_t k
         case kKvBF16: return bf16_to_f32(reinterpret_cast<const uint16_t*>(row)[i]);
         case kKvQ8_0: {
             const float d = f16_to_f32(reinterpret_cast<const uint16_t*>(row + kv_dim)[i / kKvBlock]);
-            return d * (float)reinterpret_cast<const int8_t*>(row)[i];
+            return kv_block_value(d, reinterpret_cast<const int8_t*>(row)[i]);
         }
         default: {
             const float d = f16_to_f32(reinterpret_cast<const uint16_t*>(row + kv_dim / 2)[i / kKvBlock]);
             const uint8_t b = row[i / 2];
-            return d * (float)((int)((i & 1) ? b >> 4 : b & 15) - 8);
+            return kv_block_value(d, (int)((i & 1) ? b >> 4 : b & 15) - 8);
         }
     }
 }
@@ -54,14 +54,14 @@ __device__ __forceinline__ void load8(uint32_t t, const uint8_t* row, uint32_t k
         const uint2 w = *reinterpret_cast<const uint2*>(row + i);
         const int8_t* q = reinterpret_cast<const int8_t*>(&w);
 #pragma unroll
-        for (int j = 0; j < 8; j++) out[j] = d * (float)q[j];
+        for (int j = 0; j < 8; j++) out[j] = kv_block_value(d, q[j]);
     } else {
         const float d = f16_to_f32(reinterpret_cast<const uint16_t*>(row + kv_dim / 2)[i / kKvBlock]);
         const uint32_t w = *reinterpret_cast<const uint32_t*>(row + i / 2);
 #pragma unroll
         for (int j = 0; j < 4; j++) {
-            out[2 * j] = d * (float)((int)((w >> (8 * j)) & 15u) - 8);
-            out[2 * j + 1] = d * (float)((int)((w >> (8 * j + 4)) & 15u) - 8);
+            out[2 * j] = kv_block_value(d, (int)((w >> (8 * j)) & 15u) - 8);
+            out[2 * j + 1] = kv_block_value(d, (int)((w >> (8 * j + 4)) & 15u) - 8);
         }
     }
 }
@@ -95,8 +95,11 @@ __device__ __forceinline__ void store_block_warp(uint32_t t, uint8_t* row, uint3
     if (t == kKvQ8_0) {
         d = kv_q8_scale(amax);
     } else {
+        // the first value of the largest magnitude, as the CPU's scan finds it
+        // (all zeros: +0, so a block of -0 gets the CPU's scale sign)
         const int first = __ffs(__ballot_sync(kFull, fabsf(x) == amax)) - 1;
-        d = kv_q4_scale(__shfl_sync(kFull, x, first));
+        const float extreme = __shfl_sync(kFull, x, first);
+        d = kv_q4_scale(amax > 0.0f ? extreme : 0.0f);
     }
     const float id = kv_inverse(d);
     const uint32_t quant = kv_quant_bytes(t, kv_dim);
