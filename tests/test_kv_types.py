@@ -521,16 +521,16 @@ def test_device_model_follows_cpu(device, tmp_path, kv_type):
     random_gguf.write_model(path, "qwen3", "F32", seed=21)
     cpu = akunu.load(path, n_ctx=256, kv_type=kv_type)
     other = akunu.load(path, n_ctx=256, kv_type=kv_type, device=device)
-    emulated = device == "metal-emu"
-    before = _testing.metal_emu_function_counts() if emulated else {}
+    assert other.device == device
     ids = prompt(80, 3)
-    assert rel_l2(np.asarray(other._core().logits(ids)), np.asarray(cpu._core().logits(ids))) < 2e-3
+    # Q4_0's steps are an eighth of a block's extreme: a K value the two
+    # backends compute a rounding apart may land a whole step apart
+    tol = 1e-2 if "q4_0" in kv_type else 2e-3
+    assert rel_l2(np.asarray(other._core().logits(ids)), np.asarray(cpu._core().logits(ids))) < tol
     cpu.reset()
     other.reset()
     p = prompt(20, 4)
     assert other.generate(p, max_tokens=32, temperature=0).tokens == cpu.generate(p, max_tokens=32,
                                                                                   temperature=0).tokens
-    if emulated:  # the comparison went through the Metal writers and readers, the fused one included
-        after = _testing.metal_emu_function_counts()
-        for fn in ("kv_write", "qk_norm_rope_kv", "attention"):
-            assert after.get(fn, 0) > before.get(fn, 0), fn
+    if device != "cuda":  # Metal's decode step writes the cache through the fused kernel
+        assert "qk_norm_rope_kv" in [label for label, _ in other._m.profile_decode(1)]

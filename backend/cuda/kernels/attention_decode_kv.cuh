@@ -7,7 +7,11 @@
 // A block serves HG query heads of one KV group, so each K / V row is read
 // once for all of them; a key is HD / 8 lanes, each dequantizing 8 values in
 // one load (kv_cache.cuh load8: 8 bytes of Q8_0 quants, 4 of Q4_0 nibbles,
-// plus the block's scale), so a warp has 256 / HD keys in flight.
+// plus the block's scale), and a lane issues the loads of kUnroll keys
+// before it uses them. Splits are short (a few dozen keys a warp), so a
+// shallow context in a long cache still fills the GPU with its active
+// splits; blocks past the position leave at once and the combine reads only
+// the splits that hold keys.
 //
 // Precision as the F16 decode kernel (attention_decode.cuh): Q rounded to F16
 // as the CPU twin does, scores and sums in F32, K / V dequantized exactly;
@@ -26,8 +30,17 @@ namespace akunu {
 namespace attention_decode_kv {
 
 constexpr int kWarps = 4;
+constexpr int kUnroll = 4;                 // keys a lane group has in flight
 constexpr uint32_t kMinKeysPerSplit = 128;
-constexpr uint32_t kMaxSplits = 64;
+constexpr uint32_t kMaxSplits = 1024;
+
+// Keys of the window (or cache) and the position's key range [lo, pos].
+__device__ __forceinline__ void key_range(const AttentionParams& p, const uint32_t* replay_pos, uint32_t& lo,
+                                          uint32_t& n) {
+    const uint32_t pos = replay_position(replay_pos, p.pos0);
+    lo = (p.window && pos + 1 > p.window) ? pos + 1 - p.window : 0;
+    n = pos + 1 - lo;
+}
 
 template <int HD, int HG>
 __global__ void __launch_bounds__(kWarps * 32)
@@ -44,10 +57,10 @@ __global__ void __launch_bounds__(kWarps * 32)
     const uint32_t kv_dim = p.n_kv_heads * HD, koff = kvh * HD + d0;
     pdl_wait();
     pdl_launch_dependents();
-    const uint32_t pos = replay_position(replay_pos, p.pos0);
-    const uint32_t lo = (p.window && pos + 1 > p.window) ? pos + 1 - p.window : 0;
-    const uint32_t n = pos + 1 - lo;  // keys lo .. pos
+    uint32_t lo, n;
+    key_range(p, replay_pos, lo, n);
     const uint32_t j0 = split * keys_per_split, j1 = min(n, j0 + keys_per_split);
+    if (j0 >= n) return;  // past the position: the combine does not read this split
 
     float qv[HG][8];
 #pragma unroll
@@ -64,37 +77,44 @@ __global__ void __launch_bounds__(kWarps * 32)
         for (int e = 0; e < 8; e++) acc[i][e] = 0.0f;
     }
     const uint32_t krow = kv_row_bytes(p.k_type, kv_dim), vrow = kv_row_bytes(p.v_type, kv_dim);
-    for (uint32_t jb = j0 + (uint32_t)warp * KPW; jb < j1; jb += kWarps * KPW) {  // warp-uniform
-        const uint32_t j = jb + sub;
-        const bool valid = j < j1;
-        float kf[8], vf[8];
-        if (valid) {
-            kv_cache::load8(p.k_type, kc + (size_t)(lo + j) * krow, kv_dim, koff, kf);
-            kv_cache::load8(p.v_type, vc + (size_t)(lo + j) * vrow, kv_dim, koff, vf);
-        } else {
+    constexpr uint32_t kStep = kWarps * KPW * kUnroll;  // keys a block takes a step
+    for (uint32_t jb = j0 + (uint32_t)warp * KPW * kUnroll; jb < j1; jb += kStep) {  // warp-uniform
+        float kf[kUnroll][8], vf[kUnroll][8];
 #pragma unroll
-            for (int e = 0; e < 8; e++) kf[e] = vf[e] = 0.0f;
-        }
-        float s[HG];
+        for (int u = 0; u < kUnroll; u++) {  // every load first, then the arithmetic
+            const uint32_t j = jb + u * KPW + sub;
+            if (j < j1) {
+                kv_cache::load8(p.k_type, kc + (size_t)(lo + j) * krow, kv_dim, koff, kf[u]);
+                kv_cache::load8(p.v_type, vc + (size_t)(lo + j) * vrow, kv_dim, koff, vf[u]);
+            } else {
 #pragma unroll
-        for (int i = 0; i < HG; i++) {
-            s[i] = 0.0f;
-#pragma unroll
-            for (int e = 0; e < 8; e++) s[i] += qv[i][e] * kf[e];
+                for (int e = 0; e < 8; e++) kf[u][e] = vf[u][e] = 0.0f;
+            }
         }
 #pragma unroll
-        for (int o = L / 2; o > 0; o >>= 1)
+        for (int u = 0; u < kUnroll; u++) {
+            const bool valid = jb + u * KPW + sub < j1;
+            float s[HG];
 #pragma unroll
-            for (int i = 0; i < HG; i++) s[i] += __shfl_xor_sync(0xffffffffu, s[i], o);
-        if (!valid) continue;
+            for (int i = 0; i < HG; i++) {
+                s[i] = 0.0f;
 #pragma unroll
-        for (int i = 0; i < HG; i++) {
-            const float sc = s[i] * p.scale, mn = fmaxf(m[i], sc);
-            const float corr = expf(m[i] - mn), e = expf(sc - mn);
-            l[i] = l[i] * corr + e;
+                for (int e = 0; e < 8; e++) s[i] += qv[i][e] * kf[u][e];
+            }
 #pragma unroll
-            for (int k = 0; k < 8; k++) acc[i][k] = acc[i][k] * corr + e * vf[k];
-            m[i] = mn;
+            for (int o = L / 2; o > 0; o >>= 1)
+#pragma unroll
+                for (int i = 0; i < HG; i++) s[i] += __shfl_xor_sync(0xffffffffu, s[i], o);
+            if (!valid) continue;
+#pragma unroll
+            for (int i = 0; i < HG; i++) {
+                const float sc = s[i] * p.scale, mn = fmaxf(m[i], sc);
+                const float corr = expf(m[i] - mn), e = expf(sc - mn);
+                l[i] = l[i] * corr + e;
+#pragma unroll
+                for (int k = 0; k < 8; k++) acc[i][k] = acc[i][k] * corr + e * vf[u][k];
+                m[i] = mn;
+            }
         }
     }
 
@@ -132,21 +152,24 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
 }
 
-// out[h] = the splits' sums, rescaled to one max, over their summed weights.
+// out[h] = the splits' sums, rescaled to one max, over their summed weights;
+// only the splits that hold keys at this position (the others wrote nothing).
 template <int HD>
-__global__ void __launch_bounds__(HD) combine_kernel(uint32_t n_splits, const float* __restrict__ partials,
-                                                     float* __restrict__ out) {
+__global__ void __launch_bounds__(HD) combine_kernel(AttentionParams p, uint32_t keys_per_split, uint32_t n_splits,
+                                                     const float* __restrict__ partials, float* __restrict__ out,
+                                                     const uint32_t* replay_pos) {
     const uint32_t h = blockIdx.x, d = threadIdx.x;
     pdl_wait();
     pdl_launch_dependents();
+    uint32_t lo, n;
+    key_range(p, replay_pos, lo, n);
+    const uint32_t used = min(n_splits, (n + keys_per_split - 1) / keys_per_split);
     const float* base = partials + (size_t)h * n_splits * (HD + 2);
     float bm = -INFINITY;
-    for (uint32_t s = 0; s < n_splits; s++) bm = fmaxf(bm, base[s * (HD + 2) + HD]);
+    for (uint32_t s = 0; s < used; s++) bm = fmaxf(bm, base[s * (HD + 2) + HD]);
     float v = 0.0f, bl = 0.0f;
-    for (uint32_t s = 0; s < n_splits; s++) {
-        const float ms = base[s * (HD + 2) + HD];
-        if (ms == -INFINITY) continue;  // a split past the position: no keys
-        const float w = expf(ms - bm);
+    for (uint32_t s = 0; s < used; s++) {
+        const float w = expf(base[s * (HD + 2) + HD] - bm);
         v += base[s * (HD + 2) + d] * w;
         bl += base[s * (HD + 2) + HD + 1] * w;
     }
@@ -165,7 +188,8 @@ void launch_for(const CudaArgs& a, const AttentionParams& p, uint32_t keys_per_s
     const dim3 grid(p.n_kv_heads * (p.n_heads / p.n_kv_heads / HG), n_splits);
     launch_pdl(split_kernel<HD, HG>, grid, kWarps * 32, 0, a, p, keys_per_split, n_splits, a.b<float>(0),
                a.b<uint8_t>(1), a.b<uint8_t>(2), partials, a.replay_pos);
-    launch_pdl(combine_kernel<HD>, p.n_heads, HD, 0, a, n_splits, (const float*)partials, a.b<float>(3));
+    launch_pdl(combine_kernel<HD>, p.n_heads, HD, 0, a, p, keys_per_split, n_splits, (const float*)partials,
+               a.b<float>(3), a.replay_pos);
 }
 
 template <int HD>
@@ -181,14 +205,14 @@ void launch_heads(const CudaArgs& a, const AttentionParams& p, uint32_t kps, uin
 // to the other kernels.
 inline bool launch(const CudaArgs& a, const AttentionParams& p) {
     if (!takes(p)) return false;
+    // Short splits (kMinKeysPerSplit keys, 4 steps of a block), as many as the workspace holds:
+    // the work a position has is spread over its own splits, whatever the cache size.
     const uint32_t span = std::max<uint32_t>(1, p.window ? std::min(p.window, p.max_ctx) : p.max_ctx);
-    const uint32_t blocks_a_split = p.n_heads / std::min<uint32_t>(8, p.n_heads / p.n_kv_heads);
-    const uint32_t most = std::clamp<uint32_t>(2u * (uint32_t)a.tuning->sm_count / blocks_a_split, 1, kMaxSplits);
-    uint32_t n_splits = std::clamp<uint32_t>((span + kMinKeysPerSplit - 1) / kMinKeysPerSplit, 1, most);
-    while (n_splits > 1 && (size_t)p.n_heads * n_splits * (p.head_dim + 2) * 4 > a.workspace_bytes) n_splits /= 2;
-    if ((size_t)p.n_heads * n_splits * (p.head_dim + 2) * 4 > a.workspace_bytes)
-        throw Error("CUDA attention: the decode workspace cannot hold one split a head");
-    const uint32_t kps = (span + n_splits - 1) / n_splits;
+    const size_t split_bytes = (size_t)p.n_heads * (p.head_dim + 2) * 4;
+    const uint32_t fit = (uint32_t)std::min<size_t>(kMaxSplits, a.workspace_bytes / split_bytes);
+    if (fit == 0) throw Error("CUDA attention: the decode workspace cannot hold one split a head");
+    const uint32_t kps = std::max(kMinKeysPerSplit, (span + fit - 1) / fit);
+    const uint32_t n_splits = (span + kps - 1) / kps;
     float* partials = reinterpret_cast<float*>(a.workspace);
     switch (p.head_dim) {
         case 64: launch_heads<64>(a, p, kps, n_splits, partials); break;
