@@ -237,6 +237,7 @@ void CudaDevice::encode_dispatch_table(const DispatchTable& table, const ReplayS
 CudaArgs CudaDevice::command_args(const DispatchCmd& cmd, const ReplayState& st, bool in_graph) const {
     CudaArgs a = scratch_args();
     for (int i = 0; i < cmd.buffer_count; i++) a.buf[i] = replay_address(cmd, i, st, cmd.buffers[i].handle);
+    for (int i = cmd.buffer_count; i < DispatchCmd::MAX_BUFFERS; i++) a.buf[i] = nullptr;  // (launchers test optional ones)
     patch_params(cmd, st, a.params);
     a.replay_pos = in_graph && cmd.patch_pos0 >= 0 ? replay_state_ : nullptr;
     a.replay_token = in_graph && cmd.patch_token_buffer >= 0 ? replay_state_ + 1 : nullptr;

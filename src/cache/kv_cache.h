@@ -15,6 +15,9 @@ struct KVCache {
     int kv_dim = 0;
     uint32_t k_type = kKvF16, v_type = kKvF16;
     std::vector<Buffer> k, v;
+    // F16 rows of one layer for a typed cache on a device that stages them
+    // (Device::stages_typed_kv); empty otherwise.
+    Buffer stage_k, stage_v;
 
     void allocate(Device& dev, int n_layers, int ctx, int kv_dim_, uint32_t k_type_ = kKvF16,
                   uint32_t v_type_ = kKvF16) {
@@ -26,14 +29,24 @@ struct KVCache {
             k.push_back(dev.allocate((size_t)ctx * kv_row_bytes(k_type, (uint32_t)kv_dim)));
             v.push_back(dev.allocate((size_t)ctx * kv_row_bytes(v_type, (uint32_t)kv_dim)));
         }
+        if ((k_type != kKvF16 || v_type != kKvF16) && dev.stages_typed_kv()) {
+            stage_k = dev.allocate(stage_bytes());
+            stage_v = dev.allocate(stage_bytes());
+        }
     }
     void release(Device& dev) {
         for (Buffer b : k) dev.free_buffer(b);
         for (Buffer b : v) dev.free_buffer(b);
+        if (stage_k.handle) dev.free_buffer(stage_k);
+        if (stage_v.handle) dev.free_buffer(stage_v);
+        stage_k = stage_v = Buffer{};
         k.clear();
         v.clear();
     }
-    size_t bytes() const { return k.size() * (size_t)n_ctx * bytes_per_layer_token(); }
+    size_t stage_bytes() const { return (size_t)n_ctx * kv_dim * 2; }
+    size_t bytes() const {
+        return k.size() * (size_t)n_ctx * bytes_per_layer_token() + (stage_k.handle ? 2 * stage_bytes() : 0);
+    }
     // K and V bytes of one position in one layer.
     size_t bytes_per_layer_token() const {
         return (size_t)kv_row_bytes(k_type, (uint32_t)kv_dim) + kv_row_bytes(v_type, (uint32_t)kv_dim);

@@ -94,6 +94,12 @@ public:
     // generated-row split): fewer launches a layer, the same meaning.
     virtual bool fused_batch() const { return false; }
 
+    // Whether a KV cache of another element type than F16 wants F16 staging
+    // rows for one layer (KVCache::stage_k / stage_v), into which the prefill
+    // attention converts the keys a pass reads once, instead of in every tile
+    // (tensor-core tiles are F16; CUDA).
+    virtual bool stages_typed_kv() const { return false; }
+
     // Tokens per prefill pass (the scratch buffers are sized for it). A GPU
     // whose GEMM runs on tensor cores wants long passes: each pass re-reads
     // every weight, and short ones leave most of its SMs idle.

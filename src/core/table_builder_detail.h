@@ -175,10 +175,11 @@ struct Builder {
         AttentionParams p{(uint32_t)c.n_heads, (uint32_t)c.n_kv_heads, (uint32_t)c.head_dim, 1, 0,
                           local ? (uint32_t)c.sliding_window : 0u, qd, qd, c.attn_scale, (uint32_t)kv.n_ctx, 1, 0, 0,
                           kv.k_type, kv.v_type};
-        Cmd(t, dev, "attention", "attention")
-            .buf(s.q).buf(kv.k[(size_t)l]).buf(kv.v[(size_t)l]).buf(s.attn)
-            .params(p).patch_n(offsetof(AttentionParams, n_tokens)).patch_pos(offsetof(AttentionParams, pos0))
-            .emit();
+        Cmd cmd(t, dev, "attention", "attention");
+        cmd.buf(s.q).buf(kv.k[(size_t)l]).buf(kv.v[(size_t)l]).buf(s.attn);
+        if (kv.stage_k.handle)  // 5 / 6: a typed cache's F16 staging rows (4: segments, unused here)
+            cmd.buf(s.attn).buf(kv.stage_k).buf(kv.stage_v);
+        cmd.params(p).patch_n(offsetof(AttentionParams, n_tokens)).patch_pos(offsetof(AttentionParams, pos0)).emit();
     }
 
     // gemv_multi over x (see MultiGemvParams); `norm` (or nullptr) normalizes x first.

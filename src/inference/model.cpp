@@ -128,9 +128,11 @@ void Model::check_memory(int n_ctx) const {
         throw Error("the model's weights take " + gib((double)weights) + " but the " +
                     device_->backend_name() + " device has " + gib((double)total) +
                     " of memory; use a smaller or more quantized model");
+    const bool typed = cfg_.k_cache_type != kKvF16 || cfg_.v_cache_type != kKvF16;
     const double kv = (double)cfg_.n_layers * n_ctx *
-                      (kv_row_bytes(cfg_.k_cache_type, (uint32_t)cfg_.kv_dim()) +
-                       kv_row_bytes(cfg_.v_cache_type, (uint32_t)cfg_.kv_dim()));
+                          (kv_row_bytes(cfg_.k_cache_type, (uint32_t)cfg_.kv_dim()) +
+                           kv_row_bytes(cfg_.v_cache_type, (uint32_t)cfg_.kv_dim())) +
+                      (typed && device_->stages_typed_kv() ? 4.0 * n_ctx * cfg_.kv_dim() : 0.0);
     const double scratch = 4.0 * prefill_chunk_ *
                            (3.0 * cfg_.dim + 2.0 * cfg_.q_dim() + 2.0 * cfg_.kv_dim() + 3.0 * cfg_.act_row_width() +
                             cfg_.vocab_size);

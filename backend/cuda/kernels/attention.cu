@@ -14,6 +14,7 @@
 // kv_write_paged: each row at its own sequence and position, K/V read through
 // block tables) are in attention_paged.cuh.
 #include <cfloat>
+#include <cstring>
 
 #include "attention_decode.cuh"
 #include "attention_decode_kv.cuh"
@@ -124,12 +125,50 @@ __global__ void attention_kernel(AttentionParams p, const float* q, const uint8_
     }
 }
 
+// A typed cache's keys [first, last] as F16 rows at the same positions of the
+// staging buffers: a thread converts 8 values (kv_cache.cuh load8_f16).
+__global__ void stage_f16_kernel(AttentionParams p, uint32_t first, uint32_t rows, const uint8_t* kc,
+                                 const uint8_t* vc, uint16_t* ks, uint16_t* vs) {
+    const uint32_t kv_dim = p.n_kv_heads * p.head_dim, per_row = kv_dim / 8;
+    const size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)rows * per_row) return;
+    const size_t pos = first + idx / per_row;
+    const uint32_t i = (uint32_t)(idx % per_row) * 8;
+    *reinterpret_cast<uint4*>(ks + pos * kv_dim + i) =
+        kv_cache::load8_f16(p.k_type, kv_cache::row_at(kc, p.k_type, kv_dim, pos), kv_dim, i);
+    *reinterpret_cast<uint4*>(vs + pos * kv_dim + i) =
+        kv_cache::load8_f16(p.v_type, kv_cache::row_at(vc, p.v_type, kv_dim, pos), kv_dim, i);
+}
+
+// A many-token pass over a typed cache with staging rows (buffers 5 / 6,
+// KVCache::stage_k / stage_v): the keys the pass reads converted to F16 once,
+// then the F16 tensor-core kernel over them (converting in every tile costs
+// each key once per 64 queries of every head).
+bool launch_staged_prefill(const CudaArgs& a, const AttentionParams& p) {
+    if ((p.k_type == kKvF16 && p.v_type == kKvF16) || p.n_tokens < 2 || !a.buf[5] || !a.buf[6]) return false;
+    if (p.segmented || p.n_keys || !p.causal || (p.n_kv_heads * p.head_dim) % 8) return false;
+    const uint32_t first = (p.window && p.pos0 + 1 > p.window) ? p.pos0 + 1 - p.window : 0;
+    const uint32_t rows = p.pos0 + p.n_tokens - first;
+    const size_t n = (size_t)rows * (p.n_kv_heads * p.head_dim / 8);
+    AttentionParams f16 = p;
+    f16.k_type = f16.v_type = kKvF16;
+    CudaArgs b = a;
+    b.buf[1] = a.buf[5];
+    b.buf[2] = a.buf[6];
+    std::memcpy(b.params, &f16, sizeof(f16));
+    if (!attention_prefill::takes(b, f16)) return false;
+    stage_f16_kernel<<<blocks_for(n, 256), 256, 0, a.stream>>>(p, first, rows, a.b<uint8_t>(1), a.b<uint8_t>(2),
+                                                               b.b<uint16_t>(1), b.b<uint16_t>(2));
+    return attention_prefill::launch(b, f16);
+}
+
 void launch_attention(const CudaArgs& a) {
     AttentionParams p = a.p<AttentionParams>();
     if (p.head_dim > 256) throw Error("CUDA attention: head_dim " + std::to_string(p.head_dim) + " > 256");
     if (p.k_type >= kKvTypeCount || p.v_type >= kKvTypeCount) throw Error("CUDA attention: unknown KV cache type");
     if (attention_decode::launch(a, p)) return;
     if (attention_decode_kv::launch(a, p)) return;
+    if (launch_staged_prefill(a, p)) return;
     if (attention_prefill::launch(a, p)) return;
     // The general kernel's shared memory grows with the position: not capturable.
     if (a.replay_pos) throw Error("CUDA attention: this pass cannot run inside a decode graph");

@@ -10,8 +10,8 @@
 // plus the block's scale), and a lane issues the loads of kUnroll keys
 // before it uses them. Splits are short (a few dozen keys a warp), so a
 // shallow context in a long cache still fills the GPU with its active
-// splits; blocks past the position leave at once and the combine reads only
-// the splits that hold keys.
+// splits; the grid is sized for the GPU (blocks loop over splits), and the
+// combine reads only the splits that hold keys.
 //
 // Precision as the F16 decode kernel (attention_decode.cuh): Q rounded to F16
 // as the CPU twin does, scores and sums in F32, K / V dequantized exactly;
@@ -47,133 +47,169 @@ __global__ void __launch_bounds__(kWarps * 32)
     split_kernel(AttentionParams p, uint32_t keys_per_split, uint32_t n_splits, const float* __restrict__ q,
                  const uint8_t* __restrict__ kc, const uint8_t* __restrict__ vc, float* __restrict__ partials,
                  const uint32_t* replay_pos) {
-    constexpr int L = HD / 8;         // lanes a key
-    constexpr int KPW = 32 / L;       // keys a warp step
+    constexpr int L = HD / 8;    // lanes a key
+    constexpr int KPW = 32 / L;  // keys a warp step
     constexpr int kStates = kWarps * KPW;
+    constexpr uint32_t kStep = kWarps * KPW * kUnroll;  // keys a block takes a step
     const uint32_t group = p.n_heads / p.n_kv_heads, passes = group / HG;
     const uint32_t kvh = blockIdx.x / passes, h0 = kvh * group + (blockIdx.x % passes) * HG;
-    const uint32_t split = blockIdx.y;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, sub = lane / L, d0 = (lane % L) * 8;
     const uint32_t kv_dim = p.n_kv_heads * HD, koff = kvh * HD + d0;
+    const uint32_t krow = kv_row_bytes(p.k_type, kv_dim), vrow = kv_row_bytes(p.v_type, kv_dim);
     pdl_wait();
     pdl_launch_dependents();
     uint32_t lo, n;
     key_range(p, replay_pos, lo, n);
-    const uint32_t j0 = split * keys_per_split, j1 = min(n, j0 + keys_per_split);
-    if (j0 >= n) return;  // past the position: the combine does not read this split
+    const uint32_t used = min(n_splits, (n + keys_per_split - 1) / keys_per_split);
+    if (blockIdx.y >= used) return;  // past the position: nothing to read
 
     float qv[HG][8];
 #pragma unroll
     for (int i = 0; i < HG; i++)
 #pragma unroll
         for (int e = 0; e < 8; e++) qv[i][e] = f16_to_f32(f32_to_f16(q[(size_t)(h0 + i) * HD + d0 + e]));
-
-    float m[HG], l[HG], acc[HG][8];
-#pragma unroll
-    for (int i = 0; i < HG; i++) {
-        m[i] = -INFINITY;
-        l[i] = 0.0f;
-#pragma unroll
-        for (int e = 0; e < 8; e++) acc[i][e] = 0.0f;
-    }
-    const uint32_t krow = kv_row_bytes(p.k_type, kv_dim), vrow = kv_row_bytes(p.v_type, kv_dim);
-    constexpr uint32_t kStep = kWarps * KPW * kUnroll;  // keys a block takes a step
-    for (uint32_t jb = j0 + (uint32_t)warp * KPW * kUnroll; jb < j1; jb += kStep) {  // warp-uniform
-        float kf[kUnroll][8], vf[kUnroll][8];
-#pragma unroll
-        for (int u = 0; u < kUnroll; u++) {  // every load first, then the arithmetic
-            const uint32_t j = jb + u * KPW + sub;
-            if (j < j1) {
-                kv_cache::load8(p.k_type, kc + (size_t)(lo + j) * krow, kv_dim, koff, kf[u]);
-                kv_cache::load8(p.v_type, vc + (size_t)(lo + j) * vrow, kv_dim, koff, vf[u]);
-            } else {
-#pragma unroll
-                for (int e = 0; e < 8; e++) kf[u][e] = vf[u][e] = 0.0f;
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < kUnroll; u++) {
-            const bool valid = jb + u * KPW + sub < j1;
-            float s[HG];
-#pragma unroll
-            for (int i = 0; i < HG; i++) {
-                s[i] = 0.0f;
-#pragma unroll
-                for (int e = 0; e < 8; e++) s[i] += qv[i][e] * kf[u][e];
-            }
-#pragma unroll
-            for (int o = L / 2; o > 0; o >>= 1)
-#pragma unroll
-                for (int i = 0; i < HG; i++) s[i] += __shfl_xor_sync(0xffffffffu, s[i], o);
-            if (!valid) continue;
-#pragma unroll
-            for (int i = 0; i < HG; i++) {
-                const float sc = s[i] * p.scale, mn = fmaxf(m[i], sc);
-                const float corr = expf(m[i] - mn), e = expf(sc - mn);
-                l[i] = l[i] * corr + e;
-#pragma unroll
-                for (int k = 0; k < 8; k++) acc[i][k] = acc[i][k] * corr + e * vf[u][k];
-                m[i] = mn;
-            }
-        }
-    }
-
-    // The key groups of every warp meet in shared memory, then each head's
-    // split result (unnormalized sums, max, sum) goes to the workspace.
     __shared__ float sm[kStates][HG], sl[kStates][HG], sacc[kStates][HG][HD];
     const int state = warp * KPW + sub;
+
+    // The block's splits: blockIdx.y, then every gridDim.y-th (the grid is
+    // sized for the GPU, not for the cache, so a shallow position in a long
+    // cache launches few blocks that find no keys).
+    for (uint32_t split = blockIdx.y; split < used; split += gridDim.y) {
+        const uint32_t j0 = split * keys_per_split, j1 = min(n, j0 + keys_per_split);
+        float m[HG], l[HG], acc[HG][8];
 #pragma unroll
-    for (int i = 0; i < HG; i++) {
-        if (lane % L == 0) {
-            sm[state][i] = m[i];
-            sl[state][i] = l[i];
+        for (int i = 0; i < HG; i++) {
+            m[i] = -INFINITY;
+            l[i] = 0.0f;
+#pragma unroll
+            for (int e = 0; e < 8; e++) acc[i][e] = 0.0f;
         }
+        for (uint32_t jb = j0 + (uint32_t)warp * KPW * kUnroll; jb < j1; jb += kStep) {  // warp-uniform
+            float kf[kUnroll][8], vf[kUnroll][8];
 #pragma unroll
-        for (int e = 0; e < 8; e++) sacc[state][i][d0 + e] = acc[i][e];
-    }
-    __syncthreads();
-    for (uint32_t x = threadIdx.x; x < (uint32_t)HG * HD; x += blockDim.x) {
-        const uint32_t i = x / HD, d = x % HD;
-        float bm = -INFINITY;
-        for (int st = 0; st < kStates; st++) bm = fmaxf(bm, sm[st][i]);
-        float v = 0.0f, bl = 0.0f;
-        if (bm != -INFINITY)
+            for (int u = 0; u < kUnroll; u++) {  // every load first, then the arithmetic
+                const uint32_t j = jb + u * KPW + sub;
+                if (j < j1) {
+                    kv_cache::load8(p.k_type, kc + (size_t)(lo + j) * krow, kv_dim, koff, kf[u]);
+                    kv_cache::load8(p.v_type, vc + (size_t)(lo + j) * vrow, kv_dim, koff, vf[u]);
+                } else {
+#pragma unroll
+                    for (int e = 0; e < 8; e++) kf[u][e] = vf[u][e] = 0.0f;
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < kUnroll; u++) {
+                const bool valid = jb + u * KPW + sub < j1;
+                float s[HG];
+#pragma unroll
+                for (int i = 0; i < HG; i++) {
+                    s[i] = 0.0f;
+#pragma unroll
+                    for (int e = 0; e < 8; e++) s[i] += qv[i][e] * kf[u][e];
+                }
+#pragma unroll
+                for (int o = L / 2; o > 0; o >>= 1)
+#pragma unroll
+                    for (int i = 0; i < HG; i++) s[i] += __shfl_xor_sync(0xffffffffu, s[i], o);
+                if (!valid) continue;
+#pragma unroll
+                for (int i = 0; i < HG; i++) {
+                    const float sc = s[i] * p.scale, mn = fmaxf(m[i], sc);
+                    const float corr = expf(m[i] - mn), e = expf(sc - mn);
+                    l[i] = l[i] * corr + e;
+#pragma unroll
+                    for (int k = 0; k < 8; k++) acc[i][k] = acc[i][k] * corr + e * vf[u][k];
+                    m[i] = mn;
+                }
+            }
+        }
+
+        // The key groups of every warp meet in shared memory, then each
+        // head's split result (unnormalized sums, max, sum) goes to the workspace.
+#pragma unroll
+        for (int i = 0; i < HG; i++) {
+            if (lane % L == 0) {
+                sm[state][i] = m[i];
+                sl[state][i] = l[i];
+            }
+#pragma unroll
+            for (int e = 0; e < 8; e++) sacc[state][i][d0 + e] = acc[i][e];
+        }
+        __syncthreads();
+        for (uint32_t x = threadIdx.x; x < (uint32_t)HG * HD; x += blockDim.x) {
+            const uint32_t i = x / HD, d = x % HD;
+            float bm = -INFINITY;
+            for (int st = 0; st < kStates; st++) bm = fmaxf(bm, sm[st][i]);
+            float v = 0.0f, bl = 0.0f;
             for (int st = 0; st < kStates; st++) {
-                const float w = expf(sm[st][i] - bm);
+                const float w = sm[st][i] == -INFINITY ? 0.0f : expf(sm[st][i] - bm);
                 v += sacc[st][i][d] * w;
                 bl += sl[st][i] * w;
             }
-        float* slot = partials + ((size_t)(h0 + i) * n_splits + split) * (HD + 2);
-        slot[d] = v;
-        if (d == 0) {
-            slot[HD] = bm;
-            slot[HD + 1] = bl;
+            float* slot = partials + ((size_t)(h0 + i) * n_splits + split) * (HD + 2);
+            slot[d] = v;
+            if (d == 0) {
+                slot[HD] = bm;
+                slot[HD + 1] = bl;
+            }
         }
+        __syncthreads();  // the shared states are read before the next split writes them
     }
 }
 
 // out[h] = the splits' sums, rescaled to one max, over their summed weights;
-// only the splits that hold keys at this position (the others wrote nothing).
+// only the splits that hold keys at this position. A block a head: its
+// threads find the max and each split's weight together (shared memory), then
+// kCombineThreads / HD threads a dimension sum interleaved splits.
+constexpr int kCombineThreads = 256;
+
 template <int HD>
-__global__ void __launch_bounds__(HD) combine_kernel(AttentionParams p, uint32_t keys_per_split, uint32_t n_splits,
-                                                     const float* __restrict__ partials, float* __restrict__ out,
-                                                     const uint32_t* replay_pos) {
-    const uint32_t h = blockIdx.x, d = threadIdx.x;
+__global__ void __launch_bounds__(kCombineThreads)
+    combine_kernel(AttentionParams p, uint32_t keys_per_split, uint32_t n_splits,
+                   const float* __restrict__ partials, float* __restrict__ out, const uint32_t* replay_pos) {
+    constexpr int G = kCombineThreads / HD;  // threads a dimension
+    __shared__ float w[kMaxSplits], red[kCombineThreads];
+    const uint32_t h = blockIdx.x, tid = threadIdx.x;
     pdl_wait();
     pdl_launch_dependents();
     uint32_t lo, n;
     key_range(p, replay_pos, lo, n);
     const uint32_t used = min(n_splits, (n + keys_per_split - 1) / keys_per_split);
     const float* base = partials + (size_t)h * n_splits * (HD + 2);
-    float bm = -INFINITY;
-    for (uint32_t s = 0; s < used; s++) bm = fmaxf(bm, base[s * (HD + 2) + HD]);
-    float v = 0.0f, bl = 0.0f;
-    for (uint32_t s = 0; s < used; s++) {
-        const float w = expf(base[s * (HD + 2) + HD] - bm);
-        v += base[s * (HD + 2) + d] * w;
-        bl += base[s * (HD + 2) + HD + 1] * w;
+    float mx = -INFINITY;
+    for (uint32_t s = tid; s < used; s += kCombineThreads) mx = fmaxf(mx, base[s * (HD + 2) + HD]);
+    red[tid] = mx;
+    __syncthreads();
+    for (int o = kCombineThreads / 2; o > 0; o >>= 1) {
+        if (tid < (uint32_t)o) red[tid] = fmaxf(red[tid], red[tid + o]);
+        __syncthreads();
     }
-    out[(size_t)h * HD + d] = v / bl;
+    const float bm = red[0];
+    __syncthreads();
+    float lsum = 0.0f;
+    for (uint32_t s = tid; s < used; s += kCombineThreads) {
+        const float ws = expf(base[s * (HD + 2) + HD] - bm);
+        w[s] = ws;
+        lsum += base[s * (HD + 2) + HD + 1] * ws;
+    }
+    red[tid] = lsum;
+    __syncthreads();
+    for (int o = kCombineThreads / 2; o > 0; o >>= 1) {
+        if (tid < (uint32_t)o) red[tid] += red[tid + o];
+        __syncthreads();
+    }
+    const float bl = red[0];
+    __syncthreads();
+    const uint32_t d = tid % HD, g = tid / HD;
+    float v = 0.0f;
+#pragma unroll 4
+    for (uint32_t s = g; s < used; s += G) v += base[s * (HD + 2) + d] * w[s];
+    red[tid] = v;
+    __syncthreads();
+    if (g == 0) {
+        for (int k = 1; k < G; k++) v += red[k * HD + d];
+        out[(size_t)h * HD + d] = v / bl;
+    }
 }
 
 inline bool takes(const AttentionParams& p) {
@@ -185,11 +221,14 @@ inline bool takes(const AttentionParams& p) {
 template <int HD, int HG>
 void launch_for(const CudaArgs& a, const AttentionParams& p, uint32_t keys_per_split, uint32_t n_splits,
                 float* partials) {
-    const dim3 grid(p.n_kv_heads * (p.n_heads / p.n_kv_heads / HG), n_splits);
+    const uint32_t blocks_a_split = p.n_kv_heads * (p.n_heads / p.n_kv_heads / HG);
+    // about four blocks an SM over all splits; each block loops over its splits
+    const uint32_t rows = std::clamp<uint32_t>(4u * (uint32_t)a.tuning->sm_count / blocks_a_split, 1, n_splits);
+    const dim3 grid(blocks_a_split, rows);
     launch_pdl(split_kernel<HD, HG>, grid, kWarps * 32, 0, a, p, keys_per_split, n_splits, a.b<float>(0),
                a.b<uint8_t>(1), a.b<uint8_t>(2), partials, a.replay_pos);
-    launch_pdl(combine_kernel<HD>, p.n_heads, HD, 0, a, p, keys_per_split, n_splits, (const float*)partials,
-               a.b<float>(3), a.replay_pos);
+    launch_pdl(combine_kernel<HD>, p.n_heads, kCombineThreads, 0, a, p, keys_per_split, n_splits,
+               (const float*)partials, a.b<float>(3), a.replay_pos);
 }
 
 template <int HD>

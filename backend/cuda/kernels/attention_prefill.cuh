@@ -179,15 +179,19 @@ __global__ void __launch_bounds__(kWarps * 32)
 // Launches the tensor-core kernel and returns true when `p` is a many-token
 // pass it handles (causal or not, sliding window, GQA; head_dim 64, 128 or
 // 256; not segmented, not cross-attention); false leaves it to the general kernel.
-inline bool launch(const CudaArgs& a, const AttentionParams& p) {
+inline bool takes(const CudaArgs& a, const AttentionParams& p) {
     if (p.n_tokens < 2 || p.segmented || p.n_keys || a.replay_pos) return false;
     if (p.n_kv_heads == 0 || p.n_heads % p.n_kv_heads) return false;
+    if (p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256) return false;
     // float2 Q reads and output writes, 16-byte K / V rows
     if (p.q_stride % 2 || p.out_stride % 2 || (reinterpret_cast<uintptr_t>(a.buf[0]) | reinterpret_cast<uintptr_t>(a.buf[3])) % 8)
         return false;
-    if ((reinterpret_cast<uintptr_t>(a.buf[1]) | reinterpret_cast<uintptr_t>(a.buf[2])) % 16 ||
-        (p.n_kv_heads * p.head_dim) % 8)
-        return false;
+    return (reinterpret_cast<uintptr_t>(a.buf[1]) | reinterpret_cast<uintptr_t>(a.buf[2])) % 16 == 0 &&
+           (p.n_kv_heads * p.head_dim) % 8 == 0;
+}
+
+inline bool launch(const CudaArgs& a, const AttentionParams& p) {
+    if (!takes(a, p)) return false;
     const dim3 grid(blocks_for(p.n_tokens, kQueries), p.n_heads);
     const float* q = a.b<float>(0);
     const uint8_t *kc = a.b<uint8_t>(1), *vc = a.b<uint8_t>(2);
