@@ -1,5 +1,5 @@
 """The CPU's integer matmul on 8-row tiles (backend/cpu/kernels/int8_matmul.h)
-for Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K and Q6_K:
+for Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K and Q6_K:
 against float64 numpy on the 8-bit activations it multiplies, at the shapes
 of Gemma 3 270M and Qwen3-0.6B, with fresh random inputs and poisoned
 outputs; one-token decode bit-identical to the same row of a many-token
@@ -21,7 +21,7 @@ from tests.fixtures import kernel_params as kp
 from tests.fixtures.quant_samples import random_matrix
 from tests.test_kernels import KERNEL, q8_activations
 
-FORMATS = [T.Q8_0, T.Q4_0, T.Q5_0, T.Q4_1, T.Q5_1, T.IQ4_NL, T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K]
+FORMATS = [T.Q8_0, T.Q4_0, T.Q5_0, T.Q4_1, T.Q5_1, T.IQ4_NL, T.MXFP4, T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K]
 SEED = int(os.environ["AKUNU_TEST_SEED"])
 # (N, K): Gemma 3 270M's q / gate / down / head-like slices, Qwen3-0.6B's
 # up and down, a K past one tile buffer (1024 columns), N not a multiple of 8.
@@ -85,6 +85,20 @@ def test_decode_equals_rows_of_prefill_any_threads(qtype):
     np.testing.assert_array_equal(run(qtype, raw, x[:13], n, k, bias, n_threads=3), full[:13])
     for t in (0, 12, 63):
         np.testing.assert_array_equal(run(qtype, raw, x[t:t + 1], n, k, bias, n_threads=1)[0], full[t])
+
+
+@pytest.mark.parametrize("m", [1, 3, 16, 64, 100])
+@pytest.mark.parametrize("n", [2880, 5760])
+def test_mxfp4_at_gpt_oss_width(n, m):
+    """gpt-oss's experts: MXFP4 rows of 2880 (90 blocks: a tile buffer of 32
+    and a partial one), gate / up (2880 rows) and both as one (5760);
+    decode and prefill token counts, 100 as a 64-token pass and a 36-token one."""
+    k = 2880
+    rng = rng_for("gpt-oss", n, m)
+    raw, w = random_matrix(T.MXFP4, n, k, rng)
+    x = (rng.standard_normal((m, k)) * rng.uniform(0.1, 10)).astype(np.float32)
+    bias = rng.standard_normal(n) if m == 3 else None
+    check(run(T.MXFP4, raw, x, n, k, bias), w, x, bias, T.MXFP4)
 
 
 def test_zero_activations_give_the_bias():

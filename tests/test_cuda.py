@@ -57,6 +57,17 @@ def test_quantized_models_match_cpu(path):
     compare(path, 3e-2)
 
 
+@pytest.mark.parametrize("arch", ["llama", "qwen3"])
+def test_mxfp4_models_match_cpu(tmp_path, arch):
+    """Every matrix MXFP4 (token embeddings too): prefill logits (the tensor
+    cores past 16 tokens), greedy tokens and one-token decode steps (the
+    integer decode GEMV on 8-bit activations) against the CPU."""
+    p = str(tmp_path / f"{arch}-mxfp4.gguf")
+    random_gguf.write_model(p, arch, "MXFP4", seed=39)
+    compare(p, 3e-2)
+    compare_decode_steps(p, 3e-2)
+
+
 def compare_decode_steps(path, tol, n_ctx=256, n_prompt=20):
     """One-token decode steps, logits step by step: the decode GEMVs and the
     Q8Links between them (a writer preparing the next command's input), which

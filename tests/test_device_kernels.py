@@ -47,7 +47,7 @@ def rng_for(key):
 
 
 FORMATS = [T.F32, T.F16, T.BF16, T.Q8_0, T.Q4_0, T.Q5_0, T.Q4_1, T.Q5_1, T.IQ4_NL, T.Q2_K, T.Q3_K, T.Q4_K,
-           T.Q5_K, T.Q6_K, T.IQ4_XS]
+           T.Q5_K, T.Q6_K, T.IQ4_XS, T.MXFP4]
 
 
 def build_metal_emulation():
@@ -55,8 +55,10 @@ def build_metal_emulation():
     if not shutil.which("clang++"):
         pytest.skip("clang++ is not installed: the Metal kernels cannot be compiled for emulation "
                     "(Debian: apt-get install clang)")
-    out = subprocess.run(["bash", os.path.join(ROOT, "tools", "build_msl_emulation.sh"),
-                          os.path.join(ROOT, "tests", ".cache", "msl-emu")], capture_output=True, text=True)
+    # AKUNU_MSL_EMU_BUILD: a build folder of one's own (two builds in one folder at once collide)
+    build = os.environ.get("AKUNU_MSL_EMU_BUILD") or os.path.join(ROOT, "tests", ".cache", "msl-emu")
+    out = subprocess.run(["bash", os.path.join(ROOT, "tools", "build_msl_emulation.sh"), build],
+                         capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     os.environ["AKUNU_MSL_EMU_LIB"] = out.stdout.strip().splitlines()[-1]
 
@@ -104,7 +106,7 @@ def float32_bound(x, w):
 # CUDA's many-token matmul (16 tokens and more) runs on the tensor cores for
 # these formats, with F16 operands: x and the decoded weight each rounded to
 # 11 significant bits (relative error <= 2^-11 each), sums in F32.
-TENSOR_CORE_FORMATS = {T.F32, T.F16, T.BF16, T.Q8_0, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q4_K, T.Q6_K}
+TENSOR_CORE_FORMATS = {T.F32, T.F16, T.BF16, T.Q8_0, T.Q4_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q4_K, T.Q6_K, T.MXFP4}
 
 
 def tensor_core(device, qtype, m):
@@ -113,7 +115,7 @@ def tensor_core(device, qtype, m):
 
 # CUDA's decode GEMV (at most 8 tokens) for these formats rounds x to 8 bits
 # per 32 values (d = amax / 127, q = round(x / d)) and multiplies in integers.
-Q8_ACTIVATION_FORMATS = {T.Q4_0, T.Q8_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q4_K, T.Q6_K}
+Q8_ACTIVATION_FORMATS = {T.Q4_0, T.Q8_0, T.Q4_1, T.Q5_0, T.Q5_1, T.Q4_K, T.Q6_K, T.MXFP4}
 
 
 def q8_activations(device, qtype, m):
@@ -199,7 +201,9 @@ def test_mlx_matmul_and_embedding(device, bits, group):
                                    (4096, 2048, T.Q4_K, 8),
                                    # Gemma 3 270M (dim 640: llama.cpp's Q4_K_M falls back to Q5_0 there)
                                    (2048, 640, T.Q5_0, 1), (1024, 640, T.Q5_0, 2), (2048, 640, T.Q5_1, 1),
-                                   (2048, 640, T.Q4_1, 1)],
+                                   (2048, 640, T.Q4_1, 1),
+                                   # gpt-oss's width (2880 = 90 MXFP4 blocks)
+                                   (2880, 2880, T.MXFP4, 1), (2880, 2880, T.MXFP4, 8), (201088 // 64, 2880, T.MXFP4, 3)],
                          ids=lambda s: f"{s[0]}x{s[1]}-{s[2].name}-m{s[3]}")
 def test_matmul_real_shapes(device, shape):
     """Qwen3-0.6B's and Gemma 3 270M's projection shapes."""
@@ -220,7 +224,9 @@ def test_matmul_real_shapes(device, shape):
                                    (3000, 4096, T.Q6_K, 160),
                                    # Gemma 3 270M's fallback formats (K = 640)
                                    (2048, 640, T.Q5_0, 512), (1024, 640, T.Q5_1, 100), (2048, 640, T.Q4_1, 37),
-                                   (640, 2048, T.Q5_0, 300)],
+                                   (640, 2048, T.Q5_0, 300),
+                                   # gpt-oss's width, MXFP4 (any byte alignment of the 17-byte blocks)
+                                   (2880, 2880, T.MXFP4, 64), (2880, 2880, T.MXFP4, 130)],
                          ids=lambda s: f"{s[0]}x{s[1]}-{s[2].name}-m{s[3]}")
 def test_gemm_prefill_shapes(device, shape):
     """Prefill GEMMs (CUDA: the tensor cores, through cuBLAS where it loads)
@@ -714,6 +720,18 @@ def test_paged_kernels_once(device):
     paged.test_kv_write_paged_device(device, next(iter(paged.KV_WRITE_CASES)))
     paged.test_attention_paged_device(device, list(paged.ATTENTION_CASES)[-1])
     paged.test_gather_rows_device(device, next(iter(paged.GATHER_CASES)))
+
+
+def test_moe_kernels_device(device):
+    """The mixture-of-experts kernels, tested in depth on Metal by tests/test_moe_kernels.py (and on
+    CUDA by tests/test_moe_cuda.py), once each here so that the coverage count below sees them."""
+    if device == "cuda":
+        pytest.skip("tests/test_moe_cuda.py")
+    from tests import test_moe_kernels as moe
+
+    moe.test_metal_route_equals_cpu(device, kp.MOE_SOFTMAX, 1, 8, 2, 1.0, 20)
+    moe.test_metal_moe_matmul_every_format(device, T.Q4_K)  # few tokens and many, per slot and weighted
+    moe.test_metal_moe_shared_add_equals_cpu(device, 1)
 
 
 # -- coverage: keep last ----------------------------------------------------------------------------

@@ -70,3 +70,35 @@ def test_version_2_is_read(tmp_path):
     p2 = tmp_path / "v2b.gguf"
     p2.write_bytes(bytes(raw))
     assert _core.read_gguf(str(p2))["version"] == 2
+
+
+def test_mxfp4_tensors_and_their_byte_counts(tmp_path):
+    """MXFP4 (GGML type 39): 17 bytes a block of 32, rows a whole number of
+    blocks; a truncated MXFP4 tensor and a row of 48 values are errors that name the tensor."""
+    import gguf
+
+    T = gguf.GGMLQuantizationType
+    rng = np.random.default_rng(0)
+    experts = gguf.quants.quantize(rng.standard_normal((4, 96, 2880)).astype(np.float32), T.MXFP4)
+    path = str(tmp_path / "mx.gguf")
+    w = gguf.GGUFWriter(path, "llama")
+    w.add_tensor("blk.0.ffn_up_exps.weight", experts, raw_dtype=T.MXFP4)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    t = _core.read_gguf(path)["tensors"][0]
+    assert t["dtype"] == "MXFP4" and t["shape"] == [2880, 96, 4] and t["n_bytes"] == 4 * 96 * 90 * 17
+    assert t["n_bytes"] == experts.nbytes
+    raw = open(path, "rb").read()
+    short = tmp_path / "short.gguf"
+    short.write_bytes(raw[:-100])
+    with pytest.raises(Exception, match="blk.0.ffn_up_exps.weight.*past the end"):
+        _core.read_gguf(str(short))
+    # a row of 48 values is not whole MXFP4 blocks: the shape field patched in place
+    at = raw.index((2880).to_bytes(8, "little") + (96).to_bytes(8, "little"))
+    bad = bytearray(raw)
+    bad[at : at + 8] = (48).to_bytes(8, "little")
+    (tmp_path / "bad.gguf").write_bytes(bytes(bad))
+    with pytest.raises(Exception, match="row length 48 is not a multiple of the MXFP4 block size 32"):
+        _core.read_gguf(str(tmp_path / "bad.gguf"))

@@ -6,13 +6,16 @@ from gguf import GGMLQuantizationType as T
 
 from tests.fixtures import kernel_params as kp
 from akunu import _core, _testing
+from gguf.quants import dequantize
+
 from tests.fixtures.quant_samples import FORMATS, mlx_matrix, random_matrix
 
-QUANT = [T.Q8_0, T.Q4_0, T.Q5_0, T.Q4_K, T.Q6_K, T.Q4_1, T.Q5_1, T.Q2_K, T.Q3_K, T.Q5_K, T.IQ4_NL, T.IQ4_XS]
+QUANT = [T.Q8_0, T.Q4_0, T.Q5_0, T.Q4_K, T.Q6_K, T.Q4_1, T.Q5_1, T.Q2_K, T.Q3_K, T.Q5_K, T.IQ4_NL, T.IQ4_XS,
+         T.MXFP4]
 ALL = [T.F32, T.F16, T.BF16] + QUANT
 KERNEL = {T.F32: "f32", T.F16: "f16", T.BF16: "bf16", T.Q8_0: "q8_0", T.Q4_0: "q4_0", T.Q5_0: "q5_0",
           T.Q4_K: "q4_k", T.Q6_K: "q6_k", T.Q4_1: "q4_1", T.Q5_1: "q5_1", T.Q2_K: "q2_k", T.Q3_K: "q3_k",
-          T.Q5_K: "q5_k", T.IQ4_NL: "iq4_nl", T.IQ4_XS: "iq4_xs"}
+          T.Q5_K: "q5_k", T.IQ4_NL: "iq4_nl", T.IQ4_XS: "iq4_xs", T.MXFP4: "mxfp4"}
 
 
 @pytest.mark.parametrize("qtype", ALL, ids=lambda t: t.name)
@@ -22,6 +25,47 @@ def test_dequantize_matches_gguf_py(qtype):
     raw, ref = random_matrix(qtype, 64, 1024, rng)
     got = _core.dequantize(raw.tobytes(), int(qtype), raw.shape[0] * 1024).reshape(64, 1024)
     np.testing.assert_array_equal(got, ref.astype(np.float32))
+
+
+def test_mxfp4_every_scale_and_code_matches_gguf_py():
+    """Every E8M0 byte (0 and 1: subnormal half scales; 254 and 255: the
+    largest codes overflow to inf; 255 is no NaN) with every code pair, and
+    the dequantization of random blocks at those extremes: equal to gguf-py's."""
+    codes = np.arange(256, dtype=np.uint8)  # all 16 x 16 (low, high) nibble pairs
+    raw = np.zeros((256, 16, 17), np.uint8)
+    raw[:, :, 0] = np.arange(256, dtype=np.uint8)[:, None]
+    raw[:, :, 1:] = codes.reshape(16, 16)[None]
+    raw = raw.reshape(256, 16 * 17)
+    with np.errstate(over="ignore"):  # gguf-py's own inf, the same as ours
+        ref = dequantize(raw, T.MXFP4).reshape(-1)
+    got = _core.dequantize(raw.tobytes(), int(T.MXFP4), 256 * 16 * 32).reshape(-1)
+    np.testing.assert_array_equal(got, ref)
+    assert np.isinf(got).any() and not np.isnan(got).any() and (got[(got != 0) & np.isfinite(got)] != 0).all()
+    rng = np.random.default_rng(39)
+    for lo, hi in ((0, 3), (252, 256), (0, 256)):
+        raw = rng.integers(0, 256, size=(64, 32 * 17), dtype=np.uint8)
+        raw.reshape(64, 32, 17)[:, :, 0] = rng.integers(lo, hi, size=(64, 32))
+        got = _core.dequantize(raw.tobytes(), int(T.MXFP4), 64 * 1024).reshape(-1)
+        with np.errstate(over="ignore"):
+            np.testing.assert_array_equal(got, dequantize(raw, T.MXFP4).reshape(-1))
+
+
+def test_mxfp4_is_the_ocp_value():
+    """The meaning in the OCP spec's terms: 2^(e - 127) times the E2M1 value
+    (0, 0.5, 1, 1.5, 2, 3, 4, 6, sign in bit 3), for normal scales."""
+    e2m1 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6])
+    raw = np.zeros((120, 17), np.uint8)
+    raw[:, 0] = np.arange(70, 190)
+    raw[:, 1:9] = np.array([0x10, 0x32, 0x54, 0x76, 0x98, 0xBA, 0xDC, 0xFE], np.uint8)  # codes 0..15
+    got = _core.dequantize(raw.tobytes(), int(T.MXFP4), 120 * 32).reshape(120, 32)
+    want = 2.0 ** (raw[:, :1].astype(np.float64) - 127) * e2m1[np.array([0, 2, 4, 6, 8, 10, 12, 14] + [0] * 8)]
+    np.testing.assert_array_equal(got[:, :16], want)
+    np.testing.assert_array_equal(got[:, 16:24], 2.0 ** (raw[:, :1].astype(np.float64) - 127) * e2m1[1::2])
+
+
+def test_truncated_mxfp4_rows_are_an_error():
+    with pytest.raises(Exception, match="too short"):
+        _core.dequantize(bytes(17 * 3), int(T.MXFP4), 128)  # 4 blocks asked, 3 given
 
 
 def run_matmul(kind, qtype, raw, x, n_out, k, bias=None):
@@ -38,7 +82,7 @@ def run_matmul(kind, qtype, raw, x, n_out, k, bias=None):
 AVX2 = _core.cpu_features()["avx2"]
 # Formats whose matmul rounds activations to 8 bits (the rest use them as floats): every
 # int8-path format on any CPU (backend/cpu/kernels/int8_matmul.h), IQ4_XS where AVX2 is
-Q8_0_ACTIVATIONS = {T.Q8_0, T.Q4_0, T.Q5_0, T.Q4_1, T.Q5_1, T.IQ4_NL}
+Q8_0_ACTIVATIONS = {T.Q8_0, T.Q4_0, T.Q5_0, T.Q4_1, T.Q5_1, T.IQ4_NL, T.MXFP4}
 Q8_K_ACTIVATIONS = {T.Q4_K, T.Q6_K, T.Q2_K, T.Q3_K, T.Q5_K} | ({T.IQ4_XS} if AVX2 else set())
 
 

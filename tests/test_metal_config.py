@@ -44,6 +44,11 @@ def test_geometry_within_gpu_limits():
         ("argmax", kp.argmax(262144, 0, 4)),
         ("sample", kp.sample(262144, 0.8)),
         ("im2col_1d", kp.im2col(384, 1500, 3000, stride=2)),
+        ("moe_route", kp.moe_route(4096, 64, 512, 0, 1, 4096, 129)),
+        ("moe_matmul", kp.moe_matmul(768, 2048, 512, 12, 128, 8, 2048, 0, 6144, 768, 17, 0)),
+        ("moe_matmul", kp.moe_matmul(2048, 768, 512, 12, 4096, 64, 6144, 768, 2048, 0, 129, 1)),
+        ("moe_matmul", kp.moe_matmul(2048, 768, 1, 12, 128, 8, 6144, 768, 2048, 0, 17, 1)),
+        ("moe_shared_add", kp.moe_shared_add(2048, 512, 2048, 2048, 1, 1)),
     ]
     for name, params in cases:
         launch = _testing.metal_launch(name, params, 8, 7)
@@ -63,15 +68,25 @@ X8_KERNELS = {f"{k}_{f}_x8" for k in ("gemv", "gemm", "embedding") for f in ("q4
 
 
 # Not on Metal (yet): the fused batch kernels (only a device whose batch tables
-# ask for them runs them; Metal's batch tables stay plain) and the
-# mixture-of-experts FFN (a MoE model on Metal is the clear error "no kernel
-# named 'moe_route'" when its tables are built), and the collectives of
-# tensor parallelism (a Mac has one GPU).
-NOT_ON_METAL = {"matmul_multi", "add_rmsnorm", "qk_norm_rope_kv_paged", "moe_route", "moe_matmul", "moe_shared_add",
-                "all_reduce_sum", "all_gather_cols"}
+# ask for them runs them; Metal's batch tables stay plain), and the
+# collectives of tensor parallelism (a Mac has one GPU).
+NOT_ON_METAL = {"matmul_multi", "add_rmsnorm", "qk_norm_rope_kv_paged", "all_reduce_sum", "all_gather_cols"}
 
 
 def test_every_akunu_kernel_has_a_metal_spec():
     assert set(_testing.cpu_kernel_names()) - X8_KERNELS - NOT_ON_METAL == set(_testing.metal_kernel_names())
     with pytest.raises(AkunuError, match="no kernel named"):
         _testing.metal_launch("gemv_q9_9", b"", 8, 7)
+
+
+def test_moe_matmul_picks_its_kernel_by_tokens_and_mode():
+    """Up to 8 tokens: the GEMV kernels (a threadgroup a (token, slot) or a
+    token); more: tokens grouped by expert (a threadgroup a row group and
+    expert, or a row group over all experts for the weighted sum)."""
+    def f(n_tok, weighted):
+        p = kp.moe_matmul(768, 2048, n_tok, 12, 128, 8, 2048, 0 if not weighted else 768, 6144, 768, 17, weighted)
+        return _testing.metal_launch("moe_matmul", p, 10, 9)
+    assert f(1, 0)["function"] == "moe_matmul_slots_gemv" and f(1, 0)["grid"] == (192, 8, 1)
+    assert f(8, 1)["function"] == "moe_matmul_sum_gemv" and f(8, 1)["grid"] == (192, 8, 1)
+    assert f(9, 0)["function"] == "moe_matmul_slots" and f(9, 0)["grid"] == (24, 128, 1)
+    assert f(9, 1)["function"] == "moe_matmul_sum" and f(9, 1)["grid"] == (96, 1, 1)

@@ -23,7 +23,7 @@ from tests.fixtures.quant_samples import mlx_matrix, random_matrix
 from tests.test_device_kernels import FORMATS, QUANT_VS_CPU_TOL, build_metal_emulation, float32_bound, rng_for
 
 METAL = "metal-emu"  # the variants are chosen by the emulated chip (AKUNU_METAL_EMU_CHIP)
-SMALL_BLOCK_FORMATS = [T.Q8_0, T.Q4_0, T.Q5_0, T.Q4_1, T.Q5_1, T.IQ4_NL]
+SMALL_BLOCK_FORMATS = [T.Q8_0, T.Q4_0, T.Q5_0, T.Q4_1, T.Q5_1, T.IQ4_NL, T.MXFP4]
 FLOAT = (T.F32, T.F16, T.BF16)
 
 
@@ -137,6 +137,7 @@ def test_gemv_wide_real_shapes(shape):
     (4096, 14336, T.Q8_0, 1),    # Llama-3-8B's
     (1024, 3072, T.Q5_0, 5),     # Qwen3-0.6B's, speculative verification
     (1001, 2048, T.IQ4_NL, 8),   # an odd row count: one threadgroup's second row is absent
+    (2880, 2880, T.MXFP4, 1),    # gpt-oss's width in MXFP4 (17-byte blocks at every byte offset)
 ], ids=lambda s: f"{s[0]}x{s[1]}-{s[2].name}-{s[3]}tok")
 def test_gemv_large_real_shapes(shape):
     N, K, q, m = shape

@@ -190,6 +190,17 @@ def tolerances(path):
     return (3e-2, QUANT_ROUTER_GAP) if quant else (2e-3, FLOAT_ROUTER_GAP)
 
 
+@pytest.mark.parametrize("arch", ["qwen3moe", "mixtral"])
+def test_mxfp4_moe_models_match_cpu(tmp_path, arch):
+    """Every matrix MXFP4 (gpt-oss's expert format): the expert matmuls'
+    decoder, the decode GEMV's integer lane work and the tensor-core tiles
+    against the CPU, at the quantized formats' tolerance (the CPU rounds
+    activations to 8 bits everywhere, CUDA in its decode GEMV only)."""
+    p = str(tmp_path / f"{arch}-mxfp4.gguf")
+    random_gguf.write_model(p, arch, "MXFP4", seed=39)
+    compare_with_cpu(cuda_model(p), p, 3e-2)
+
+
 def test_moe_models_match_cpu(moe_models):
     """Float weights: prefill logits of 80 tokens (more than one 64-token
     chunk) against the CPU's, rows a router near-tie may change excused;

@@ -191,6 +191,35 @@ def test_batch_invariance(moe_paths, arch):
         m.close()
 
 
+@pytest.mark.parametrize("arch", random_gguf.MOE_ARCHS)
+def test_mxfp4_models_match_the_float64_reference(tmp_path, arch):
+    """Every matrix MXFP4 (gpt-oss's expert format; embeddings and the
+    dense projections too): prefill logits against numpy float64 on gguf-py's
+    dequantization of the same file, rows a router near-tie may change
+    excused (the near-tie's position, and every later one where the tie is
+    before the last layer; the quantized matmuls round activations to 8 bits);
+    the one-token path (the last decoded row) equal to the prefill's."""
+    from tests.test_moe_cuda import tainted  # a near-tie's reach through the K / V of later positions
+
+    path = str(tmp_path / f"{arch}-mxfp4.gguf")
+    random_gguf.write_model(path, arch, "MXFP4", seed=39)
+    m = akunu.load(path, n_ctx=128)
+    rng = np.random.default_rng([SEED, 39, len(arch)])
+    for _ in range(30):  # random tokens (fresh each AKUNU_TEST_SEED) mostly clear of router near-ties
+        seq = rng.integers(3, 512, 24).tolist()
+        ref, gaps = moe_reference.forward(path, seq)
+        excused = tainted(gaps, QUANT_ROUTER_GAP)
+        if excused.mean() <= MAX_EXCUSED:
+            break
+    else:
+        pytest.fail(f"router near-ties in every draw (AKUNU_TEST_SEED={SEED})")
+    full = m.logits(seq)
+    check_logits(full, ref, excused, QUANT_LOGIT_TOL, "numpy float64")
+    m.reset()
+    m._core().prefill(seq[:-1])
+    np.testing.assert_allclose(np.ravel(m._core().decode_logits(seq[-1])), full[-1], rtol=0, atol=1e-4)
+
+
 def write_with(path, arch, edit):
     """A small MoE model whose metadata / tensors go through edit(name, value) first."""
     random_gguf.write_model(path, arch, "F16", seed=2)
@@ -256,3 +285,139 @@ def test_config_reports_the_experts(moe_paths, tmp_path):
     random_gguf.write_model(dense, "qwen3", "F16", seed=1)
     cfg = akunu.load(dense, n_ctx=64).config
     assert (cfg["n_experts"], cfg["n_experts_used"], cfg["expert_ffn_dim"]) == (0, 0, 0)
+
+
+# ---- the same models through the Metal kernels --------------------------------------------------
+# The MSL emulation on the CPU (or a Mac's GPU with AKUNU_METAL_DEVICE=metal)
+# against the CPU backend: prefill logits (80 tokens, more than one 64-token
+# pass: the grouped expert kernels) and greedy generation (the decode tables'
+# GEMV expert kernels, fused and plain), the random models of every MoE family
+# and llama.cpp's quantized ones; a router near-tie (in the float64
+# reference) may route a token apart on two correct backends, so the rows it
+# can change are excused, as on CUDA (tests/test_moe_cuda.py).
+
+METAL = os.environ.get("AKUNU_METAL_DEVICE", "metal-emu")
+
+
+@pytest.fixture(scope="module")
+def metal_device():
+    if METAL == "metal-emu":
+        from tests.test_device_kernels import build_metal_emulation
+        build_metal_emulation()
+    from akunu import _testing
+    from tests.fixtures import kernel_params as kp
+
+    try:
+        x = np.zeros(4, np.float32)
+        _testing.run_kernel("add_inplace", [x, x.copy()], kp.add(4, 1), device=METAL)
+    except Exception as e:  # noqa: BLE001 - the reason is the skip message
+        pytest.skip(f"device {METAL} unavailable: {e}")
+    return METAL
+
+
+METAL_REF_TOL = 2e-3  # Metal's float32 sums against float64 on the file's dequantized weights, any format
+
+
+def metal_vs_cpu(path, fused=True):
+    """Prefill logits of 80 tokens against the float64 reference (Metal
+    multiplies the dequantized weights by float activations: METAL_REF_TOL in
+    every format) and against the CPU's (2e-3 float weights, 3e-2 quantized:
+    the CPU rounds activations to 8 bits there), rows a router near-tie may
+    change excused; greedy tokens the CPU's, or parting where the CPU's logits
+    are a near-tie or the float64 reference a router near-tie."""
+    from tests.fixtures.backend_compare import rel_l2
+    from tests.test_moe_cuda import tainted, untied_sequence
+
+    quant = any(q in os.path.basename(path).lower() for q in ("q4", "q5", "q6", "q8"))
+    tol, near = (3e-2, QUANT_ROUTER_GAP) if quant else (2e-3, FLOAT_ROUTER_GAP)
+    os.environ["AKUNU_METAL_FUSED_DECODE"] = "1" if fused else "0"
+    try:
+        gpu = akunu.load(path, device=METAL, n_ctx=256)
+    finally:
+        del os.environ["AKUNU_METAL_FUSED_DECODE"]
+    assert gpu.device == METAL
+    cpu = akunu.load(path, n_ctx=256)
+    ids, excused = untied_sequence(path, cpu.config["vocab_size"], near, 80, 0, "metal-prefill")
+    lc, lg = cpu.logits(ids), gpu.logits(ids)
+    ref, _ = moe_reference.forward(path, ids)
+    rows = f"(AKUNU_TEST_SEED={SEED}; rows excused as router near-ties: {np.flatnonzero(excused).tolist()})"
+    err = rel_l2(lg[~excused], ref[~excused])
+    assert err < METAL_REF_TOL, f"{os.path.basename(path)}: relative L2 {err:.2e} against float64 {rows}"
+    err = rel_l2(lg[~excused], lc[~excused])
+    assert err < tol, f"{os.path.basename(path)}: relative L2 {err:.2e} against the CPU {rows}"
+    prompt = ids[:12]
+    tc, tg = cpu.generate(prompt, max_tokens=24).tokens, gpu.generate(prompt, max_tokens=24).tokens
+    if tc != tg:
+        k = next(i for i in range(min(len(tc), len(tg))) if tc[i] != tg[i])
+        seq = prompt + tc[:k]
+        row = cpu.logits(seq)[-1]
+        gap = abs(float(row[tc[k]]) - float(row[tg[k]]))
+        routed_apart = tainted(moe_reference.forward(path, seq)[1], near)[-1]
+        assert routed_apart or gap < 5 * tol * (row.max() - row.min()), (
+            f"{os.path.basename(path)}: greedy differs at {k} with logit gap {gap} (AKUNU_TEST_SEED={SEED})")
+
+
+@pytest.mark.parametrize("arch", random_gguf.MOE_ARCHS)
+@pytest.mark.parametrize("dtype", ["F32", "F16", "Q8_0"])
+def test_metal_random_moe_models_match_cpu(metal_device, tmp_path, arch, dtype):
+    path = str(tmp_path / f"{arch}-{dtype}.gguf")
+    random_gguf.write_model(path, arch, dtype, seed=17)
+    metal_vs_cpu(path)
+
+
+@pytest.mark.parametrize("name", sorted(os.listdir(MOE_MODELS)) if os.path.isdir(MOE_MODELS) else [])
+def test_metal_quantized_moe_models_match_cpu(metal_device, name):
+    """llama.cpp's quantizations (Q4_K_M: Q4_K / Q6_K experts, Q4_0, Q8_0)."""
+    metal_vs_cpu(os.path.join(MOE_MODELS, name))
+
+
+@pytest.mark.parametrize("arch", ["qwen3moe", "qwen2moe"])
+def test_metal_plain_decode_tables(metal_device, tmp_path, arch):
+    """AKUNU_METAL_FUSED_DECODE=0: the plain decode tables give the same."""
+    path = str(tmp_path / f"{arch}-F32.gguf")
+    random_gguf.write_model(path, arch, "F32", seed=19)
+    metal_vs_cpu(path, fused=False)
+
+
+def test_metal_greedy_tokens_equal_cpu(metal_device, tmp_path):
+    """One whole greedy generation of 40 tokens, F32 weights, a prompt clear of router near-ties: the CPU's tokens."""
+    from tests.test_moe_cuda import tainted
+
+    path = str(tmp_path / "qwen3moe-F32.gguf")
+    random_gguf.write_model(path, "qwen3moe", "F32", seed=23)
+    cpu = akunu.load(path, n_ctx=256)
+    rng = np.random.default_rng([SEED, 23])
+    for _ in range(30):
+        prompt = rng.integers(3, cpu.config["vocab_size"], 10).tolist()
+        cpu.reset()
+        want = cpu.generate(prompt, max_tokens=40).tokens
+        if not tainted(moe_reference.forward(path, prompt + want[:-1])[1], FLOAT_ROUTER_GAP).any():
+            break
+    else:
+        pytest.skip("router near-ties in every draw")
+    assert akunu.load(path, device=METAL, n_ctx=256).generate(prompt, max_tokens=40).tokens == want
+
+
+def test_metal_batch_invariance(metal_device, tmp_path):
+    """Requests of one continuous batch on Metal get the tokens each gets alone."""
+    path = str(tmp_path / "qwen3moe-Q8_0.gguf")
+    random_gguf.write_model(path, "qwen3moe", "Q8_0", seed=31)
+    rng = np.random.default_rng([SEED, 7])
+    reqs = [(rng.integers(3, 512, int(n)).tolist(), kw) for n, kw in zip(
+        (1, 30, 7, 12), ({}, {"temperature": 0.8, "seed": 11}, {}, {"temperature": 1.0, "top_k": 20, "seed": 3}))]
+    solo = akunu.load(path, device=METAL, n_ctx=128)
+    want = []
+    for p, kw in reqs:
+        solo.reset()
+        want.append(solo.generate(p, max_tokens=8, **kw).tokens)
+    m = akunu.load(path, device=METAL, n_ctx=128, parallel=4, kv_tokens=4 * 128)
+    try:
+        streams = [m.generate(p, max_tokens=8, stream=True, **kw) for p, kw in reqs]
+        got = []
+        for s in streams:
+            for _ in s:
+                pass
+            got.append(s.result.tokens)
+        assert got == want
+    finally:
+        m.close()

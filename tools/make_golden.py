@@ -101,6 +101,15 @@ DENSE_MODELS = {
     "phi3-q4_k_m": ("phi3", ("quant", "Q4_K_M")),
 }
 
+# KV cache types (llama.cpp's -ctk / -ctv; flash attention on, which a
+# quantized V cache needs there): name -> (arch, how the model is made, (K type, V type))
+KV_MODELS = {
+    "llama-f16-kv-q8_0": ("llama", ("float", "F16"), ("q8_0", "q8_0")),
+    "llama-f16-kv-q4_0": ("llama", ("float", "F16"), ("q4_0", "q4_0")),
+    "qwen3-f16-kv-q8_0-f16": ("qwen3", ("float", "F16"), ("q8_0", "f16")),
+}
+GGML_KV_TYPES = {"f16": 1, "q8_0": 8, "q4_0": 2}
+
 GEMMA_PROMPTS = [
     "The capital of France is",
     "def fibonacci(n):",
@@ -121,11 +130,14 @@ def quantize(src: str, dst: str, ftype_name: str) -> None:
         raise RuntimeError(f"llama.cpp quantize to {ftype_name} failed ({rc})")
 
 
-def llama_reference(path: str, prompt_tokens, n_gen: int, top_k_logits: int = 0):
-    """Greedy tokens from llama.cpp and its logits at every position of prompt + generated."""
+def llama_reference(path: str, prompt_tokens, n_gen: int, top_k_logits: int = 0, kv=None):
+    """Greedy tokens from llama.cpp and its logits at every position of prompt + generated;
+    kv: the (K, V) cache types, with flash attention."""
     import llama_cpp
 
-    ll = llama_cpp.Llama(path, n_ctx=512, n_batch=512, logits_all=True, verbose=False, n_threads=2, seed=0)
+    extra = {} if kv is None else dict(type_k=GGML_KV_TYPES[kv[0]], type_v=GGML_KV_TYPES[kv[1]], flash_attn=True)
+    ll = llama_cpp.Llama(path, n_ctx=512, n_batch=512, logits_all=True, verbose=False, n_threads=2, seed=0,
+                         **extra)
     gen = []
     for tok in ll.generate(prompt_tokens, temp=0.0, top_k=1, top_p=1.0, min_p=0.0, repeat_penalty=1.0):
         gen.append(int(tok))
@@ -144,7 +156,8 @@ def make_random(names, table=None, prefix="random", models=MODELS) -> None:
     os.makedirs(models, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
-            arch, (kind, what) = table[name]
+            arch, (kind, what), *kv = table[name]
+            kv = kv[0] if kv else None
             if kind == "float":
                 path = os.path.join(tmp, name + ".gguf")
                 sha = random_gguf.write_model(path, arch, what, seed=SEED)
@@ -159,9 +172,11 @@ def make_random(names, table=None, prefix="random", models=MODELS) -> None:
             ll = llama_cpp.Llama(path, n_ctx=512, verbose=False, vocab_only=True)
             prompt = ll.tokenize(PROMPT.encode(), add_bos=True, special=False)
             del ll
-            gen, logits = llama_reference(path, prompt, N_GEN)
+            gen, logits = llama_reference(path, prompt, N_GEN, kv=kv)
             rec = {"name": name, "arch": arch, "made_by": [kind, what], "seed": SEED, "sha256": sha,
                    "prompt_text": PROMPT, "prompt_tokens": prompt, "greedy_tokens": gen}
+            if kv:
+                rec["kv_type"] = list(kv)
             with open(os.path.join(GOLDEN, f"{prefix}-{name}.json"), "w") as f:
                 json.dump(rec, f, indent=1)
             np.save(os.path.join(GOLDEN, f"{prefix}-{name}-logits.npy"), logits.astype(np.float16))
@@ -221,10 +236,11 @@ def main() -> None:
     args = ap.parse_args()
     os.makedirs(GOLDEN, exist_ok=True)
     os.makedirs(MODELS, exist_ok=True)
-    names = args.only if args.only else list(RANDOM_MODELS) + list(MOE_MODELS) + list(DENSE_MODELS)
+    names = args.only if args.only else list(RANDOM_MODELS) + list(MOE_MODELS) + list(DENSE_MODELS) + list(KV_MODELS)
     make_random([n for n in names if n in RANDOM_MODELS])
     make_random([n for n in names if n in MOE_MODELS], MOE_MODELS, "moe", MOE_QUANT_MODELS)
     make_random([n for n in names if n in DENSE_MODELS], DENSE_MODELS, "dense", DENSE_QUANT_MODELS)
+    make_random([n for n in names if n in KV_MODELS], KV_MODELS, "kv")
     if not args.skip_gemma and (not args.only or "gemma3-270m" in args.only):
         make_gemma()
 

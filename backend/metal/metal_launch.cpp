@@ -39,6 +39,7 @@ constexpr uint32_t kSamplerThreads = 256;
 bool has_large_k_gemv(uint32_t dtype) {
     switch (dtype) {
         case GGML_Q8_0: case GGML_Q4_0: case GGML_Q5_0: case GGML_Q4_1: case GGML_Q5_1: case GGML_IQ4_NL:
+        case GGML_MXFP4:
             return true;
         default:
             return false;
@@ -201,8 +202,56 @@ MetalLaunch rmsnorm_residual(const uint8_t* b, const ChipConfig& chip) {
     return {0, Dim3(p.n_tokens), norm_threads(p.dim, chip), 32 * 4};
 }
 
+// ---- mixture of experts (kernels/moe.metal) ----
+
+// Must match kernels/moe.metal: the route keeps a token's probabilities in
+// threadgroup memory, moe_matmul_sum a window's ids, rows and per-expert starts.
+constexpr uint32_t kMoeMaxExperts = 4096, kMoeMaxUsed = 64, kMoeWindow = 2048;
+constexpr uint32_t kMoeGemvGroups = 4, kMoeGroups = 8;  // SIMD groups (output rows) a threadgroup
+constexpr uint32_t kMoeSlotRows = 4;                     // moe_matmul_slots: output rows a SIMD group
+
+MetalLaunch moe_route(const uint8_t* b, const ChipConfig&) {
+    auto p = read<MoeRouteParams>(b);
+    if (p.n_experts > kMoeMaxExperts || p.n_used > kMoeMaxUsed)
+        throw Error("moe_route: at most " + std::to_string(kMoeMaxExperts) + " experts and " +
+                    std::to_string(kMoeMaxUsed) + " a token");
+    if (p.n_experts == 0 || p.n_used == 0) return {0, Dim3(0), 32, 0};
+    return {0, Dim3(p.n_tokens), 32, p.n_experts * 4};
+}
+
+// variant 0: moe_matmul_slots_gemv, 1: moe_matmul_sum_gemv (up to
+// kGemvMaxTokens tokens), 2: moe_matmul_slots, 3: moe_matmul_sum. Every
+// variant computes a row's dots and sums alike, so the choice by token count
+// keeps batch invariance.
+MetalLaunch moe_matmul(const uint8_t* b, const ChipConfig&) {
+    auto p = read<MoeMatmulParams>(b);
+    const DTypeDescriptor* d = dtype_lookup(p.dtype);
+    if (!metal_reads_format(p.dtype) || is_mlx_dtype(p.dtype) || p.K % d->block_elems != 0)
+        throw Error(std::string("moe_matmul: unsupported weight type ") + dtype_name(p.dtype) + " or row length");
+    if (p.n_experts > kMoeMaxExperts || p.n_used > kMoeMaxUsed)
+        throw Error("moe_matmul: at most " + std::to_string(kMoeMaxExperts) + " experts and " +
+                    std::to_string(kMoeMaxUsed) + " a token");
+    if (p.n_tokens == 0 || p.n_used == 0 || p.N == 0) return {0, Dim3(0), 32, 0};
+    if ((uint64_t)p.n_tokens * p.n_used > 0xFFFFFFFFull) throw Error("moe_matmul: too many routed rows");
+    if (p.n_tokens <= kGemvMaxTokens) {
+        const Dim3 grid(ceil_div(p.N, kMoeGemvGroups), p.weighted ? p.n_tokens : p.n_tokens * p.n_used);
+        return {p.weighted ? 1 : 0, grid, 32 * kMoeGemvGroups, 0};
+    }
+    if (p.weighted)
+        return {3, Dim3(ceil_div(p.N, kMoeGroups)), 32 * kMoeGroups, (2 * kMoeWindow + p.n_experts + 1) * 2};
+    if (p.n_experts == 0) return {0, Dim3(0), 32, 0};
+    return {2, Dim3(ceil_div(p.N, kMoeGroups * kMoeSlotRows), p.n_experts), 32 * kMoeGroups,
+            32 * 4 + kMoeWindow * 2};
+}
+
+MetalLaunch moe_shared_add(const uint8_t* b, const ChipConfig&) {
+    auto p = read<MoeSharedAddParams>(b);
+    return {0, Dim3(ceil_div(p.dim, kElementThreads), p.n_tokens), kElementThreads, 0};
+}
+
 const char* const kFormats[] = {"f32",  "f16",  "bf16", "q8_0", "q4_0", "q5_0",   "q4_1",   "q5_1",
-                                "iq4_nl", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "iq4_xs", "mlx"};
+                                "iq4_nl", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "iq4_xs", "mlx",
+                                "mxfp4"};
 
 const std::vector<MetalKernelSpec>& specs() {
     static const std::vector<MetalKernelSpec> all = [] {
@@ -227,6 +276,10 @@ const std::vector<MetalKernelSpec>& specs() {
             {"gemv_multi", 8, {"gemv_multi", "gemv_multi_large"}, gemv_multi},
             {"qk_norm_rope_kv", 8, {"qk_norm_rope_kv"}, qk_norm_rope_kv},
             {"rmsnorm_residual", 3, {"rmsnorm_residual"}, rmsnorm_residual},
+            {"moe_route", 2, {"moe_route"}, moe_route},
+            {"moe_matmul", 4, {"moe_matmul_slots_gemv", "moe_matmul_sum_gemv", "moe_matmul_slots", "moe_matmul_sum"},
+             moe_matmul},
+            {"moe_shared_add", 3, {"moe_shared_add"}, moe_shared_add},
         };
         // Per-format names live as long as the table (a deque never moves its strings).
         static std::deque<std::string> names;

@@ -21,6 +21,7 @@ static const DTypeDescriptor kDTypes[] = {
     {GGML_Q5_K, "Q5_K",  256, 176, true, false,  "gemv_q5_k", "gemm_q5_k", "embedding_q5_k"},
     {GGML_IQ4_NL, "IQ4_NL", 32, 18, true, false, "gemv_iq4_nl", "gemm_iq4_nl", "embedding_iq4_nl"},
     {GGML_IQ4_XS, "IQ4_XS", 256, 136, true, false, "gemv_iq4_xs", "gemm_iq4_xs", "embedding_iq4_xs"},
+    {GGML_MXFP4, "MXFP4", 32, 17, true, false, "gemv_mxfp4", "gemm_mxfp4", "embedding_mxfp4"},
     // Q4_0 / Q8_0 regrouped by 8 blocks at load (the CUDA device's choice)
     {AKUNU_Q4_0_X8, "Q4_0_X8", 256, 144, true, true, "gemv_q4_0_x8", "gemm_q4_0_x8", "embedding_q4_0_x8"},
     {AKUNU_Q8_0_X8, "Q8_0_X8", 256, 272, true, true, "gemv_q8_0_x8", "gemm_q8_0_x8", "embedding_q8_0_x8"},

@@ -21,6 +21,7 @@ enum GGMLType : uint32_t {
     GGML_F32 = 0, GGML_F16 = 1, GGML_Q4_0 = 2, GGML_Q4_1 = 3, GGML_Q5_0 = 6, GGML_Q5_1 = 7,
     GGML_Q8_0 = 8, GGML_Q8_1 = 9, GGML_Q2_K = 10, GGML_Q3_K = 11, GGML_Q4_K = 12,
     GGML_Q5_K = 13, GGML_Q6_K = 14, GGML_Q8_K = 15, GGML_IQ4_NL = 20, GGML_IQ4_XS = 23, GGML_BF16 = 30,
+    GGML_MXFP4 = 39,
 };
 
 // MLX affine group quantization (w = scale * q + bias per group of 32, 64 or

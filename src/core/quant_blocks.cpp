@@ -26,6 +26,7 @@ void dequantize_row(uint32_t dtype, const uint8_t* src, float* dst, int64_t n) {
         case GGML_Q5_K: for (int64_t b = 0; b < n / 256; b++) dequant_q5_k(src + b * 176, dst + b * 256); return;
         case GGML_IQ4_NL: for (int64_t b = 0; b < n / 32; b++) dequant_iq4_nl(src + b * 18, dst + b * 32); return;
         case GGML_IQ4_XS: for (int64_t b = 0; b < n / 256; b++) dequant_iq4_xs(src + b * 136, dst + b * 256); return;
+        case GGML_MXFP4: for (int64_t b = 0; b < n / 32; b++) dequant_mxfp4(src + b * 17, dst + b * 32); return;
         case AKUNU_Q4_0_X8: for (int64_t b = 0; b < n / 256; b++) dequant_q4_0_x8(src + b * 144, dst + b * 256); return;
         case AKUNU_Q8_0_X8: for (int64_t b = 0; b < n / 256; b++) dequant_q8_0_x8(src + b * 272, dst + b * 256); return;
         case AKUNU_Q6_K_X8:

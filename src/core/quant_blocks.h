@@ -276,6 +276,34 @@ AKUNU_HD inline void dequant_iq4_xs(const AKUNU_GLOBAL uint8_t* b, AKUNU_PRIVATE
     }
 }
 
+// MXFP4 (OCP microscaling FP4, gpt-oss's expert weights): u8 e, an E8M0
+// scale 2^(e - 127), then nibbles q[16] of E2M1 codes (sign in bit 3, values
+// 0, 0.5, 1, 1.5, 2, 3, 4, 6); low nibbles x[0..15], high x[16..31]. As in
+// llama.cpp and gguf-py the codes are read as integers doubled, so that the
+// integer matmuls can take them as int8, against half the scale:
+// x = 2^(e - 128) * kMXFP4Values[q]: the half scale is a float for every e
+// (e < 2: a subnormal; e = 255, NaN in the OCP spec, is 2^127 as in gguf-py),
+// and the product exact wherever it is in float range (from e = 254 the
+// largest codes overflow to inf, as in gguf-py).
+#if !defined(AKUNU_MSL)
+constexpr int8_t kMXFP4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+#endif
+AKUNU_HD inline int8_t mxfp4_value(int i) {
+    const int8_t v[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+    return v[i];
+}
+// Half the E8M0 scale, 2^(e - 128), built from its float bits.
+AKUNU_HD inline float e8m0_half(uint32_t e) { return f32_from_bits(e < 2 ? 0x00200000u << e : (e - 1) << 23); }
+
+AKUNU_HD inline void dequant_mxfp4(const AKUNU_GLOBAL uint8_t* b, AKUNU_PRIVATE float* y) {
+    const float d = e8m0_half(b[0]);
+    const AKUNU_GLOBAL uint8_t* q = b + 1;
+    for (int j = 0; j < 16; j++) {
+        y[j] = d * (float)mxfp4_value(q[j] & 0xF);
+        y[j + 16] = d * (float)mxfp4_value(q[j] >> 4);
+    }
+}
+
 AKUNU_HD inline void dequant_f32(const AKUNU_GLOBAL uint8_t* b, AKUNU_PRIVATE float* y) { *y = load_f32(b); }
 AKUNU_HD inline void dequant_f16(const AKUNU_GLOBAL uint8_t* b, AKUNU_PRIVATE float* y) { *y = h(b); }
 #if !defined(AKUNU_MSL)

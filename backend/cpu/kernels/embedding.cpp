@@ -30,7 +30,7 @@ extern const CpuKernelEntry kEmbeddingKernels[] = {
     {"embedding_q5_1", embedding}, {"embedding_q2_k", embedding}, {"embedding_q3_k", embedding},
     {"embedding_q5_k", embedding}, {"embedding_iq4_nl", embedding}, {"embedding_iq4_xs", embedding},
     {"embedding_mlx", embedding},  {"embedding_q4_0_x8", embedding}, {"embedding_q8_0_x8", embedding},
-    {"embedding_q6_k_x8", embedding},
+    {"embedding_q6_k_x8", embedding}, {"embedding_mxfp4", embedding},
     {nullptr, nullptr},
 };
 

@@ -1,5 +1,5 @@
-// Integer matmul of Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K,
-// Q5_K and Q6_K weights against 8-bit activations, on tiles of 8 weight rows,
+// Integer matmul of Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K,
+// Q4_K, Q5_K and Q6_K weights against 8-bit activations, on tiles of 8 weight rows,
 // with the instruction set picked at run time (one build runs on any x86-64
 // and elsewhere).
 //
@@ -53,7 +53,7 @@ using GroupFn = void (*)(const Pass&, int g0, int g1);
 using QuantizeFn = void (*)(const float* x, int K, int8_t* q, float* d, int16_t* sums);
 
 struct Kernels {
-    GroupFn q8_0, q4_0, q5_0, q4_k, q5_k, q6_k, q2_k, q3_k, q4_1, q5_1, iq4_nl;
+    GroupFn q8_0, q4_0, q5_0, q4_k, q5_k, q6_k, q2_k, q3_k, q4_1, q5_1, iq4_nl, mxfp4;
     QuantizeFn quantize_q8_0, quantize_q8_k;
 };
 

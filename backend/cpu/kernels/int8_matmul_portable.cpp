@@ -72,6 +72,16 @@ inline void unpack_iq4_nl(const uint8_t* b, Block32& o) {
     }
 }
 
+// MXFP4: the doubled E2M1 codes as int8, against half the E8M0 scale (exact:
+// a power of two), so d_w * d_x rounds like any other format's product.
+inline void unpack_mxfp4(const uint8_t* b, Block32& o) {
+    o.d = blocks::e8m0_half(b[0]);
+    for (int j = 0; j < 16; j++) {
+        o.v[j] = blocks::kMXFP4Values[b[1 + j] & 0xF];
+        o.v[j + 16] = blocks::kMXFP4Values[b[1 + j] >> 4];
+    }
+}
+
 // HasMin: Q4_1 / Q5_1, whose block adds its min times the token's block sum.
 template <void (*Unpack)(const uint8_t*, Block32&), int BB, bool HasMin = false>
 void q32_rows(const Pass& p, int g0, int g1) {
@@ -264,7 +274,8 @@ Isa read_isa_override(Isa best) {
 const Kernels kPortableKernels = {q32_rows<unpack_q8_0, 34>, q32_rows<unpack_q4_0, 18>, q32_rows<unpack_q5_0, 22>,
                                   q45_k_rows<4>, q45_k_rows<5>, q6_k_rows, q2_k_rows, q3_k_rows,
                                   q32_rows<unpack_q4_1, 20, true>, q32_rows<unpack_q5_1, 24, true>,
-                                  q32_rows<unpack_iq4_nl, 18>, quantize_q8_0_sums, qdot::quantize_q8_k};
+                                  q32_rows<unpack_iq4_nl, 18>, q32_rows<unpack_mxfp4, 17>, quantize_q8_0_sums,
+                                  qdot::quantize_q8_k};
 
 Isa best_isa() {
 #if (defined(__x86_64__) || defined(_M_X64)) && defined(__GNUC__)

@@ -64,9 +64,9 @@ inline __m256i fifth_bits(const uint8_t* qh4) {
     return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit), _mm256_set1_epi8(16));
 }
 
-// ---- 32-blocks: Q4_0, Q5_0, Q8_0, Q4_1, Q5_1, IQ4_NL ------------------------
+// ---- 32-blocks: Q4_0, Q5_0, Q8_0, Q4_1, Q5_1, IQ4_NL, MXFP4 -----------------
 // Q4_0 / Q5_0: a = q (0..15 / 0..31), s_b = dot(q, x) - kOffset * sum(x).
-// Q8_0 / IQ4_NL: a = |w|, x takes w's sign (vpsignb), s_b = dot(w, x).
+// Q8_0 / IQ4_NL / MXFP4: a = |w|, x takes w's sign (vpsignb), s_b = dot(w, x).
 // Q4_1 / Q5_1: a = q, s_b = dot(q, x), and the min m adds
 // acc = fma((float)sum(x), m * d_x, acc) after the block's own step.
 struct TileQ4_0 {
@@ -92,6 +92,23 @@ struct TileIQ4_NL {
         return _mm256_shuffle_epi8(table, nibbles32(b + 2));
     }
 };
+// MXFP4: 17-byte blocks, an E8M0 scale byte, then IQ4_NL's nibble order
+// looked up in the doubled E2M1 table (blocks::kMXFP4Values).
+struct TileMXFP4 {
+    static constexpr int BB = 17, kOffset = 0;
+    static constexpr bool kSigned = true, kMin = false;
+    static __m256i unpack(const uint8_t* b) {
+        const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i*)blocks::kMXFP4Values));
+        return _mm256_shuffle_epi8(table, nibbles32(b + 1));
+    }
+    static float scale(const uint8_t* b) { return blocks::e8m0_half(b[0]); }
+};
+// The block's scale: an F16 d first in every other 32-block format.
+template <class F>
+inline float block_scale(const uint8_t* b) {
+    if constexpr (std::is_same<F, TileMXFP4>::value) return F::scale(b);
+    else return blocks::h(b);
+}
 struct TileQ4_1 {
     static constexpr int BB = 20, kOffset = 0;
     static constexpr bool kSigned = false, kMin = true;
@@ -103,7 +120,7 @@ struct TileQ5_1 {
     static __m256i unpack(const uint8_t* b) { return _mm256_or_si256(nibbles32(b + 8), fifth_bits(b + 4)); }
 };
 
-// Signed weights (Q8_0, IQ4_NL): with vpdpbusd taken as w + 128 (unsigned)
+// Signed weights (Q8_0, IQ4_NL, MXFP4): with vpdpbusd taken as w + 128 (unsigned)
 // and corrected by -128 * sum(x) like an offset; with vpmaddubsw (whose
 // 16-bit pair sums would saturate at 255 * 127 * 2) as |w| against x with
 // w's sign (vpsignb).
@@ -155,7 +172,7 @@ void q32_groups(const Pass& p, int g0, int g1) {
                 for (int r = 0; r < 8; r++) {
                     const uint8_t* blk = rp[r] + (size_t)(c0 + b) * F::BB;
                     v[r] = unpack_u8<F>(blk);
-                    dw[b][r] = blocks::h(blk);
+                    dw[b][r] = block_scale<F>(blk);
                     if constexpr (F::kMin) mw[b][r] = blocks::h(blk + 2);
                 }
                 if constexpr (kSignTile<F>) {
@@ -485,6 +502,17 @@ inline __m256 halves8(const uint8_t* const rp[8], size_t off) {
     return _mm256_cvtph_ps(_mm_setr_epi16(h(0), h(1), h(2), h(3), h(4), h(5), h(6), h(7)));
 }
 
+// Each row's block scale as 8 floats: the F16 d at byte 0, or MXFP4's E8M0 byte.
+template <class F>
+inline __m256 scales8(const uint8_t* const rp[8]) {
+    if constexpr (std::is_same<F, TileMXFP4>::value) {
+        auto d = [&](int r) { return F::scale(rp[r]); };
+        return _mm256_setr_ps(d(0), d(1), d(2), d(3), d(4), d(5), d(6), d(7));
+    } else {
+        return halves8(rp, 0);
+    }
+}
+
 inline void store_row_group(const Pass& p, __m256 acc, int n0, int rows) {
     alignas(32) float v[8];
     _mm256_store_ps(v, acc);
@@ -525,7 +553,7 @@ void q32_gemv(const Pass& p, int g0, int g1) {
                 __m256i s = reduce8(dots[b]);
                 if constexpr (kOffset<F> != 0) s = _mm256_sub_epi32(s, _mm256_set1_epi32(kOffset<F> * (int)p.xs[c0 + b]));
                 const __m256 dx = _mm256_set1_ps(p.xd[c0 + b]);
-                fa = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(halves8(bp, 0), dx), fa);
+                fa = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(scales8<F>(bp), dx), fa);
                 if constexpr (F::kMin)
                     fa = _mm256_fmadd_ps(_mm256_set1_ps((float)p.xs[c0 + b]), _mm256_mul_ps(halves8(bp, 2), dx), fa);
             }
@@ -675,5 +703,5 @@ void quantize_q8_k_x86(const float* x, int K, int8_t* q, float* d, int16_t* bsum
 
 constexpr Kernels kTileKernels = {q32_matmul<TileQ8_0>, q32_matmul<TileQ4_0>, q32_matmul<TileQ5_0>, k_matmul<TileQ4_K>,
                                   k_matmul<TileQ5_K>, k_matmul<TileQ6_K>, k_matmul<TileQ2_K>, k_matmul<TileQ3_K>,
-                                  q32_matmul<TileQ4_1>, q32_matmul<TileQ5_1>, q32_matmul<TileIQ4_NL>,
+                                  q32_matmul<TileQ4_1>, q32_matmul<TileQ5_1>, q32_matmul<TileIQ4_NL>, q32_matmul<TileMXFP4>,
                                   quantize_q8_0_x86, quantize_q8_k_x86};

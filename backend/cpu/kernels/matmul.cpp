@@ -255,7 +255,7 @@ void k_avx2(const MatmulParams& p, const uint8_t* W, const float* x, float* y, c
 }
 #endif
 
-// Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL and the K-quants but IQ4_XS: int8_matmul.h's kernels on tiles of 8 rows, for
+// Q8_0, Q4_0, Q5_0, Q4_1, Q5_1, IQ4_NL, MXFP4 and the K-quants but IQ4_XS: int8_matmul.h's kernels on tiles of 8 rows, for
 // decode and prefill alike (one arithmetic for both), the instruction set
 // chosen at run time. Row groups split evenly across the pool, so the
 // logits head (the largest matrix) keeps every thread busy to the end.
@@ -335,6 +335,7 @@ AKUNU_MATMUL(q3_k, (int8_matmul<&int8mm::Kernels::q3_k, true>))
 AKUNU_MATMUL(q4_1, (int8_matmul<&int8mm::Kernels::q4_1, false>))
 AKUNU_MATMUL(q5_1, (int8_matmul<&int8mm::Kernels::q5_1, false>))
 AKUNU_MATMUL(iq4_nl, (int8_matmul<&int8mm::Kernels::iq4_nl, false>))
+AKUNU_MATMUL(mxfp4, (int8_matmul<&int8mm::Kernels::mxfp4, false>))
 // The GPU layouts of Q4_0 / Q8_0 / Q6_K (dtype_descriptor.h): their meaning, for the tests.
 AKUNU_MATMUL(q4_0_x8, (dequant_block_matmul<blocks::dequant_q4_0_x8, 256, 144>))
 AKUNU_MATMUL(q8_0_x8, (dequant_block_matmul<blocks::dequant_q8_0_x8, 256, 272>))
@@ -356,6 +357,7 @@ extern const CpuKernelEntry kMatmulKernels[] = {
     {"gemv_q2_k", gemv_q2_k}, {"gemm_q2_k", gemm_q2_k}, {"gemv_q3_k", gemv_q3_k}, {"gemm_q3_k", gemm_q3_k},
     {"gemv_q5_k", gemv_q5_k}, {"gemm_q5_k", gemm_q5_k}, {"gemv_iq4_nl", gemv_iq4_nl},
     {"gemm_iq4_nl", gemm_iq4_nl}, {"gemv_iq4_xs", gemv_iq4_xs}, {"gemm_iq4_xs", gemm_iq4_xs},
+    {"gemv_mxfp4", gemv_mxfp4}, {"gemm_mxfp4", gemm_mxfp4},
     {"gemv_mlx", gemv_mlx},   {"gemm_mlx", gemm_mlx},
     {"gemv_q4_0_x8", gemv_q4_0_x8}, {"gemm_q4_0_x8", gemm_q4_0_x8},
     {"gemv_q8_0_x8", gemv_q8_0_x8}, {"gemm_q8_0_x8", gemm_q8_0_x8},

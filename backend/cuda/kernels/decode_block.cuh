@@ -32,6 +32,7 @@ __device__ inline void decode_block(uint32_t dtype, const uint8_t* b, float* y) 
         case GGML_Q6_K: blocks::dequant_q6_k(b, y); break;
         case GGML_IQ4_NL: blocks::dequant_iq4_nl(b, y); break;
         case GGML_IQ4_XS: blocks::dequant_iq4_xs(b, y); break;
+        case GGML_MXFP4: blocks::dequant_mxfp4(b, y); break;
         case AKUNU_Q4_0_X8: blocks::dequant_q4_0_x8(b, y); break;
         case AKUNU_Q8_0_X8: blocks::dequant_q8_0_x8(b, y); break;
         default:

@@ -95,6 +95,7 @@ extern const CudaKernelEntry kCudaEmbeddingKernels[] = {
     AKUNU_FORMAT(q4_1) AKUNU_FORMAT(q5_0) AKUNU_FORMAT(q5_1) AKUNU_FORMAT(q2_k) AKUNU_FORMAT(q3_k)
     AKUNU_FORMAT(q4_k) AKUNU_FORMAT(q5_k) AKUNU_FORMAT(q6_k) AKUNU_FORMAT(iq4_nl) AKUNU_FORMAT(iq4_xs)
     AKUNU_FORMAT(mlx) AKUNU_FORMAT(q4_0_x8) AKUNU_FORMAT(q8_0_x8) AKUNU_FORMAT(q6_k_x8)
+    AKUNU_FORMAT(mxfp4)
 #undef AKUNU_FORMAT
     {nullptr, nullptr},
 };

@@ -85,6 +85,7 @@ bool decoder_for(const MatmulParams& p, uintptr_t w, Decoder* dec) {
         case GGML_Q4_1: *dec = decode_rows_f16<TcQ4_1>; return w % 2 == 0;
         case GGML_Q5_0: *dec = decode_rows_f16<TcQ5_0>; return w % 2 == 0;
         case GGML_Q5_1: *dec = decode_rows_f16<TcQ5_1>; return w % 2 == 0;
+        case GGML_MXFP4: *dec = decode_rows_f16<TcMXFP4>; return true;
         case AKUNU_Q8_0_X8: *dec = decode_rows_f16<TcQ8_0X8>; return p.K % 256 == 0 && w % 16 == 0;
         case AKUNU_Q4_0_X8: *dec = decode_rows_f16<TcQ4_0X8>; return p.K % 256 == 0 && w % 16 == 0;
         case AKUNU_Q6_K_X8: *dec = decode_rows_f16<TcQ6_KX8>; return p.K % 2048 == 0 && w % 16 == 0;

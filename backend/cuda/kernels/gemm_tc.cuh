@@ -386,6 +386,7 @@ bool with_tc_format(uint32_t dtype, uint32_t K, uintptr_t w_bits, Fn&& fn) {
         case GGML_Q4_1: if (w_bits % 2) return false; fn(FormatTag<TcQ4_1>{}); return true;
         case GGML_Q5_0: if (w_bits % 2) return false; fn(FormatTag<TcQ5_0>{}); return true;
         case GGML_Q5_1: if (w_bits % 2) return false; fn(FormatTag<TcQ5_1>{}); return true;
+        case GGML_MXFP4: fn(FormatTag<TcMXFP4>{}); return true;  // byte loads: any alignment
         case AKUNU_Q8_0_X8: if (K % 256 || w_bits % 16) return false; fn(FormatTag<TcQ8_0X8>{}); return true;
         case AKUNU_Q4_0_X8: if (K % 256 || w_bits % 16) return false; fn(FormatTag<TcQ4_0X8>{}); return true;
         case AKUNU_Q6_K_X8: if (K % 2048 || w_bits % 16) return false; fn(FormatTag<TcQ6_KX8>{}); return true;

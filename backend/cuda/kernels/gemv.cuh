@@ -1,5 +1,5 @@
 // Decode GEMV (a few tokens) for the formats real GGUF models are made of:
-// Q4_0, Q8_0, Q4_K, Q6_K, Q4_1, Q5_0, Q5_1 and the float formats. One warp per output row; the warp's lanes split
+// Q4_0, Q8_0, Q4_K, Q6_K, Q4_1, Q5_0, Q5_1, MXFP4 and the float formats. One warp per output row; the warp's lanes split
 // each block so that a warp step reads contiguous bytes (coalesced), every
 // lane decoding its share straight into registers. The formats' meaning is
 // core/quant_blocks.h (the CPU twin dequantizes with it; the per-op tests
@@ -113,7 +113,7 @@ bool launch_int(const CudaArgs& a, const MatmulParams& p, const float* x, float*
 
 // Enqueues y = W x (+ bias) for at most kGemvMaxTokens tokens and returns
 // true when the format (Q4_0, Q8_0, Q4_K, Q6_K, their x8 layouts, Q4_1, Q5_0,
-// Q5_1, F16, BF16, F32) and alignment suit these kernels; false leaves the
+// Q5_1, MXFP4, F16, BF16, F32) and alignment suit these kernels; false leaves the
 // pass to the general ones.
 // A token's result does not depend on the other tokens of the pass: each
 // token has its own accumulator, fed by the same per-lane split of the row
@@ -143,6 +143,8 @@ inline bool launch_gemv(const CudaArgs& a, const MatmulParams& p, const float* x
         case GGML_Q4_1: if (p.K % 32 || w % 2) return false; return launch_q8<gemv_q8::Q4_1>(a, p, x, y, bias);
         case GGML_Q5_0: if (p.K % 32 || w % 2) return false; return launch_q8<gemv_q8::Q5_0>(a, p, x, y, bias);
         case GGML_Q5_1: if (p.K % 32 || w % 2) return false; return launch_q8<gemv_q8::Q5_1>(a, p, x, y, bias);
+        // MXFP4: byte loads, any alignment
+        case GGML_MXFP4: if (p.K % 32) return false; return launch_int<gemv_q8::MXFP4, MXFP4>(a, p, x, y, bias);
         case GGML_F16: if (p.K % 8 || w % 16) return false; launch<Half<false>>(a, p, x, y, bias); return true;
         case GGML_BF16: if (p.K % 8 || w % 16) return false; launch<Half<true>>(a, p, x, y, bias); return true;
         case GGML_F32: if (p.K % 4 || w % 16) return false; launch<F32>(a, p, x, y, bias); return true;

@@ -164,6 +164,50 @@ struct Q6_K {
     }
 };
 
+// Four bytes at any address, as a little-endian word: MXFP4's 17-byte blocks
+// put its quants at every byte offset (llama.cpp reads them so too), and
+// byte loads read nothing past the bytes asked for.
+__device__ __forceinline__ uint32_t ld_u32_bytes(const uint8_t* p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+// The doubled E2M1 values (blocks::kMXFP4Values) of four MXFP4 codes, one in
+// bits 0..3 of each byte of idx, as four int8 in one word: two byte permutes
+// pick each code's value among codes 0..7 and among their negatives 8..15,
+// then bit 3 of the code chooses between them.
+__device__ __forceinline__ uint32_t mxfp4_lut4(uint32_t idx) {
+    const uint32_t sel = (idx & 0x7u) | ((idx >> 4) & 0x70u) | ((idx >> 8) & 0x700u) | ((idx >> 12) & 0x7000u);
+    const uint32_t pos = __byte_perm(0x03020100u, 0x0C080604u, sel);  // 0 1 2 3 | 4 6 8 12
+    const uint32_t neg = __byte_perm(0xFDFEFF00u, 0xF4F8FAFCu, sel);  // 0 -1 -2 -3 | -4 -6 -8 -12
+    const uint32_t m = ((idx >> 3) & 0x01010101u) * 0xFFu;
+    return (pos & ~m) | (neg & m);
+}
+
+// MXFP4: an E8M0 byte e, then nibbles q[16] as Q4_0's (low: elements 0..15,
+// high: 16..31); x = 2^(e - 128) * kMXFP4Values[q] (core/quant_blocks.h).
+struct MXFP4 {
+    static constexpr int kElems = 32, kBytes = 17, kLanes = 4;  // a lane: 4 bytes, 8 weights
+    template <int M>
+    __device__ static void dot(const uint8_t* blk, int sub, const float* x, uint32_t xs, int m, float* acc) {
+        const float d = blocks::e8m0_half(blk[0]);
+        const uint32_t q = ld_u32_bytes(blk + 1 + 4 * sub);
+        const uint32_t vl = mxfp4_lut4(q & 0x0F0F0F0Fu), vh = mxfp4_lut4((q >> 4) & 0x0F0F0F0Fu);
+        float lo[4], hi[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {  // int8 -> biased by 128 -> exact float
+            lo[i] = small_int(((vl >> (8 * i)) & 0xFF) ^ 0x80, 128.0f);
+            hi[i] = small_int(((vh >> (8 * i)) & 0xFF) ^ 0x80, 128.0f);
+        }
+#pragma unroll
+        for (int t = 0; t < M; t++) {
+            if (t >= m) break;
+            const float* xt = x + (size_t)t * xs;
+            const float4 a = ld_x4(xt + 4 * sub), b = ld_x4(xt + 16 + 4 * sub);
+            acc[t] += d * (dot4(lo[0], lo[1], lo[2], lo[3], a) + dot4(hi[0], hi[1], hi[2], hi[3], b));
+        }
+    }
+};
+
 // 16 weight bytes read once: not kept in L1 (x, read by every warp, stays).
 // No "memory" clobber: the compiler may move it, even above pdl_wait, which
 // is safe for weights alone (they never change during a step).

@@ -111,6 +111,35 @@ struct Q8_0 {
     }
 };
 
+// MXFP4 (layout: gemv_formats::MXFP4): the codes looked up as int8 for dp4a,
+// times half the E8M0 scale. A lane: bytes 8 sub.., 16 weights (elements
+// 8 sub.. and 16 + 8 sub..), read a byte at a time (blocks at any offset).
+struct MXFP4 {
+    static constexpr int kElems = 32, kBytes = 17, kLanes = 2, kInFlight = 1;
+    struct Regs {
+        uint32_t e, q0, q1;
+    };
+    __device__ static Regs load(const uint8_t* blk, int sub) {
+        return Regs{blk[0], gemv_formats::ld_u32_bytes(blk + 1 + 8 * sub), gemv_formats::ld_u32_bytes(blk + 5 + 8 * sub)};
+    }
+    template <int M>
+    __device__ static void apply(const Regs& r, int sub, const int8_t* xq, const float2* ds, int K, int m,
+                                 float* acc) {
+        const float d = blocks::e8m0_half(r.e);
+        const uint32_t lo0 = gemv_formats::mxfp4_lut4(r.q0 & kNibbles), lo1 = gemv_formats::mxfp4_lut4(r.q1 & kNibbles);
+        const uint32_t hi0 = gemv_formats::mxfp4_lut4((r.q0 >> 4) & kNibbles);
+        const uint32_t hi1 = gemv_formats::mxfp4_lut4((r.q1 >> 4) & kNibbles);
+#pragma unroll
+        for (int t = 0; t < M; t++) {
+            if (t >= m) break;
+            const int8_t* xt = xq + (size_t)t * K + 8 * sub;
+            const int2 a = *reinterpret_cast<const int2*>(xt), b = *reinterpret_cast<const int2*>(xt + 16);
+            const int s = dp4a(lo0, a.x, dp4a(lo1, a.y, dp4a(hi0, b.x, dp4a(hi1, b.y, 0))));
+            acc[t] += d * ds[(size_t)t * (K / 32)].x * (float)s;
+        }
+    }
+};
+
 // Q4_K (layout: gemv_formats::Q4_K).
 struct Q4_K {
     static constexpr int kElems = 256, kBytes = 144, kLanes = 8, kInFlight = 1;  // a lane: 16 bytes, 32 weights

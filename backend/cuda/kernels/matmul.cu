@@ -127,6 +127,7 @@ MatmulKernel q32_kernel(uint32_t dtype) {
         case GGML_Q5_0: return matmul_q32_kernel<blocks::dequant_q5_0, 22>;
         case GGML_Q5_1: return matmul_q32_kernel<blocks::dequant_q5_1, 24>;
         case GGML_IQ4_NL: return matmul_q32_kernel<blocks::dequant_iq4_nl, 18>;
+        case GGML_MXFP4: return matmul_q32_kernel<blocks::dequant_mxfp4, 17>;
         default: return nullptr;
     }
 }
@@ -387,6 +388,7 @@ extern const CudaKernelEntry kCudaMatmulKernels[] = {
     AKUNU_FORMAT(q4_1) AKUNU_FORMAT(q5_0) AKUNU_FORMAT(q5_1) AKUNU_FORMAT(q2_k) AKUNU_FORMAT(q3_k)
     AKUNU_FORMAT(q4_k) AKUNU_FORMAT(q5_k) AKUNU_FORMAT(q6_k) AKUNU_FORMAT(iq4_nl) AKUNU_FORMAT(iq4_xs)
     AKUNU_FORMAT(mlx) AKUNU_FORMAT(q4_0_x8) AKUNU_FORMAT(q8_0_x8) AKUNU_FORMAT(q6_k_x8)
+    AKUNU_FORMAT(mxfp4)
 #undef AKUNU_FORMAT
     {nullptr, nullptr},
 };

@@ -218,6 +218,38 @@ using TcQ4_1 = TcNibble32<20, -1, 4, true, 0>;
 using TcQ5_0 = TcNibble32<22, 2, 6, false, 16>;
 using TcQ5_1 = TcNibble32<24, 4, 8, true, 0>;
 
+// MXFP4: an E8M0 byte e, nibbles q[16] as Q4_0's; a unit is bytes
+// q[8u .. 8u + 8) (elements 8u.. low, 16 + 8u.. high), read a byte at a time
+// (the 17-byte blocks lie at any offset). x = 2^(e - 128) * code value,
+// exact in float, rounded once to F16 (exactly, where the scale keeps the
+// values in F16's range, as real weights' do).
+struct TcMXFP4 {
+    static constexpr int kElems = 32, kBytes = 17;
+    struct Raw {
+        uint32_t e, q[2];
+    };
+    __device__ static Raw load(const uint8_t* row, int k0, int u) {
+        const uint8_t* blk = row + (size_t)(k0 / 32) * kBytes;
+        return Raw{blk[0], {gemv_formats::ld_u32_bytes(blk + 1 + 8 * u), gemv_formats::ld_u32_bytes(blk + 5 + 8 * u)}};
+    }
+    __device__ static void store(const Raw& r, __half* dst, int, int u) {
+        const float d = blocks::e8m0_half(r.e);
+        float lo[8], hi[8];
+#pragma unroll
+        for (int w = 0; w < 2; w++) {
+            const uint32_t vl = gemv_formats::mxfp4_lut4(r.q[w] & 0x0F0F0F0Fu);
+            const uint32_t vh = gemv_formats::mxfp4_lut4((r.q[w] >> 4) & 0x0F0F0F0Fu);
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                lo[4 * w + i] = d * (float)(int8_t)(vl >> (8 * i));
+                hi[4 * w + i] = d * (float)(int8_t)(vh >> (8 * i));
+            }
+        }
+        store8(dst + 8 * u, lo);
+        store8(dst + 16 + 8 * u, hi);
+    }
+};
+
 // Byte i of the 12 scale bytes held as three words.
 __device__ __forceinline__ uint32_t scale_byte(uint32_t s0, uint32_t s1, uint32_t s2, int i) {
     const uint32_t w = i < 4 ? s0 : (i < 8 ? s1 : s2);

@@ -1,30 +1,71 @@
-// KV-cache write and attention over the F16 cache (CPU twin:
-// backend/cpu/kernels/attention.cpp), with GQA, sliding window, causal or
-// bidirectional masks, packed sequences and fixed key ranges; and their paged
-// forms, which read each row's (sequence, position) and find its keys in a
-// pool of fixed-size blocks through the sequence's block table.
+// KV-cache write and attention (CPU twin: backend/cpu/kernels/attention.cpp),
+// with GQA, sliding window, causal or bidirectional masks, packed sequences
+// and fixed key ranges; and their paged forms, which read each row's
+// (sequence, position) and find its keys in a pool of fixed-size blocks
+// through the sequence's block table. The caches hold F16, BF16, Q8_0 or Q4_0
+// rows, K and V apart (kv_cache.h).
 // Precision follows the CPU: Q rounded to F16 for the Q.K dots, softmax
-// weights rounded to F16 before weighting V, sums in float.
-#include "akunu_msl.h"
+// weights rounded to F16 before weighting V, sums in float; quantized rows
+// are read as the CPU reads them (kv_cache.h kv_block_value).
+#include "kv_cache.h"
 
-// grid (ceil(kv_dim / threads), n_tokens)
+// Value i of token t's K and V rows into the cache rows at kdst / vdst. The
+// threads of a SIMD group take consecutive values (32-aligned), so a block
+// type's block is one SIMD group's; the thread of value 0 zeroes the padding.
+inline void kv_write_value(device const float* k, device const float* v, device uint8_t* kdst, device uint8_t* vdst,
+                           uint k_type, uint v_type, uint kv_dim, uint i, uint lane) {
+    kv_store(k_type, kdst, kv_dim, i, k[i], lane);
+    kv_store(v_type, vdst, kv_dim, i, v[i], lane);
+    if (i == 0) {
+        kv_zero_padding(k_type, kdst, kv_dim);
+        kv_zero_padding(v_type, vdst, kv_dim);
+    }
+}
+
+// grid (ceil(kv_dim / threads), n_tokens); threads a multiple of 32. A thread
+// past kv_dim returns, which for the block types (kv_dim % 32 == 0) leaves
+// whole SIMD groups, never part of one.
 kernel void kv_write(device const float* k [[buffer(0)]], device const float* v [[buffer(1)]],
-                     device half* kc [[buffer(2)]], device half* vc [[buffer(3)]],
+                     device uint8_t* kc [[buffer(2)]], device uint8_t* vc [[buffer(3)]],
                      constant KVWriteParams& p [[buffer(AK_PARAMS)]], AK_THREAD_ARGS) {
     const uint i = tgpig.x * ntg + tiitg, t = tgpig.y;
     if (i >= p.kv_dim) return;
-    const ulong dst = (ulong)(p.pos0 + t) * p.kv_dim + i;
-    kc[dst] = half(k[(ulong)t * p.k_stride + i]);
-    vc[dst] = half(v[(ulong)t * p.v_stride + i]);
+    const ulong pos = p.pos0 + t;
+    kv_write_value(k + (ulong)t * p.k_stride, v + (ulong)t * p.v_stride,
+                   kc + pos * kv_row_bytes(p.k_type, p.kv_dim), vc + pos * kv_row_bytes(p.v_type, p.kv_dim),
+                   p.k_type, p.v_type, p.kv_dim, i, tiisg);
 }
 AK_EXPORT_KERNEL(kv_write)
 
 // Keys per chunk of the weighted-V pass: one per thread.
 enum { kAttnThreads = 128, kAttnMaxHeadDim = 256 };
 
-inline float qk_dot(threadgroup const float* q, device const half* krow, uint hd) {
+// One cache (K or V) of a layer: its rows and their element type.
+struct KvRows {
+    device const uint8_t* base;  // row 0 of the cache (or pool)
+    uint type;
+    uint kv_dim;
+    ulong row_bytes;  // kv_row_bytes(type, kv_dim)
+    device const uint8_t* row(ulong r) const { return base + r * row_bytes; }
+};
+
+// q . (head slice [koff, koff + hd) of cache row `row`), summed in d order
+// for every type; F16 is the plain half loop the F16 cache always ran.
+inline float qk_dot(threadgroup const float* q, KvRows c, device const uint8_t* row, uint koff, uint hd) {
     float s = 0.0f;
-    for (uint d = 0; d < hd; d++) s += q[d] * float(krow[d]);
+    if (c.type == kKvF16) {
+        device const half* krow = (device const half*)row + koff;
+        for (uint d = 0; d < hd; d++) s += q[d] * float(krow[d]);
+    } else if (c.type == kKvBF16) {
+        device const ushort* krow = (device const ushort*)row + koff;
+        for (uint d = 0; d < hd; d++) s += q[d] * bf16_to_f32(krow[d]);
+    } else {  // whole blocks (head_dim % 32 == 0): one scale load a block
+        for (uint d0 = 0; d0 < hd; d0 += kKvBlock) {
+            const float scale = kv_block_scale(c.type, row, c.kv_dim, (koff + d0) / kKvBlock);
+            for (uint d = d0; d < d0 + kKvBlock; d++)
+                s += q[d] * kv_block_value(scale, kv_block_quant(c.type, row, koff + d));
+        }
+    }
     return s;
 }
 
@@ -46,15 +87,17 @@ inline ulong paged_row(device const int* tables, uint max_blocks, uint block_siz
 }
 
 // kv_write at each row's own (sequence, position); grid (ceil(kv_dim / threads), n_tokens)
+// (as kv_write: whole SIMD groups return)
 kernel void kv_write_paged(device const float* k [[buffer(0)]], device const float* v [[buffer(1)]],
-                           device half* kc [[buffer(2)]], device half* vc [[buffer(3)]],
+                           device uint8_t* kc [[buffer(2)]], device uint8_t* vc [[buffer(3)]],
                            device const int* rows [[buffer(4)]], device const int* tables [[buffer(5)]],
                            constant PagedKVWriteParams& p [[buffer(AK_PARAMS)]], AK_THREAD_ARGS) {
     const uint i = tgpig.x * ntg + tiitg, t = tgpig.y;
     if (i >= p.kv_dim) return;
-    const ulong dst = paged_row(tables, p.max_blocks, p.block_size, (uint)rows[2 * t], (uint)rows[2 * t + 1]) * p.kv_dim + i;
-    kc[dst] = half(k[(ulong)t * p.k_stride + i]);
-    vc[dst] = half(v[(ulong)t * p.v_stride + i]);
+    const ulong dst = paged_row(tables, p.max_blocks, p.block_size, (uint)rows[2 * t], (uint)rows[2 * t + 1]);
+    kv_write_value(k + (ulong)t * p.k_stride, v + (ulong)t * p.v_stride,
+                   kc + dst * kv_row_bytes(p.k_type, p.kv_dim), vc + dst * kv_row_bytes(p.v_type, p.kv_dim),
+                   p.k_type, p.v_type, p.kv_dim, i, tiisg);
 }
 AK_EXPORT_KERNEL(kv_write_paged)
 
@@ -67,9 +110,9 @@ AK_EXPORT_KERNEL(kv_write_paged)
 // (no other row of the pass takes part), which keeps batched passes invariant.
 // Threadgroup memory: q [256], weights [128], cache rows [128], reduction scratch [32].
 template <typename Keys>
-inline void attend_row(device const float* qsrc, device const half* kc, device const half* vc, device float* o,
-                       uint hd, uint kv_dim, ulong koff, uint lo, uint last, float scale, Keys keys,
-                       threadgroup float* shared, uint tid, uint n_threads, uint lane, uint sg, uint n_sg) {
+inline void attend_row(device const float* qsrc, KvRows kc, KvRows vc, device float* o, uint hd, uint koff,
+                       uint lo, uint last, float scale, Keys keys, threadgroup float* shared, uint tid,
+                       uint n_threads, uint lane, uint sg, uint n_sg) {
     threadgroup float* qs = shared;
     threadgroup float* wts = shared + kAttnMaxHeadDim;
     threadgroup uint* krows = (threadgroup uint*)(wts + kAttnThreads);
@@ -78,10 +121,10 @@ inline void attend_row(device const float* qsrc, device const half* kc, device c
     threadgroup_barrier(mem_flags::mem_threadgroup);
 
     float mx = -INFINITY;
-    for (uint j = lo + tid; j <= last; j += n_threads) mx = max(mx, qk_dot(qs, kc + keys.row(j) * kv_dim + koff, hd) * scale);
+    for (uint j = lo + tid; j <= last; j += n_threads) mx = max(mx, qk_dot(qs, kc, kc.row(keys.row(j)), koff, hd) * scale);
     mx = tg_max(mx, scratch, lane, sg, n_sg);
     float sum = 0.0f;
-    for (uint j = lo + tid; j <= last; j += n_threads) sum += exp(qk_dot(qs, kc + keys.row(j) * kv_dim + koff, hd) * scale - mx);
+    for (uint j = lo + tid; j <= last; j += n_threads) sum += exp(qk_dot(qs, kc, kc.row(keys.row(j)), koff, hd) * scale - mx);
     const float inv_sum = 1.0f / tg_sum(sum, scratch, lane, sg, n_sg);
 
     float acc[kAttnMaxHeadDim / kAttnThreads];  // this thread's output dimensions d = tid + i * n_threads
@@ -91,14 +134,18 @@ inline void attend_row(device const float* qsrc, device const half* kc, device c
         if (j <= last) {
             const ulong r = keys.row(j);
             krows[tid] = (uint)r;
-            wts[tid] = round_f16(exp(qk_dot(qs, kc + r * kv_dim + koff, hd) * scale - mx) * inv_sum);
+            wts[tid] = round_f16(exp(qk_dot(qs, kc, kc.row(r), koff, hd) * scale - mx) * inv_sum);
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
         const uint n = min(n_threads, last - c0 + 1);
         for (uint i = 0, d = tid; d < hd; i++, d += n_threads) {
-            device const half* vcol = vc + koff + d;
             float a = acc[i];
-            for (uint jj = 0; jj < n; jj++) a += wts[jj] * float(vcol[(ulong)krows[jj] * kv_dim]);
+            if (vc.type == kKvF16) {  // the F16 cache's column walk, as it always ran
+                device const half* vcol = (device const half*)vc.base + koff + d;
+                for (uint jj = 0; jj < n; jj++) a += wts[jj] * float(vcol[(ulong)krows[jj] * vc.kv_dim]);
+            } else {
+                for (uint jj = 0; jj < n; jj++) a += wts[jj] * kv_value(vc.type, vc.row(krows[jj]), vc.kv_dim, koff + d);
+            }
             acc[i] = a;
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
@@ -106,9 +153,13 @@ inline void attend_row(device const float* qsrc, device const half* kc, device c
     for (uint i = 0, d = tid; d < hd; i++, d += n_threads) o[d] = acc[i];
 }
 
+inline KvRows key_cache(device const uint8_t* base, uint type, uint kv_dim) {
+    return KvRows{base, type, kv_dim, (ulong)kv_row_bytes(type, kv_dim)};
+}
+
 // One threadgroup per (head, token), grid (n_heads, n_tokens).
-kernel void attention(device const float* q [[buffer(0)]], device const half* kc [[buffer(1)]],
-                      device const half* vc [[buffer(2)]], device float* out [[buffer(3)]],
+kernel void attention(device const float* q [[buffer(0)]], device const uint8_t* kc [[buffer(1)]],
+                      device const uint8_t* vc [[buffer(2)]], device float* out [[buffer(3)]],
                       device const int* seg [[buffer(4)]], constant AttentionParams& p [[buffer(AK_PARAMS)]],
                       threadgroup float* shared AK_THREADGROUP_MEMORY, AK_THREAD_ARGS) {
     const uint h = tgpig.x, t = tgpig.y, hd = p.head_dim;
@@ -124,17 +175,17 @@ kernel void attention(device const float* q [[buffer(0)]], device const half* kc
         lo = 0;
         last = p.n_keys - 1;
     }
-    attend_row(q + (ulong)t * p.q_stride + (ulong)h * hd, kc, vc, out + (ulong)t * p.out_stride + (ulong)h * hd, hd,
-               kv_dim, (ulong)(h / group) * hd, lo, last, p.scale, ContiguousKeys{}, shared, tiitg, ntg, tiisg, sgitg,
-               nsg);
+    attend_row(q + (ulong)t * p.q_stride + (ulong)h * hd, key_cache(kc, p.k_type, kv_dim),
+               key_cache(vc, p.v_type, kv_dim), out + (ulong)t * p.out_stride + (ulong)h * hd, hd, (h / group) * hd,
+               lo, last, p.scale, ContiguousKeys{}, shared, tiitg, ntg, tiisg, sgitg, nsg);
 }
 AK_EXPORT_KERNEL(attention)
 
 // Causal attention of each row (sequence, position) = rows[2t], rows[2t + 1]
 // over its own sequence's keys [lo, position], read through the block table.
 // One threadgroup per (head, token), grid (n_heads, n_tokens).
-kernel void attention_paged(device const float* q [[buffer(0)]], device const half* kc [[buffer(1)]],
-                            device const half* vc [[buffer(2)]], device float* out [[buffer(3)]],
+kernel void attention_paged(device const float* q [[buffer(0)]], device const uint8_t* kc [[buffer(1)]],
+                            device const uint8_t* vc [[buffer(2)]], device float* out [[buffer(3)]],
                             device const int* rows [[buffer(4)]], device const int* tables [[buffer(5)]],
                             constant PagedAttentionParams& p [[buffer(AK_PARAMS)]],
                             threadgroup float* shared AK_THREADGROUP_MEMORY, AK_THREAD_ARGS) {
@@ -143,7 +194,8 @@ kernel void attention_paged(device const float* q [[buffer(0)]], device const ha
     const uint seq = (uint)rows[2 * t], pos = (uint)rows[2 * t + 1];
     const uint lo = (p.window && pos + 1 > p.window) ? pos + 1 - p.window : 0;
     const PagedKeys keys{tables + (ulong)seq * p.max_blocks, p.block_size};
-    attend_row(q + (ulong)t * p.q_stride + (ulong)h * hd, kc, vc, out + (ulong)t * p.out_stride + (ulong)h * hd, hd,
-               kv_dim, (ulong)(h / group) * hd, lo, pos, p.scale, keys, shared, tiitg, ntg, tiisg, sgitg, nsg);
+    attend_row(q + (ulong)t * p.q_stride + (ulong)h * hd, key_cache(kc, p.k_type, kv_dim),
+               key_cache(vc, p.v_type, kv_dim), out + (ulong)t * p.out_stride + (ulong)h * hd, hd, (h / group) * hd,
+               lo, pos, p.scale, keys, shared, tiitg, ntg, tiisg, sgitg, nsg);
 }
 AK_EXPORT_KERNEL(attention_paged)

@@ -28,6 +28,7 @@ AK_FIXED_FORMAT(FmtQ4_K, 256, 144, blocks::dequant_q4_k)
 AK_FIXED_FORMAT(FmtQ5_K, 256, 176, blocks::dequant_q5_k)
 AK_FIXED_FORMAT(FmtQ6_K, 256, 210, blocks::dequant_q6_k)
 AK_FIXED_FORMAT(FmtIQ4_XS, 256, 136, blocks::dequant_iq4_xs)
+AK_FIXED_FORMAT(FmtMXFP4, 32, 17, blocks::dequant_mxfp4)
 #undef AK_FIXED_FORMAT
 
 // MLX affine groups: 32, 64 or 128 values of 2..8 bits after an f32 scale and bias.
@@ -57,6 +58,7 @@ struct FmtMLX {
     AK_EXPORT(#NAME "_q5_k", KERNEL<FmtQ5_K>)               \
     AK_EXPORT(#NAME "_q6_k", KERNEL<FmtQ6_K>)               \
     AK_EXPORT(#NAME "_iq4_xs", KERNEL<FmtIQ4_XS>)           \
+    AK_EXPORT(#NAME "_mxfp4", KERNEL<FmtMXFP4>)             \
     AK_EXPORT(#NAME "_mlx", KERNEL<FmtMLX>)
 
 // A format chosen at run time: the fused GEMV (fused.metal) serves matrices
@@ -66,7 +68,7 @@ struct FmtMLX {
     X(GGML_F32, FmtF32) X(GGML_F16, FmtF16) X(GGML_BF16, FmtBF16) X(GGML_Q8_0, FmtQ8_0) X(GGML_Q4_0, FmtQ4_0) \
     X(GGML_Q5_0, FmtQ5_0) X(GGML_Q4_1, FmtQ4_1) X(GGML_Q5_1, FmtQ5_1) X(GGML_IQ4_NL, FmtIQ4_NL)             \
     X(GGML_Q2_K, FmtQ2_K) X(GGML_Q3_K, FmtQ3_K) X(GGML_Q4_K, FmtQ4_K) X(GGML_Q5_K, FmtQ5_K)                 \
-    X(GGML_Q6_K, FmtQ6_K) X(GGML_IQ4_XS, FmtIQ4_XS)
+    X(GGML_Q6_K, FmtQ6_K) X(GGML_IQ4_XS, FmtIQ4_XS) X(GGML_MXFP4, FmtMXFP4)
 
 struct FmtAny {
     enum { MAX_BE = 256 };

@@ -4,13 +4,15 @@
 // replaces, which the CPU twins spell out (backend/cpu/kernels/fused.cpp):
 //   gemv_multi       input RMSNorm, then Q K V as one GEMV / gate + up +
 //                    activation / a projection added to the residual stream
-//   qk_norm_rope_kv  per-head QK norm, RoPE and the F16 KV cache write
+//   qk_norm_rope_kv  per-head QK norm, RoPE and the KV cache write (any
+//                    cache type, kv_cache.h)
 //   rmsnorm_residual Gemma 3's post-norm added to the residual stream
 // Every float step is the one the unfused Metal kernels take (same norm
 // scale expression, same rotary angle, same activation), so a fused table
 // and a plain one differ only in the order of float sums.
 #include "activations.h"
 #include "formats.h"
+#include "kv_cache.h"
 #include "rope.h"
 
 enum { kMultiMaxTokens = 8 };  // tokens per pass over the weights (more take more passes)
@@ -131,15 +133,18 @@ AK_EXPORT("gemv_multi_large", gemv_multi<2>)
 
 // One threadgroup a (head, token): heads [0, n_heads) of q, then the
 // n_kv_heads of k. A thread owns rotary pairs, so the norm (whose sum of
-// squares is complete before any write), the rotation and the K cache write
-// of a pair happen in its registers; k's groups also copy their head of v to
-// the V cache. Buffers: 0 q, 1 k, 2 v, 3 q norm, 4 k norm, 5 freq factors,
-// 6 K cache, 7 V cache (F16, rows of n_kv_heads * head_dim). Grid
-// (n_heads + n_kv_heads, n_tokens).
+// squares is complete before any write), the rotation and, for the 16-bit
+// cache types, the K cache write of a pair happen in its registers; a block
+// type's K blocks are rounded after the rotation, from the rotated head, 32
+// values a SIMD group (the CPU's meaning: kv_write of the rotated k). k's
+// groups also copy their head of v to the V cache. Buffers: 0 q, 1 k, 2 v,
+// 3 q norm, 4 k norm, 5 freq factors, 6 K cache, 7 V cache (rows of
+// n_kv_heads * head_dim values in p.k_type / p.v_type). Grid
+// (n_heads + n_kv_heads, n_tokens); threads a multiple of 32.
 kernel void qk_norm_rope_kv(device float* q [[buffer(0)]], device float* k [[buffer(1)]],
                             device const float* v [[buffer(2)]], device const float* qw [[buffer(3)]],
                             device const float* kw [[buffer(4)]], device const float* factors [[buffer(5)]],
-                            device half* kc [[buffer(6)]], device half* vc [[buffer(7)]],
+                            device uint8_t* kc [[buffer(6)]], device uint8_t* vc [[buffer(7)]],
                             constant QKRopeKVParams& p [[buffer(AK_PARAMS)]],
                             threadgroup float* scratch AK_THREADGROUP_MEMORY, AK_THREAD_ARGS) {
     const uint t = tgpig.y, hd = p.head_dim, half_dim = hd / 2;
@@ -157,7 +162,8 @@ kernel void qk_norm_rope_kv(device float* q [[buffer(0)]], device float* k [[buf
     }
     const uint pos = p.pos0 + t;
     const bool cache = is_k && pos < p.max_ctx;  // (the launch rejects rows past the cache)
-    device half* krow = kc + (ulong)pos * kvd + (ulong)h * hd;
+    device uint8_t* krow = kc + (ulong)pos * kv_row_bytes(p.k_type, kvd);
+    const bool k_in_pairs = cache && !kv_type_is_block(p.k_type);
     for (uint i = tiitg; i < half_dim; i += ntg) {
         const uint i0 = p.neox ? i : 2 * i, i1 = p.neox ? i + half_dim : 2 * i + 1;
         float x0 = head[i0], x1 = head[i1];
@@ -170,15 +176,25 @@ kernel void qk_norm_rope_kv(device float* q [[buffer(0)]], device float* k [[buf
         const float r0 = x0 * c - x1 * s, r1 = x0 * s + x1 * c;
         head[i0] = r0;
         head[i1] = r1;
-        if (cache) {
-            krow[i0] = half(r0);
-            krow[i1] = half(r1);
+        if (k_in_pairs) {
+            kv_store(p.k_type, krow, kvd, h * hd + i0, r0, tiisg);
+            kv_store(p.k_type, krow, kvd, h * hd + i1, r1, tiisg);
         }
+    }
+    if (cache && kv_type_is_block(p.k_type)) {  // uniform in the threadgroup: every thread reaches the barrier
+        // a block's values were rotated by other threads (pairs straddle
+        // blocks): read them back from the head once all are written
+        threadgroup_barrier(mem_flags::mem_device);
+        for (uint i = tiitg; i < hd; i += ntg) kv_store(p.k_type, krow, kvd, h * hd + i, head[i], tiisg);
     }
     if (cache) {
         device const float* vrow = v + (ulong)t * kvd + (ulong)h * hd;
-        device half* vdst = vc + (ulong)pos * kvd + (ulong)h * hd;
-        for (uint i = tiitg; i < hd; i += ntg) vdst[i] = half(vrow[i]);
+        device uint8_t* vdst = vc + (ulong)pos * kv_row_bytes(p.v_type, kvd);
+        for (uint i = tiitg; i < hd; i += ntg) kv_store(p.v_type, vdst, kvd, h * hd + i, vrow[i], tiisg);
+        if (h == 0 && tiitg == 0) {
+            kv_zero_padding(p.k_type, krow, kvd);
+            kv_zero_padding(p.v_type, vdst, kvd);
+        }
     }
 }
 AK_EXPORT_KERNEL(qk_norm_rope_kv)
