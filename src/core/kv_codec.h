@@ -42,7 +42,21 @@ AKUNU_HD inline float kv_inverse(float scale) { return scale != 0.0f ? 1.0f / sc
 // A block type's value as every kernel reads it: scale * quant rounded to F16
 // (the tensor-core prefill kernels take F16 tiles, so every path reads the
 // same numbers; an F16 cache's values are F16 already).
-AKUNU_HD inline float kv_block_value(float scale, int q) { return f16_to_f32(f32_to_f16(scale * (float)q)); }
+AKUNU_HD inline float kv_block_value(float scale, int q) {
+#if defined(__CUDA_ARCH__)
+    // two conversion instructions, no branch: this runs for every value a
+    // decode step reads (f32_to_f16's NaN path, inlined at each of them,
+    // made the attention kernels' code too large for the instruction cache)
+    const float x = scale * (float)q;
+    uint16_t h;
+    float r;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
+    asm("cvt.f32.f16 %0, %1;" : "=f"(r) : "h"(h));
+    return r;
+#else
+    return f16_to_f32(f32_to_f16(scale * (float)q));
+#endif
+}
 
 // One position's row of kv_dim values into `row` (kv_row_bytes bytes).
 inline void kv_store_row(uint32_t t, const float* x, uint32_t kv_dim, uint8_t* row) {

@@ -42,7 +42,9 @@ __device__ __forceinline__ void key_range(const AttentionParams& p, const uint32
     n = pos + 1 - lo;
 }
 
-template <int HD, int HG>
+// KT / VT: the K and V types when the launch knows them (the kernel then
+// holds one type's loads only), or -1 to read them from p.
+template <int HD, int HG, int KT, int VT>
 __global__ void __launch_bounds__(kWarps * 32)
     split_kernel(AttentionParams p, uint32_t keys_per_split, uint32_t n_splits, const float* __restrict__ q,
                  const uint8_t* __restrict__ kc, const uint8_t* __restrict__ vc, float* __restrict__ partials,
@@ -55,7 +57,8 @@ __global__ void __launch_bounds__(kWarps * 32)
     const uint32_t kvh = blockIdx.x / passes, h0 = kvh * group + (blockIdx.x % passes) * HG;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, sub = lane / L, d0 = (lane % L) * 8;
     const uint32_t kv_dim = p.n_kv_heads * HD, koff = kvh * HD + d0;
-    const uint32_t krow = kv_row_bytes(p.k_type, kv_dim), vrow = kv_row_bytes(p.v_type, kv_dim);
+    const uint32_t kt = KT >= 0 ? (uint32_t)KT : p.k_type, vt = VT >= 0 ? (uint32_t)VT : p.v_type;
+    const uint32_t krow = kv_row_bytes(kt, kv_dim), vrow = kv_row_bytes(vt, kv_dim);
     pdl_wait();
     pdl_launch_dependents();
     uint32_t lo, n;
@@ -67,7 +70,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
     for (int i = 0; i < HG; i++)
 #pragma unroll
-        for (int e = 0; e < 8; e++) qv[i][e] = f16_to_f32(f32_to_f16(q[(size_t)(h0 + i) * HD + d0 + e]));
+        for (int e = 0; e < 8; e++) qv[i][e] = kv_cache::round_f16(q[(size_t)(h0 + i) * HD + d0 + e]);
     __shared__ float sm[kStates][HG], sl[kStates][HG], sacc[kStates][HG][HD];
     const int state = warp * KPW + sub;
 
@@ -90,8 +93,8 @@ __global__ void __launch_bounds__(kWarps * 32)
             for (int u = 0; u < kUnroll; u++) {  // every load first, then the arithmetic
                 const uint32_t j = jb + u * KPW + sub;
                 if (j < j1) {
-                    kv_cache::load8(p.k_type, kc + (size_t)(lo + j) * krow, kv_dim, koff, kf[u]);
-                    kv_cache::load8(p.v_type, vc + (size_t)(lo + j) * vrow, kv_dim, koff, vf[u]);
+                    kv_cache::load8(kt, kc + (size_t)(lo + j) * krow, kv_dim, koff, kf[u]);
+                    kv_cache::load8(vt, vc + (size_t)(lo + j) * vrow, kv_dim, koff, vf[u]);
                 } else {
 #pragma unroll
                     for (int e = 0; e < 8; e++) kf[u][e] = vf[u][e] = 0.0f;
@@ -218,17 +221,32 @@ inline bool takes(const AttentionParams& p) {
            (p.head_dim == 64 || p.head_dim == 128 || p.head_dim == 256);
 }
 
-template <int HD, int HG>
-void launch_for(const CudaArgs& a, const AttentionParams& p, uint32_t keys_per_split, uint32_t n_splits,
-                float* partials) {
+template <int HD, int HG, int KT, int VT>
+void launch_types(const CudaArgs& a, const AttentionParams& p, uint32_t keys_per_split, uint32_t n_splits,
+                  float* partials) {
     const uint32_t blocks_a_split = p.n_kv_heads * (p.n_heads / p.n_kv_heads / HG);
     // about four blocks an SM over all splits; each block loops over its splits
     const uint32_t rows = std::clamp<uint32_t>(4u * (uint32_t)a.tuning->sm_count / blocks_a_split, 1, n_splits);
     const dim3 grid(blocks_a_split, rows);
-    launch_pdl(split_kernel<HD, HG>, grid, kWarps * 32, 0, a, p, keys_per_split, n_splits, a.b<float>(0),
+    launch_pdl(split_kernel<HD, HG, KT, VT>, grid, kWarps * 32, 0, a, p, keys_per_split, n_splits, a.b<float>(0),
                a.b<uint8_t>(1), a.b<uint8_t>(2), partials, a.replay_pos);
     launch_pdl(combine_kernel<HD>, p.n_heads, kCombineThreads, 0, a, p, keys_per_split, n_splits,
                (const float*)partials, a.b<float>(3), a.replay_pos);
+}
+
+// One type for K and V (the usual -ctk / -ctv) gets its own kernel; a mixed
+// pair reads the types from the parameters.
+template <int HD, int HG>
+void launch_for(const CudaArgs& a, const AttentionParams& p, uint32_t kps, uint32_t n_splits, float* partials) {
+    if (p.k_type == p.v_type) {
+        switch (p.k_type) {
+            case kKvQ8_0: return launch_types<HD, HG, kKvQ8_0, kKvQ8_0>(a, p, kps, n_splits, partials);
+            case kKvQ4_0: return launch_types<HD, HG, kKvQ4_0, kKvQ4_0>(a, p, kps, n_splits, partials);
+            case kKvBF16: return launch_types<HD, HG, kKvBF16, kKvBF16>(a, p, kps, n_splits, partials);
+            default: break;
+        }
+    }
+    launch_types<HD, HG, -1, -1>(a, p, kps, n_splits, partials);
 }
 
 template <int HD>
