@@ -57,7 +57,7 @@ DispatchTable build_encoder_table(Device& device, const ModelConfig& c, const Ar
         matmul("k_proj", L.wk, L.bk, s.h, dim, s.k, kvd);
         matmul("v_proj", L.wv, L.bv, s.h, dim, s.v, kvd);
         {
-            KVWriteParams p{kvd, 1, 0, kvd, kvd, (uint32_t)kv.n_ctx};
+            KVWriteParams p{kvd, 1, 0, kvd, kvd, (uint32_t)kv.n_ctx, kKvF16, kKvF16};  // (encoders cache F16)
             Cmd(t, device, "kv_write", "kv_write")
                 .buf(s.k).buf(s.v).buf(kv.k[(size_t)l]).buf(kv.v[(size_t)l])
                 .params(p).patch_n(offsetof(KVWriteParams, n_tokens)).patch_pos(offsetof(KVWriteParams, pos0))
@@ -65,7 +65,7 @@ DispatchTable build_encoder_table(Device& device, const ModelConfig& c, const Ar
         }
         {
             AttentionParams p{(uint32_t)c.n_heads, (uint32_t)c.n_kv_heads, (uint32_t)c.head_dim, 1, 0, 0u,
-                              qd, qd, c.attn_scale, (uint32_t)kv.n_ctx, 0, 1, 0};
+                              qd, qd, c.attn_scale, (uint32_t)kv.n_ctx, 0, 1, 0, kKvF16, kKvF16};
             Cmd(t, device, "attention", "attention")
                 .buf(s.q).buf(kv.k[(size_t)l]).buf(kv.v[(size_t)l]).buf(s.attn).buf(s.segments)
                 .params(p).patch_n(offsetof(AttentionParams, n_tokens)).patch_pos(offsetof(AttentionParams, pos0))

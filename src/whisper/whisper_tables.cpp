@@ -67,7 +67,7 @@ struct Emitter {
         cmd.emit();
     }
     void kv_write(Buffer k, Buffer v, Buffer kc, Buffer vc, uint32_t kvd, uint32_t n, uint32_t max_ctx) {
-        KVWriteParams p{kvd, n, 0, kvd, kvd, max_ctx};
+        KVWriteParams p{kvd, n, 0, kvd, kvd, max_ctx, kKvF16, kKvF16};  // (Whisper's caches are F16)
         Cmd cmd(t, dev, "kv_write", "kv_write");
         cmd.buf(k).buf(v).buf(kc).buf(vc).params(p);
         if (patch) cmd.patch_n(offsetof(KVWriteParams, n_tokens)).patch_pos(offsetof(KVWriteParams, pos0));
@@ -79,7 +79,7 @@ struct Emitter {
                    uint32_t n, uint32_t max_ctx, bool causal, uint32_t n_keys) {
         const uint32_t hd = dim / heads;
         AttentionParams p{heads, heads, hd, n, 0, 0u, dim, dim, 1.0f / std::sqrt((float)hd), max_ctx,
-                          causal ? 1u : 0u, 0, n_keys};
+                          causal ? 1u : 0u, 0, n_keys, kKvF16, kKvF16};
         Cmd cmd(t, dev, "attention", label);
         cmd.buf(q).buf(kc).buf(vc).buf(out).params(p);
         if (patch) cmd.patch_n(offsetof(AttentionParams, n_tokens));
