@@ -92,6 +92,12 @@ def kv_rows(rng, n, kv_dim):
         x[1, :32] = 3.0
         x[1, 5] = -3.0
         x[2, :32] = np.arange(32, dtype=np.float32) - 16  # exact multiples of a Q4_0 step
+    if n >= 5:
+        # x * (1 / scale) + 8.5 lands half an ulp below 15: the two float
+        # roundings give 15, a fused multiply-add 14
+        x[3, :32] = np.linspace(-1, 1, 32)
+        x[3, 7] = 13.772973060607910
+        x[3, 9] = -11.190539360046387
     return x
 
 

@@ -33,7 +33,10 @@ AKUNU_HD inline uint8_t kv_q4_quant(float x, float inv_scale) {
 #if defined(__CUDA_ARCH__)
     const float t = __fadd_rn(__fmul_rn(x, inv_scale), 8.5f);
 #else
-    const float t = (float)((double)(float)((double)x * (double)inv_scale) + 8.5);
+    // (a volatile product: GCC at -O3 with its default -ffp-contract=fast
+    // sees through casts to double and forms the fused multiply-add anyway)
+    const volatile float product = x * inv_scale;
+    const float t = product + 8.5f;
 #endif
     const int q = (int8_t)t;
     return (uint8_t)(q < 15 ? q : 15);
