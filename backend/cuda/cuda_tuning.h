@@ -62,6 +62,10 @@ struct CudaTuning {
     uint32_t gqa_min_span = 16384;
     // Batch tables with the fused batch kernels (Device::fused_batch).
     bool fused_batch = true;
+    // Prefill attention over an F16 cache copies its K / V tiles by cp.async,
+    // the next tile's loads in flight during this one's arithmetic (false:
+    // through registers, one tile at a time, as other cache types).
+    bool prefill_async = true;
     // Q4_0 / Q8_0 / Q6_K weights regrouped at load into their x8 layouts
     // (CudaDevice::weight_layout); false keeps GGUF's layout.
     bool repack = true;

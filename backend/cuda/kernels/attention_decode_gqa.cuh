@@ -21,6 +21,7 @@
 //
 // Included once, by attention_decode.cuh (namespace attention_decode::gqa).
 #pragma once
+#include "async_copy.cuh"
 
 namespace akunu {
 namespace attention_decode {
@@ -112,16 +113,6 @@ __device__ void finish_heads(const AttentionParams& p, uint32_t h0, uint32_t spl
     }
     if (threadIdx.x == 0) counters[h0] = 0;  // ready for the next layer
 }
-
-// 16 bytes global -> shared without registers (cp.async); `valid` false
-// writes zeros and reads nothing.
-__device__ __forceinline__ void copy16_async(void* dst, const void* src, bool valid) {
-    const uint32_t s = (uint32_t)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void copy_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
 template <int HD>
 constexpr int tile_keys() { return 4096 / HD; }  // a stage's K and V rows: 16 KB

@@ -2,11 +2,14 @@
 //
 // A block takes 64 queries of one head; each of its 4 warps owns 16 query
 // rows. The block walks the key range its queries need in tiles of KV keys:
-// the K and V rows are staged in shared memory (F16: as cached, or converted
-// from the cache's type, core/kv_layout.h, as they are staged), the warp
+// the K and V rows are staged in shared memory (F16 caches: by cp.async, the
+// next tile's loads in flight while the warps work on this one; other types,
+// core/kv_layout.h, converted to F16 as they are staged), the warp
 // computes its 16 x KV scores with m16n8k16 products (Q rounded to F16, kept
 // in registers as A fragments), masks and scales them, and keeps an online
-// softmax per row in registers (the accumulator layout is known: mma.cuh);
+// softmax per row in registers (the accumulator layout is known: mma.cuh;
+// exponentials base 2, the scale carrying log2 e; tiles that every row sees
+// whole skip the mask);
 // the exponentials, rounded to F16, are the A fragments of O += P V, with V's
 // B fragments read transposed by ldmatrix. Rows are normalized at the end.
 //
@@ -21,6 +24,7 @@
 
 #include "core/kernel_params.h"
 #include "cuda_kernel.h"
+#include "async_copy.cuh"
 #include "kv_cache.cuh"
 #include "mma.cuh"
 
@@ -31,13 +35,21 @@ constexpr int kWarps = 4;
 constexpr int kQueries = 16 * kWarps;
 constexpr unsigned kFull = 0xffffffffu;
 
-template <int D, int KV>
-__global__ void __launch_bounds__(kWarps * 32)
+// Shared memory of a block: kStages (K, V) tile pairs of KV rows of D + 8 halves
+// (the padding keeps fragment reads and ldmatrix rows free of bank conflicts).
+template <int D, int KV, bool kAsync>
+constexpr size_t shared_bytes() {
+    return (size_t)(kAsync ? 2 : 1) * 2 * KV * (D + 8) * sizeof(uint16_t);
+}
+
+// kAsync: both caches F16, tiles copied by cp.async two deep; otherwise one
+// tile, loaded and converted through registers.
+template <int D, int KV, bool kAsync>
+__global__ void __launch_bounds__(kWarps * 32, D == 256 ? 1 : 3)
     attention_prefill_kernel(AttentionParams p, const float* __restrict__ q, const uint8_t* __restrict__ kc,
                              const uint8_t* __restrict__ vc, float* __restrict__ out) {
-    constexpr int kLd = D + 8;  // halves per shared row: conflict-free fragment reads and ldmatrix rows
-    __shared__ __align__(16) uint16_t ks[KV * kLd];
-    __shared__ __align__(16) uint16_t vs[KV * kLd];
+    constexpr int kLd = D + 8;  // halves per shared row
+    extern __shared__ __align__(16) uint16_t tiles[];
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
     const int h = blockIdx.y, kvh = h / (int)(p.n_heads / p.n_kv_heads);
     const int n = (int)p.n_tokens, pos0 = (int)p.pos0, window = (int)p.window;
@@ -79,22 +91,57 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int i = 0; i < D / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 
-    for (int kb = block_first / KV * KV; kb <= block_last; kb += KV) {
-        __syncthreads();  // the previous tile is consumed
-        // Stage K and V rows kb..kb+KV-1; zeros past the pass (cache rows never
-        // written may hold anything, and 0 x NaN would poison the products).
+    // Stage K and V rows kb..kb+KV-1 into tile pair `stage`; zeros past the
+    // pass (cache rows never written may hold anything, and 0 x NaN would
+    // poison the products).
+    auto stage_tile = [&](int kb, int stage) {
+        uint16_t* ks = tiles + stage * 2 * KV * kLd;
+        uint16_t* vs = ks + KV * kLd;
         for (int i = tid; i < KV * D / 8; i += kWarps * 32) {
             const int r = i / (D / 8), c = i % (D / 8), key = kb + r;
-            uint4 kv = make_uint4(0, 0, 0, 0), vv = kv;
-            if (key <= block_last) {
-                const uint32_t at = (uint32_t)kvh * D + 8 * c;
-                kv = kv_cache::load8_f16(p.k_type, kc + (size_t)key * krow, kv_dim, at);
-                vv = kv_cache::load8_f16(p.v_type, vc + (size_t)key * vrow, kv_dim, at);
+            const bool valid = key <= block_last;
+            const uint32_t at = (uint32_t)kvh * D + 8 * c;
+            if (kAsync) {
+                copy16_async(ks + r * kLd + 8 * c, valid ? kc + (size_t)key * krow + 2 * at : kc, valid);
+                copy16_async(vs + r * kLd + 8 * c, valid ? vc + (size_t)key * vrow + 2 * at : vc, valid);
+            } else {
+                uint4 kv = make_uint4(0, 0, 0, 0), vv = kv;
+                if (valid) {
+                    kv = kv_cache::load8_f16(p.k_type, kc + (size_t)key * krow, kv_dim, at);
+                    vv = kv_cache::load8_f16(p.v_type, vc + (size_t)key * vrow, kv_dim, at);
+                }
+                *reinterpret_cast<uint4*>(ks + r * kLd + 8 * c) = kv;
+                *reinterpret_cast<uint4*>(vs + r * kLd + 8 * c) = vv;
             }
-            *reinterpret_cast<uint4*>(ks + r * kLd + 8 * c) = kv;
-            *reinterpret_cast<uint4*>(vs + r * kLd + 8 * c) = vv;
         }
-        __syncthreads();
+    };
+
+    // Tiles every row of the block sees whole need no mask: keys at or below
+    // the first row's last key (causal) or the pass's last (encoders), and at
+    // or above the last row's window start.
+    const int diagonal = p.causal ? pos0 + q0 : pos0 + n - 1;
+    const int window_lo = window ? pos0 + q0 + kQueries - window : 0;
+    const float scale = p.scale * 1.4426950408889634f;  // log2 e: exp2 below
+
+    const int kb0 = block_first / KV * KV;
+    if (kAsync) {
+        stage_tile(kb0, 0);
+        copy_commit();
+    }
+    int stage = 0;
+    for (int kb = kb0; kb <= block_last; kb += KV) {
+        if (kAsync) {
+            if (kb + KV <= block_last) stage_tile(kb + KV, stage ^ 1);
+            copy_commit();  // (an empty group on the last tile keeps the count)
+            copy_wait<1>();
+            __syncthreads();  // this tile landed for every thread
+        } else {
+            __syncthreads();  // the previous tile is consumed
+            stage_tile(kb, 0);
+            __syncthreads();
+        }
+        const uint16_t* ks = tiles + stage * 2 * KV * kLd;
+        const uint16_t* vs = ks + KV * kLd;
 
         // S = Q K^T for the warp's 16 rows x KV keys (B(k = d, n = key) = K[key][d]).
         float s[KV / 8][4];
@@ -109,17 +156,27 @@ __global__ void __launch_bounds__(kWarps * 32)
                           *reinterpret_cast<const uint32_t*>(kr + 8));
             }
 
-        // Mask and scale; online softmax per row (a row's values live in the 4 lanes of a quad).
+        // Mask and scale (base 2); online softmax per row (a row's values live in the 4 lanes of a quad).
         float mx[2] = {-INFINITY, -INFINITY};
+        if (kb + KV - 1 > diagonal || kb < window_lo) {
 #pragma unroll
-        for (int nt = 0; nt < KV / 8; nt++)
+            for (int nt = 0; nt < KV / 8; nt++)
 #pragma unroll
-            for (int c = 0; c < 4; c++) {
-                const int r = c / 2, key = kb + nt * 8 + 2 * t + (c & 1);
-                const bool seen = key <= last[r] && (window == 0 || key + window > pos[r]);
-                s[nt][c] = seen ? s[nt][c] * p.scale : -INFINITY;
-                mx[r] = fmaxf(mx[r], s[nt][c]);
-            }
+                for (int c = 0; c < 4; c++) {
+                    const int r = c / 2, key = kb + nt * 8 + 2 * t + (c & 1);
+                    const bool seen = key <= last[r] && (window == 0 || key + window > pos[r]);
+                    s[nt][c] = seen ? s[nt][c] * scale : -INFINITY;
+                    mx[r] = fmaxf(mx[r], s[nt][c]);
+                }
+        } else {
+#pragma unroll
+            for (int nt = 0; nt < KV / 8; nt++)
+#pragma unroll
+                for (int c = 0; c < 4; c++) {
+                    s[nt][c] *= scale;
+                    mx[c / 2] = fmaxf(mx[c / 2], s[nt][c]);
+                }
+        }
         float ref[2], alpha[2], sum[2] = {0.0f, 0.0f};
 #pragma unroll
         for (int r = 0; r < 2; r++) {
@@ -127,14 +184,14 @@ __global__ void __launch_bounds__(kWarps * 32)
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFull, mx[r], 2));
             const float mn = fmaxf(m[r], mx[r]);
             ref[r] = mn == -INFINITY ? 0.0f : mn;  // a row with no key yet: everything stays 0
-            alpha[r] = expf(m[r] - ref[r]);
+            alpha[r] = exp2f(m[r] - ref[r]);
             m[r] = mn;
         }
 #pragma unroll
         for (int nt = 0; nt < KV / 8; nt++)
 #pragma unroll
             for (int c = 0; c < 4; c++) {
-                s[nt][c] = expf(s[nt][c] - ref[c / 2]);
+                s[nt][c] = exp2f(s[nt][c] - ref[c / 2]);
                 sum[c / 2] += s[nt][c];
             }
 #pragma unroll
@@ -160,6 +217,10 @@ __global__ void __launch_bounds__(kWarps * 32)
                 mma_16816(o[nt], pa, b[0], b[1]);
                 mma_16816(o[nt + 1], pa, b[2], b[3]);
             }
+        }
+        if (kAsync) {
+            __syncthreads();  // this tile pair is consumed: the next iteration's copies may refill it
+            stage ^= 1;
         }
     }
 
@@ -190,16 +251,34 @@ inline bool takes(const CudaArgs& a, const AttentionParams& p) {
            (p.n_kv_heads * p.head_dim) % 8 == 0;
 }
 
+template <int D, int KV, bool kAsync>
+void launch_as(const CudaArgs& a, const AttentionParams& p) {
+    constexpr size_t shared = shared_bytes<D, KV, kAsync>();
+    static bool configured = false;  // above 48 KB a kernel must ask for its shared memory
+    if (!configured) {
+        cudaFuncSetAttribute(attention_prefill_kernel<D, KV, kAsync>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             (int)shared);
+        configured = true;
+    }
+    const dim3 grid(blocks_for(p.n_tokens, kQueries), p.n_heads);
+    attention_prefill_kernel<D, KV, kAsync><<<grid, kWarps * 32, shared, a.stream>>>(
+        p, a.b<float>(0), a.b<uint8_t>(1), a.b<uint8_t>(2), a.b<float>(3));
+}
+
+template <int D, int KV>
+void launch_head_dim(const CudaArgs& a, const AttentionParams& p) {
+    if (p.k_type == kKvF16 && p.v_type == kKvF16 && (!a.tuning || a.tuning->prefill_async))
+        launch_as<D, KV, true>(a, p);
+    else
+        launch_as<D, KV, false>(a, p);
+}
+
 inline bool launch(const CudaArgs& a, const AttentionParams& p) {
     if (!takes(a, p)) return false;
-    const dim3 grid(blocks_for(p.n_tokens, kQueries), p.n_heads);
-    const float* q = a.b<float>(0);
-    const uint8_t *kc = a.b<uint8_t>(1), *vc = a.b<uint8_t>(2);
-    float* out = a.b<float>(3);
     switch (p.head_dim) {
-        case 64: attention_prefill_kernel<64, 64><<<grid, kWarps * 32, 0, a.stream>>>(p, q, kc, vc, out); return true;
-        case 128: attention_prefill_kernel<128, 64><<<grid, kWarps * 32, 0, a.stream>>>(p, q, kc, vc, out); return true;
-        case 256: attention_prefill_kernel<256, 32><<<grid, kWarps * 32, 0, a.stream>>>(p, q, kc, vc, out); return true;
+        case 64: launch_head_dim<64, 64>(a, p); return true;
+        case 128: launch_head_dim<128, 64>(a, p); return true;
+        case 256: launch_head_dim<256, 32>(a, p); return true;
         default: return false;
     }
 }
