@@ -8,10 +8,11 @@
 // once for all of them; a key is HD / 8 lanes, each dequantizing 8 values in
 // one load (kv_cache.cuh load8: 8 bytes of Q8_0 quants, 4 of Q4_0 nibbles,
 // plus the block's scale), and a lane issues the loads of kUnroll keys
-// before it uses them. Splits are short (a few dozen keys a warp), so a
-// shallow context in a long cache still fills the GPU with its active
-// splits; the grid is sized for the GPU (blocks loop over splits), and the
-// combine reads only the splits that hold keys.
+// before it uses them. The grid is fixed by the GPU (about four blocks an
+// SM), and the kernels cut the position's keys into as many splits as the
+// grid has rows, reading the position on the device (so one captured launch
+// serves every position): a block takes one split, at least
+// kMinKeysPerSplit keys, and pays its merge once, however deep the context.
 //
 // Precision as the F16 decode kernel (attention_decode.cuh): Q rounded to F16
 // as the CPU twin does, scores and sums in F32, K / V dequantized exactly;
@@ -33,6 +34,7 @@ constexpr int kWarps = 4;
 constexpr int kUnroll = 4;                 // keys a lane group has in flight
 constexpr uint32_t kMinKeysPerSplit = 128;
 constexpr uint32_t kMaxSplits = 1024;
+constexpr float kLog2e = 1.4426950408889634f;
 
 // Keys of the window (or cache) and the position's key range [lo, pos].
 __device__ __forceinline__ void key_range(const AttentionParams& p, const uint32_t* replay_pos, uint32_t& lo,
@@ -42,11 +44,16 @@ __device__ __forceinline__ void key_range(const AttentionParams& p, const uint32
     n = pos + 1 - lo;
 }
 
+// Keys a split of n keys over `rows` splits (the last may hold fewer).
+__device__ __forceinline__ uint32_t split_keys(uint32_t n, uint32_t rows) {
+    return max(kMinKeysPerSplit, (n + rows - 1) / rows);
+}
+
 // KT / VT: the K and V types when the launch knows them (the kernel then
 // holds one type's loads only), or -1 to read them from p.
 template <int HD, int HG, int KT, int VT>
 __global__ void __launch_bounds__(kWarps * 32)
-    split_kernel(AttentionParams p, uint32_t keys_per_split, uint32_t n_splits, const float* __restrict__ q,
+    split_kernel(AttentionParams p, uint32_t n_splits, const float* __restrict__ q,
                  const uint8_t* __restrict__ kc, const uint8_t* __restrict__ vc, float* __restrict__ partials,
                  const uint32_t* replay_pos) {
     constexpr int L = HD / 8;    // lanes a key
@@ -63,8 +70,9 @@ __global__ void __launch_bounds__(kWarps * 32)
     pdl_launch_dependents();
     uint32_t lo, n;
     key_range(p, replay_pos, lo, n);
-    const uint32_t used = min(n_splits, (n + keys_per_split - 1) / keys_per_split);
+    const uint32_t keys_per_split = split_keys(n, n_splits), used = (n + keys_per_split - 1) / keys_per_split;
     if (blockIdx.y >= used) return;  // past the position: nothing to read
+    const float scale = p.scale * kLog2e;  // exponentials base 2
 
     float qv[HG][8];
 #pragma unroll
@@ -74,10 +82,8 @@ __global__ void __launch_bounds__(kWarps * 32)
     __shared__ float sm[kStates][HG], sl[kStates][HG], sacc[kStates][HG][HD];
     const int state = warp * KPW + sub;
 
-    // The block's splits: blockIdx.y, then every gridDim.y-th (the grid is
-    // sized for the GPU, not for the cache, so a shallow position in a long
-    // cache launches few blocks that find no keys).
-    for (uint32_t split = blockIdx.y; split < used; split += gridDim.y) {
+    {
+        const uint32_t split = blockIdx.y;  // (gridDim.y == n_splits)
         const uint32_t j0 = split * keys_per_split, j1 = min(n, j0 + keys_per_split);
         float m[HG], l[HG], acc[HG][8];
 #pragma unroll
@@ -117,8 +123,8 @@ __global__ void __launch_bounds__(kWarps * 32)
                 if (!valid) continue;
 #pragma unroll
                 for (int i = 0; i < HG; i++) {
-                    const float sc = s[i] * p.scale, mn = fmaxf(m[i], sc);
-                    const float corr = expf(m[i] - mn), e = expf(sc - mn);
+                    const float sc = s[i] * scale, mn = fmaxf(m[i], sc);
+                    const float corr = exp2f(m[i] - mn), e = exp2f(sc - mn);
                     l[i] = l[i] * corr + e;
 #pragma unroll
                     for (int k = 0; k < 8; k++) acc[i][k] = acc[i][k] * corr + e * vf[u][k];
@@ -145,7 +151,7 @@ __global__ void __launch_bounds__(kWarps * 32)
             for (int st = 0; st < kStates; st++) bm = fmaxf(bm, sm[st][i]);
             float v = 0.0f, bl = 0.0f;
             for (int st = 0; st < kStates; st++) {
-                const float w = sm[st][i] == -INFINITY ? 0.0f : expf(sm[st][i] - bm);
+                const float w = sm[st][i] == -INFINITY ? 0.0f : exp2f(sm[st][i] - bm);
                 v += sacc[st][i][d] * w;
                 bl += sl[st][i] * w;
             }
@@ -156,7 +162,6 @@ __global__ void __launch_bounds__(kWarps * 32)
                 slot[HD + 1] = bl;
             }
         }
-        __syncthreads();  // the shared states are read before the next split writes them
     }
 }
 
@@ -168,7 +173,7 @@ constexpr int kCombineThreads = 256;
 
 template <int HD>
 __global__ void __launch_bounds__(kCombineThreads)
-    combine_kernel(AttentionParams p, uint32_t keys_per_split, uint32_t n_splits,
+    combine_kernel(AttentionParams p, uint32_t n_splits,
                    const float* __restrict__ partials, float* __restrict__ out, const uint32_t* replay_pos) {
     constexpr int G = kCombineThreads / HD;  // threads a dimension
     __shared__ float w[kMaxSplits], red[kCombineThreads];
@@ -177,7 +182,7 @@ __global__ void __launch_bounds__(kCombineThreads)
     pdl_launch_dependents();
     uint32_t lo, n;
     key_range(p, replay_pos, lo, n);
-    const uint32_t used = min(n_splits, (n + keys_per_split - 1) / keys_per_split);
+    const uint32_t keys_per_split = split_keys(n, n_splits), used = (n + keys_per_split - 1) / keys_per_split;
     const float* base = partials + (size_t)h * n_splits * (HD + 2);
     float mx = -INFINITY;
     for (uint32_t s = tid; s < used; s += kCombineThreads) mx = fmaxf(mx, base[s * (HD + 2) + HD]);
@@ -191,7 +196,7 @@ __global__ void __launch_bounds__(kCombineThreads)
     __syncthreads();
     float lsum = 0.0f;
     for (uint32_t s = tid; s < used; s += kCombineThreads) {
-        const float ws = expf(base[s * (HD + 2) + HD] - bm);
+        const float ws = exp2f(base[s * (HD + 2) + HD] - bm);  // (maxima in base 2)
         w[s] = ws;
         lsum += base[s * (HD + 2) + HD + 1] * ws;
     }
@@ -222,59 +227,53 @@ inline bool takes(const AttentionParams& p) {
 }
 
 template <int HD, int HG, int KT, int VT>
-void launch_types(const CudaArgs& a, const AttentionParams& p, uint32_t keys_per_split, uint32_t n_splits,
-                  float* partials) {
+void launch_types(const CudaArgs& a, const AttentionParams& p, uint32_t fit, float* partials) {
     const uint32_t blocks_a_split = p.n_kv_heads * (p.n_heads / p.n_kv_heads / HG);
-    // about four blocks an SM over all splits; each block loops over its splits
-    const uint32_t rows = std::clamp<uint32_t>(4u * (uint32_t)a.tuning->sm_count / blocks_a_split, 1, n_splits);
-    const dim3 grid(blocks_a_split, rows);
-    launch_pdl(split_kernel<HD, HG, KT, VT>, grid, kWarps * 32, 0, a, p, keys_per_split, n_splits, a.b<float>(0),
-               a.b<uint8_t>(1), a.b<uint8_t>(2), partials, a.replay_pos);
-    launch_pdl(combine_kernel<HD>, p.n_heads, kCombineThreads, 0, a, p, keys_per_split, n_splits,
-               (const float*)partials, a.b<float>(3), a.replay_pos);
+    // about four blocks an SM, a split each
+    const uint32_t n_splits = std::clamp<uint32_t>(4u * (uint32_t)a.tuning->sm_count / blocks_a_split, 1, fit);
+    const dim3 grid(blocks_a_split, n_splits);
+    launch_pdl(split_kernel<HD, HG, KT, VT>, grid, kWarps * 32, 0, a, p, n_splits, a.b<float>(0), a.b<uint8_t>(1),
+               a.b<uint8_t>(2), partials, a.replay_pos);
+    launch_pdl(combine_kernel<HD>, p.n_heads, kCombineThreads, 0, a, p, n_splits, (const float*)partials,
+               a.b<float>(3), a.replay_pos);
 }
 
 // One type for K and V (the usual -ctk / -ctv) gets its own kernel; a mixed
 // pair reads the types from the parameters.
 template <int HD, int HG>
-void launch_for(const CudaArgs& a, const AttentionParams& p, uint32_t kps, uint32_t n_splits, float* partials) {
+void launch_for(const CudaArgs& a, const AttentionParams& p, uint32_t fit, float* partials) {
     if (p.k_type == p.v_type) {
         switch (p.k_type) {
-            case kKvQ8_0: return launch_types<HD, HG, kKvQ8_0, kKvQ8_0>(a, p, kps, n_splits, partials);
-            case kKvQ4_0: return launch_types<HD, HG, kKvQ4_0, kKvQ4_0>(a, p, kps, n_splits, partials);
-            case kKvBF16: return launch_types<HD, HG, kKvBF16, kKvBF16>(a, p, kps, n_splits, partials);
+            case kKvQ8_0: return launch_types<HD, HG, kKvQ8_0, kKvQ8_0>(a, p, fit, partials);
+            case kKvQ4_0: return launch_types<HD, HG, kKvQ4_0, kKvQ4_0>(a, p, fit, partials);
+            case kKvBF16: return launch_types<HD, HG, kKvBF16, kKvBF16>(a, p, fit, partials);
             default: break;
         }
     }
-    launch_types<HD, HG, -1, -1>(a, p, kps, n_splits, partials);
+    launch_types<HD, HG, -1, -1>(a, p, fit, partials);
 }
 
 template <int HD>
-void launch_heads(const CudaArgs& a, const AttentionParams& p, uint32_t kps, uint32_t n_splits, float* partials) {
+void launch_heads(const CudaArgs& a, const AttentionParams& p, uint32_t fit, float* partials) {
     const uint32_t group = p.n_heads / p.n_kv_heads;
-    if (group % 8 == 0) return launch_for<HD, 8>(a, p, kps, n_splits, partials);
-    if (group % 4 == 0) return launch_for<HD, 4>(a, p, kps, n_splits, partials);
-    if (group % 2 == 0) return launch_for<HD, 2>(a, p, kps, n_splits, partials);
-    launch_for<HD, 1>(a, p, kps, n_splits, partials);
+    if (group % 8 == 0) return launch_for<HD, 8>(a, p, fit, partials);
+    if (group % 4 == 0) return launch_for<HD, 4>(a, p, fit, partials);
+    if (group % 2 == 0) return launch_for<HD, 2>(a, p, fit, partials);
+    launch_for<HD, 1>(a, p, fit, partials);
 }
 
 // Launches the kernels and returns true when takes(p); false leaves the pass
 // to the other kernels.
 inline bool launch(const CudaArgs& a, const AttentionParams& p) {
     if (!takes(p)) return false;
-    // Short splits (kMinKeysPerSplit keys, 4 steps of a block), as many as the workspace holds:
-    // the work a position has is spread over its own splits, whatever the cache size.
-    const uint32_t span = std::max<uint32_t>(1, p.window ? std::min(p.window, p.max_ctx) : p.max_ctx);
     const size_t split_bytes = (size_t)p.n_heads * (p.head_dim + 2) * 4;
     const uint32_t fit = (uint32_t)std::min<size_t>(kMaxSplits, a.workspace_bytes / split_bytes);
     if (fit == 0) throw Error("CUDA attention: the decode workspace cannot hold one split a head");
-    const uint32_t kps = std::max(kMinKeysPerSplit, (span + fit - 1) / fit);
-    const uint32_t n_splits = (span + kps - 1) / kps;
     float* partials = reinterpret_cast<float*>(a.workspace);
     switch (p.head_dim) {
-        case 64: launch_heads<64>(a, p, kps, n_splits, partials); break;
-        case 128: launch_heads<128>(a, p, kps, n_splits, partials); break;
-        default: launch_heads<256>(a, p, kps, n_splits, partials); break;
+        case 64: launch_heads<64>(a, p, fit, partials); break;
+        case 128: launch_heads<128>(a, p, fit, partials); break;
+        default: launch_heads<256>(a, p, fit, partials); break;
     }
     return true;
 }
