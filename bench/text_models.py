@@ -43,12 +43,12 @@ def f16_model(folder: str, shape: str) -> str:
 
 def quantized_model(folder: str, shape: str, ftype: str, bin_dir: Optional[str] = None) -> str:
     """`shape` in llama.cpp's file type `ftype` (F16, Q4_0, Q8_0, Q4_K_M, ...), made once."""
+    dst = os.path.join(folder, f"{shape}-{ftype}.gguf")
+    if ftype != "F16" and os.path.exists(dst):
+        return dst  # (without making the F16 source again: 16 GB at 8B)
     src = f16_model(folder, shape)
     if ftype == "F16":
         return src
-    dst = os.path.join(folder, f"{shape}-{ftype}.gguf")
-    if os.path.exists(dst):
-        return dst
     print(f"quantizing {dst}", file=sys.stderr, flush=True)
     tool = os.path.join(bin_dir, "llama-quantize") if bin_dir else shutil.which("llama-quantize")
     if tool and os.path.exists(tool):
