@@ -252,25 +252,8 @@ def test_attention_paged_equals_contiguous(t_k, t_v):
 
 # -- (c) other backends ------------------------------------------------------------------------------
 
-def _available(name):
-    if name == "metal-emu":
-        from tests.test_device_kernels import build_metal_emulation  # skips without clang++
-        build_metal_emulation()
-    try:
-        x = np.zeros(4, np.float32)
-        _testing.run_kernel("add_inplace", [x, x.copy()], kp.add(4, 1), device=name)
-    except Exception as e:  # noqa: BLE001 - the reason is the skip message
-        return str(e)
-    return None
-
-
-@pytest.fixture(scope="module", params=["metal", "cuda"])
-def device(request):
-    name = os.environ.get("AKUNU_METAL_DEVICE", "metal-emu") if request.param == "metal" else "cuda"
-    why = _available(name)
-    if why:
-        pytest.skip(f"device {name} unavailable: {why}")
-    return name
+# `device`: Metal (emulated unless AKUNU_METAL_DEVICE=metal) and CUDA, each skipped when absent
+from tests.test_paged_kernels import device  # noqa: E402,F401
 
 
 @pytest.mark.parametrize("t", WRITE_TYPES)

@@ -395,27 +395,7 @@ __global__ void __launch_bounds__(kPrologueThreads)
     }
     const uint32_t j = is_q ? head : head - p.n_heads;
     float* row = is_q ? q + (size_t)t * qd + j * hd : k + (size_t)t * kvd + j * hd;
-    if (pairs.active) {
-        pairs.a0 = row[pairs.at.i0];
-        pairs.a1 = row[pairs.at.i1];
-    }
-    __shared__ float r[256];
-    norm_rope_pairs(p, pairs, false, r, nullptr);
-    if (pairs.active) {
-        row[pairs.at.i0] = pairs.a0;
-        row[pairs.at.i1] = pairs.a1;
-    }
-    if (is_q) return;
-    if (p.k_type == kKvF16) {
-        uint16_t* kr = reinterpret_cast<uint16_t*>(kc) + (size_t)pos * kvd + j * hd;
-        if (pairs.active) {
-            kr[pairs.at.i0] = f32_to_f16(pairs.a0);
-            kr[pairs.at.i1] = f32_to_f16(pairs.a1);
-        }
-        return;
-    }
-    __syncthreads();  // the head's rotated row is written (global memory, this block)
-    kv_cache::store_span_block(p.k_type, kv_cache::row_at(kc, p.k_type, kvd, pos), kvd, j * hd, hd, row);
+    rope_head_store_k(p, pairs, row, is_q, p.k_type, kv_cache::row_at(kc, p.k_type, kvd, pos), kvd, j);
 }
 
 void launch_qk_rope_kv(const CudaArgs& a) {

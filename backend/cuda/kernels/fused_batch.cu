@@ -47,27 +47,7 @@ __global__ void __launch_bounds__(kPrologueThreads)
     HeadPairs pairs = head_pairs_at(p, pos, factors, is_q ? q_norm : k_norm, nullptr);
     const uint32_t j = is_q ? head : head - p.n_heads;
     float* row = is_q ? q + (size_t)t * qd + j * hd : k + (size_t)t * kvd + j * hd;
-    if (pairs.active) {
-        pairs.a0 = row[pairs.at.i0];
-        pairs.a1 = row[pairs.at.i1];
-    }
-    __shared__ float r[256];
-    norm_rope_pairs(p, pairs, false, r, nullptr);
-    if (pairs.active) {
-        row[pairs.at.i0] = pairs.a0;
-        row[pairs.at.i1] = pairs.a1;
-    }
-    if (is_q) return;
-    if (pp.k_type == kKvF16) {
-        uint16_t* kr = reinterpret_cast<uint16_t*>(kc) + pool_at * kvd + j * hd;
-        if (pairs.active) {
-            kr[pairs.at.i0] = f32_to_f16(pairs.a0);
-            kr[pairs.at.i1] = f32_to_f16(pairs.a1);
-        }
-        return;
-    }
-    __syncthreads();  // the head's rotated row is written (global memory, this block)
-    kv_cache::store_span_block(pp.k_type, kv_cache::row_at(kc, pp.k_type, kvd, pool_at), kvd, j * hd, hd, row);
+    rope_head_store_k(p, pairs, row, is_q, pp.k_type, kv_cache::row_at(kc, pp.k_type, kvd, pool_at), kvd, j);
 }
 
 void launch_qk_rope_kv_paged(const CudaArgs& a) {

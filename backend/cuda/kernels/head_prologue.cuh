@@ -5,6 +5,7 @@
 #pragma once
 #include "core/kernel_params.h"
 #include "device_math.cuh"
+#include "kv_cache.cuh"
 
 namespace akunu {
 
@@ -80,6 +81,38 @@ __device__ inline void norm_rope_pairs(const QKRopeKVParams& p, HeadPairs& h, bo
         rope_rotate(h.at, h.a0, h.a1);
         if (two_rows) rope_rotate(h.at, h.b0, h.b1);
     }
+}
+
+// The rest of a qk_norm_rope_kv block for a Q or K head (fused.cu, and its
+// paged twin in fused_batch.cu) once head_pairs_at has run: the held pair
+// read from the head's row, normalized and rotated, written back, and for a
+// K head the row stored into the cache row `cache` (type t, kvd values a
+// row; head j): F16 straight from the pair, the other types from the whole
+// head row once the block has written it. Every thread of the block calls it.
+__device__ inline void rope_head_store_k(const QKRopeKVParams& p, HeadPairs& pairs, float* row, bool is_q,
+                                         uint32_t t, uint8_t* cache, uint32_t kvd, uint32_t j) {
+    if (pairs.active) {
+        pairs.a0 = row[pairs.at.i0];
+        pairs.a1 = row[pairs.at.i1];
+    }
+    __shared__ float r[256];
+    norm_rope_pairs(p, pairs, false, r, nullptr);
+    if (pairs.active) {
+        row[pairs.at.i0] = pairs.a0;
+        row[pairs.at.i1] = pairs.a1;
+    }
+    if (is_q) return;  // (block-uniform: a block is one head)
+    const uint32_t hd = p.head_dim;
+    if (t == kKvF16) {
+        uint16_t* kr = reinterpret_cast<uint16_t*>(cache) + j * hd;
+        if (pairs.active) {
+            kr[pairs.at.i0] = f32_to_f16(pairs.a0);
+            kr[pairs.at.i1] = f32_to_f16(pairs.a1);
+        }
+        return;
+    }
+    __syncthreads();  // the head's rotated row is written (global memory, this block)
+    kv_cache::store_span_block(t, cache, kvd, j * hd, hd, row);
 }
 
 }  // namespace akunu
