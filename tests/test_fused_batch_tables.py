@@ -8,7 +8,9 @@ attention) and their kernels.
   every architecture (QK norm, QKV bias, Gemma 3's post-norms and local
   layers) and quantized formats: this checks the builder's wiring (buffers,
   the norm carried from one layer to the next) without a GPU.
-- Kernels: each CPU twin against float64 numpy; on CUDA against the CPU.
+- Kernels: each CPU twin against float64 numpy; on CUDA and Metal (the MSL
+  emulation here) against the CPU, and Metal's fused batch tables against
+  the CPU's plain ones.
 Inputs are fresh every run (AKUNU_TEST_SEED repeats one)."""
 
 import glob
@@ -53,14 +55,16 @@ def models(tmp_path_factory):
     return out + QUANTIZED
 
 
-def batch_run(path, fused):
+def batch_run(path, fused, device="cpu", steps=40, n_gen=12):
     """Four requests of mixed lengths through one batch engine: the drawn
-    tokens and the logits of every sampling row of every pass."""
-    os.environ["AKUNU_CPU_FUSED_BATCH"] = "1" if fused else "0"
+    tokens and the logits of every sampling row of every pass (fused or
+    plain batch tables: the device's switch, read when it is made)."""
+    switch = "AKUNU_CPU_FUSED_BATCH" if device == "cpu" else "AKUNU_METAL_FUSED_BATCH"
+    os.environ[switch] = "1" if fused else "0"
     try:
-        m = akunu.load(path, n_ctx=256)
+        m = akunu.load(path, n_ctx=256, device=device)
     finally:
-        del os.environ["AKUNU_CPU_FUSED_BATCH"]
+        del os.environ[switch]
     try:
         engine = m._core().enable_batching(4, 0, 16)
         rng = np.random.default_rng(7)
@@ -73,7 +77,7 @@ def batch_run(path, fused):
             cursor.append(cached)
         tokens, logits = [[] for _ in prompts], []
         last = [None] * len(prompts)
-        for _ in range(40):
+        for _ in range(steps):
             entries, who = [], []
             for i, seq in enumerate(seqs):
                 if cursor[i] < len(prompts[i]):  # a prompt chunk of up to 15 tokens
@@ -82,7 +86,7 @@ def batch_run(path, fused):
                     entries.append((seq, chunk, cursor[i] == len(prompts[i]), False))
                     if cursor[i] == len(prompts[i]):
                         who.append(i)
-                elif last[i] is not None and len(tokens[i]) < 12:
+                elif last[i] is not None and len(tokens[i]) < n_gen:
                     entries.append((seq, [last[i]], True, True))
                     who.append(i)
             if not entries:
@@ -113,15 +117,35 @@ def test_fused_batch_tables_equal_the_plain_ones(models):
             np.testing.assert_array_equal(a, b, err_msg=name)
 
 
+@pytest.mark.parametrize("arch", ["llama", "gemma3"])  # (Qwen3's QK norm: the prologue kernel's test)
+def test_metal_fused_batch_tables_match_the_cpu(tmp_path, arch):
+    """Metal's fused batch tables (through the MSL emulation): the same
+    tokens as the CPU's plain batch tables, or parting at a near-tie, and
+    logits close (the kernels' float sums run in other orders)."""
+    from tests.test_device_kernels import build_metal_emulation
+    build_metal_emulation()
+    path = str(tmp_path / f"{arch}-F16.gguf")
+    random_gguf.write_model(path, arch, "F16", seed=23)
+    cpu_tokens, cpu_logits = batch_run(path, False, steps=12, n_gen=4)
+    try:
+        metal_tokens, metal_logits = batch_run(path, True, device="metal-emu", steps=12, n_gen=4)
+    except akunu.AkunuError as e:
+        if "not available" in str(e) or "unavailable" in str(e):
+            pytest.skip(f"emulated Metal unavailable: {e}")
+        raise
+    for a, b in zip(metal_logits, cpu_logits):
+        assert a.shape == b.shape
+        assert rel_l2(a, b) < 1e-3, arch
+    if metal_tokens != cpu_tokens:  # a near-tie in the CPU's logits of the pass that parted
+        flat_cpu = np.concatenate(cpu_logits)
+        gaps = np.sort(flat_cpu, axis=1)[:, -1] - np.sort(flat_cpu, axis=1)[:, -2]
+        assert gaps.min() < 1e-2, f"{arch}: tokens {metal_tokens} vs the CPU's {cpu_tokens}"
+
+
 # -- kernels ---------------------------------------------------------------------------------------
 
-def _cuda():
-    try:
-        x = np.zeros(4, np.float32)
-        _testing.run_kernel("add_inplace", [x, x.copy()], kp.add(4, 1), device="cuda")
-    except Exception as e:  # noqa: BLE001 - the reason is the skip message
-        pytest.skip(f"device cuda unavailable: {e}")
-    return "cuda"
+# `device`: Metal (emulated unless AKUNU_METAL_DEVICE=metal) and CUDA, each skipped when absent
+from tests.test_paged_kernels import device  # noqa: E402,F401
 
 
 PROLOGUE_CASES = {
@@ -193,8 +217,8 @@ def test_qk_norm_rope_kv_paged_cpu(case):
 
 
 @pytest.mark.parametrize("case", PROLOGUE_CASES)
-def test_qk_norm_rope_kv_paged_cuda(case):
-    dev = _cuda()
+def test_qk_norm_rope_kv_paged_device(device, case):
+    dev = device
     c, cache, rows, inputs, params, offset, msg = prologue_case(case)
     cpu = run_prologue("cpu", cache, rows, inputs, params)
     gpu = run_prologue(dev, cache, rows, inputs, params)
@@ -237,8 +261,8 @@ def test_add_rmsnorm_cpu():
                             kp.norm(dim // 2, len(h0), 2, h0.shape[1], 1e-6), device="cpu")
 
 
-def test_add_rmsnorm_cuda():
-    dev = _cuda()
+def test_add_rmsnorm_device(device):
+    dev = device
     h0, y, w, params, msg = add_rmsnorm_case()
     cpu = run_add_rmsnorm("cpu", h0, y, w, params)
     gpu = run_add_rmsnorm(dev, h0, y, w, params)
@@ -304,10 +328,12 @@ def test_matmul_multi_bad_count_is_a_clear_error():
 
 
 @pytest.mark.parametrize("case", MULTI_CASES)
-def test_matmul_multi_cuda(case):
+def test_matmul_multi_device(device, case):
     """Against the CPU (3e-2 relative L2 quantized, 2e-3 float: F16 operands on
-    the tensor cores), and each generated row the same bits alone as in the pass."""
-    dev = _cuda()
+    CUDA's tensor cores), and each generated row the same bits alone as in the pass."""
+    dev = device
+    if dev != "cuda" and max(MULTI_CASES[case][2]) > 4096:
+        pytest.skip("the emulated Metal gemm takes minutes at this width (the other cases check the kernel)")
     qtype, K, Ns, W, bias, x, gen, msg = multi_case(case)
     cpu = run_multi("cpu", qtype, K, Ns, W, bias, x, gen)
     gpu = run_multi(dev, qtype, K, Ns, W, bias, x, gen)
@@ -315,7 +341,7 @@ def test_matmul_multi_cuda(case):
     for c, g in zip(cpu, gpu):
         assert not np.isnan(g).any(), msg
         assert rel_l2(g, c) < tol, msg
-    for t in range(gen):
+    for t in range(gen if dev == "cuda" else 2):  # (the emulation is slow: two rows show it there)
         alone = run_multi(dev, qtype, K, Ns, W, bias, x[t:t + 1], 1)
         for a, g in zip(alone, gpu):
             np.testing.assert_array_equal(a[0], g[t], err_msg=f"generated row {t} alone: {msg}")

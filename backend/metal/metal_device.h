@@ -58,6 +58,7 @@ public:
     // Decode tables with the fused kernels (kernels/fused.metal): 4 to 6
     // dispatches a plain layer; AKUNU_METAL_FUSED_DECODE=0 turns them off.
     bool fused_decode() const override { return fused_; }
+    bool fused_batch() const override { return fused_batch_; }
 
     void encode_dispatch_table(const DispatchTable& table, const ReplayState& state) override;
     double time_table(const DispatchTable& table, const ReplayState& state) override;
@@ -70,6 +71,7 @@ private:
     std::unique_ptr<Impl> impl_;
     ChipConfig chip_;
     bool fused_ = metal_fused_decode_from_env();
+    bool fused_batch_ = metal_fused_batch_from_env();
 };
 
 }  // namespace akunu

@@ -236,7 +236,9 @@ static void encode_command(MetalDevice::Impl& m, const ChipConfig& chip, const M
     if (l.grid.x == 0 || l.grid.y == 0 || l.grid.z == 0) return;
     [m.enc setComputePipelineState:e.pso[l.variant]];
     for (int i = 0; i < e.spec->n_buffers; i++)
-        [m.enc setBuffer:(buffers[i] ? buffers[i] : m.dummy) offset:(buffers[i] ? offsets[i] : 0) atIndex:i];
+        [m.enc setBuffer:(buffers[i] ? buffers[i] : m.dummy)
+                  offset:(buffers[i] ? offsets[i] : 0)
+                 atIndex:metal_buffer_index(i)];
     [m.enc setBytes:params length:DispatchCmd::MAX_PARAM_BYTES atIndex:kMetalParamsIndex];
     if (l.tg_memory) [m.enc setThreadgroupMemoryLength:(l.tg_memory + 15) / 16 * 16 atIndex:0];
     [m.enc dispatchThreadgroups:MTLSizeMake(l.grid.x, l.grid.y, l.grid.z)

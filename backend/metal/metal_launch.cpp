@@ -8,6 +8,7 @@
 #include "core/dtype_descriptor.h"
 #include "core/error.h"
 #include "core/kernel_params.h"
+#include "core/kv_layout.h"
 
 namespace akunu {
 namespace {
@@ -202,6 +203,36 @@ MetalLaunch rmsnorm_residual(const uint8_t* b, const ChipConfig& chip) {
     return {0, Dim3(p.n_tokens), norm_threads(p.dim, chip), 32 * 4};
 }
 
+// ---- the fused kernels of batch passes (kernels/fused.metal, matmul.metal) ----
+
+MetalLaunch qk_norm_rope_kv_paged(const uint8_t* b, const ChipConfig&) {
+    auto p = read<PagedQKRopeKVParams>(b);
+    if (p.head_dim % 2 || p.head_dim == 0) throw Error("qk_norm_rope_kv_paged: head_dim must be even");
+    if (p.block_size == 0) throw Error("qk_norm_rope_kv_paged: block_size 0");
+    if (p.k_type >= kKvTypeCount || p.v_type >= kKvTypeCount)
+        throw Error("qk_norm_rope_kv_paged: unknown KV cache type");
+    return {0, Dim3(p.n_heads + p.n_kv_heads, p.n_tokens), std::min<uint32_t>(ceil32(p.head_dim / 2), 1024), 32 * 4};
+}
+
+MetalLaunch add_rmsnorm(const uint8_t* b, const ChipConfig& chip) {
+    auto p = read<NormParams>(b);
+    if (p.rows_per_token != 1 || p.row0 != 0) throw Error("add_rmsnorm: one row a token, from row 0");
+    return {0, Dim3(p.n_tokens), norm_threads(p.dim, chip), 32 * 4};
+}
+
+MetalLaunch matmul_multi(const uint8_t* b, const ChipConfig&) {
+    auto p = read<MultiMatmulParams>(b);
+    if (p.n_mats == 0 || p.n_mats > 3) throw Error("matmul_multi: 1 to 3 matrices, got " + std::to_string(p.n_mats));
+    if (!metal_reads_format(p.dtype))
+        throw Error(std::string("matmul_multi: unsupported weight type ") + dtype_name(p.dtype));
+    const DTypeDescriptor* d = dtype_lookup(p.dtype);
+    const uint32_t be = is_mlx_dtype(p.dtype) ? (uint32_t)mlx_group(p.dtype) : d->block_elems;
+    if (p.K % be) throw Error("matmul_multi: K is not a multiple of the format's block");
+    uint32_t tiles = 0;
+    for (uint32_t i = 0; i < p.n_mats; i++) tiles += ceil_div(p.N[i], kGemmTile);
+    return {0, Dim3(tiles, ceil_div(p.n_tokens, kGemmTile)), 128, 3 * kGemmTile * kGemmTile * 4};
+}
+
 // ---- mixture of experts (kernels/moe.metal) ----
 
 // Must match kernels/moe.metal: the route keeps a token's probabilities in
@@ -276,6 +307,9 @@ const std::vector<MetalKernelSpec>& specs() {
             {"gemv_multi", 8, {"gemv_multi", "gemv_multi_large"}, gemv_multi},
             {"qk_norm_rope_kv", 8, {"qk_norm_rope_kv"}, qk_norm_rope_kv},
             {"rmsnorm_residual", 3, {"rmsnorm_residual"}, rmsnorm_residual},
+            {"qk_norm_rope_kv_paged", 10, {"qk_norm_rope_kv_paged"}, qk_norm_rope_kv_paged},
+            {"add_rmsnorm", 4, {"add_rmsnorm"}, add_rmsnorm},
+            {"matmul_multi", 10, {"matmul_multi"}, matmul_multi},
             {"moe_route", 2, {"moe_route"}, moe_route},
             {"moe_matmul", 4, {"moe_matmul_slots_gemv", "moe_matmul_sum_gemv", "moe_matmul_slots", "moe_matmul_sum"},
              moe_matmul},
@@ -303,6 +337,11 @@ const std::vector<MetalKernelSpec>& specs() {
 
 bool metal_fused_decode_from_env() {
     const char* v = std::getenv("AKUNU_METAL_FUSED_DECODE");
+    return !(v && std::strcmp(v, "0") == 0);
+}
+
+bool metal_fused_batch_from_env() {
+    const char* v = std::getenv("AKUNU_METAL_FUSED_BATCH");
     return !(v && std::strcmp(v, "0") == 0);
 }
 

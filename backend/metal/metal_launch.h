@@ -22,6 +22,9 @@ struct MetalLaunch {
 
 // Parameters are bound at this buffer index (kernels/akunu_msl.h: AK_PARAMS).
 constexpr int kMetalParamsIndex = 8;
+// The Metal index of a command's buffer i: past the parameters' slot for the
+// kernels of more than 8 buffers (their MSL declares them at 9 and 10).
+constexpr int metal_buffer_index(int i) { return i < kMetalParamsIndex ? i : i + 1; }
 
 // Everything is decided from static data and the parameter bytes: launching
 // allocates nothing (the decode hot path), and the device can build every
@@ -55,6 +58,9 @@ MetalGemvChoice metal_gemv_choice(uint32_t N, uint32_t K, uint32_t dtype, const 
 // on unless $AKUNU_METAL_FUSED_DECODE is "0" (the plain tables, to compare
 // results and dispatch counts). Read once, when a device is made.
 bool metal_fused_decode_from_env();
+// Batch tables with the fused batch kernels (qk_norm_rope_kv_paged,
+// add_rmsnorm, matmul_multi) unless AKUNU_METAL_FUSED_BATCH=0.
+bool metal_fused_batch_from_env();
 
 // The spec of an akunu kernel, or nullptr when Metal has none.
 const MetalKernelSpec* metal_kernel_spec(const std::string& name);

@@ -32,6 +32,7 @@ public:
     // Decode tables with the fused kernels, as MetalDevice (metal_launch.h:
     // AKUNU_METAL_FUSED_DECODE=0 gives the plain ones).
     bool fused_decode() const override { return fused_; }
+    bool fused_batch() const override { return fused_batch_; }
 
     Pipeline get_pipeline(const std::string& name) override;
     void set_pipeline(Pipeline pso) override { spec_ = static_cast<const MetalKernelSpec*>(pso.handle); }
@@ -52,6 +53,7 @@ private:
     // An M4 unless $AKUNU_METAL_EMU_CHIP names another (the emulation has no chip of its own).
     ChipConfig chip_ = ChipConfig::from_gpu(10, 9);
     bool fused_ = metal_fused_decode_from_env();
+    bool fused_batch_ = metal_fused_batch_from_env();
     const MetalKernelSpec* spec_ = nullptr;
     uint8_t* bufs_[DispatchCmd::MAX_BUFFERS] = {};
     uint8_t params_[DispatchCmd::MAX_PARAM_BYTES] = {};

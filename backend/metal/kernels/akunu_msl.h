@@ -34,7 +34,9 @@ using namespace metal;
 #define AK_EXPORT_KERNEL(fn) AK_EMU_EXPORT(#fn, fn)
 #endif
 
-// Parameters always travel at this buffer index (after at most 8 buffers).
+// Parameters always travel at this buffer index: a kernel's buffers 0-7 at
+// their own index, its buffers 8 and 9 (kernels of 10) at 9 and 10
+// (metal_launch.h metal_buffer_index).
 #define AK_PARAMS 8
 
 #define AKUNU_MSL 1

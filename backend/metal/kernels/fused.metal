@@ -7,6 +7,9 @@
 //   qk_norm_rope_kv  per-head QK norm, RoPE and the KV cache write (any
 //                    cache type, kv_cache.h)
 //   rmsnorm_residual Gemma 3's post-norm added to the residual stream
+// and of batch passes (Device::fused_batch; twins: backend/cpu/kernels/fused_batch.cpp):
+//   qk_norm_rope_kv_paged  qk_norm_rope_kv at each row's own position and pool row
+//   add_rmsnorm            the residual add, then the next RMSNorm
 // Every float step is the one the unfused Metal kernels take (same norm
 // scale expression, same rotary angle, same activation), so a fused table
 // and a plain one differ only in the order of float sums.
@@ -137,34 +140,30 @@ AK_EXPORT("gemv_multi_large", gemv_multi<2>)
 // cache types, the K cache write of a pair happen in its registers; a block
 // type's K blocks are rounded after the rotation, from the rotated head, 32
 // values a SIMD group (the CPU's meaning: kv_write of the rotated k). k's
-// groups also copy their head of v to the V cache. Buffers: 0 q, 1 k, 2 v,
-// 3 q norm, 4 k norm, 5 freq factors, 6 K cache, 7 V cache (rows of
-// n_kv_heads * head_dim values in p.k_type / p.v_type). Grid
-// (n_heads + n_kv_heads, n_tokens); threads a multiple of 32.
-kernel void qk_norm_rope_kv(device float* q [[buffer(0)]], device float* k [[buffer(1)]],
-                            device const float* v [[buffer(2)]], device const float* qw [[buffer(3)]],
-                            device const float* kw [[buffer(4)]], device const float* factors [[buffer(5)]],
-                            device uint8_t* kc [[buffer(6)]], device uint8_t* vc [[buffer(7)]],
-                            constant QKRopeKVParams& p [[buffer(AK_PARAMS)]],
-                            threadgroup float* scratch AK_THREADGROUP_MEMORY, AK_THREAD_ARGS) {
-    const uint t = tgpig.y, hd = p.head_dim, half_dim = hd / 2;
-    const bool is_k = tgpig.x >= p.n_heads;
-    const uint h = is_k ? tgpig.x - p.n_heads : tgpig.x;
+// groups also copy their head of v to the V cache. The body of
+// qk_norm_rope_kv and its paged twin: token t at position pos, its K and V
+// cache rows krow / vrow (write_cache false: none).
+inline void qk_norm_rope_kv_head(device float* q, device float* k, device const float* v,
+                                 device const float* qw, device const float* kw, device const float* factors,
+                                 thread const QKRopeKVParams& p, uint t, uint pos, bool write_cache,
+                                 device uint8_t* krow, device uint8_t* vrow, threadgroup float* scratch,
+                                 uint head_index, uint tid, uint n_threads, uint lane, uint sg, uint n_sg) {
+    const uint hd = p.head_dim, half_dim = hd / 2;
+    const bool is_k = head_index >= p.n_heads;
+    const uint h = is_k ? head_index - p.n_heads : head_index;
     const uint qd = p.n_heads * hd, kvd = p.n_kv_heads * hd;
     device float* head = is_k ? k + (ulong)t * kvd + (ulong)h * hd : q + (ulong)t * qd + (ulong)h * hd;
     device const float* nw = is_k ? kw : qw;
     float scale = 1.0f;
     if (p.has_qk_norm) {  // as rmsnorm over one head's row
         float ss = 0.0f;
-        for (uint i = tiitg; i < hd; i += ntg) ss += head[i] * head[i];
-        ss = tg_sum(ss, scratch, tiisg, sgitg, nsg);
+        for (uint i = tid; i < hd; i += n_threads) ss += head[i] * head[i];
+        ss = tg_sum(ss, scratch, lane, sg, n_sg);
         scale = 1.0f / sqrt(ss / (float)hd + p.eps);
     }
-    const uint pos = p.pos0 + t;
-    const bool cache = is_k && pos < p.max_ctx;  // (the launch rejects rows past the cache)
-    device uint8_t* krow = kc + (ulong)pos * kv_row_bytes(p.k_type, kvd);
+    const bool cache = is_k && write_cache;
     const bool k_in_pairs = cache && !kv_type_is_block(p.k_type);
-    for (uint i = tiitg; i < half_dim; i += ntg) {
+    for (uint i = tid; i < half_dim; i += n_threads) {
         const uint i0 = p.neox ? i : 2 * i, i1 = p.neox ? i + half_dim : 2 * i + 1;
         float x0 = head[i0], x1 = head[i1];
         if (p.has_qk_norm) {
@@ -177,27 +176,79 @@ kernel void qk_norm_rope_kv(device float* q [[buffer(0)]], device float* k [[buf
         head[i0] = r0;
         head[i1] = r1;
         if (k_in_pairs) {
-            kv_store(p.k_type, krow, kvd, h * hd + i0, r0, tiisg);
-            kv_store(p.k_type, krow, kvd, h * hd + i1, r1, tiisg);
+            kv_store(p.k_type, krow, kvd, h * hd + i0, r0, lane);
+            kv_store(p.k_type, krow, kvd, h * hd + i1, r1, lane);
         }
     }
     if (cache && kv_type_is_block(p.k_type)) {  // uniform in the threadgroup: every thread reaches the barrier
         // a block's values were rotated by other threads (pairs straddle
         // blocks): read them back from the head once all are written
         threadgroup_barrier(mem_flags::mem_device);
-        for (uint i = tiitg; i < hd; i += ntg) kv_store(p.k_type, krow, kvd, h * hd + i, head[i], tiisg);
+        for (uint i = tid; i < hd; i += n_threads) kv_store(p.k_type, krow, kvd, h * hd + i, head[i], lane);
     }
     if (cache) {
-        device const float* vrow = v + (ulong)t * kvd + (ulong)h * hd;
-        device uint8_t* vdst = vc + (ulong)pos * kv_row_bytes(p.v_type, kvd);
-        for (uint i = tiitg; i < hd; i += ntg) kv_store(p.v_type, vdst, kvd, h * hd + i, vrow[i], tiisg);
-        if (h == 0 && tiitg == 0) {
+        device const float* vsrc = v + (ulong)t * kvd + (ulong)h * hd;
+        for (uint i = tid; i < hd; i += n_threads) kv_store(p.v_type, vrow, kvd, h * hd + i, vsrc[i], lane);
+        if (h == 0 && tid == 0) {
             kv_zero_padding(p.k_type, krow, kvd);
-            kv_zero_padding(p.v_type, vdst, kvd);
+            kv_zero_padding(p.v_type, vrow, kvd);
         }
     }
 }
+
+// Buffers: 0 q, 1 k, 2 v, 3 q norm, 4 k norm, 5 freq factors, 6 K cache, 7 V
+// cache (rows of n_kv_heads * head_dim values in p.k_type / p.v_type). Grid
+// (n_heads + n_kv_heads, n_tokens); threads a multiple of 32.
+kernel void qk_norm_rope_kv(device float* q [[buffer(0)]], device float* k [[buffer(1)]],
+                            device const float* v [[buffer(2)]], device const float* qw [[buffer(3)]],
+                            device const float* kw [[buffer(4)]], device const float* factors [[buffer(5)]],
+                            device uint8_t* kc [[buffer(6)]], device uint8_t* vc [[buffer(7)]],
+                            constant QKRopeKVParams& params [[buffer(AK_PARAMS)]],
+                            threadgroup float* scratch AK_THREADGROUP_MEMORY, AK_THREAD_ARGS) {
+    const QKRopeKVParams p = params;
+    const uint t = tgpig.y, pos = p.pos0 + t, kvd = p.n_kv_heads * p.head_dim;
+    qk_norm_rope_kv_head(q, k, v, qw, kw, factors, p, t, pos, pos < p.max_ctx,  // (the launch rejects rows past the cache)
+                         kc + (ulong)pos * kv_row_bytes(p.k_type, kvd), vc + (ulong)pos * kv_row_bytes(p.v_type, kvd),
+                         scratch, tgpig.x, tiitg, ntg, tiisg, sgitg, nsg);
+}
 AK_EXPORT_KERNEL(qk_norm_rope_kv)
+
+// The rows of a batch pass (PagedQKRopeKVParams): row t at its sequence's
+// position rows[2t + 1], K / V written at its pool row through the sequence's
+// block table (attention.metal paged_row). Buffers as qk_norm_rope_kv, then
+// rows and tables at indices 9 and 10 (8 holds the parameters).
+kernel void qk_norm_rope_kv_paged(device float* q [[buffer(0)]], device float* k [[buffer(1)]],
+                                  device const float* v [[buffer(2)]], device const float* qw [[buffer(3)]],
+                                  device const float* kw [[buffer(4)]], device const float* factors [[buffer(5)]],
+                                  device uint8_t* kc [[buffer(6)]], device uint8_t* vc [[buffer(7)]],
+                                  device const int* rows [[buffer(9)]], device const int* tables [[buffer(10)]],
+                                  constant PagedQKRopeKVParams& pp [[buffer(AK_PARAMS)]],
+                                  threadgroup float* scratch AK_THREADGROUP_MEMORY, AK_THREAD_ARGS) {
+    QKRopeKVParams p;
+    p.n_heads = pp.n_heads;
+    p.n_kv_heads = pp.n_kv_heads;
+    p.head_dim = pp.head_dim;
+    p.n_tokens = pp.n_tokens;
+    p.pos0 = 0;
+    p.has_qk_norm = pp.has_qk_norm;
+    p.eps = pp.eps;
+    p.weight_offset = pp.weight_offset;
+    p.neox = pp.neox;
+    p.has_freq_factors = pp.has_freq_factors;
+    p.freq_base = pp.freq_base;
+    p.freq_scale = pp.freq_scale;
+    p.max_ctx = 0;
+    p.attn_factor = pp.attn_factor;
+    p.k_type = pp.k_type;
+    p.v_type = pp.v_type;
+    const uint t = tgpig.y, seq = (uint)rows[2 * t], pos = (uint)rows[2 * t + 1];
+    const uint kvd = pp.n_kv_heads * pp.head_dim;
+    const ulong at = (ulong)tables[(ulong)seq * pp.max_blocks + pos / pp.block_size] * pp.block_size +
+                     pos % pp.block_size;
+    qk_norm_rope_kv_head(q, k, v, qw, kw, factors, p, t, pos, true, kc + at * kv_row_bytes(pp.k_type, kvd),
+                         vc + at * kv_row_bytes(pp.v_type, kvd), scratch, tgpig.x, tiitg, ntg, tiisg, sgitg, nsg);
+}
+AK_EXPORT_KERNEL(qk_norm_rope_kv_paged)
 
 // h[t] += rmsnorm(y[t]) * (w + offset), y unchanged (buffers 0 y, 1 w, 2 h;
 // y rows at x_stride, h rows at y_stride). Grid (n_tokens).
@@ -216,3 +267,26 @@ kernel void rmsnorm_residual(device const float* y [[buffer(0)]], device const f
     }
 }
 AK_EXPORT_KERNEL(rmsnorm_residual)
+
+// h[t] += y[t], then xn[t] = rmsnorm(h[t]) * (w + offset) (buffers 0 h, 1 y,
+// 2 w, 3 xn; h and y rows at x_stride, xn rows at y_stride): add_inplace and
+// rmsnorm's arithmetic, each thread adding the elements it then squares.
+// Grid (n_tokens).
+kernel void add_rmsnorm(device float* h [[buffer(0)]], device const float* y [[buffer(1)]],
+                        device const float* w [[buffer(2)]], device float* xn [[buffer(3)]],
+                        constant NormParams& p [[buffer(AK_PARAMS)]], threadgroup float* scratch AK_THREADGROUP_MEMORY,
+                        AK_THREAD_ARGS) {
+    device float* hr = h + (ulong)tgpig.x * p.x_stride;
+    device const float* yr = y + (ulong)tgpig.x * p.x_stride;
+    device float* out = xn + (ulong)tgpig.x * p.y_stride;
+    float ss = 0.0f;
+    for (uint i = tiitg; i < p.dim; i += ntg) {
+        const float s = hr[i] + yr[i];
+        hr[i] = s;
+        ss += s * s;
+    }
+    ss = tg_sum(ss, scratch, tiisg, sgitg, nsg);
+    const float scale = 1.0f / sqrt(ss / (float)p.dim + p.eps);
+    for (uint i = tiitg; i < p.dim; i += ntg) out[i] = hr[i] * scale * (w[i] + p.weight_offset);
+}
+AK_EXPORT_KERNEL(add_rmsnorm)

@@ -123,26 +123,27 @@ AK_EXPORT_ALL_FORMATS(gemv_large, gemv_large)
 
 enum { kTile = 32 };  // rows of W, tokens and K per step
 
-// Threadgroup memory: Wt[k][n] and X[t][k] slices, then Y[t][n] for the store.
+// One kTile x kTile tile of y (rows n0.., tokens t0..) by a threadgroup of
+// 4 SIMD groups. Threadgroup memory: Wt[k][n] and X[t][k] slices, then
+// Y[t][n] for the store. A value's sum runs over k in the same order
+// whatever the other rows and tokens of the tile (batch invariance).
 template <typename F>
-kernel void gemm(device const uint8_t* W [[buffer(0)]], device const float* x [[buffer(1)]],
-                 device float* y [[buffer(2)]], device const float* bias [[buffer(3)]],
-                 constant MatmulParams& p [[buffer(AK_PARAMS)]], threadgroup float* shared AK_THREADGROUP_MEMORY,
-                 AK_THREAD_ARGS) {
+inline void gemm_tile(device const uint8_t* W, device const float* x, device float* y, device const float* bias,
+                      thread const MatmulParams& p, uint n0, uint t0, threadgroup float* shared, uint tid,
+                      uint n_threads, uint sg) {
     threadgroup float* wt = shared;                // [kTile k][kTile n]
     threadgroup float* xt = shared + kTile * kTile;  // [kTile t][kTile k]
     threadgroup float* yt = xt + kTile * kTile;      // [kTile t][kTile n]
-    const uint n0 = tgpig.x * kTile, t0 = tgpig.y * kTile;
     const uint be = F::be(p.dtype), bb = F::bb(p.dtype), nb = p.K / be;
     device const float* xs = x + (ulong)p.row0 * p.x_stride;
     // Loader role: thread i fills 8 consecutive k of row (or token) i / 4.
-    const uint lr = tiitg / 4, lk = (tiitg % 4) * 8;
+    const uint lr = tid / 4, lk = (tid % 4) * 8;
     const bool row_ok = n0 + lr < p.N, tok_ok = t0 + lr < p.n_tokens;
     device const uint8_t* wrow = W + (ulong)(row_ok ? n0 + lr : 0) * nb * bb;
     float cache[F::MAX_BE];
     uint cached = 0xFFFFFFFFu;  // block index held in cache
     // Compute role: SIMD group s owns tokens [16 (s % 2), +16) x rows [16 (s / 2), +16).
-    const uint ct = (sgitg % 2) * 16, cn = (sgitg / 2) * 16;
+    const uint ct = (sg % 2) * 16, cn = (sg / 2) * 16;
     simdgroup_float8x8 acc[2][2];
     for (uint i = 0; i < 2; i++)
         for (uint j = 0; j < 2; j++) acc[i][j] = make_filled_simdgroup_matrix<float, 8, 8>(0.0f);
@@ -174,10 +175,54 @@ kernel void gemm(device const uint8_t* W [[buffer(0)]], device const float* x [[
     for (uint i = 0; i < 2; i++)
         for (uint j = 0; j < 2; j++) simdgroup_store(acc[i][j], yt + (ct + 8 * i) * kTile + cn + 8 * j, kTile);
     threadgroup_barrier(mem_flags::mem_threadgroup);
-    for (uint e = tiitg; e < kTile * kTile; e += ntg) {
+    for (uint e = tid; e < kTile * kTile; e += n_threads) {
         const uint t = e / kTile, n = e % kTile;
         if (t0 + t < p.n_tokens && n0 + n < p.N)
             y[(ulong)(t0 + t) * p.y_stride + n0 + n] = yt[e] + (p.has_bias ? bias[n0 + n] : 0.0f);
     }
 }
+
+template <typename F>
+kernel void gemm(device const uint8_t* W [[buffer(0)]], device const float* x [[buffer(1)]],
+                 device float* y [[buffer(2)]], device const float* bias [[buffer(3)]],
+                 constant MatmulParams& params [[buffer(AK_PARAMS)]], threadgroup float* shared AK_THREADGROUP_MEMORY,
+                 AK_THREAD_ARGS) {
+    const MatmulParams p = params;
+    gemm_tile<F>(W, x, y, bias, p, tgpig.x * kTile, tgpig.y * kTile, shared, tiitg, ntg, sgitg);
+}
 AK_EXPORT_ALL_FORMATS(gemm, gemm)
+
+// matmul_multi (MultiMatmulParams): up to three matrices of one format and K
+// over the rows of a batch pass, in one dispatch: the grid's x runs over the
+// row tiles of W0, then W1, then W2 (a threadgroup reads one matrix), each
+// tile computed as gemm computes it. Buffers 0 x, 1-3 W0..W2, 4-6 y0..y2,
+// then bias0 at 7 and bias1, bias2 at 9 and 10 (8 holds the parameters).
+// Grid (row tiles of every matrix, token tiles).
+kernel void matmul_multi(device const float* x [[buffer(0)]], device const uint8_t* W0 [[buffer(1)]],
+                         device const uint8_t* W1 [[buffer(2)]], device const uint8_t* W2 [[buffer(3)]],
+                         device float* y0 [[buffer(4)]], device float* y1 [[buffer(5)]], device float* y2 [[buffer(6)]],
+                         device const float* b0 [[buffer(7)]], device const float* b1 [[buffer(9)]],
+                         device const float* b2 [[buffer(10)]], constant MultiMatmulParams& mp [[buffer(AK_PARAMS)]],
+                         threadgroup float* shared AK_THREADGROUP_MEMORY, AK_THREAD_ARGS) {
+    uint tile = tgpig.x, i = 0;
+    while (i + 1 < mp.n_mats && tile >= (mp.N[i] + kTile - 1) / kTile) {
+        tile -= (mp.N[i] + kTile - 1) / kTile;
+        i++;
+    }
+    MatmulParams p;
+    p.N = mp.N[i];
+    p.K = mp.K;
+    p.n_tokens = mp.n_tokens;
+    p.dtype = mp.dtype;
+    p.x_stride = mp.x_stride;
+    p.y_stride = mp.y_stride[i];
+    p.has_bias = mp.has_bias;
+    p.row0 = 0;
+    p.invariant = 1;
+    p.generated_rows = mp.generated_rows;
+    device const uint8_t* W = i == 0 ? W0 : i == 1 ? W1 : W2;
+    device float* y = i == 0 ? y0 : i == 1 ? y1 : y2;
+    device const float* bias = i == 0 ? b0 : i == 1 ? b1 : b2;
+    gemm_tile<FmtAny>(W, x, y, bias, p, tile * kTile, tgpig.y * kTile, shared, tiitg, ntg, sgitg);
+}
+AK_EXPORT_KERNEL(matmul_multi)
