@@ -740,6 +740,16 @@ def test_moe_kernels_device(device):
     moe.test_metal_moe_shared_add_equals_cpu(device, 1)
 
 
+def test_fused_batch_kernels_once(device):
+    """The fused batch kernels, tested in depth by tests/test_fused_batch_tables.py, once each here so
+    that the coverage count below sees them."""
+    from tests import test_fused_batch_tables as fused
+
+    fused.test_add_rmsnorm_device(device)
+    fused.test_qk_norm_rope_kv_paged_device(device, "gemma3-hd256-offset")
+    fused.test_matmul_multi_device(device, "q4_0-small")
+
+
 # -- coverage: keep last ----------------------------------------------------------------------------
 
 def test_kernel_coverage(device):

@@ -274,6 +274,7 @@ MULTI_CASES = {  # (format, K, Ns): Llama-3.2-1B's q / k / v and gate / up, Qwen
     "f16-qkv-1b": ("F16", 2048, (2048, 512, 512)),
     "q8_0-gate-up-1b": ("Q8_0", 2048, (8192, 8192)),
     "q4_k-qkv-qwen3": ("Q4_K", 1024, (2048, 1024, 1024)),
+    "q4_0-small": ("Q4_0", 256, (72, 40)),  # partial tiles; the kernel coverage run's case
 }
 
 

@@ -67,10 +67,8 @@ def test_attention_head_dim_limit_is_a_clear_error():
 X8_KERNELS = {f"{k}_{f}_x8" for k in ("gemv", "gemm", "embedding") for f in ("q4_0", "q8_0", "q6_k")}
 
 
-# Not on Metal (yet): the fused batch kernels (only a device whose batch tables
-# ask for them runs them; Metal's batch tables stay plain), and the
-# collectives of tensor parallelism (a Mac has one GPU).
-NOT_ON_METAL = {"matmul_multi", "add_rmsnorm", "qk_norm_rope_kv_paged", "all_reduce_sum", "all_gather_cols"}
+# Not on Metal: the collectives of tensor parallelism (a Mac has one GPU).
+NOT_ON_METAL = {"all_reduce_sum", "all_gather_cols"}
 
 
 def test_every_akunu_kernel_has_a_metal_spec():
