@@ -46,6 +46,7 @@ SHORT = [
     (r"^python -m bench\.threads\b", "--threads 2 --max-tokens 4 --prompt-tokens 8"),
     (r"^akunu-bench .*(minilm|--compare sentence)", "-r 1 --batch 4 --tokens 16"),
     (r"^akunu-bench .*whisper", "-r 1 --seconds 8"),
+    (r"^akunu-bench\b.* -d ", "-r 1 -p 16 -n 4 -d 0,32"),  # (the depth rows, at a depth of 32)
     (r"^akunu-bench\b", "-r 1 -p 16 -n 4"),
     (r"^akunu-(generate|complete)\b", "-n 8"),
 ]
