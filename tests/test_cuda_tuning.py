@@ -36,6 +36,7 @@ SETTINGS = [
     "batch_decode=gemv",                       # batched decode rows through the GEMV (8 rows a weight read)
     "gqa_min_span=0",                          # grouped-query decode attention for every cache
     "fused_batch=0",                           # batch tables with the plain kernels (16 launches a layer)
+    "prefill_async=0",                         # prefill attention tiles through registers, one at a time
 ]
 
 QWEN3_06B_WIDTHS = dict(dim=1024, ffn_dim=3072, n_heads=16, n_kv_heads=8, head_dim=128)
@@ -103,6 +104,7 @@ def test_decode_steps_match_cpu(models, tuning, monkeypatch):
     ("pdl=maybe", "bad value 'maybe' for pdl"),
     ("fused_batch=2", "bad value '2' for fused_batch"),
     ("gqa_min_span=-1", "bad value '-1' for gqa_min_span"),
+    ("prefill_async=yes", "bad value 'yes' for prefill_async"),
     ("q8_link=attention+norm", "bad value 'attention+norm' for q8_link"),
     ("prefill_gemm", "is not key=value"),
 ])
