@@ -357,8 +357,16 @@ def metal_vs_cpu(path, fused=True):
     rows = f"(AKUNU_TEST_SEED={SEED}; rows excused as router near-ties: {np.flatnonzero(excused).tolist()})"
     err = rel_l2(lg[~excused], ref[~excused])
     assert err < METAL_REF_TOL, f"{os.path.basename(path)}: relative L2 {err:.2e} against float64 {rows}"
-    err = rel_l2(lg[~excused], lc[~excused])
-    assert err < tol, f"{os.path.basename(path)}: relative L2 {err:.2e} against the CPU {rows}"
+    # A row the CPU itself moves far from float64 had a token routed apart by
+    # the CPU's 8-bit activations (a router near-tie of its own, tens of
+    # percent; its rounding noise stays near 2%): left out here, a few at most.
+    cpu_apart = np.array([rel_l2(lc[i], ref[i]) for i in range(len(ids))]) > 0.1
+    assert cpu_apart.sum() <= 4, f"{os.path.basename(path)}: the CPU parts from float64 at rows " \
+                                 f"{np.flatnonzero(cpu_apart).tolist()} {rows}"
+    keep = ~excused & ~cpu_apart
+    err = rel_l2(lg[keep], lc[keep])
+    assert err < tol, f"{os.path.basename(path)}: relative L2 {err:.2e} against the CPU {rows}; rows where " \
+                      f"the CPU routed apart: {np.flatnonzero(cpu_apart).tolist()}"
     prompt = ids[:12]
     tc, tg = cpu.generate(prompt, max_tokens=24).tokens, gpu.generate(prompt, max_tokens=24).tokens
     if tc != tg:
