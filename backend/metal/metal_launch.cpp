@@ -190,35 +190,41 @@ MetalLaunch gemv_multi(const uint8_t* b, const ChipConfig& chip) {
     return {0, Dim3(ceil_div(rows, kGemvRowsPerThreadgroup)), 32 * kGemvRowsPerThreadgroup, 32 * 4};
 }
 
+// qk_norm_rope_kv and its paged twin: a threadgroup a (head, token), a thread
+// a rotary pair, 32 floats of norm scratch.
+MetalLaunch per_head(const char* what, uint32_t n_heads, uint32_t n_kv_heads, uint32_t head_dim, uint32_t n_tokens) {
+    if (head_dim % 2 || head_dim == 0) throw Error(std::string(what) + ": head_dim must be even");
+    return {0, Dim3(n_heads + n_kv_heads, n_tokens), std::min<uint32_t>(ceil32(head_dim / 2), 1024), 32 * 4};
+}
+
+// One row a token normalized in one threadgroup (rmsnorm_residual, add_rmsnorm).
+MetalLaunch norm_per_token(const char* what, const uint8_t* b, const ChipConfig& chip) {
+    auto p = read<NormParams>(b);
+    if (p.rows_per_token != 1 || p.row0 != 0) throw Error(std::string(what) + ": one row a token, from row 0");
+    return {0, Dim3(p.n_tokens), norm_threads(p.dim, chip), 32 * 4};
+}
+
 MetalLaunch qk_norm_rope_kv(const uint8_t* b, const ChipConfig&) {
     auto p = read<QKRopeKVParams>(b);
-    if (p.head_dim % 2 || p.head_dim == 0) throw Error("qk_norm_rope_kv: head_dim must be even");
     if ((uint64_t)p.pos0 + p.n_tokens > p.max_ctx) throw Error("qk_norm_rope_kv: rows past the end of the KV cache");
-    return {0, Dim3(p.n_heads + p.n_kv_heads, p.n_tokens), std::min<uint32_t>(ceil32(p.head_dim / 2), 1024), 32 * 4};
+    return per_head("qk_norm_rope_kv", p.n_heads, p.n_kv_heads, p.head_dim, p.n_tokens);
 }
 
 MetalLaunch rmsnorm_residual(const uint8_t* b, const ChipConfig& chip) {
-    auto p = read<NormParams>(b);
-    if (p.rows_per_token != 1 || p.row0 != 0) throw Error("rmsnorm_residual: one row a token, from row 0");
-    return {0, Dim3(p.n_tokens), norm_threads(p.dim, chip), 32 * 4};
+    return norm_per_token("rmsnorm_residual", b, chip);
 }
 
 // ---- the fused kernels of batch passes (kernels/fused.metal, matmul.metal) ----
 
 MetalLaunch qk_norm_rope_kv_paged(const uint8_t* b, const ChipConfig&) {
     auto p = read<PagedQKRopeKVParams>(b);
-    if (p.head_dim % 2 || p.head_dim == 0) throw Error("qk_norm_rope_kv_paged: head_dim must be even");
     if (p.block_size == 0) throw Error("qk_norm_rope_kv_paged: block_size 0");
     if (p.k_type >= kKvTypeCount || p.v_type >= kKvTypeCount)
         throw Error("qk_norm_rope_kv_paged: unknown KV cache type");
-    return {0, Dim3(p.n_heads + p.n_kv_heads, p.n_tokens), std::min<uint32_t>(ceil32(p.head_dim / 2), 1024), 32 * 4};
+    return per_head("qk_norm_rope_kv_paged", p.n_heads, p.n_kv_heads, p.head_dim, p.n_tokens);
 }
 
-MetalLaunch add_rmsnorm(const uint8_t* b, const ChipConfig& chip) {
-    auto p = read<NormParams>(b);
-    if (p.rows_per_token != 1 || p.row0 != 0) throw Error("add_rmsnorm: one row a token, from row 0");
-    return {0, Dim3(p.n_tokens), norm_threads(p.dim, chip), 32 * 4};
-}
+MetalLaunch add_rmsnorm(const uint8_t* b, const ChipConfig& chip) { return norm_per_token("add_rmsnorm", b, chip); }
 
 MetalLaunch matmul_multi(const uint8_t* b, const ChipConfig&) {
     auto p = read<MultiMatmulParams>(b);
