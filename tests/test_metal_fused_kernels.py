@@ -247,13 +247,18 @@ def test_qk_norm_rope_kv(case):
     assert (np.abs(got - want) <= np.abs(want) * 2 ** -10 + 1e-7).all()
 
 
-def test_qk_norm_rope_kv_past_the_cache_is_a_clear_error():
-    hd, n = 64, 2
+@pytest.mark.parametrize("n,rows", [(9, 8), (1, 0)])
+def test_qk_norm_rope_kv_more_tokens_than_rows_is_a_clear_error(n, rows):
+    """Positions may pass the cache's rows (a sliding-window ring); a pass of
+    more tokens than rows (one row written twice at once) or a cache of no
+    rows is a clear error."""
+    hd = 64
     q, k = np.zeros((n, 2 * hd), np.float32), np.zeros((n, hd), np.float32)
-    kc = np.zeros((8, hd), np.uint16)
-    params = kp.qk_norm_rope_kv(2, 1, hd, n, 7, 0, 1e-6, 0.0, 0, 0, 1e4, 1.0, 8)
-    with pytest.raises(akunu.AkunuError, match="past the end of the KV cache"):
-        _testing.run_kernel("qk_norm_rope_kv", [q, k, k.copy(), q, q, q, kc, kc.copy()], params, device=METAL)
+    kc = np.zeros((max(rows, 1), hd), np.uint16)
+    params = kp.qk_norm_rope_kv(2, 1, hd, n, 7, 0, 1e-6, 0.0, 0, 0, 1e4, 1.0, rows)
+    for dev in ("cpu", METAL):
+        with pytest.raises(akunu.AkunuError, match="rows"):
+            _testing.run_kernel("qk_norm_rope_kv", [q, k, k.copy(), q, q, q, kc, kc.copy()], params, device=dev)
 
 
 # -- rmsnorm_residual -----------------------------------------------------------------------------

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/kernel_params.h"
 #include "core/kv_layout.h"
+#include "core/kv_rows_check.h"
 
 namespace akunu {
 namespace {
@@ -93,8 +94,15 @@ MetalLaunch rope(const uint8_t* b, const ChipConfig&) {
     return {0, Dim3(p.n_tokens), std::min<uint32_t>(ceil32(p.n_heads * p.head_dim / 2), kElementThreads), 0};
 }
 
+// The single-stream cache's writers put position p at ring row p % max_ctx
+// (core/kv_layout.h, core/kv_rows_check.h).
+void check_ring_write(const char* what, uint32_t max_ctx, uint32_t n_tokens) {
+    if (const char* problem = kv_write_rows_problem(max_ctx, n_tokens)) throw Error(std::string(what) + ": " + problem);
+}
+
 MetalLaunch kv_write(const uint8_t* b, const ChipConfig&) {
     auto p = read<KVWriteParams>(b);
+    check_ring_write("kv_write", p.max_ctx, p.n_tokens);
     return {0, Dim3(ceil_div(p.kv_dim, kElementThreads), p.n_tokens), kElementThreads, 0};
 }
 
@@ -114,6 +122,8 @@ MetalLaunch attention_grid(uint32_t head_dim, uint32_t n_heads, uint32_t n_token
 
 MetalLaunch attention(const uint8_t* b, const ChipConfig&) {
     auto p = read<AttentionParams>(b);
+    // keys at their ring rows: the rows must still hold every key of the pass
+    if (const char* problem = kv_rows_problem(p)) throw Error(std::string("attention: ") + problem);
     return attention_grid(p.head_dim, p.n_heads, p.n_tokens);
 }
 
@@ -206,7 +216,7 @@ MetalLaunch norm_per_token(const char* what, const uint8_t* b, const ChipConfig&
 
 MetalLaunch qk_norm_rope_kv(const uint8_t* b, const ChipConfig&) {
     auto p = read<QKRopeKVParams>(b);
-    if ((uint64_t)p.pos0 + p.n_tokens > p.max_ctx) throw Error("qk_norm_rope_kv: rows past the end of the KV cache");
+    check_ring_write("qk_norm_rope_kv", p.max_ctx, p.n_tokens);
     return per_head("qk_norm_rope_kv", p.n_heads, p.n_kv_heads, p.head_dim, p.n_tokens);
 }
 

@@ -129,6 +129,7 @@ class Generation:
         limit = min(len(cached), len(ids) - 1)  # at least one token is fed, for its logits
         while common < limit and cached[common] == ids[common]:
             common += 1
+        common = self.core.reusable_prefix(common)  # 0 when a sliding-window ring has moved past it
         self.core.truncate(common)
         self.result.stats.cached_tokens = common
         try:

@@ -96,6 +96,7 @@ def _compute(model, context: List[int], start: int, top_n: int) -> List[TokenLog
     limit = min(len(cached), start - 1)
     while common < limit and cached[common] == feed[common]:
         common += 1
+    common = core.reusable_prefix(common)  # 0 when a sliding-window ring has moved past it
     walk_rows = (start - 1 - common) + WALK_COST * new
     if len(feed) * vocab * 4 <= MAX_PASS_BYTES and len(feed) <= walk_rows:
         model._cached = []

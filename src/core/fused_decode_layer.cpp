@@ -25,7 +25,7 @@ void fused_decode_layer(Builder& b, const ModelConfig& c, const ArchDescriptor& 
     {
         QKRopeKVParams p{(uint32_t)c.n_heads, (uint32_t)c.n_kv_heads, (uint32_t)c.head_dim, 1, 0,
                          arch.has_qk_norm ? 1u : 0u, c.norm_eps, c.norm_weight_offset, arch.rope_neox ? 1u : 0u,
-                         w.has_rope_freqs ? 1u : 0u, base, scale, (uint32_t)kv.n_ctx,
+                         w.has_rope_freqs ? 1u : 0u, base, scale, kv.rows_of(l),
                          attn, kv.k_type, kv.v_type};
         Cmd cmd(t, device, "qk_norm_rope_kv", "qk_norm_rope_kv");
         cmd.buf(s.q).buf(s.k).buf(s.v);

@@ -72,6 +72,8 @@ struct KVWriteParams {
     uint32_t pos0;
     uint32_t k_stride;  // floats between tokens in the K source
     uint32_t v_stride;
+    // Rows of the cache: position p is written at row kv_ring_row(p, max_ctx)
+    // (core/kv_layout.h; a ring on sliding-window layers, n_ctx elsewhere).
     uint32_t max_ctx;
     // KV cache element types (core/kv_layout.h KvType; 0: F16)
     uint32_t k_type;
@@ -88,6 +90,9 @@ struct AttentionParams {
     uint32_t q_stride;  // floats between tokens in q
     uint32_t out_stride;
     float scale;
+    // Rows of the cache: key position j is read from row kv_ring_row(j, max_ctx)
+    // (a ring of max_ctx >= window + n_tokens - 1 rows on sliding-window
+    // layers, so every key a query sees is still there; n_ctx elsewhere).
     uint32_t max_ctx;
     uint32_t causal;  // 1: causal (decoders); 0: each query sees keys [0, pos0 + n_tokens) (encoders)
     // 1: several sequences packed in one pass (encoders): buffer 4 holds each
@@ -232,7 +237,8 @@ struct MultiGemvParams {
 // q [n_heads * head_dim] and k [n_kv_heads * head_dim] get per-head RMSNorm
 // (has_qk_norm, weights buffers 3 / 4) and RoPE at pos0 + t (freq factors
 // buffer 5 when has_freq_factors), in place; then k and v (buffer 2) go to
-// the caches (buffers 6 / 7) at row pos0 + t. Buffers 0 q, 1 k.
+// the caches (buffers 6 / 7) at row kv_ring_row(pos0 + t, max_ctx) (as
+// KVWriteParams::max_ctx). Buffers 0 q, 1 k.
 // Meaning: rmsnorm (q, k), rope (q, k), kv_write.
 struct QKRopeKVParams {
     uint32_t n_heads;

@@ -45,4 +45,11 @@ AKUNU_KV_HD inline uint32_t kv_row_bytes(uint32_t t, uint32_t kv_dim) {
     return (b + 15u) & ~15u;
 }
 
+// The row of a cache of `rows` rows that holds position `pos`. A layer that
+// sees only a sliding window keeps a ring of window + (one pass) rows, so
+// position p lives at row p % rows and a new position overwrites one the
+// window has left; a full-context layer has rows = n_ctx > p, where this is
+// p itself (the branch every full-context read takes, no division).
+AKUNU_KV_HD inline uint32_t kv_ring_row(uint32_t pos, uint32_t rows) { return pos < rows ? pos : pos % rows; }
+
 }  // namespace akunu

@@ -91,7 +91,7 @@ DispatchTable build_dispatch_table(Device& device, const ModelConfig& c, const A
                 .buf(s.k).buf(s.v).buf(pk.k[(size_t)l]).buf(pk.v[(size_t)l]).buf(b.batch->rows).buf(pk.tables)
                 .params(p).patch_n(offsetof(PagedKVWriteParams, n_tokens)).emit();
         } else {
-            KVWriteParams p{kvd, 1, 0, kvd, kvd, (uint32_t)kv.n_ctx, kv.k_type, kv.v_type};
+            KVWriteParams p{kvd, 1, 0, kvd, kvd, kv.rows_of(l), kv.k_type, kv.v_type};
             Cmd(t, device, "kv_write", "kv_write")
                 .buf(s.k).buf(s.v).buf(kv.k[(size_t)l]).buf(kv.v[(size_t)l])
                 .params(p).patch_n(offsetof(KVWriteParams, n_tokens)).patch_pos(offsetof(KVWriteParams, pos0))

@@ -173,7 +173,7 @@ struct Builder {
             return;
         }
         AttentionParams p{(uint32_t)c.n_heads, (uint32_t)c.n_kv_heads, (uint32_t)c.head_dim, 1, 0,
-                          local ? (uint32_t)c.sliding_window : 0u, qd, qd, c.attn_scale, (uint32_t)kv.n_ctx, 1, 0, 0,
+                          local ? (uint32_t)c.sliding_window : 0u, qd, qd, c.attn_scale, kv.rows_of(l), 1, 0, 0,
                           kv.k_type, kv.v_type};
         Cmd cmd(t, dev, "attention", "attention");
         cmd.buf(s.q).buf(kv.k[(size_t)l]).buf(kv.v[(size_t)l]).buf(s.attn);

@@ -24,7 +24,7 @@ void Model::load_encoder(const LoadOptions& opt) {
     // larger request (one -c for several models in a server) is capped there.
     encoder_max_seq_ = std::min(opt.n_ctx > 0 ? opt.n_ctx : kDefaultEncoderContext, cfg_.context_length);
     const int batch = std::max(encoder_max_seq_, kEncoderBatchTokens);
-    check_memory(batch);
+    check_memory(batch, std::vector<int>((size_t)cfg_.n_layers, batch));
     kv_.allocate(*device_, cfg_.n_layers, batch, cfg_.kv_dim());
     scratch_.allocate(*device_, cfg_, batch, 1, 1);
     encoder_table_ = build_encoder_table(*device_, cfg_, arch_, w_, kv_, scratch_);

@@ -1,6 +1,7 @@
 #include "inference/model.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/device_factory.h"
@@ -13,6 +14,10 @@ namespace akunu {
 
 namespace {
 constexpr int kMaxBatch = 1 << 16;  // tokens per prefill pass (its buffers hold this many rows of logits)
+// Rows a sliding-window ring keeps beyond the window and one pass: how far
+// back the context can be cut without re-feeding it (speculative drafts
+// rejected, a chat's re-sent last turn differing in its closing tokens).
+constexpr int kRingSlack = 256;
 // One model, one caller at a time: a second thread gets a clear error instead
 // of corrupting the KV cache. Once a batch engine runs beside the
 // single-stream path, a call waits for its step instead.
@@ -65,8 +70,11 @@ Model::Model(const std::string& path, const LoadOptions& opt) {
     int n_ctx = opt.n_ctx > 0 ? opt.n_ctx : std::min(cfg_.context_length, 4096);
     if (n_ctx > (1 << 20)) throw Error("n_ctx " + std::to_string(n_ctx) + " is too large");
     set_cache_types(opt);
-    check_memory(n_ctx);
-    kv_.allocate(*device_, cfg_.n_layers, n_ctx, cfg_.kv_dim(), cfg_.k_cache_type, cfg_.v_cache_type);
+    const std::vector<int> rows = layer_kv_rows(n_ctx);
+    check_memory(n_ctx, rows);
+    kv_.allocate(*device_, cfg_.n_layers, n_ctx, cfg_.kv_dim(), cfg_.k_cache_type, cfg_.v_cache_type, rows);
+    for (int r : rows)
+        if (r < n_ctx) ring_rows_ = ring_rows_ ? std::min(ring_rows_, r) : r;
     chain_length_ = std::max(1, device_->chain_length());
     chain_out_.resize((size_t)chain_length_ + 1);  // once: decode reads chain results into it
     scratch_.allocate(*device_, cfg_, prefill_chunk_, chain_length_, prefill_chunk_);
@@ -117,9 +125,24 @@ void Model::require_decoder(const char* what) const {
                     "; use embed()");
 }
 
+// Rows of each layer's KV cache: n_ctx, but a sliding-window layer keeps a
+// ring of window + one pass + kRingSlack rows when that is fewer (Gemma 3's
+// local layers: 1088 rows of a 512-token window on CUDA, whatever n_ctx).
+// AKUNU_KV_RING=0 gives every layer n_ctx rows.
+std::vector<int> Model::layer_kv_rows(int n_ctx) const {
+    std::vector<int> rows((size_t)cfg_.n_layers, n_ctx);
+    const char* env = std::getenv("AKUNU_KV_RING");
+    if (env && std::string(env) == "0") return rows;
+    if (env && std::string(env) != "1") throw Error("AKUNU_KV_RING must be 0 or 1, got '" + std::string(env) + "'");
+    for (int l = 0; l < cfg_.n_layers; l++)
+        if (cfg_.layer_is_local[(size_t)l] && cfg_.sliding_window > 0)
+            rows[(size_t)l] = (int)std::min<long long>(n_ctx, (long long)cfg_.sliding_window + prefill_chunk_ + kRingSlack);
+    return rows;
+}
+
 // Refuses, before allocating, a model whose weights exceed the device's
 // memory or whose KV cache and buffers exceed what is free now.
-void Model::check_memory(int n_ctx) const {
+void Model::check_memory(int n_ctx, const std::vector<int>& rows) const {
     auto gib = [](double b) { return std::to_string(b / (1 << 30)).substr(0, 5) + " GiB"; };
     size_t weights = 0;
     for (const auto& t : file_->tensors()) weights += t.n_bytes;
@@ -129,7 +152,9 @@ void Model::check_memory(int n_ctx) const {
                     device_->backend_name() + " device has " + gib((double)total) +
                     " of memory; use a smaller or more quantized model");
     const bool typed = cfg_.k_cache_type != kKvF16 || cfg_.v_cache_type != kKvF16;
-    const double kv = (double)cfg_.n_layers * n_ctx *
+    double all_rows = 0;
+    for (int r : rows) all_rows += r;
+    const double kv = all_rows *
                           (kv_row_bytes(cfg_.k_cache_type, (uint32_t)cfg_.kv_dim()) +
                            kv_row_bytes(cfg_.v_cache_type, (uint32_t)cfg_.kv_dim())) +
                       (typed && device_->stages_typed_kv() ? 4.0 * n_ctx * cfg_.kv_dim() : 0.0);
@@ -170,7 +195,18 @@ BatchEngine& Model::enable_batching(const BatchOptions& opt) {
 void Model::truncate(int n) {
     if (n < 0 || n > n_past_) throw Error("cannot truncate context of " + std::to_string(n_past_) + " to " +
                                           std::to_string(n));
+    if (reusable_prefix(n) != n)
+        throw Error("cannot go back to position " + std::to_string(n) + ": the sliding-window layers keep the last " +
+                    std::to_string(ring_rows_) + " positions and no longer hold the keys it sees; truncate to 0 "
+                    "and feed the context again");
     n_past_ = n;
+    if (n == 0) ring_floor_ = 0;  // every position is written again from here
+}
+
+int Model::reusable_prefix(int n) const {
+    n = std::max(0, std::min(n, n_past_));
+    const int first_key = std::max(0, n + 1 - cfg_.sliding_window);  // the oldest key position n sees
+    return ring_rows_ == 0 || first_key >= ring_floor_ ? n : 0;
 }
 
 void Model::check_tokens(const std::vector<int32_t>& tokens) const {
@@ -206,6 +242,7 @@ void Model::run_prefill_chunks(const std::vector<int32_t>& tokens, PrefillOutput
             device_->read_buffer(logits->data() + start * vocab, scratch_.logits, n * vocab * 4);
         if (mode == PrefillOutput::RowArgmax) device_->read_buffer(ids->data() + start, scratch_.row_ids, n * 4);
         n_past_ += (int)n;
+        note_written(n_past_);
     }
 }
 
@@ -214,6 +251,7 @@ std::vector<float> Model::logits(const std::vector<int32_t>& tokens) {
     BusyGuard g(busy_, batch_);
     check_tokens(tokens);
     n_past_ = 0;
+    ring_floor_ = 0;
     check_room(tokens.size());
     std::vector<float> out(tokens.size() * (size_t)cfg_.vocab_size);
     run_prefill_chunks(tokens, PrefillOutput::AllLogits, &out, nullptr);
@@ -272,6 +310,7 @@ std::vector<int32_t> Model::decode_chain(const DispatchTable& table, int32_t fir
         device_->write_buffer(scratch_.chain_ids, &feed, 4);
         record_history(&feed, 1, n_past_);
         device_->encode_chain(table, (uint32_t)n_past_, chunk);
+        note_written(n_past_ + chunk);  // the chain wrote every step's row, also past a stop
         device_->read_buffer(ids, scratch_.chain_ids, (size_t)(chunk + 1) * 4);
         record_history(ids, (size_t)chunk, n_past_);
         for (int i = 1; i <= chunk; i++) {
@@ -356,6 +395,7 @@ std::vector<float> Model::decode_logits(int32_t token) {
     st.pos0 = (uint32_t)n_past_;
     device_->encode_dispatch_table(decode_table_, st);
     n_past_ += 1;
+    note_written(n_past_);
     std::vector<float> out((size_t)cfg_.vocab_size);
     device_->read_buffer(out.data(), scratch_.logits, out.size() * 4);
     return out;
@@ -370,6 +410,7 @@ std::vector<std::pair<std::string, double>> Model::profile_decode(int32_t token)
     ReplayState st;
     st.pos0 = (uint32_t)n_past_;
     std::vector<double> t = device_->time_commands(decode_table_, st);
+    note_written(n_past_ + 1);  // its row overwrote a ring's older position
     std::vector<std::pair<std::string, double>> out;
     for (size_t i = 0; i < t.size(); i++) out.emplace_back(decode_table_.labels[i], t[i]);
     return out;  // n_past unchanged: the step's KV entry is overwritten by the next real one

@@ -1,6 +1,7 @@
 // A loaded model: weights, KV cache, scratch and the two dispatch tables, all
 // created at load. Generation replays the tables; nothing is allocated per token.
 #pragma once
+#include <algorithm>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -52,8 +53,17 @@ public:
     int n_past() const { return n_past_; }
     size_t memory_bytes() const;
 
-    // Drops cached positions after `n` (n = 0 clears the context).
+    // Drops cached positions after `n` (n = 0 clears the context). A model
+    // whose sliding-window layers keep a ring of rows can go back only as far
+    // as the ring still holds the window before `n` (reusable_prefix);
+    // further is an error.
     void truncate(int n);
+    // The longest prefix of the first n cached positions that truncate keeps:
+    // n, or 0 when the rings of the sliding-window layers no longer hold the
+    // keys position n would see (re-feeding from 0 is then the only way).
+    int reusable_prefix(int n) const;
+    // Rows of the K / V cache of each layer (n_ctx, or a sliding-window ring).
+    const std::vector<int>& kv_rows() const { return kv_.rows; }
     // Logits after every token of `tokens`, from position 0: row-major n x vocab.
     std::vector<float> logits(const std::vector<int32_t>& tokens);
     // Appends tokens at n_past; returns the greedy next token (argmax on the device).
@@ -101,7 +111,13 @@ private:
     void load_encoder(const LoadOptions& opt);
     void check_tokens(const std::vector<int32_t>& tokens) const;
     void check_room(size_t n) const;
-    void check_memory(int n_ctx) const;
+    void check_memory(int n_ctx, const std::vector<int>& rows) const;
+    std::vector<int> layer_kv_rows(int n_ctx) const;
+    // After a pass wrote positions up to `end` (exclusive): positions a ring
+    // may have overwritten are those below end - ring rows.
+    void note_written(int end) {
+        if (ring_rows_) ring_floor_ = std::max(ring_floor_, end - ring_rows_);
+    }
     void set_cache_types(const LoadOptions& opt);
     enum class PrefillOutput { LastRow, AllLogits, RowArgmax };
     // Runs `tokens` at n_past in chunks; AllLogits fills `logits`, RowArgmax fills `ids`.
@@ -144,6 +160,11 @@ private:
     SamplingConfig sampling_;
     bool mask_on_ = false;
     int n_past_ = 0;
+    // Sliding-window rings (kv_rows): the fewest rows of a ring layer (0: no
+    // ring) and the lowest position every ring still holds (positions below
+    // it may have been overwritten by a later one at the same row).
+    int ring_rows_ = 0;
+    int ring_floor_ = 0;
     std::mutex busy_;
     std::unique_ptr<BatchEngine> batch_;
 };

@@ -131,6 +131,8 @@ PYBIND11_MODULE(_core, m) {
         .def_property_readonly("n_past", &Model::n_past)
         .def_property_readonly("memory_bytes", &Model::memory_bytes)
         .def("truncate", &Model::truncate, py::call_guard<py::gil_scoped_release>())
+        .def("reusable_prefix", &Model::reusable_prefix)
+        .def_property_readonly("kv_rows", &Model::kv_rows)
         .def("logits", [](Model& m, const std::vector<int32_t>& tokens) {
             std::vector<float> l;
             {

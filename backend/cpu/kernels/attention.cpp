@@ -14,6 +14,7 @@
 #include "core/half.h"
 #include "core/kernel_params.h"
 #include "core/kv_codec.h"
+#include "core/kv_rows_check.h"
 #include "cpu_kernel.h"
 
 namespace akunu {
@@ -26,9 +27,10 @@ void kv_write(const CpuArgs& a) {
     uint8_t* kc = a.b<uint8_t>(2);
     uint8_t* vc = a.b<uint8_t>(3);
     const size_t krow = kv_row_bytes(p.k_type, p.kv_dim), vrow = kv_row_bytes(p.v_type, p.kv_dim);
+    if (const char* why = kv_write_rows_problem(p.max_ctx, p.n_tokens)) throw Error(std::string("kv_write: ") + why);
     a.pool->parallel_for((int)p.n_tokens, [&](int t0, int t1) {
         for (uint32_t t = (uint32_t)t0; t < (uint32_t)t1; t++) {
-            const size_t pos = p.pos0 + t;
+            const size_t pos = kv_ring_row(p.pos0 + t, p.max_ctx);
             kv_store_row(p.k_type, k + (size_t)t * p.k_stride, p.kv_dim, kc + pos * krow);
             kv_store_row(p.v_type, v + (size_t)t * p.v_stride, p.kv_dim, vc + pos * vrow);
         }
@@ -291,6 +293,7 @@ void attention(const CpuArgs& a) {
     const CacheRows cache{a.b<uint8_t>(1), a.b<uint8_t>(2), p.k_type, p.v_type};
     float* out = a.b<float>(3);
     const int32_t* seg = p.segmented ? a.b<int32_t>(4) : nullptr;
+    if (const char* why = kv_rows_problem(p)) throw Error(std::string("attention: ") + why);
     const uint32_t hd = p.head_dim, kv_dim = p.n_kv_heads * hd;
     const uint32_t group = p.n_heads / p.n_kv_heads;
     const uint32_t n_blocks = (p.n_tokens + kTokenBlock - 1) / kTokenBlock;
@@ -316,7 +319,7 @@ void attention(const CpuArgs& a) {
             }
             attend(HeadBlock{h0, nh, nt, lo, last}, hd, kv_dim, group, p.scale, cache,
                    [&](uint32_t i, uint32_t k) { return q + (size_t)(t0 + i) * p.q_stride + (size_t)(h0 + k) * hd; },
-                   [](uint32_t j) { return j; },
+                   [&](uint32_t j) { return kv_ring_row(j, p.max_ctx); },
                    [&](uint32_t i, uint32_t k) { return out + (size_t)(t0 + i) * p.out_stride + (size_t)(h0 + k) * hd; });
         }
     });

@@ -23,6 +23,7 @@
 #include "core/error.h"
 #include "core/half.h"
 #include "core/kernel_params.h"
+#include "core/kv_rows_check.h"
 #include "cuda_kernel.h"
 #include "kv_cache.cuh"
 
@@ -69,6 +70,8 @@ __global__ void attention_kernel(AttentionParams p, const float* q, const uint8_
         last = p.n_keys - 1;
     }
     const uint32_t n = last + 1 - lo;
+    // key lo + j at ring row ring_add(lo_row, j) (n <= the cache's rows: launch_attention checks)
+    const uint32_t lo_row = kv_ring_row(lo, p.max_ctx);
     float* qr = smem;                 // head_dim
     float* scores = smem + p.head_dim;  // n
     const float* qsrc = q + (size_t)t * p.q_stride + (size_t)h * p.head_dim;
@@ -79,7 +82,7 @@ __global__ void attention_kernel(AttentionParams p, const float* q, const uint8_
     const uint32_t warp = threadIdx.x / 32, lane = threadIdx.x % 32, n_warps = blockDim.x / 32;
     float mx = -FLT_MAX;
     for (uint32_t j = warp; j < n; j += n_warps) {
-        const uint8_t* kr = kv_cache::row_at(kc, p.k_type, kv_dim, lo + j);
+        const uint8_t* kr = kv_cache::row_at(kc, p.k_type, kv_dim, kv_cache::ring_add(lo_row, j, p.max_ctx));
         float s = 0.0f;
         for (uint32_t d = lane; d < p.head_dim; d += 32) s += qr[d] * kv_cache::load(p.k_type, kr, kv_dim, koff + d);
         for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
@@ -105,7 +108,7 @@ __global__ void attention_kernel(AttentionParams p, const float* q, const uint8_
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     const uint32_t per_lane = (p.head_dim + 31) / 32;
     for (uint32_t j = warp; j < n; j += n_warps) {
-        const uint8_t* vr = kv_cache::row_at(vc, p.v_type, kv_dim, lo + j);
+        const uint8_t* vr = kv_cache::row_at(vc, p.v_type, kv_dim, kv_cache::ring_add(lo_row, j, p.max_ctx));
         const float w = scores[j];
         for (uint32_t i = 0; i < per_lane; i++) {
             const uint32_t d = lane + 32 * i;
@@ -125,19 +128,21 @@ __global__ void attention_kernel(AttentionParams p, const float* q, const uint8_
     }
 }
 
-// A typed cache's keys [first, last] as F16 rows at the same positions of the
-// staging buffers: a thread converts 8 values (kv_cache.cuh load8_f16).
-__global__ void stage_f16_kernel(AttentionParams p, uint32_t first, uint32_t rows, const uint8_t* kc,
-                                 const uint8_t* vc, uint16_t* ks, uint16_t* vs) {
+// A typed cache's keys [first, first + n_rows) as F16 rows at the same
+// positions of the staging buffers (n_ctx rows, so never a ring), read from
+// their ring rows (first's is first_row; n_rows <= the cache's rows): a
+// thread converts 8 values (kv_cache.cuh load8_f16).
+__global__ void stage_f16_kernel(AttentionParams p, uint32_t first, uint32_t first_row, uint32_t n_rows,
+                                 const uint8_t* kc, const uint8_t* vc, uint16_t* ks, uint16_t* vs) {
     const uint32_t kv_dim = p.n_kv_heads * p.head_dim, per_row = kv_dim / 8;
     const size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (idx >= (size_t)rows * per_row) return;
-    const size_t pos = first + idx / per_row;
-    const uint32_t i = (uint32_t)(idx % per_row) * 8;
+    if (idx >= (size_t)n_rows * per_row) return;
+    const uint32_t j = (uint32_t)(idx / per_row), i = (uint32_t)(idx % per_row) * 8;
+    const size_t pos = first + j, row = kv_cache::ring_add(first_row, j, p.max_ctx);
     *reinterpret_cast<uint4*>(ks + pos * kv_dim + i) =
-        kv_cache::load8_f16(p.k_type, kv_cache::row_at(kc, p.k_type, kv_dim, pos), kv_dim, i);
+        kv_cache::load8_f16(p.k_type, kv_cache::row_at(kc, p.k_type, kv_dim, row), kv_dim, i);
     *reinterpret_cast<uint4*>(vs + pos * kv_dim + i) =
-        kv_cache::load8_f16(p.v_type, kv_cache::row_at(vc, p.v_type, kv_dim, pos), kv_dim, i);
+        kv_cache::load8_f16(p.v_type, kv_cache::row_at(vc, p.v_type, kv_dim, row), kv_dim, i);
 }
 
 // A many-token pass over a typed cache with staging rows (buffers 5 / 6,
@@ -152,13 +157,17 @@ bool launch_staged_prefill(const CudaArgs& a, const AttentionParams& p) {
     const size_t n = (size_t)rows * (p.n_kv_heads * p.head_dim / 8);
     AttentionParams f16 = p;
     f16.k_type = f16.v_type = kKvF16;
+    // The stage holds each position at its own row (n_ctx rows, past every
+    // position of the pass): no ring there, whatever the cache's rows.
+    f16.max_ctx = p.pos0 + p.n_tokens;
     CudaArgs b = a;
     b.buf[1] = a.buf[5];
     b.buf[2] = a.buf[6];
     std::memcpy(b.params, &f16, sizeof(f16));
     if (!attention_prefill::takes(b, f16)) return false;
-    stage_f16_kernel<<<blocks_for(n, 256), 256, 0, a.stream>>>(p, first, rows, a.b<uint8_t>(1), a.b<uint8_t>(2),
-                                                               b.b<uint16_t>(1), b.b<uint16_t>(2));
+    stage_f16_kernel<<<blocks_for(n, 256), 256, 0, a.stream>>>(p, first, kv_ring_row(first, p.max_ctx), rows,
+                                                               a.b<uint8_t>(1), a.b<uint8_t>(2), b.b<uint16_t>(1),
+                                                               b.b<uint16_t>(2));
     return attention_prefill::launch(b, f16);
 }
 
@@ -166,6 +175,8 @@ void launch_attention(const CudaArgs& a) {
     AttentionParams p = a.p<AttentionParams>();
     if (p.head_dim > 256) throw Error("CUDA attention: head_dim " + std::to_string(p.head_dim) + " > 256");
     if (p.k_type >= kKvTypeCount || p.v_type >= kKvTypeCount) throw Error("CUDA attention: unknown KV cache type");
+    // keys at their ring rows: the rows must still hold every key of the pass
+    if (const char* problem = kv_rows_problem(p)) throw Error(std::string("CUDA attention: ") + problem);
     if (attention_decode::launch(a, p)) return;
     if (attention_decode_kv::launch(a, p)) return;
     if (launch_staged_prefill(a, p)) return;
@@ -197,13 +208,16 @@ bool attention_q8_output(const CudaArgs& a, Q8Link* link) {
     return true;
 }
 
-// K/V rounded to the F16 cache with the CPU's rounding (round to nearest even).
+// K/V rounded to the F16 cache with the CPU's rounding (round to nearest
+// even), each token at its position's ring row (a division only where the
+// position has passed the rows: a ring's, one a thread).
 __global__ void kv_write_kernel(KVWriteParams p, const float* k, const float* v, uint16_t* kc, uint16_t* vc,
                                 const uint32_t* replay_pos) {
     const size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= (size_t)p.kv_dim * p.n_tokens) return;
     const size_t t = idx / p.kv_dim, i = idx % p.kv_dim;
-    const size_t dst = (size_t)(replay_position(replay_pos, p.pos0) + t) * p.kv_dim + i;
+    const uint32_t row = kv_ring_row(replay_position(replay_pos, p.pos0) + (uint32_t)t, p.max_ctx);
+    const size_t dst = (size_t)row * p.kv_dim + i;
     kc[dst] = f32_to_f16(k[t * p.k_stride + i]);
     vc[dst] = f32_to_f16(v[t * p.v_stride + i]);
 }
@@ -212,15 +226,17 @@ __global__ void kv_write_kernel(KVWriteParams p, const float* k, const float* v,
 // cache's rounding (kv_cache.cuh).
 __global__ void kv_write_typed_kernel(KVWriteParams p, const float* k, const float* v, uint8_t* kc, uint8_t* vc,
                                       const uint32_t* replay_pos) {
-    const size_t t = blockIdx.x, pos = replay_position(replay_pos, p.pos0) + t;
-    kv_cache::store_span_block(p.k_type, kv_cache::row_at(kc, p.k_type, p.kv_dim, pos), p.kv_dim, 0, p.kv_dim,
+    const size_t t = blockIdx.x;
+    const uint32_t row = kv_ring_row(replay_position(replay_pos, p.pos0) + (uint32_t)t, p.max_ctx);
+    kv_cache::store_span_block(p.k_type, kv_cache::row_at(kc, p.k_type, p.kv_dim, row), p.kv_dim, 0, p.kv_dim,
                                k + t * p.k_stride);
-    kv_cache::store_span_block(p.v_type, kv_cache::row_at(vc, p.v_type, p.kv_dim, pos), p.kv_dim, 0, p.kv_dim,
+    kv_cache::store_span_block(p.v_type, kv_cache::row_at(vc, p.v_type, p.kv_dim, row), p.kv_dim, 0, p.kv_dim,
                                v + t * p.v_stride);
 }
 
 void launch_kv_write(const CudaArgs& a) {
     KVWriteParams p = a.p<KVWriteParams>();
+    kv_cache::check_ring_write("kv_write", p.max_ctx, p.n_tokens);
     if (p.k_type != kKvF16 || p.v_type != kKvF16) {
         if (p.k_type >= kKvTypeCount || p.v_type >= kKvTypeCount) throw Error("kv_write: unknown KV cache type");
         if (p.kv_dim % kKvBlock) throw Error("kv_write: a Q8_0 / Q4_0 cache needs rows of whole 32-value blocks");

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cfloat>
+#include <cstddef>
 #include <cstdlib>
 #include <string>
 
@@ -27,6 +28,7 @@
 #include "core/kv_layout.h"
 #include "cuda_kernel.h"
 #include "head_prologue.cuh"
+#include "kv_cache.cuh"
 
 namespace akunu {
 namespace attention_decode {
@@ -138,9 +140,19 @@ __device__ void finish_head(const AttentionParams& p, uint32_t h, uint32_t split
     if (threadIdx.x == 0) counters[h] = 0;  // ready for the next layer
 }
 
-// This block's key range after lo and the splits in use (see the kernels).
+// This block's key range after lo and the splits in use (see the kernels),
+// and where the keys are. Key j (position lo + j) is at ring row row(j); or,
+// counted from lo's row lo_row, step(j) rows on: j, less the ring's rows from
+// key jw on, where the ring wraps. The keys a query sees are no more than the
+// rows (launch_attention checks), so they wrap at most once; on a
+// full-context cache row(j) is lo + j and jw is past every key. (Two forms:
+// the per-head kernels keep their speed with row, the grouped one with step.)
 struct SplitRange {
-    uint32_t pos, lo, j0, j1, used;
+    uint32_t pos, lo, j0, j1, used, lo_row, rows, jw;
+    __device__ __forceinline__ uint32_t row(uint32_t j) const { return kv_cache::ring_add(lo_row, j, rows); }
+    __device__ __forceinline__ ptrdiff_t step(uint32_t j) const {
+        return (ptrdiff_t)j - (j >= jw ? (ptrdiff_t)rows : 0);
+    }
 };
 __device__ __forceinline__ SplitRange split_range(const AttentionParams& p, uint32_t n_splits, uint32_t split,
                                                   const uint32_t* replay_pos,
@@ -151,7 +163,9 @@ __device__ __forceinline__ SplitRange split_range(const AttentionParams& p, uint
     const uint32_t chunk = max(min_keys, (n + n_splits - 1) / n_splits);
     const uint32_t j0 = split * chunk;
     // Splits past the keys exit at once; the rest combine only when there are several.
-    return {pos, lo, j0, min(n, j0 + chunk), min(n_splits, (n + chunk - 1) / chunk)};
+    const uint32_t lo_row = kv_ring_row(lo, p.max_ctx);
+    return {pos, lo, j0, min(n, j0 + chunk), min(n_splits, (n + chunk - 1) / chunk), lo_row, p.max_ctx,
+            p.max_ctx - lo_row};
 }
 
 // Grid (n_heads, n_splits), kWarps warps per block; a warp takes one key at
@@ -164,7 +178,7 @@ __global__ void __launch_bounds__(kWarps * 32)
                             const uint32_t* replay_pos, ActQ8 q8) {
     const uint32_t h = blockIdx.x, split = blockIdx.y;
     const SplitRange r = split_range(p, n_splits, split, replay_pos);
-    const uint32_t lo = r.lo, j0 = r.j0, j1 = r.j1, used = r.used;  // keys [j0, j1) after lo
+    const uint32_t j0 = r.j0, j1 = r.j1, used = r.used;  // keys [j0, j1) after lo
     const uint32_t kv_dim = p.n_kv_heads * p.head_dim;
     const size_t koff = (size_t)(h / (p.n_heads / p.n_kv_heads)) * p.head_dim;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -187,7 +201,7 @@ __global__ void __launch_bounds__(kWarps * 32)
         for (int u = 0; u < kUnroll; u++) {
             s[u] = 0.0f;
             if (jb + u < j1) {
-                const size_t at = (size_t)(lo + jb + u) * kv_dim + koff + lane * D;
+                const size_t at = (size_t)r.row(jb + u) * kv_dim + koff + lane * D;
                 float kv[D];
                 load_halves<D>(kc + at, kv);
                 load_halves<D>(vc + at, vv[u]);
@@ -265,18 +279,18 @@ __device__ __forceinline__ void load_slices(const uint16_t* k, const uint16_t* v
 }
 
 // Before the wait (the previous kernel, the prologue, still writing this
-// step's row), asks L2 for the block's K and V rows: rows of earlier steps,
-// long evicted by the step's weights, so their DRAM latency overlaps the
-// prologue. A hint only: L2 is where the prologue's writes land, and the
-// loads after the wait read what is there.
+// step's row), asks L2 for the block's K and V rows (keys [r.j0, r.j1)):
+// rows of earlier steps, long evicted by the step's weights, so their DRAM
+// latency overlaps the prologue. A hint only: L2 is where the prologue's
+// writes land, and the loads after the wait read what is there.
 template <int HD>
-__device__ __forceinline__ void prefetch_kv_rows(const uint16_t* kc, const uint16_t* vc, size_t first_row,
-                                                 uint32_t n_rows, uint32_t kv_dim, size_t koff) {
+__device__ __forceinline__ void prefetch_kv_rows(const uint16_t* kc, const uint16_t* vc, const SplitRange& r,
+                                                 uint32_t kv_dim, size_t koff) {
     constexpr uint32_t kLines = (HD * 2 + 127) / 128;  // 128-byte lines a head's row
-    for (uint32_t i = threadIdx.x; i < n_rows * 2 * kLines; i += blockDim.x) {
-        const uint32_t row = i / (2 * kLines), line = i % kLines;
+    for (uint32_t i = threadIdx.x; i < (r.j1 - r.j0) * 2 * kLines; i += blockDim.x) {
+        const uint32_t key = i / (2 * kLines), line = i % kLines;
         const uint16_t* base = (i / kLines) % 2 ? vc : kc;
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(base + (first_row + row) * kv_dim + koff + 64 * line));
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(base + (size_t)r.row(r.j0 + key) * kv_dim + koff + 64 * line));
     }
 }
 
@@ -316,15 +330,15 @@ __global__ void __launch_bounds__(kWarps * 32)
     uint32_t new_j = UINT32_MAX;
     HeadPairs pairs{};
     if constexpr (Fused) pairs = head_pairs_at(pro.p, r.pos, pro.factors, pro.q_norm, pro.k_norm);
-    prefetch_kv_rows<HD>(kc, vc, (size_t)r.lo + r.j0, r.j1 - r.j0, kv_dim, koff);
+    prefetch_kv_rows<HD>(kc, vc, r, kv_dim, koff);
     // The K / V rows of the warp's first step, into registers before the
     // wait. Rows of keys before this step's
     // were written by earlier steps, by kernels that had finished before the
     // one ahead of this started (launch_pdl: every kernel waits before it
     // lets its dependents start), so only this step's row (jnew, the
     // prologue's) waits. Their latency overlaps the kernel ahead.
-    const uint16_t* kbase = kc + (size_t)r.lo * kv_dim + koff + sub * 32;
-    const uint16_t* vbase = vc + (size_t)r.lo * kv_dim + koff + sub * 32;
+    const uint16_t* kbase = kc + koff + sub * 32;
+    const uint16_t* vbase = vc + koff + sub * 32;
     const uint32_t jnew = r.pos - r.lo;
     auto load_rows = [&](uint32_t jb, uint4 (&kr)[U][4], uint4 (&vr)[U][4]) {
 #pragma unroll
@@ -332,7 +346,10 @@ __global__ void __launch_bounds__(kWarps * 32)
             const uint32_t j = jb + u * KW + g;
 #pragma unroll
             for (int i = 0; i < 4; i++) kr[u][i] = vr[u][i] = make_uint4(0, 0, 0, 0);
-            if (j < r.j1 && j != jnew) load_slices(kbase + (size_t)j * kv_dim, vbase + (size_t)j * kv_dim, kr[u], vr[u]);
+            if (j < r.j1 && j != jnew) {
+                const size_t at = (size_t)r.row(j) * kv_dim;
+                load_slices(kbase + at, vbase + at, kr[u], vr[u]);
+            }
         }
     };
     uint4 kr[U][4], vr[U][4];
@@ -362,8 +379,8 @@ __global__ void __launch_bounds__(kWarps * 32)
             if (has_new) {
                 knew[i0] = f32_to_f16(pairs.b0);
                 knew[i1] = f32_to_f16(pairs.b1);
-                if (h % group == 0) {
-                    const size_t at = (size_t)r.pos * kv_dim + kvh * HD;
+                if (h % group == 0) {  // this step's row: its position's ring row
+                    const size_t at = (size_t)r.row(jnew) * kv_dim + koff;
                     kc[at + i0] = knew[i0];
                     kc[at + i1] = knew[i1];
                     vc[at + i0] = vnew[i0];
@@ -399,7 +416,8 @@ __global__ void __launch_bounds__(kWarps * 32)
             if (Fused && new_j == jnew)  // (a branch: the cache loads keep to the global space)
                 load_slices(knew + sub * 32, vnew + sub * 32, kr[u], vr[u]);
             else
-                load_slices(kbase + (size_t)jnew * kv_dim, vbase + (size_t)jnew * kv_dim, kr[u], vr[u]);
+                load_slices(kbase + (size_t)r.row(jnew) * kv_dim, vbase + (size_t)r.row(jnew) * kv_dim, kr[u],
+                            vr[u]);
         }
         float s[U];
 #pragma unroll
@@ -512,7 +530,8 @@ inline bool absorbs(const CudaArgs& self, const char* prev, const CudaArgs& prev
     const QKRopeKVParams q = prev_args.p<QKRopeKVParams>();
     // the same token, heads and caches; q the prologue's (buffers: see QKRopeKVParams)
     return groups_kernel_takes(self, p) && q.n_tokens == 1 && q.head_dim == p.head_dim && q.n_heads == p.n_heads &&
-           q.n_kv_heads == p.n_kv_heads && q.pos0 == p.pos0 && prev_args.replay_pos == self.replay_pos &&
+           q.n_kv_heads == p.n_kv_heads && q.pos0 == p.pos0 && q.max_ctx == p.max_ctx &&
+           prev_args.replay_pos == self.replay_pos &&
            prev_args.buf[0] == self.buf[0] && prev_args.buf[6] == self.buf[1] && prev_args.buf[7] == self.buf[2];
 }
 

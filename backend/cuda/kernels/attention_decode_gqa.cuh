@@ -140,8 +140,9 @@ __global__ void __launch_bounds__(kWarps * 32)
     if (split >= r.used) return;  // touches nothing (see the per-head kernel)
     const uint32_t kv_dim = p.n_kv_heads * HD;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / L, sub = lane % L;
-    const uint16_t* krows = kc + (size_t)r.lo * kv_dim + (size_t)kvh * HD;
-    const uint16_t* vrows = vc + (size_t)r.lo * kv_dim + (size_t)kvh * HD;
+    // the KV head's slices of lo's rows, where the loads step from (SplitRange::step)
+    uint16_t* krows = kc + (size_t)r.lo_row * kv_dim + (size_t)kvh * HD;
+    uint16_t* vrows = vc + (size_t)r.lo_row * kv_dim + (size_t)kvh * HD;
     const uint32_t jnew = r.pos - r.lo, n_tiles = (r.j1 - r.j0 + T - 1) / T;
     // Tile t to stage b: rows of keys past the split, and this step's (the
     // prologue's, read after the wait), are zeros. Every call commits a group,
@@ -154,7 +155,7 @@ __global__ void __launch_bounds__(kWarps * 32)
                 const int key = c / (HD / 8), col = (c % (HD / 8)) * 8;
                 const uint32_t j = r.j0 + t * T + key;
                 const bool valid = j < r.j1 && j != jnew;
-                const size_t at = (size_t)(valid ? j : 0) * kv_dim + col;
+                const ptrdiff_t at = (valid ? r.step(j) : 0) * kv_dim + col;
                 copy16_async(kt + key * HD + col, krows + at, valid);
                 copy16_async(vt + key * HD + col, vrows + at, valid);
             }
@@ -204,12 +205,12 @@ __global__ void __launch_bounds__(kWarps * 32)
                 if (two) {
                     knew[i0] = f32_to_f16(hp.b0);
                     knew[i1] = f32_to_f16(hp.b1);
-                    if (chunk == 0) {
-                        const size_t at = (size_t)r.pos * kv_dim + kvh * HD;
-                        kc[at + i0] = knew[i0];
-                        kc[at + i1] = knew[i1];
-                        vc[at + i0] = vnew[i0];
-                        vc[at + i1] = vnew[i1];
+                    if (chunk == 0) {  // this step's row: its position's ring row
+                        const ptrdiff_t at = r.step(jnew) * kv_dim;
+                        krows[at + i0] = knew[i0];
+                        krows[at + i1] = knew[i1];
+                        vrows[at + i0] = vnew[i0];
+                        vrows[at + i1] = vnew[i1];
                     }
                 }
             }
@@ -260,8 +261,8 @@ __global__ void __launch_bounds__(kWarps * 32)
                 kr[u] = *reinterpret_cast<const uint4*>(knew + sub * kDims);
                 vr[u] = *reinterpret_cast<const uint4*>(vnew + sub * kDims);
             } else {
-                kr[u] = *reinterpret_cast<const uint4*>(krows + (size_t)jnew * kv_dim + sub * kDims);
-                vr[u] = *reinterpret_cast<const uint4*>(vrows + (size_t)jnew * kv_dim + sub * kDims);
+                kr[u] = *reinterpret_cast<const uint4*>(krows + r.step(jnew) * kv_dim + sub * kDims);
+                vr[u] = *reinterpret_cast<const uint4*>(vrows + r.step(jnew) * kv_dim + sub * kDims);
             }
         }
         float s[U][GC];

@@ -72,6 +72,9 @@ __global__ void __launch_bounds__(kWarps * 32)
     key_range(p, replay_pos, lo, n);
     const uint32_t keys_per_split = split_keys(n, n_splits), used = (n + keys_per_split - 1) / keys_per_split;
     if (blockIdx.y >= used) return;  // past the position: nothing to read
+    // key lo + j at ring row ring_add(lo_row, j) (n <= the cache's rows,
+    // launch_attention checks: the span wraps at most once)
+    const uint32_t lo_row = kv_ring_row(lo, p.max_ctx);
     const float scale = p.scale * kLog2e;  // exponentials base 2
 
     float qv[HG][8];
@@ -99,8 +102,9 @@ __global__ void __launch_bounds__(kWarps * 32)
             for (int u = 0; u < kUnroll; u++) {  // every load first, then the arithmetic
                 const uint32_t j = jb + u * KPW + sub;
                 if (j < j1) {
-                    kv_cache::load8(kt, kc + (size_t)(lo + j) * krow, kv_dim, koff, kf[u]);
-                    kv_cache::load8(vt, vc + (size_t)(lo + j) * vrow, kv_dim, koff, vf[u]);
+                    const size_t row = kv_cache::ring_add(lo_row, j, p.max_ctx);
+                    kv_cache::load8(kt, kc + row * krow, kv_dim, koff, kf[u]);
+                    kv_cache::load8(vt, vc + row * vrow, kv_dim, koff, vf[u]);
                 } else {
 #pragma unroll
                     for (int e = 0; e < 8; e++) kf[u][e] = vf[u][e] = 0.0f;

@@ -91,24 +91,30 @@ __global__ void __launch_bounds__(kWarps * 32, D == 256 ? 1 : 3)
     for (int i = 0; i < D / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 
-    // Stage K and V rows kb..kb+KV-1 into tile pair `stage`; zeros past the
-    // pass (cache rows never written may hold anything, and 0 x NaN would
-    // poison the products).
+    // Stage the K and V rows of keys kb..kb+KV-1 into tile pair `stage`;
+    // zeros outside the keys the block sees (rows past the pass or below its
+    // windows may hold anything: never written, or on a ring another
+    // position's, and 0 x NaN would poison the products). Key kf + j is at
+    // ring row ring_add(kf_row, j): the block's keys are no more than the
+    // cache's rows (launch_attention checks), so one division a tile at most.
     auto stage_tile = [&](int kb, int stage) {
         uint16_t* ks = tiles + stage * 2 * KV * kLd;
         uint16_t* vs = ks + KV * kLd;
+        const int kf = max(kb, block_first);
+        const uint32_t kf_row = kv_ring_row((uint32_t)kf, p.max_ctx);
         for (int i = tid; i < KV * D / 8; i += kWarps * 32) {
             const int r = i / (D / 8), c = i % (D / 8), key = kb + r;
-            const bool valid = key <= block_last;
+            const bool valid = key >= kf && key <= block_last;
+            const size_t row = kv_cache::ring_add(kf_row, (uint32_t)(key - kf), p.max_ctx);
             const uint32_t at = (uint32_t)kvh * D + 8 * c;
             if (kAsync) {
-                copy16_async(ks + r * kLd + 8 * c, valid ? kc + (size_t)key * krow + 2 * at : kc, valid);
-                copy16_async(vs + r * kLd + 8 * c, valid ? vc + (size_t)key * vrow + 2 * at : vc, valid);
+                copy16_async(ks + r * kLd + 8 * c, valid ? kc + row * krow + 2 * at : kc, valid);
+                copy16_async(vs + r * kLd + 8 * c, valid ? vc + row * vrow + 2 * at : vc, valid);
             } else {
                 uint4 kv = make_uint4(0, 0, 0, 0), vv = kv;
                 if (valid) {
-                    kv = kv_cache::load8_f16(p.k_type, kc + (size_t)key * krow, kv_dim, at);
-                    vv = kv_cache::load8_f16(p.v_type, vc + (size_t)key * vrow, kv_dim, at);
+                    kv = kv_cache::load8_f16(p.k_type, kc + row * krow, kv_dim, at);
+                    vv = kv_cache::load8_f16(p.v_type, vc + row * vrow, kv_dim, at);
                 }
                 *reinterpret_cast<uint4*>(ks + r * kLd + 8 * c) = kv;
                 *reinterpret_cast<uint4*>(vs + r * kLd + 8 * c) = vv;

@@ -385,17 +385,18 @@ __global__ void __launch_bounds__(kPrologueThreads)
     // (position and weights only: before the wait; a V head's blocks take none)
     const bool is_q = head < p.n_heads;
     HeadPairs pairs = head_pairs_at(p, pos, factors, is_q ? q_norm : k_norm, nullptr);
+    const uint32_t cache_row = kv_ring_row(pos, p.max_ctx);  // the position's row (a ring's on sliding-window layers)
     pdl_wait();
     pdl_launch_dependents();
     if (head >= p.n_heads + p.n_kv_heads) {  // a V head: straight to the cache
         const uint32_t j = head - p.n_heads - p.n_kv_heads;
-        kv_cache::store_span_block(p.v_type, kv_cache::row_at(vc, p.v_type, kvd, pos), kvd, j * hd, hd,
+        kv_cache::store_span_block(p.v_type, kv_cache::row_at(vc, p.v_type, kvd, cache_row), kvd, j * hd, hd,
                                    v + (size_t)t * kvd + j * hd);
         return;
     }
     const uint32_t j = is_q ? head : head - p.n_heads;
     float* row = is_q ? q + (size_t)t * qd + j * hd : k + (size_t)t * kvd + j * hd;
-    rope_head_store_k(p, pairs, row, is_q, p.k_type, kv_cache::row_at(kc, p.k_type, kvd, pos), kvd, j);
+    rope_head_store_k(p, pairs, row, is_q, p.k_type, kv_cache::row_at(kc, p.k_type, kvd, cache_row), kvd, j);
 }
 
 void launch_qk_rope_kv(const CudaArgs& a) {
@@ -404,6 +405,7 @@ void launch_qk_rope_kv(const CudaArgs& a) {
     if (p.k_type >= kKvTypeCount || p.v_type >= kKvTypeCount) throw Error("qk_norm_rope_kv: unknown KV cache type");
     if ((kv_type_is_block(p.k_type) || kv_type_is_block(p.v_type)) && p.head_dim % kKvBlock)
         throw Error("qk_norm_rope_kv: a Q8_0 / Q4_0 cache needs heads of whole 32-value blocks");
+    kv_cache::check_ring_write("qk_norm_rope_kv", p.max_ctx, p.n_tokens);
     const dim3 grid(p.n_tokens, p.n_heads + 2 * p.n_kv_heads);
     launch_pdl(qk_rope_kv_kernel, grid, kPrologueThreads, 0, a,
         p, a.b<float>(0), a.b<float>(1), a.b<float>(2), a.b<float>(3), a.b<float>(4),

@@ -87,8 +87,9 @@ __device__ inline void norm_rope_pairs(const QKRopeKVParams& p, HeadPairs& h, bo
 // paged twin in fused_batch.cu) once head_pairs_at has run: the held pair
 // read from the head's row, normalized and rotated, written back, and for a
 // K head the row stored into the cache row `cache` (type t, kvd values a
-// row; head j): F16 straight from the pair, the other types from the whole
-// head row once the block has written it. Every thread of the block calls it.
+// row; head j; the caller's: the position's ring row, or its paged pool
+// row): F16 straight from the pair, the other types from the whole head row
+// once the block has written it. Every thread of the block calls it.
 __device__ inline void rope_head_store_k(const QKRopeKVParams& p, HeadPairs& pairs, float* row, bool is_q,
                                          uint32_t t, uint8_t* cache, uint32_t kvd, uint32_t j) {
     if (pairs.active) {

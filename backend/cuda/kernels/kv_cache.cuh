@@ -7,21 +7,43 @@
 #pragma once
 #include <cuda_fp16.h>
 
+#include <string>
+
+#include "core/error.h"
 #include "core/half.h"
 #include "core/kv_codec.h"
 #include "core/kv_layout.h"
+#include "core/kv_rows_check.h"
 
 namespace akunu {
 namespace kv_cache {
 
 constexpr unsigned kFull = 0xffffffffu;
 
-// Row of position `pos` in a cache of rows of `kv_dim` values of type `t`.
-__device__ __forceinline__ uint8_t* row_at(uint8_t* cache, uint32_t t, uint32_t kv_dim, size_t pos) {
-    return cache + pos * kv_row_bytes(t, kv_dim);
+// Row `row` of a cache of rows of `kv_dim` values of type `t`: a position's
+// ring row (kv_ring_row, core/kv_layout.h) or a paged pool row (paged_pool.cuh).
+__device__ __forceinline__ uint8_t* row_at(uint8_t* cache, uint32_t t, uint32_t kv_dim, size_t row) {
+    return cache + row * kv_row_bytes(t, kv_dim);
 }
-__device__ __forceinline__ const uint8_t* row_at(const uint8_t* cache, uint32_t t, uint32_t kv_dim, size_t pos) {
-    return cache + pos * kv_row_bytes(t, kv_dim);
+__device__ __forceinline__ const uint8_t* row_at(const uint8_t* cache, uint32_t t, uint32_t kv_dim, size_t row) {
+    return cache + row * kv_row_bytes(t, kv_dim);
+}
+
+// The ring row of the position j after the one at row `row0`, in a cache of
+// `rows` rows (kv_ring_row of both), for j < rows: the keys a query sees
+// are no more than the rows, so their span wraps at most once and needs no
+// division. Unsigned r - rows wraps above r exactly when r < rows, so the
+// min is the row: one add and one min a key (on a full-context cache, row0 + j).
+__device__ __forceinline__ uint32_t ring_add(uint32_t row0, uint32_t j, uint32_t rows) {
+    const uint32_t r = row0 + j;
+    return min(r, r - rows);
+}
+
+// Host side, before a launch that writes positions to their ring rows
+// (core/kv_rows_check.h: positions may pass max_ctx, a pass may not have
+// more tokens than rows).
+inline void check_ring_write(const char* what, uint32_t max_ctx, uint32_t n_tokens) {
+    if (const char* problem = kv_write_rows_problem(max_ctx, n_tokens)) throw Error(std::string(what) + ": " + problem);
 }
 
 // Value i of a row, as a float.

@@ -24,15 +24,16 @@ inline void kv_write_value(device const float* k, device const float* v, device 
 
 // grid (ceil(kv_dim / threads), n_tokens); threads a multiple of 32. A thread
 // past kv_dim returns, which for the block types (kv_dim % 32 == 0) leaves
-// whole SIMD groups, never part of one.
+// whole SIMD groups, never part of one. Token t goes to the ring row of
+// position pos0 + t (max_ctx rows; the launch rejects a cache of none).
 kernel void kv_write(device const float* k [[buffer(0)]], device const float* v [[buffer(1)]],
                      device uint8_t* kc [[buffer(2)]], device uint8_t* vc [[buffer(3)]],
                      constant KVWriteParams& p [[buffer(AK_PARAMS)]], AK_THREAD_ARGS) {
     const uint i = tgpig.x * ntg + tiitg, t = tgpig.y;
     if (i >= p.kv_dim) return;
-    const ulong pos = p.pos0 + t;
+    const ulong row = kv_ring_row(p.pos0 + t, p.max_ctx);
     kv_write_value(k + (ulong)t * p.k_stride, v + (ulong)t * p.v_stride,
-                   kc + pos * kv_row_bytes(p.k_type, p.kv_dim), vc + pos * kv_row_bytes(p.v_type, p.kv_dim),
+                   kc + row * kv_row_bytes(p.k_type, p.kv_dim), vc + row * kv_row_bytes(p.v_type, p.kv_dim),
                    p.k_type, p.v_type, p.kv_dim, i, tiisg);
 }
 AK_EXPORT_KERNEL(kv_write)
@@ -70,10 +71,13 @@ inline float qk_dot(threadgroup const float* q, KvRows c, device const uint8_t* 
 }
 
 // Where key position j of the row's sequence lives in the caches: the
-// contiguous cache keeps it at row j; the paged pool at the row the
-// sequence's block table gives (PagedKVWriteParams).
+// contiguous cache keeps it at its ring row (kv_ring_row: j itself on a
+// full-context cache, a compare and no division); the paged pool at the row
+// the sequence's block table gives (PagedKVWriteParams). attend_row asks once
+// per key and pass, and the weighted-V pass reuses the rows it stored.
 struct ContiguousKeys {
-    ulong row(uint j) const { return j; }
+    uint rows;  // AttentionParams::max_ctx
+    ulong row(uint j) const { return kv_ring_row(j, rows); }
 };
 struct PagedKeys {
     device const int* table;  // this sequence's block ids
@@ -157,7 +161,9 @@ inline KvRows key_cache(device const uint8_t* base, uint type, uint kv_dim) {
     return KvRows{base, type, kv_dim, (ulong)kv_row_bytes(type, kv_dim)};
 }
 
-// One threadgroup per (head, token), grid (n_heads, n_tokens).
+// One threadgroup per (head, token), grid (n_heads, n_tokens). Keys are read
+// at their ring rows of the max_ctx-row caches; the launch checks that the
+// rows still hold every key the pass reads (core/kv_rows_check.h).
 kernel void attention(device const float* q [[buffer(0)]], device const uint8_t* kc [[buffer(1)]],
                       device const uint8_t* vc [[buffer(2)]], device float* out [[buffer(3)]],
                       device const int* seg [[buffer(4)]], constant AttentionParams& p [[buffer(AK_PARAMS)]],
@@ -177,7 +183,7 @@ kernel void attention(device const float* q [[buffer(0)]], device const uint8_t*
     }
     attend_row(q + (ulong)t * p.q_stride + (ulong)h * hd, key_cache(kc, p.k_type, kv_dim),
                key_cache(vc, p.v_type, kv_dim), out + (ulong)t * p.out_stride + (ulong)h * hd, hd, (h / group) * hd,
-               lo, last, p.scale, ContiguousKeys{}, shared, tiitg, ntg, tiisg, sgitg, nsg);
+               lo, last, p.scale, ContiguousKeys{p.max_ctx}, shared, tiitg, ntg, tiisg, sgitg, nsg);
 }
 AK_EXPORT_KERNEL(attention)
 

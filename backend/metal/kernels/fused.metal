@@ -142,10 +142,10 @@ AK_EXPORT("gemv_multi_large", gemv_multi<2>)
 // values a SIMD group (the CPU's meaning: kv_write of the rotated k). k's
 // groups also copy their head of v to the V cache. The body of
 // qk_norm_rope_kv and its paged twin: token t at position pos, its K and V
-// cache rows krow / vrow (write_cache false: none).
+// cache rows krow / vrow (the caller's: the ring row or the pool row).
 inline void qk_norm_rope_kv_head(device float* q, device float* k, device const float* v,
                                  device const float* qw, device const float* kw, device const float* factors,
-                                 thread const QKRopeKVParams& p, uint t, uint pos, bool write_cache,
+                                 thread const QKRopeKVParams& p, uint t, uint pos,
                                  device uint8_t* krow, device uint8_t* vrow, threadgroup float* scratch,
                                  uint head_index, uint tid, uint n_threads, uint lane, uint sg, uint n_sg) {
     const uint hd = p.head_dim, half_dim = hd / 2;
@@ -161,8 +161,7 @@ inline void qk_norm_rope_kv_head(device float* q, device float* k, device const 
         ss = tg_sum(ss, scratch, lane, sg, n_sg);
         scale = 1.0f / sqrt(ss / (float)hd + p.eps);
     }
-    const bool cache = is_k && write_cache;
-    const bool k_in_pairs = cache && !kv_type_is_block(p.k_type);
+    const bool k_in_pairs = is_k && !kv_type_is_block(p.k_type);
     for (uint i = tid; i < half_dim; i += n_threads) {
         const uint i0 = p.neox ? i : 2 * i, i1 = p.neox ? i + half_dim : 2 * i + 1;
         float x0 = head[i0], x1 = head[i1];
@@ -180,13 +179,13 @@ inline void qk_norm_rope_kv_head(device float* q, device float* k, device const 
             kv_store(p.k_type, krow, kvd, h * hd + i1, r1, lane);
         }
     }
-    if (cache && kv_type_is_block(p.k_type)) {  // uniform in the threadgroup: every thread reaches the barrier
+    if (is_k && kv_type_is_block(p.k_type)) {  // uniform in the threadgroup: every thread reaches the barrier
         // a block's values were rotated by other threads (pairs straddle
         // blocks): read them back from the head once all are written
         threadgroup_barrier(mem_flags::mem_device);
         for (uint i = tid; i < hd; i += n_threads) kv_store(p.k_type, krow, kvd, h * hd + i, head[i], lane);
     }
-    if (cache) {
+    if (is_k) {
         device const float* vsrc = v + (ulong)t * kvd + (ulong)h * hd;
         for (uint i = tid; i < hd; i += n_threads) kv_store(p.v_type, vrow, kvd, h * hd + i, vsrc[i], lane);
         if (h == 0 && tid == 0) {
@@ -197,7 +196,8 @@ inline void qk_norm_rope_kv_head(device float* q, device float* k, device const 
 }
 
 // Buffers: 0 q, 1 k, 2 v, 3 q norm, 4 k norm, 5 freq factors, 6 K cache, 7 V
-// cache (rows of n_kv_heads * head_dim values in p.k_type / p.v_type). Grid
+// cache (rows of n_kv_heads * head_dim values in p.k_type / p.v_type), token
+// t at the ring row of position pos0 + t (max_ctx rows, KVWriteParams). Grid
 // (n_heads + n_kv_heads, n_tokens); threads a multiple of 32.
 kernel void qk_norm_rope_kv(device float* q [[buffer(0)]], device float* k [[buffer(1)]],
                             device const float* v [[buffer(2)]], device const float* qw [[buffer(3)]],
@@ -207,9 +207,9 @@ kernel void qk_norm_rope_kv(device float* q [[buffer(0)]], device float* k [[buf
                             threadgroup float* scratch AK_THREADGROUP_MEMORY, AK_THREAD_ARGS) {
     const QKRopeKVParams p = params;
     const uint t = tgpig.y, pos = p.pos0 + t, kvd = p.n_kv_heads * p.head_dim;
-    qk_norm_rope_kv_head(q, k, v, qw, kw, factors, p, t, pos, pos < p.max_ctx,  // (the launch rejects rows past the cache)
-                         kc + (ulong)pos * kv_row_bytes(p.k_type, kvd), vc + (ulong)pos * kv_row_bytes(p.v_type, kvd),
-                         scratch, tgpig.x, tiitg, ntg, tiisg, sgitg, nsg);
+    const ulong row = kv_ring_row(pos, p.max_ctx);  // (the launch rejects a cache of no rows)
+    qk_norm_rope_kv_head(q, k, v, qw, kw, factors, p, t, pos, kc + row * kv_row_bytes(p.k_type, kvd),
+                         vc + row * kv_row_bytes(p.v_type, kvd), scratch, tgpig.x, tiitg, ntg, tiisg, sgitg, nsg);
 }
 AK_EXPORT_KERNEL(qk_norm_rope_kv)
 
@@ -245,7 +245,7 @@ kernel void qk_norm_rope_kv_paged(device float* q [[buffer(0)]], device float* k
     const uint kvd = pp.n_kv_heads * pp.head_dim;
     const ulong at = (ulong)tables[(ulong)seq * pp.max_blocks + pos / pp.block_size] * pp.block_size +
                      pos % pp.block_size;
-    qk_norm_rope_kv_head(q, k, v, qw, kw, factors, p, t, pos, true, kc + at * kv_row_bytes(pp.k_type, kvd),
+    qk_norm_rope_kv_head(q, k, v, qw, kw, factors, p, t, pos, kc + at * kv_row_bytes(pp.k_type, kvd),
                          vc + at * kv_row_bytes(pp.v_type, kvd), scratch, tgpig.x, tiitg, ntg, tiisg, sgitg, nsg);
 }
 AK_EXPORT_KERNEL(qk_norm_rope_kv_paged)
