@@ -198,3 +198,40 @@ def test_cancelled_tasks_free_the_model(model):
     # both long generations stopped early (alone they run all 400 tokens)
     full = len(ps[0]) + 399
     assert stopped_stream < full and stopped_call < full, (stopped_stream, stopped_call, full)
+
+
+def test_whisper_callers_take_turns(whisper_tiny_en_dir, speech):
+    """Threads and asyncio tasks transcribing with one Whisper model: each gets
+    what it gets alone; a stream read halfway and closed gives its turn back;
+    a thread with an open stream gets an error, not a deadlock."""
+    asr = akunu.load(whisper_tiny_en_dir)
+    names = ["fox", "weather", "kitchen", "numbers"]
+    want = {n: asr.transcribe(speech[n][0], language="en", temperature=0.0).text for n in names}
+    got, errors = {}, []
+
+    def work(n):
+        try:
+            got[n] = asr.transcribe(speech[n][0], language="en", temperature=0.0).text
+        except Exception as e:  # noqa: BLE001 (reported below)
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in names]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(TIMEOUT)
+        assert not t.is_alive(), "a transcription never got its turn"
+    assert not errors and got == want, errors
+
+    async def main():
+        results = await asyncio.wait_for(asyncio.gather(
+            *(asr.atranscribe(speech[n][0], language="en", temperature=0.0) for n in names[:2])), TIMEOUT)
+        return [r.text for r in results]
+
+    assert asyncio.run(main()) == [want[n] for n in names[:2]]
+    stream = asr.transcribe_stream(speech["long"][0], language="en", temperature=0.0)
+    next(stream)
+    with pytest.raises(akunu.AkunuError, match="already has a generation open"):
+        asr.transcribe(speech["fox"][0], language="en", temperature=0.0)
+    stream.close()
+    assert asr.transcribe(speech["fox"][0], language="en", temperature=0.0).text == want["fox"]

@@ -487,17 +487,8 @@ class Model:
         return await async_calls.call(lambda: self.embed(texts, truncate))
 
     # -- lifetime -------------------------------------------------------------
-    def _exclusive(self):
-        model = self
-
-        class _Guard:
-            def __enter__(self):
-                model._turns.acquire()
-
-            def __exit__(self, *exc):
-                model._turns.release()
-
-        return _Guard()
+    def _exclusive(self) -> TurnLock:
+        return self._turns  # ``with``: one turn
 
     def close(self) -> None:
         """Free the model's memory (weights, KV cache) now rather than at garbage collection."""
@@ -567,7 +558,7 @@ def load(path: str, device: str = "cpu", n_ctx: Optional[int] = None, n_threads:
             raise AkunuError("kv_type applies to text-generation models; Whisper's caches are F16")
         from .whisper import WhisperModel
 
-        return WhisperModel(path, device=device, n_threads=n_threads, n_beams=n_beams)
+        return WhisperModel(path, device=device, n_threads=n_threads, n_beams=n_beams, max_queue=max_queue)
     return Model(path, device=device, n_ctx=n_ctx, n_threads=n_threads, chat_template=chat_template,
                  n_batch=n_batch, parallel=parallel, kv_tokens=kv_tokens, max_queue=max_queue,
                  tensor_parallel=tensor_parallel, kv_type=kv_type)

@@ -49,3 +49,11 @@ class TurnLock:
             self._owner = None
             self._serving += 1
             self._cond.notify_all()
+
+    # ``with turns:`` is one turn
+    def __enter__(self) -> "TurnLock":
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()

@@ -6,12 +6,11 @@ files or arrays, with the encoder and decoder passes in the native core.
 from __future__ import annotations
 
 import os
-import threading
 from typing import Any, Callable, Dict, Iterator, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
-from .. import _core
+from .. import _core, async_calls
 from ..cuda_libraries import export_cublas_dirs
 from ..errors import AkunuError, UnsupportedModelError
 from .audio import SAMPLE_RATE, AudioInput, load_audio
@@ -19,6 +18,7 @@ from .decoding import DecodeOptions, WindowDecoder
 from .mel import N_FRAMES, log_mel_spectrogram, pad_or_trim
 from .tokens import WhisperTokenizer
 from .transcribe import Segment, TranscribeOptions, TranscriptionResult, iterate_segments
+from ..turns import TurnLock
 
 DEFAULT_TEMPERATURES = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
 
@@ -29,7 +29,7 @@ class WhisperModel:
     is_embedding_model = False
     is_whisper = True
 
-    def __init__(self, path: str, device: str = "cpu", n_threads: int = 0, n_beams: int = 5):
+    def __init__(self, path: str, device: str = "cpu", n_threads: int = 0, n_beams: int = 5, max_queue: int = 0):
         if not isinstance(n_beams, int) or not 1 <= n_beams <= 16:
             raise AkunuError(f"n_beams must be an integer in [1, 16], got {n_beams!r}")
         self.path = path
@@ -52,7 +52,9 @@ class WhisperModel:
         self.suppress_tokens = tuple(sorted({t for t in list(base) + specials
                                              if t is not None and 0 <= t < cfg["vocab_size"]}))
         self._decoder = WindowDecoder(self._m, tok, cfg["n_text_ctx"])
-        self._lock = threading.Lock()
+        # Threads and asyncio tasks take turns in arrival order (akunu.turns);
+        # a streamed transcription holds its turn until it ends or is closed.
+        self._turns = TurnLock(max_queue)
 
     # -- introspection --------------------------------------------------------
     @property
@@ -102,7 +104,7 @@ class WhisperModel:
         mel_window = np.asarray(mel_window, dtype=np.float32)
         if mel_window.ndim != 2 or mel_window.shape[0] != m.config["n_mels"]:
             raise AkunuError(f"expected a [{m.config['n_mels']}, frames] log-mel window, got {mel_window.shape}")
-        with self._lock:
+        with self._turns:
             m.encode(np.ascontiguousarray(pad_or_trim(mel_window).T))
             return m.encoder_output()
 
@@ -115,7 +117,7 @@ class WhisperModel:
         if not self.tokenizer.multilingual:
             return "en", {"en": 1.0}
         m = self._core()
-        with self._lock:
+        with self._turns:
             m.encode(np.ascontiguousarray(pad_or_trim(mel[:, :N_FRAMES]).T))
             return self._decoder.detect_language()
 
@@ -166,7 +168,7 @@ class WhisperModel:
         m = self._core()
 
         def run():
-            with self._lock:
+            with self._turns:
                 yield from iterate_segments(m, self._decoder, mel, base, opts)
 
         return (language, probs, (mel.shape[1] - 1) * 0.01), run()
@@ -199,3 +201,8 @@ class WhisperModel:
         return TranscriptionResult(text="".join(s.text for s in out).strip(), segments=out, language=lang,
                                    language_probability=probs.get(lang) if probs else None,
                                    duration=round(duration, 3), language_probs=probs)
+
+    async def atranscribe(self, audio: AudioInput, **kwargs: Any) -> TranscriptionResult:
+        """:meth:`transcribe` for asyncio (same arguments): the work runs on a thread of its own,
+        waiting its turn on the model as threads do."""
+        return await async_calls.call(lambda: self.transcribe(audio, **kwargs))
