@@ -105,11 +105,12 @@ def test_qk_norm_rope_kv_wraps(device):
         _testing.run_kernel("qk_norm_rope_kv", [qq, kk, v, qw, kw, fac, kc, vc], params, device=dev)
         outs.append((qq, kk, kc, vc))
     (qc, kc_, kflat, vflat), (qd, kd, kring, vring) = outs
-    assert rel_l2(qd, qc) < 2e-5 and rel_l2(kd, kc_) < 2e-5
+    # RoPE at angles of ~5000 rad: an ulp of the angle (5e-4) moves sin / cos by as much
+    assert rel_l2(qd, qc) < 1e-4 and rel_l2(kd, kc_) < 1e-4
     at = (pos0 + np.arange(n)) % rows
     np.testing.assert_array_equal(vring[at], vflat[pos0:])
     got, want = (x.view(np.float16).astype(np.float32) for x in (kring[at], kflat[pos0:]))
-    assert (np.abs(got - want) <= np.abs(want) * 2 ** -10 + 1e-7).all()  # RoPE's ulp, as test_qk_norm_rope_kv
+    assert (np.abs(got - want) <= np.abs(want) * 2 ** -9 + 1e-6).all()  # an F16 step or two where RoPE moved
     others = np.setdiff1d(np.arange(rows), at)
     assert (kring[others] == 0x7E00).all() and (vring[others] == 0x7E00).all()
 
@@ -167,6 +168,18 @@ def test_attention_over_ring(device, case, t_k, t_v):
         np.testing.assert_array_equal(got, want, err_msg=seed_msg(key))
     else:
         assert rel_l2(got, want) < 5e-4, seed_msg(key)
+
+
+def test_decode_kernels_share_the_workspace(device):
+    """CUDA's split decode kernels keep their partials in one device
+    workspace: a typed-cache decode, an F16 one and the F16 one again, each
+    right, whatever ran before it (partials never land on another kernel's
+    counters)."""
+    if device != "cuda":
+        pytest.skip("the CUDA decode workspace")
+    for case, t_k, t_v in (("gemma3-decode", "q8_0", "q4_0"), ("gqa-decode-deep", "f16", "f16"),
+                           ("gemma3-decode", "q8_0", "q8_0"), ("gemma3-decode", "f16", "f16")):
+        test_attention_over_ring(device, case, t_k, t_v)
 
 
 def test_ring_too_small_is_an_error(device):

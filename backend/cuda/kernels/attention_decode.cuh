@@ -559,7 +559,8 @@ inline bool launch(const CudaArgs& a, const AttentionParams& p) {
     const uint32_t span = p.window ? std::min(p.window, p.max_ctx) : p.max_ctx;
     const uint32_t most = std::clamp<uint32_t>(2u * (uint32_t)a.tuning->sm_count / p.n_heads, 1, kMaxSplits);
     uint32_t n_splits = std::clamp<uint32_t>((span + kMinKeysPerSplit - 1) / kMinKeysPerSplit, 1, most);
-    const size_t partials_at = ((size_t)p.n_heads * 4 + 255) / 256 * 256;
+    if ((size_t)p.n_heads * 4 > kWorkspaceCounterBytes) throw Error("CUDA attention: more heads than the split counters hold");
+    const size_t partials_at = kWorkspaceCounterBytes;
     auto fits = [&](uint32_t s) { return partials_at + (size_t)p.n_heads * s * (p.head_dim + 2) * 4 <= a.workspace_bytes; };
     while (n_splits > 1 && !fits(n_splits)) n_splits /= 2;
     uint32_t* counters = reinterpret_cast<uint32_t*>(a.workspace);

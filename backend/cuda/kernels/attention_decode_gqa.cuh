@@ -400,7 +400,8 @@ inline void launch(const CudaArgs& a, const AttentionParams& p) {
     const uint32_t most = std::clamp<uint32_t>(3u * (uint32_t)a.tuning->sm_count / rows, 1, kMaxSplits);
     const uint32_t tile = p.head_dim == 64 ? tile_keys<64>() : p.head_dim == 128 ? tile_keys<128>() : tile_keys<256>();
     uint32_t n_splits = std::clamp<uint32_t>((span + tile - 1) / tile, 1, most);
-    const size_t partials_at = ((size_t)p.n_heads * 4 + 255) / 256 * 256;
+    if ((size_t)p.n_heads * 4 > kWorkspaceCounterBytes) throw Error("CUDA attention: more heads than the split counters hold");
+    const size_t partials_at = kWorkspaceCounterBytes;
     auto fits = [&](uint32_t s) { return partials_at + (size_t)p.n_heads * s * (p.head_dim + 2) * 4 <= a.workspace_bytes; };
     while (n_splits > 1 && !fits(n_splits)) n_splits /= 2;
     uint32_t* counters = reinterpret_cast<uint32_t*>(a.workspace);

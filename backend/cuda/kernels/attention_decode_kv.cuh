@@ -270,10 +270,11 @@ void launch_heads(const CudaArgs& a, const AttentionParams& p, uint32_t fit, flo
 // to the other kernels.
 inline bool launch(const CudaArgs& a, const AttentionParams& p) {
     if (!takes(p)) return false;
+    // (partials after the workspace's counters, which the F16 split kernels count in)
     const size_t split_bytes = (size_t)p.n_heads * (p.head_dim + 2) * 4;
-    const uint32_t fit = (uint32_t)std::min<size_t>(kMaxSplits, a.workspace_bytes / split_bytes);
+    const uint32_t fit = (uint32_t)std::min<size_t>(kMaxSplits, (a.workspace_bytes - kWorkspaceCounterBytes) / split_bytes);
     if (fit == 0) throw Error("CUDA attention: the decode workspace cannot hold one split a head");
-    float* partials = reinterpret_cast<float*>(a.workspace);
+    float* partials = reinterpret_cast<float*>(a.workspace + kWorkspaceCounterBytes);
     switch (p.head_dim) {
         case 64: launch_heads<64>(a, p, fit, partials); break;
         case 128: launch_heads<128>(a, p, fit, partials); break;

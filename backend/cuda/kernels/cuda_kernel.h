@@ -78,6 +78,10 @@ struct CommandBytes {
     T* b(int i) const { return reinterpret_cast<T*>(buf[i]); }
 };
 
+// Bytes at the start of CudaArgs::workspace kept for counters (4 bytes a
+// head or row: up to 1024).
+constexpr size_t kWorkspaceCounterBytes = 4096;
+
 struct CudaArgs : CommandBytes {
     cudaStream_t stream;
     // The device's tuning (cuda_tuning.h), decided when it was made.
@@ -90,7 +94,10 @@ struct CudaArgs : CommandBytes {
     const uint32_t* replay_pos = nullptr;
     const uint32_t* replay_token = nullptr;
     // Device scratch owned by the CudaDevice (split-attention partials), zeroed
-    // at creation; kernels that count in it leave their counters at zero.
+    // at creation. Its first kWorkspaceCounterBytes hold counters, zero at
+    // rest (a kernel that counts in them leaves them at zero); partials go
+    // after them (workspace_partials), so one kernel's partials never land
+    // on another's counters.
     uint8_t* workspace = nullptr;
     size_t workspace_bytes = 0;
     // Device scratch for a decode GEMV's 8-bit activations (act_q8.h): written

@@ -85,8 +85,8 @@ void launch_argmax(const CudaArgs& a) {
     // Parts per row: about one block per 1k logits, at most kArgmaxThreads
     // (the final reduction's one value per thread), when the workspace holds them.
     uint32_t parts = std::min<uint32_t>(kArgmaxThreads, std::max<uint32_t>(1, p.vocab / 1024));
-    const size_t partials_at = ((size_t)p.n_rows * sizeof(uint32_t) + 255) / 256 * 256;
-    if (!a.workspace || partials_at + (size_t)p.n_rows * parts * sizeof(float2) > a.workspace_bytes) parts = 1;
+    const size_t partials_at = kWorkspaceCounterBytes;  // after every kernel's counters
+    if (!a.workspace || (size_t)p.n_rows * sizeof(uint32_t) > kWorkspaceCounterBytes || partials_at + (size_t)p.n_rows * parts * sizeof(float2) > a.workspace_bytes) parts = 1;
     launch_pdl(argmax_kernel, dim3(parts, p.n_rows), kArgmaxThreads, 0, a, p, a.b<float>(0), a.b<int32_t>(1),
                a.replay_token, reinterpret_cast<float2*>(a.workspace + partials_at),
                reinterpret_cast<uint32_t*>(a.workspace));
