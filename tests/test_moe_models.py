@@ -36,8 +36,10 @@ FLOAT_NUMPY_TOL = 0.01
 # logits of the last expert chosen and the first left out, in the float64
 # reference, any layer) may be routed either way by two correct
 # implementations: its own logits are excused (at most a fraction MAX_EXCUSED
-# of the tokens; the rest must match).
-FLOAT_ROUTER_GAP, QUANT_ROUTER_GAP = 0.02, 0.05
+# of the tokens; the rest must match). Quantized matmuls round activations
+# to 8 bits, which moves router logits by up to about 0.07 (MXFP4 models:
+# experts swapped at gaps of 0.05 and 0.063).
+FLOAT_ROUTER_GAP, QUANT_ROUTER_GAP = 0.02, 0.1
 MAX_EXCUSED = 0.2
 
 
