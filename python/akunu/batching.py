@@ -96,6 +96,10 @@ class BatchedStream:
             return item  # a piece the scheduler made (grammar requests)
         raise StopIteration
 
+    def ready(self) -> bool:
+        """Whether the next piece (or the end) is already here: next() would not wait for a pass."""
+        return self._ended or not self._job.events.empty()
+
     def close(self) -> None:
         if not self._ended:
             self._ended = True

@@ -32,6 +32,11 @@ class ChunkStream:
     def __next__(self) -> Dict[str, Any]:
         return next(self._chunks)
 
+    def ready(self) -> bool:
+        """Whether the generation has a piece waiting (a batched one says; others: False)."""
+        ready = getattr(self._stream, "ready", None)
+        return bool(ready and ready())
+
     @property
     def result(self):
         return self._stream.result
@@ -193,6 +198,10 @@ class _Choices:
         return GenerationResult(text="", tokens=[], finish_reason=rs[-1].finish_reason,
                                 stats=GenerationStats(prompt_tokens=u["prompt_tokens"],
                                                       generated_tokens=u["completion_tokens"]))
+
+    def ready(self) -> bool:
+        ready = getattr(self.streams[-1], "ready", None)
+        return bool(ready and ready())
 
     def close(self) -> None:
         for s in self.streams:

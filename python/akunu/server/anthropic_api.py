@@ -644,17 +644,12 @@ async def _stream(request: Request, slot, msgs, tools, kwargs, metrics):
         yield _event("message_start", {"message": {
             "id": _message_id(), "type": "message", "role": "assistant", "model": slot.name, "content": [],
             "stop_reason": None, "stop_sequence": None, "usage": {"input_tokens": n_prompt, "output_tokens": 0}}})
-        chunk = gen.first
-        while chunk is not None:
-            for ev in tr.feed(chunk):
-                yield ev
-            if await request.is_disconnected():
-                return
-            try:
-                chunk = await gen.next()
-            except AkunuError as e:
-                yield _event("error", {"error": {"type": "api_error", "message": str(e)}})
-                return
+        try:
+            async for chunks in gen.batches():
+                yield b"".join(ev for chunk in chunks for ev in tr.feed(chunk))
+        except AkunuError as e:
+            yield _event("error", {"error": {"type": "api_error", "message": str(e)}})
+            return
         result = gen.chunks.result
         for ev in tr.end(result.stats.generated_tokens, matched_stop(model, result, kwargs.get("stop"))):
             yield ev

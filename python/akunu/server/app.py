@@ -10,13 +10,12 @@ Either way at most max_queue requests wait; one more gets 429."""
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import threading
 import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Callable, Dict, Iterator, Optional
+from typing import Any, AsyncIterator, Callable, Dict, Iterator, List, Optional
 
 import anyio
 from fastapi import FastAPI, Request
@@ -30,6 +29,7 @@ from ..errors import AkunuError
 from . import request_fields as rf
 from .errors import ApiError, error_response, queue_full
 from .metrics import Metrics
+from .request_guard import RequestGuard
 
 
 @dataclass
@@ -75,6 +75,20 @@ def _next_chunk(chunks, gate: threading.Lock):
     running while a worker thread is still inside the generator."""
     with gate:
         return next(chunks, None)
+
+
+def _next_chunks(chunks, gate: threading.Lock, most: int = 256) -> List[Dict[str, Any]]:
+    """The stream's next chunk and those after it that are ready without waiting, so a
+    reader that fell behind catches up in one trip to a worker thread and one socket write;
+    [] at the end."""
+    ready = getattr(chunks, "ready", None)
+    out: List[Dict[str, Any]] = []
+    with gate:
+        for chunk in chunks:
+            out.append(chunk)
+            if ready is None or len(out) >= most or not ready():
+                break
+    return out
 
 
 def _close_chunks(chunks, gate: threading.Lock, batched: bool) -> None:
@@ -126,6 +140,19 @@ class GenerationStream:
         return await anyio.to_thread.run_sync(_next_chunk, self.chunks, self.gate, abandon_on_cancel=True,
                                               limiter=self.limiter)
 
+    async def batches(self) -> AsyncIterator[List[Dict[str, Any]]]:
+        """The first chunk, then the rest in lists of those ready together (one chunk each while
+        the reader keeps up)."""
+        if self.first is None:
+            return
+        yield [self.first]
+        while True:
+            chunks = await anyio.to_thread.run_sync(_next_chunks, self.chunks, self.gate, abandon_on_cancel=True,
+                                                    limiter=self.limiter)
+            if not chunks:
+                return
+            yield chunks
+
     async def finish(self) -> None:
         if self._done:
             return
@@ -163,24 +190,8 @@ def create_app(models: Dict[str, Any], api_key: Optional[str] = None,
     app.state.metrics = metrics
 
     # -- plumbing ---------------------------------------------------------------
-    @app.middleware("http")
-    async def guard(request: Request, call_next):
-        path = request.url.path
-        try:
-            if api_key and path not in ("/health",):
-                auth = request.headers.get("authorization", "")
-                if not hmac.compare_digest(auth.encode(), f"Bearer {api_key}".encode()):
-                    raise ApiError(401, "invalid or missing API key (send 'Authorization: Bearer KEY')",
-                                   "authentication_error", code="invalid_api_key")
-            length = request.headers.get("content-length")
-            limit = limits.max_audio_bytes if path.startswith("/v1/audio/") else limits.max_body_bytes
-            if length is not None and length.isdigit() and int(length) > limit:
-                raise ApiError(413, f"request body of {length} bytes exceeds the limit of {limit} bytes")
-            response = await call_next(request)
-        except ApiError as e:
-            response = e.response()
-        metrics.request(path, response.status_code)
-        return response
+    app.add_middleware(RequestGuard, api_key=api_key, max_body_bytes=limits.max_body_bytes,
+                       max_audio_bytes=limits.max_audio_bytes, metrics=metrics)
 
     @app.exception_handler(ApiError)
     async def api_error(_: Request, e: ApiError):
@@ -280,20 +291,17 @@ def create_app(models: Dict[str, Any], api_key: Optional[str] = None,
             gen = await GenerationStream(slot, turn(slot), metrics).open(lambda: fn(stream=True, **kwargs))
         except AkunuError as e:
             raise as_api_error(e) from None
-        return _StreamWithCleanup(sse(request, gen), gen.finish)
+        return _StreamWithCleanup(sse(gen), gen.finish)
 
-    async def sse(request: Request, gen: GenerationStream) -> AsyncIterator[bytes]:
-        chunk = gen.first
-        while chunk is not None:
-            yield f"data: {json.dumps(chunk)}\n\n".encode()
-            if await request.is_disconnected():
-                return  # the client left: stop generating
-            try:
-                chunk = await gen.next()
-            except AkunuError as e:
-                err = {"error": {"message": str(e), "type": "server_error", "param": None, "code": None}}
-                yield f"data: {json.dumps(err)}\n\n".encode()
-                break
+    async def sse(gen: GenerationStream) -> AsyncIterator[bytes]:
+        # a client that leaves ends the response (Starlette listens for the disconnect), which
+        # cancels this generator and stops the generation
+        try:
+            async for chunks in gen.batches():
+                yield "".join(f"data: {json.dumps(c)}\n\n" for c in chunks).encode()
+        except AkunuError as e:
+            err = {"error": {"message": str(e), "type": "server_error", "param": None, "code": None}}
+            yield f"data: {json.dumps(err)}\n\n".encode()
         yield b"data: [DONE]\n\n"
 
     # -- routes -------------------------------------------------------------------

@@ -506,25 +506,20 @@ def router(max_tokens: int = 4096) -> APIRouter:
         except AkunuError as e:
             raise _as_api_error(e) from None
         tr = EventTranslator(rid, created, name, req, lambda items: reasoning_tokens(model, items))
-        return _StreamWithCleanup(_events(request, gen, tr), gen.finish)
+        return _StreamWithCleanup(_events(gen, tr), gen.finish)
 
     return r
 
 
-async def _events(request: Request, gen: GenerationStream, tr: EventTranslator) -> AsyncIterator[bytes]:
+async def _events(gen: GenerationStream, tr: EventTranslator) -> AsyncIterator[bytes]:
     for ev in tr.start():
         yield ev
-    chunk = gen.first
-    while chunk is not None:
-        for ev in tr.feed(chunk):
-            yield ev
-        if await request.is_disconnected():
-            return  # the client left: stop generating
-        try:
-            chunk = await gen.next()
-        except AkunuError as e:
-            yield tr.event("error", code="server_error", message=str(e), param=None)
-            return
+    try:
+        async for chunks in gen.batches():
+            yield b"".join(ev for chunk in chunks for ev in tr.feed(chunk))
+    except AkunuError as e:
+        yield tr.event("error", code="server_error", message=str(e), param=None)
+        return
     st = gen.chunks.result.stats
     for ev in tr.end(st.prompt_tokens, st.generated_tokens):
         yield ev
