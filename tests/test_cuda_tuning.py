@@ -37,6 +37,7 @@ SETTINGS = [
     "gqa_min_span=0",                          # grouped-query decode attention for every cache
     "fused_batch=0",                           # batch tables with the plain kernels (16 launches a layer)
     "prefill_async=0",                         # prefill attention tiles through registers, one at a time
+    "paged_prefill_tc=0",                      # paged prompt rows through the per-row attention kernel
 ]
 
 QWEN3_06B_WIDTHS = dict(dim=1024, ffn_dim=3072, n_heads=16, n_kv_heads=8, head_dim=128)

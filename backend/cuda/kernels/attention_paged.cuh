@@ -30,6 +30,7 @@
 #include "core/half.h"
 #include "core/kernel_params.h"
 #include "attention_paged_split.cuh"
+#include "attention_prefill.cuh"
 #include "cuda_kernel.h"
 #include "kv_cache.cuh"
 #include "paged_pool.cuh"
@@ -208,6 +209,8 @@ inline void launch(const CudaArgs& a) {
     const bool split = attention_paged_split::launch(a, p, generated);
     const uint32_t first = split ? generated : 0;
     if (first == p.n_tokens) return;
+    // prompt rows (with the generated ones when the split kernel declined them: one per sequence, seen alike)
+    if (attention_prefill::launch_paged(a, p, first)) return;
     const dim3 grid(p.n_heads, p.n_tokens - first);
     const float* q = a.b<float>(0) + (size_t)first * p.q_stride;
     const uint8_t* kc = a.b<uint8_t>(1);

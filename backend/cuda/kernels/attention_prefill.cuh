@@ -18,7 +18,14 @@
 // the unnormalized weights exp(s - running max) are rounded instead (the
 // same one F16 rounding, relative 2^-11, before the division by the row sum).
 //
-// Included once, by attention.cu (attention_prefill::launch).
+// The walk over the keys (flash_walk) is shared by the contiguous cache's
+// kernel and the paged pool's (continuous batching: prompt rows of several
+// sequences in one pass, keys through each sequence's block table). A row's
+// result depends only on its own keys, walked in tiles at fixed multiples of
+// KV from key 0, whatever other rows share its block: a tile a row does not
+// see leaves its sums exactly as they were (batch invariance).
+//
+// Included once, by attention.cu (attention_prefill::launch, launch_paged).
 #pragma once
 #include <cfloat>
 
@@ -27,6 +34,7 @@
 #include "async_copy.cuh"
 #include "kv_cache.cuh"
 #include "mma.cuh"
+#include "paged_pool.cuh"
 
 namespace akunu {
 namespace attention_prefill {
@@ -42,70 +50,56 @@ constexpr size_t shared_bytes() {
     return (size_t)(kAsync ? 2 : 1) * 2 * KV * (D + 8) * sizeof(uint16_t);
 }
 
-// kAsync: both caches F16, tiles copied by cp.async two deep; otherwise one
-// tile, loaded and converted through registers.
-template <int D, int KV, bool kAsync>
-__global__ void __launch_bounds__(kWarps * 32, D == 256 ? 1 : 3)
-    attention_prefill_kernel(AttentionParams p, const float* __restrict__ q, const uint8_t* __restrict__ kc,
-                             const uint8_t* __restrict__ vc, float* __restrict__ out) {
+// Where the keys of a walk live. Ring: the contiguous cache, key j at row
+// kv_ring_row(j, rows) (one division a tile at most: a tile's keys are no
+// more than the cache's rows, which launch_attention checks). Paged: a
+// sequence's block table.
+struct RingKeys {
+    uint32_t rows;
+    __device__ __forceinline__ size_t first_row(int kf) const { return kv_ring_row((uint32_t)kf, rows); }
+    __device__ __forceinline__ size_t row(size_t kf_row, int kf, int key, bool) const {
+        return kv_cache::ring_add((uint32_t)kf_row, (uint32_t)(key - kf), rows);
+    }
+};
+
+struct PagedKeys {
+    const int32_t* table;
+    uint32_t block_size;
+    __device__ __forceinline__ size_t first_row(int) const { return 0; }
+    __device__ __forceinline__ size_t row(size_t, int, int key, bool valid) const {
+        return valid ? pool_row(table, block_size, (uint32_t)key) : 0;  // (a table holds the sequence's blocks only)
+    }
+};
+
+// One warp's 16 query rows (this lane's two: r = 0, 1) walk keys [first, last]
+// of KV head kvh in tiles of KV keys, keeping the online softmax (m, l, o).
+// seen(r, key): whether row r sees the key. Tiles inside [whole_lo, whole_hi]
+// are seen whole by every row of the block and skip the mask. Every thread of
+// the block calls it with the same keys (it synchronizes the block).
+template <int D, int KV, bool kAsync, class Keys, class Seen>
+__device__ __forceinline__ void flash_walk(const Keys& keys, const Seen& seen, const AttentionParams& p,
+                                           const uint8_t* __restrict__ kc, const uint8_t* __restrict__ vc, int kvh,
+                                           int first, int last, int whole_lo, int whole_hi,
+                                           const uint32_t (&qa)[D / 16][4], float (&o)[D / 8][4], float (&m)[2],
+                                           float (&l)[2], uint16_t* tiles) {
     constexpr int kLd = D + 8;  // halves per shared row
-    extern __shared__ __align__(16) uint16_t tiles[];
-    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
-    const int h = blockIdx.y, kvh = h / (int)(p.n_heads / p.n_kv_heads);
-    const int n = (int)p.n_tokens, pos0 = (int)p.pos0, window = (int)p.window;
+    const int tid = threadIdx.x, lane = tid % 32, g = lane / 4, t = lane % 4;
     const uint32_t kv_dim = p.n_kv_heads * D;
     const size_t krow = kv_row_bytes(p.k_type, kv_dim), vrow = kv_row_bytes(p.v_type, kv_dim);
-    const int q0 = blockIdx.x * kQueries;
-
-    // This lane's two query rows (g and g + 8 of the warp's 16), their
-    // positions and the last key each sees (encoders: the whole pass).
-    int row[2], pos[2], last[2];
-#pragma unroll
-    for (int r = 0; r < 2; r++) {
-        row[r] = q0 + warp * 16 + g + 8 * r;
-        pos[r] = pos0 + row[r];
-        last[r] = p.causal ? pos[r] : pos0 + n - 1;
-    }
-    const int block_last = p.causal ? pos0 + min(q0 + kQueries, n) - 1 : pos0 + n - 1;
-    const int block_first = window ? max(0, pos0 + q0 + 1 - window) : 0;
-
-    // Q as A fragments for the D / 16 k-steps (rows past the pass read the last one, never written).
-    uint32_t qa[D / 16][4];
-    {
-        const float* qr[2];
-#pragma unroll
-        for (int r = 0; r < 2; r++) qr[r] = q + (size_t)min(row[r], n - 1) * p.q_stride + (size_t)h * D;
-#pragma unroll
-        for (int s = 0; s < D / 16; s++)
-#pragma unroll
-            for (int half = 0; half < 2; half++)
-#pragma unroll
-                for (int r = 0; r < 2; r++) {
-                    const float2 v = *reinterpret_cast<const float2*>(qr[r] + 16 * s + 8 * half + 2 * t);
-                    qa[s][2 * half + r] = pack_half2(v.x, v.y);
-                }
-    }
-
-    float o[D / 8][4];
-#pragma unroll
-    for (int i = 0; i < D / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 
     // Stage the K and V rows of keys kb..kb+KV-1 into tile pair `stage`;
-    // zeros outside the keys the block sees (rows past the pass or below its
-    // windows may hold anything: never written, or on a ring another
-    // position's, and 0 x NaN would poison the products). Key kf + j is at
-    // ring row ring_add(kf_row, j): the block's keys are no more than the
-    // cache's rows (launch_attention checks), so one division a tile at most.
+    // zeros outside [first, last] (rows there may hold anything: never
+    // written, another position's on a ring, another sequence's in a pool,
+    // and 0 x NaN would poison the products).
     auto stage_tile = [&](int kb, int stage) {
         uint16_t* ks = tiles + stage * 2 * KV * kLd;
         uint16_t* vs = ks + KV * kLd;
-        const int kf = max(kb, block_first);
-        const uint32_t kf_row = kv_ring_row((uint32_t)kf, p.max_ctx);
+        const int kf = max(kb, first);
+        const size_t kf_row = keys.first_row(kf);
         for (int i = tid; i < KV * D / 8; i += kWarps * 32) {
             const int r = i / (D / 8), c = i % (D / 8), key = kb + r;
-            const bool valid = key >= kf && key <= block_last;
-            const size_t row = kv_cache::ring_add(kf_row, (uint32_t)(key - kf), p.max_ctx);
+            const bool valid = key >= kf && key <= last;
+            const size_t row = keys.row(kf_row, kf, key, valid);
             const uint32_t at = (uint32_t)kvh * D + 8 * c;
             if (kAsync) {
                 copy16_async(ks + r * kLd + 8 * c, valid ? kc + row * krow + 2 * at : kc, valid);
@@ -122,22 +116,16 @@ __global__ void __launch_bounds__(kWarps * 32, D == 256 ? 1 : 3)
         }
     };
 
-    // Tiles every row of the block sees whole need no mask: keys at or below
-    // the first row's last key (causal) or the pass's last (encoders), and at
-    // or above the last row's window start.
-    const int diagonal = p.causal ? pos0 + q0 : pos0 + n - 1;
-    const int window_lo = window ? pos0 + q0 + kQueries - window : 0;
     const float scale = p.scale * 1.4426950408889634f;  // log2 e: exp2 below
-
-    const int kb0 = block_first / KV * KV;
+    const int kb0 = first / KV * KV;
     if (kAsync) {
         stage_tile(kb0, 0);
         copy_commit();
     }
     int stage = 0;
-    for (int kb = kb0; kb <= block_last; kb += KV) {
+    for (int kb = kb0; kb <= last; kb += KV) {
         if (kAsync) {
-            if (kb + KV <= block_last) stage_tile(kb + KV, stage ^ 1);
+            if (kb + KV <= last) stage_tile(kb + KV, stage ^ 1);
             copy_commit();  // (an empty group on the last tile keeps the count)
             copy_wait<1>();
             __syncthreads();  // this tile landed for every thread
@@ -164,14 +152,13 @@ __global__ void __launch_bounds__(kWarps * 32, D == 256 ? 1 : 3)
 
         // Mask and scale (base 2); online softmax per row (a row's values live in the 4 lanes of a quad).
         float mx[2] = {-INFINITY, -INFINITY};
-        if (kb + KV - 1 > diagonal || kb < window_lo) {
+        if (kb + KV - 1 > whole_hi || kb < whole_lo) {
 #pragma unroll
             for (int nt = 0; nt < KV / 8; nt++)
 #pragma unroll
                 for (int c = 0; c < 4; c++) {
                     const int r = c / 2, key = kb + nt * 8 + 2 * t + (c & 1);
-                    const bool seen = key <= last[r] && (window == 0 || key + window > pos[r]);
-                    s[nt][c] = seen ? s[nt][c] * scale : -INFINITY;
+                    s[nt][c] = seen(r, key) ? s[nt][c] * scale : -INFINITY;
                     mx[r] = fmaxf(mx[r], s[nt][c]);
                 }
         } else {
@@ -229,18 +216,164 @@ __global__ void __launch_bounds__(kWarps * 32, D == 256 ? 1 : 3)
             stage ^= 1;
         }
     }
+}
 
+// Q rows (two a lane: the warp's rows g and g + 8) as A fragments for the D / 16 k-steps.
+template <int D>
+__device__ __forceinline__ void load_q(const float* const (&qr)[2], uint32_t (&qa)[D / 16][4]) {
+    const int t = threadIdx.x % 4;
+#pragma unroll
+    for (int s = 0; s < D / 16; s++)
+#pragma unroll
+        for (int half = 0; half < 2; half++)
+#pragma unroll
+            for (int r = 0; r < 2; r++) {
+                const float2 v = *reinterpret_cast<const float2*>(qr[r] + 16 * s + 8 * half + 2 * t);
+                qa[s][2 * half + r] = pack_half2(v.x, v.y);
+            }
+}
+
+// The two rows' normalized outputs (orow[r] null: a row past the pass).
+template <int D>
+__device__ __forceinline__ void store_rows(float* const (&orow)[2], const float (&o)[D / 8][4], float (&l)[2]) {
+    const int t = threadIdx.x % 4;
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         l[r] += __shfl_xor_sync(kFull, l[r], 1);
         l[r] += __shfl_xor_sync(kFull, l[r], 2);
-        if (row[r] >= n) continue;
+        if (!orow[r]) continue;
         const float inv = 1.0f / l[r];
-        float* orow = out + (size_t)row[r] * p.out_stride + (size_t)h * D;
 #pragma unroll
         for (int i = 0; i < D / 8; i++)
-            *reinterpret_cast<float2*>(orow + 8 * i + 2 * t) = make_float2(o[i][2 * r] * inv, o[i][2 * r + 1] * inv);
+            *reinterpret_cast<float2*>(orow[r] + 8 * i + 2 * t) = make_float2(o[i][2 * r] * inv, o[i][2 * r + 1] * inv);
     }
+}
+
+// kAsync: both caches F16, tiles copied by cp.async two deep; otherwise one
+// tile, loaded and converted through registers.
+template <int D, int KV, bool kAsync>
+__global__ void __launch_bounds__(kWarps * 32, D == 256 ? 1 : 3)
+    attention_prefill_kernel(AttentionParams p, const float* __restrict__ q, const uint8_t* __restrict__ kc,
+                             const uint8_t* __restrict__ vc, float* __restrict__ out) {
+    extern __shared__ __align__(16) uint16_t tiles[];
+    const int warp = threadIdx.x / 32, g = (threadIdx.x % 32) / 4;
+    const int h = blockIdx.y, kvh = h / (int)(p.n_heads / p.n_kv_heads);
+    const int n = (int)p.n_tokens, pos0 = (int)p.pos0, window = (int)p.window;
+    const int q0 = blockIdx.x * kQueries;
+
+    // This lane's two query rows (g and g + 8 of the warp's 16), their
+    // positions and the last key each sees (encoders: the whole pass).
+    int row[2], pos[2], last[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        row[r] = q0 + warp * 16 + g + 8 * r;
+        pos[r] = pos0 + row[r];
+        last[r] = p.causal ? pos[r] : pos0 + n - 1;
+    }
+    const int block_last = p.causal ? pos0 + min(q0 + kQueries, n) - 1 : pos0 + n - 1;
+    const int block_first = window ? max(0, pos0 + q0 + 1 - window) : 0;
+
+    // (rows past the pass read the last one, never written)
+    uint32_t qa[D / 16][4];
+    const float* qr[2] = {q + (size_t)min(row[0], n - 1) * p.q_stride + (size_t)h * D,
+                          q + (size_t)min(row[1], n - 1) * p.q_stride + (size_t)h * D};
+    load_q<D>(qr, qa);
+
+    float o[D / 8][4];
+#pragma unroll
+    for (int i = 0; i < D / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+
+    // Tiles every row of the block sees whole need no mask: keys at or below
+    // the first row's last key (causal) or the pass's last (encoders), and at
+    // or above the last row's window start.
+    const int diagonal = p.causal ? pos0 + q0 : pos0 + n - 1;
+    const int window_lo = window ? pos0 + q0 + kQueries - window : 0;
+    auto seen = [&](int r, int key) { return key <= last[r] && (window == 0 || key + window > pos[r]); };
+    flash_walk<D, KV, kAsync>(RingKeys{p.max_ctx}, seen, p, kc, vc, kvh, block_first, block_last, window_lo,
+                              diagonal, qa, o, m, l, tiles);
+
+    float* orow[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) orow[r] = row[r] < n ? out + (size_t)row[r] * p.out_stride + (size_t)h * D : nullptr;
+    store_rows<D>(orow, o, l);
+}
+
+// Prompt rows of a paged pass (continuous batching): row t of the pass is
+// sequence rows[2t] at position rows[2t + 1], causal, its keys in the pool
+// through the sequence's block table. A block takes 64 consecutive rows of
+// the pass and walks once for each run of rows of one sequence among them
+// (a chunk of a prompt is one run; a block where chunks meet walks twice or
+// more), each row seeing only its own sequence's keys.
+template <int D, int KV, bool kAsync>
+__global__ void __launch_bounds__(kWarps * 32, D == 256 ? 1 : 3)
+    attention_paged_prefill_kernel(PagedAttentionParams pp, const float* __restrict__ q, const uint8_t* __restrict__ kc,
+                                   const uint8_t* __restrict__ vc, float* __restrict__ out,
+                                   const int32_t* __restrict__ rows, const int32_t* __restrict__ tables) {
+    extern __shared__ __align__(16) uint16_t tiles[];
+    __shared__ int seq_of[kQueries], pos_of[kQueries];
+    const int warp = threadIdx.x / 32, g = (threadIdx.x % 32) / 4;
+    const int h = blockIdx.y, kvh = h / (int)(pp.n_heads / pp.n_kv_heads);
+    const int n = (int)pp.n_tokens, window = (int)pp.window;
+    const int q0 = blockIdx.x * kQueries, in_block = min(kQueries, n - q0);
+    for (int i = threadIdx.x; i < kQueries; i += kWarps * 32) {
+        seq_of[i] = i < in_block ? rows[2 * (size_t)(q0 + i)] : -1;
+        pos_of[i] = i < in_block ? rows[2 * (size_t)(q0 + i) + 1] : 0;
+    }
+    __syncthreads();
+
+    int row[2], seq[2], pos[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int i = warp * 16 + g + 8 * r;
+        row[r] = q0 + i;
+        seq[r] = seq_of[i];
+        pos[r] = pos_of[i];
+    }
+    uint32_t qa[D / 16][4];
+    const float* qr[2] = {q + (size_t)min(row[0], n - 1) * pp.q_stride + (size_t)h * D,
+                          q + (size_t)min(row[1], n - 1) * pp.q_stride + (size_t)h * D};
+    load_q<D>(qr, qa);
+
+    float o[D / 8][4];
+#pragma unroll
+    for (int i = 0; i < D / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+
+    // The walk reads what the contiguous kernel reads of AttentionParams.
+    AttentionParams p{};
+    p.n_heads = pp.n_heads;
+    p.n_kv_heads = pp.n_kv_heads;
+    p.scale = pp.scale;
+    p.k_type = pp.k_type;
+    p.v_type = pp.v_type;
+    for (int r0 = 0; r0 < in_block;) {  // runs of one sequence (the same for every thread)
+        const int s = seq_of[r0];
+        int r1 = r0, lo = pos_of[r0], hi = pos_of[r0];
+        while (r1 + 1 < in_block && seq_of[r1 + 1] == s) {
+            r1++;
+            lo = min(lo, pos_of[r1]);
+            hi = max(hi, pos_of[r1]);
+        }
+        const int first = window ? max(0, lo + 1 - window) : 0;
+        // the run is the whole block: tiles below its lowest row's last key and
+        // above its highest row's window start need no mask
+        const bool whole = r0 == 0 && r1 == kQueries - 1;
+        const int whole_hi = whole ? lo : -1;
+        const int whole_lo = window ? hi + 1 - window : 0;
+        auto seen = [&](int r, int key) {
+            return seq[r] == s && key <= pos[r] && (window == 0 || key + window > pos[r]);
+        };
+        flash_walk<D, KV, kAsync>(PagedKeys{tables + (size_t)s * pp.max_blocks, pp.block_size}, seen, p, kc, vc,
+                                  kvh, first, hi, whole_lo, whole_hi, qa, o, m, l, tiles);
+        r0 = r1 + 1;
+    }
+
+    float* orow[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++)
+        orow[r] = row[r] < n ? out + (size_t)row[r] * pp.out_stride + (size_t)h * D : nullptr;
+    store_rows<D>(orow, o, l);
 }
 
 // Launches the tensor-core kernel and returns true when `p` is a many-token
@@ -287,6 +420,51 @@ inline bool launch(const CudaArgs& a, const AttentionParams& p) {
         case 256: launch_head_dim<256, 32>(a, p); return true;
         default: return false;
     }
+}
+
+template <int D, int KV, bool kAsync>
+void launch_paged_as(const CudaArgs& a, const PagedAttentionParams& p, uint32_t first) {
+    constexpr size_t shared = shared_bytes<D, KV, kAsync>();
+    static bool configured = false;
+    if (!configured) {
+        cudaFuncSetAttribute(attention_paged_prefill_kernel<D, KV, kAsync>,
+                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared);
+        configured = true;
+    }
+    PagedAttentionParams rest = p;
+    rest.n_tokens = p.n_tokens - first;
+    const dim3 grid(blocks_for(rest.n_tokens, kQueries), p.n_heads);
+    attention_paged_prefill_kernel<D, KV, kAsync><<<grid, kWarps * 32, shared, a.stream>>>(
+        rest, a.b<float>(0) + (size_t)first * p.q_stride, a.b<uint8_t>(1), a.b<uint8_t>(2),
+        a.b<float>(3) + (size_t)first * p.out_stride, a.b<int32_t>(4) + 2 * (size_t)first, a.b<int32_t>(5));
+}
+
+// Rows [first, n_tokens) of a paged pass (its prompt rows) on the tensor
+// cores; false leaves them to the per-row kernel. What decides is the model's
+// shapes and the buffers, never the pass, so a row's kernel does not depend
+// on the rows around it.
+inline bool launch_paged(const CudaArgs& a, const PagedAttentionParams& p, uint32_t first) {
+    if (a.tuning && !a.tuning->paged_prefill_tc) return false;
+    if (p.n_kv_heads == 0 || p.n_heads % p.n_kv_heads) return false;
+    if (p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256) return false;
+    if (p.q_stride % 2 || p.out_stride % 2 ||
+        (reinterpret_cast<uintptr_t>(a.buf[0]) | reinterpret_cast<uintptr_t>(a.buf[3])) % 8)
+        return false;
+    if ((reinterpret_cast<uintptr_t>(a.buf[1]) | reinterpret_cast<uintptr_t>(a.buf[2])) % 16 ||
+        (p.n_kv_heads * p.head_dim) % 8)
+        return false;
+    if (first >= p.n_tokens) return true;
+    const bool async = p.k_type == kKvF16 && p.v_type == kKvF16 && (!a.tuning || a.tuning->prefill_async);
+    switch (p.head_dim) {
+        case 64: async ? launch_paged_as<64, 64, true>(a, p, first) : launch_paged_as<64, 64, false>(a, p, first); break;
+        case 128:
+            async ? launch_paged_as<128, 64, true>(a, p, first) : launch_paged_as<128, 64, false>(a, p, first);
+            break;
+        default:
+            async ? launch_paged_as<256, 32, true>(a, p, first) : launch_paged_as<256, 32, false>(a, p, first);
+            break;
+    }
+    return true;
 }
 
 }  // namespace attention_prefill
