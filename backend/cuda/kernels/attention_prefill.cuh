@@ -151,6 +151,8 @@ __device__ __forceinline__ void flash_walk(const Keys& keys, const Seen& seen, c
             }
 
         // Mask and scale (base 2); online softmax per row (a row's values live in the 4 lanes of a quad).
+        // The product is rounded on its own in both branches (never fused into exp2's argument),
+        // so a row's scores do not depend on whether its block's tile took the mask.
         float mx[2] = {-INFINITY, -INFINITY};
         if (kb + KV - 1 > whole_hi || kb < whole_lo) {
 #pragma unroll
@@ -158,7 +160,7 @@ __device__ __forceinline__ void flash_walk(const Keys& keys, const Seen& seen, c
 #pragma unroll
                 for (int c = 0; c < 4; c++) {
                     const int r = c / 2, key = kb + nt * 8 + 2 * t + (c & 1);
-                    s[nt][c] = seen(r, key) ? s[nt][c] * scale : -INFINITY;
+                    s[nt][c] = seen(r, key) ? __fmul_rn(s[nt][c], scale) : -INFINITY;
                     mx[r] = fmaxf(mx[r], s[nt][c]);
                 }
         } else {
@@ -166,7 +168,7 @@ __device__ __forceinline__ void flash_walk(const Keys& keys, const Seen& seen, c
             for (int nt = 0; nt < KV / 8; nt++)
 #pragma unroll
                 for (int c = 0; c < 4; c++) {
-                    s[nt][c] *= scale;
+                    s[nt][c] = __fmul_rn(s[nt][c], scale);
                     mx[c / 2] = fmaxf(mx[c / 2], s[nt][c]);
                 }
         }
