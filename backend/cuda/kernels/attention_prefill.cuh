@@ -324,13 +324,12 @@ __global__ void __launch_bounds__(kWarps * 32, D == 256 ? 1 : 3)
     }
     __syncthreads();
 
-    int row[2], seq[2], pos[2];
+    int at[2], row[2], pos[2];  // this lane's two rows: in the block, in the pass, their positions
 #pragma unroll
     for (int r = 0; r < 2; r++) {
-        const int i = warp * 16 + g + 8 * r;
-        row[r] = q0 + i;
-        seq[r] = seq_of[i];
-        pos[r] = pos_of[i];
+        at[r] = warp * 16 + g + 8 * r;
+        row[r] = q0 + at[r];
+        pos[r] = pos_of[at[r]];
     }
     uint32_t qa[D / 16][4];
     const float* qr[2] = {q + (size_t)min(row[0], n - 1) * pp.q_stride + (size_t)h * D,
@@ -363,8 +362,9 @@ __global__ void __launch_bounds__(kWarps * 32, D == 256 ? 1 : 3)
         const bool whole = r0 == 0 && r1 == kQueries - 1;
         const int whole_hi = whole ? lo : -1;
         const int whole_lo = window ? hi + 1 - window : 0;
+        // (by place in the block, not by sequence: a sequence may have two runs in one block)
         auto seen = [&](int r, int key) {
-            return seq[r] == s && key <= pos[r] && (window == 0 || key + window > pos[r]);
+            return at[r] >= r0 && at[r] <= r1 && key <= pos[r] && (window == 0 || key + window > pos[r]);
         };
         flash_walk<D, KV, kAsync>(PagedKeys{tables + (size_t)s * pp.max_blocks, pp.block_size}, seen, p, kc, vc,
                                   kvh, first, hi, whole_lo, whole_hi, qa, o, m, l, tiles);
