@@ -329,28 +329,15 @@ void launch_split(const CudaArgs& a, const MatmulParams& p, const Segments& sg, 
 // into the F32 fragment in turn (BK 32 or 64 only groups those slices into
 // staging steps), and the token's activations are rounded to F16 alone;
 // rows past the pass are read (clamped) but never written. So neither
-// n_tokens nor the tile changes a row's result. In invariant mode
-// (MatmulParams::invariant) the tile is nevertheless chosen from N and K
-// alone, so that a row's result rests on no more than one tile shape.
+// n_tokens nor the tile changes a row's result, and the prompt rows of batch
+// tables (MatmulParams::invariant) take the tile their count suits, as any
+// other pass (tests/test_cuda_batch_invariance.py compares rows of passes
+// across the tile thresholds with the same rows alone).
 template <class F>
 void launch(const CudaArgs& a, const MatmulParams& p, const float* x, float* y, const float* bias, bool decode_rows) {
     const size_t sms = (size_t)a.tuning->sm_count, fill = 2 * sms;
     if (decode_rows) {
         launch_split<F>(a, p, one_segment(a, p, y, bias), x);
-        return;
-    }
-    if (p.invariant) {
-        // 128-row weight tiles where N alone gives half a wave of them; BM 64
-        // (no n_tokens in the choice): prompt chunks are usually tens to hundreds of rows
-        const bool wide = (size_t)blocks_for(p.N, 128) * 2 >= sms;
-        if (p.K % 64 != 0) {
-            if (wide) launch_tiles<F, 128, 32, 64>(a, p, x, y, bias);
-            else launch_tiles<F, 64, 32, 64>(a, p, x, y, bias);
-        } else if (wide) {
-            launch_tiles<F, 128, 64, 64>(a, p, x, y, bias);
-        } else {
-            launch_tiles<F, 64, 64, 64>(a, p, x, y, bias);
-        }
         return;
     }
     auto blocks = [&](unsigned bn, unsigned bm) { return (size_t)blocks_for(p.N, bn) * blocks_for(p.n_tokens, bm); };
