@@ -122,6 +122,7 @@ class BatchScheduler:
             raise AkunuError(f"max_queue must be a non-negative integer (0: no limit), got {max_queue!r}")
         self._model = model
         self.engine = model._core().enable_batching(parallel, int(kv_tokens or 0), block_size)
+        self._n_ctx = self.engine.n_ctx
         self.parallel = parallel
         self.max_queue = max_queue
         self._cond = threading.Condition(threading.Lock())
@@ -255,8 +256,8 @@ class BatchScheduler:
         plan = self._plan(running)
         # KV blocks for the pass: preempt the newest requests until it fits
         while True:
-            need = sum(engine.blocks_needed(job.seq, len(toks)) for job, toks, _, _ in plan)
-            if need <= engine.blocks_available():
+            # (one call for the pass: each call into the engine lets the reader threads take the GIL)
+            if engine.pass_shortfall([(job.seq, len(toks)) for job, toks, _, _ in plan]) == 0:
                 break
             with self._cond:
                 victim = self._running[-1] if self._running else None
@@ -298,9 +299,8 @@ class BatchScheduler:
                 else:  # the reader makes the text (and stops at a stop string)
                     finished = tok in job.stop_ids
                     job.events.put(tok)
-                n_ctx = engine.n_ctx
                 if not finished and (len(job.drawn) >= job.req.max_tokens
-                                     or len(job.req.ids) + len(job.drawn) >= n_ctx):
+                                     or len(job.req.ids) + len(job.drawn) >= self._n_ctx):
                     finished = True
                     if job.inline:
                         job.result.finish_reason = "length"

@@ -114,6 +114,13 @@ int BatchEngine::blocks_needed(int seq, int n) const {
     return new_blocks(seq, n);
 }
 
+int BatchEngine::pass_shortfall(const std::vector<std::pair<int, int>>& entries) const {
+    std::lock_guard<std::mutex> lock(device_lock_);
+    long long need = 0;
+    for (const auto& [seq, n] : entries) need += new_blocks(seq, n);
+    return (int)std::max<long long>(0, need - (long long)pool_.available());
+}
+
 int BatchEngine::new_blocks(int seq, int n) const {
     check_seq(seq);
     const Sequence& s = seqs_[(size_t)seq];

@@ -13,6 +13,7 @@
 #pragma once
 #include <cstdint>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "cache/block_pool.h"
@@ -79,6 +80,9 @@ public:
     int length(int seq) const;
     // New blocks `seq` needs to take `n` more tokens.
     int blocks_needed(int seq, int n) const;
+    // New blocks a pass of (sequence, tokens) entries needs beyond those free
+    // (0: it fits); one call, one lock for a whole pass.
+    int pass_shortfall(const std::vector<std::pair<int, int>>& entries) const;
     int blocks_available() const {
         std::lock_guard<std::mutex> lock(device_lock_);
         return pool_.available();

@@ -47,6 +47,8 @@ void bind_batching(py::module_& m) {
         .def("length", &BatchEngine::length, py::call_guard<py::gil_scoped_release>())
         .def("blocks_needed", &BatchEngine::blocks_needed, py::call_guard<py::gil_scoped_release>())
         .def("blocks_available", &BatchEngine::blocks_available, py::call_guard<py::gil_scoped_release>())
+        .def("pass_shortfall", &BatchEngine::pass_shortfall, py::call_guard<py::gil_scoped_release>(),
+             "New blocks a pass of [(sequence, tokens)] needs beyond those free (0: it fits).")
         .def("set_sampling", [](BatchEngine& e, int seq, float temperature, int top_k, float top_p, float min_p,
                                 float repeat_penalty, float presence_penalty, float frequency_penalty,
                                 int penalty_window, uint64_t seed, const std::vector<std::pair<int32_t, float>>& bias) {
