@@ -66,8 +66,9 @@ struct CudaTuning {
     // the next tile's loads in flight during this one's arithmetic (false:
     // through registers, one tile at a time, as other cache types).
     bool prefill_async = true;
-    // Prompt rows of paged passes (continuous batching) on the tensor-core
-    // prefill tiles (false: the per-row kernel, one block a row and head).
+    // Prompt rows of paged passes (continuous batching) over F16 pools on the
+    // tensor-core prefill tiles (false, and quantized pools: the per-row
+    // kernel, one block a row and head).
     bool paged_prefill_tc = true;
     // Q4_0 / Q8_0 / Q6_K weights regrouped at load into their x8 layouts
     // (CudaDevice::weight_layout); false keeps GGUF's layout.

@@ -447,6 +447,9 @@ void launch_paged_as(const CudaArgs& a, const PagedAttentionParams& p, uint32_t 
 // on the rows around it.
 inline bool launch_paged(const CudaArgs& a, const PagedAttentionParams& p, uint32_t first) {
     if (a.tuning && !a.tuning->paged_prefill_tc) return false;
+    // F16 pools; quantized ones (converted as staged, as the contiguous kernel
+    // does) keep the per-row kernel until this path is checked against them
+    if (p.k_type != kKvF16 || p.v_type != kKvF16) return false;
     if (p.n_kv_heads == 0 || p.n_heads % p.n_kv_heads) return false;
     if (p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256) return false;
     if (p.q_stride % 2 || p.out_stride % 2 ||
@@ -456,7 +459,7 @@ inline bool launch_paged(const CudaArgs& a, const PagedAttentionParams& p, uint3
         (p.n_kv_heads * p.head_dim) % 8)
         return false;
     if (first >= p.n_tokens) return true;
-    const bool async = p.k_type == kKvF16 && p.v_type == kKvF16 && (!a.tuning || a.tuning->prefill_async);
+    const bool async = !a.tuning || a.tuning->prefill_async;
     switch (p.head_dim) {
         case 64: async ? launch_paged_as<64, 64, true>(a, p, first) : launch_paged_as<64, 64, false>(a, p, first); break;
         case 128:
