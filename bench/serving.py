@@ -10,6 +10,7 @@ batching and flash attention, every layer on the GPU).
   python -m bench.serving --llama-cpp SRC [--shapes llama-3.2-1b] [--formats F16,Q4_K_M] [--clients 1,4,16,64]
   python -m bench.serving --llama-server BIN_DIR ...      # prebuilt llama-server and llama-quantize
   python -m bench.serving --device cpu --clients 1,4,8 --shapes qwen3-0.6b --formats Q4_0 ...   # on a CPU
+  ... --same-requests      # every level the same requests: the 1-client row is them one after another
 
 The load: one thread per client, each sending its share of a fixed prompt set
 (seed 0; prompt lengths uniform in [--min-input, --max-input] random token
@@ -184,6 +185,9 @@ def main() -> None:
     ap.add_argument("--max-input", type=int, default=2048)
     ap.add_argument("--max-tokens", type=int, default=256)
     ap.add_argument("--engines", default="akunu,llama.cpp")
+    ap.add_argument("--same-requests", action="store_true",
+                    help="every level sends the largest level's requests (the 1-client row is then those "
+                         "requests one after another)")
     src = ap.add_mutually_exclusive_group()
     src.add_argument("--llama-cpp", metavar="SRC", help="llama.cpp sources to build llama-server from")
     src.add_argument("--llama-server", metavar="BIN_DIR", help="folder of prebuilt llama-server and llama-quantize")
@@ -210,7 +214,7 @@ def main() -> None:
             weight_bytes = os.path.getsize(path)
             for clients in levels:
                 rng = np.random.default_rng(0)
-                n_req = max(clients * a.requests_per_client, 4)
+                n_req = max((max(levels) if a.same_requests else clients) * a.requests_per_client, 4)
                 prompts = [[int(t) for t in rng.integers(100, vocab - 100,
                                                          size=int(rng.integers(a.min_input, a.max_input + 1)))]
                            for _ in range(n_req)]
