@@ -106,6 +106,7 @@ def test_decode_steps_match_cpu(models, tuning, monkeypatch):
     ("fused_batch=2", "bad value '2' for fused_batch"),
     ("gqa_min_span=-1", "bad value '-1' for gqa_min_span"),
     ("prefill_async=yes", "bad value 'yes' for prefill_async"),
+    ("paged_prefill_tc=2", "bad value '2' for paged_prefill_tc"),
     ("q8_link=attention+norm", "bad value 'attention+norm' for q8_link"),
     ("prefill_gemm", "is not key=value"),
 ])

@@ -70,17 +70,11 @@ class ModelSlot:
         return self._limiter
 
 
-def _next_chunk(chunks, gate: threading.Lock):
-    """The stream's next chunk, None at its end; `gate` keeps a close from
-    running while a worker thread is still inside the generator."""
-    with gate:
-        return next(chunks, None)
-
-
 def _next_chunks(chunks, gate: threading.Lock, most: int = 256) -> List[Dict[str, Any]]:
-    """The stream's next chunk and those after it that are ready without waiting, so a
-    reader that fell behind catches up in one trip to a worker thread and one socket write;
-    [] at the end."""
+    """The stream's next chunk and those after it that are ready without waiting (up to
+    `most`), so a reader that fell behind catches up in one trip to a worker thread and one
+    socket write; [] at the end. `gate` keeps a close from running while a worker thread is
+    still inside the generator."""
     ready = getattr(chunks, "ready", None)
     out: List[Dict[str, Any]] = []
     with gate:
@@ -137,8 +131,9 @@ class GenerationStream:
     async def next(self) -> Optional[Dict[str, Any]]:
         # abandoned if the response is cancelled (client gone): finish() then
         # cancels the generation, which ends the thread's wait
-        return await anyio.to_thread.run_sync(_next_chunk, self.chunks, self.gate, abandon_on_cancel=True,
-                                              limiter=self.limiter)
+        chunks = await anyio.to_thread.run_sync(_next_chunks, self.chunks, self.gate, 1, abandon_on_cancel=True,
+                                                limiter=self.limiter)
+        return chunks[0] if chunks else None
 
     async def batches(self) -> AsyncIterator[List[Dict[str, Any]]]:
         """The first chunk, then the rest in lists of those ready together (one chunk each while
