@@ -1,9 +1,11 @@
 """Python threads sharing one loaded model: aggregate output tok/s of N
-threads calling ``generate`` at once on a model loaded with ``parallel=N``
-(continuous batching), against the same calls made one after another on the
-single-stream path.
+threads calling ``generate`` at once on a model loaded as by default
+(overlapping generations batched together; ``--parallel N`` loads with
+parallel=N instead), against the same calls made one after another (each
+alone, on the single-stream path).
 
   python -m bench.threads MODEL [--device cpu] [--threads 1,4,16] [--max-tokens 64] [--prompt-tokens 128]
+                          [--parallel N]
 
 MODEL: a GGUF file or a named model (gemma3-270m). Each thread sends one
 request of --prompt-tokens random token ids (seed 0) with greedy decoding.
@@ -39,10 +41,11 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--prompt-tokens", type=int, default=128)
     ap.add_argument("-c", "--ctx", type=int, default=1024)
+    ap.add_argument("--parallel", type=int, default=None, help="load with parallel=N (default: as akunu.load)")
     a = ap.parse_args()
     print(f"| threads | one after another tok/s | threads at once tok/s | ratio |\n|---|---|---|---|")
     for n in (int(x) for x in a.threads.split(",")):
-        solo = akunu.load(a.model, device=a.device, n_ctx=a.ctx)
+        solo = akunu.load(a.model, device=a.device, n_ctx=a.ctx, parallel=1)
         ps = prompts(solo.config["vocab_size"], n, a.prompt_tokens)
         out = []
 
@@ -54,7 +57,7 @@ def main() -> None:
         t_seq = timed(sequential)
         seq_tokens = sum(out)
         solo.close()
-        m = akunu.load(a.model, device=a.device, n_ctx=a.ctx, parallel=max(n, 2))
+        m = akunu.load(a.model, device=a.device, n_ctx=a.ctx, parallel=a.parallel)
         got = [0] * n
 
         def one(i):

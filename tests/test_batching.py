@@ -59,12 +59,12 @@ def mixed_requests(vocab, n, rng, max_len=2000):
             for i, k in enumerate(lens)]
 
 
-def alone(path, reqs, max_tokens, **load_kw):
+def alone(path, reqs, max_tokens, batch_engine=DEVICE != "cpu", **load_kw):
     """Each request by itself: on the CPU on the single-stream path (whose kernels the batch's
     equal bit for bit there); on a GPU, whose single-stream decode runs fused kernels of other
     rounding, through a batched model serving one request at a time."""
-    m = load(path, **load_kw)
-    if DEVICE != "cpu":
+    m = load(path, parallel=1, **load_kw)
+    if batch_engine:
         m.enable_batching(1)
     try:
         out = []
@@ -74,6 +74,29 @@ def alone(path, reqs, max_tokens, **load_kw):
         return out
     finally:
         m.close()
+
+
+def expected(path, reqs, max_tokens, parallel, **load_kw):
+    """(tokens, whole) per request: what it gets alone. With parallel=None on a GPU a
+    generation may start on the single-stream path and go on in the batch; where the two
+    paths alone agree that is its result, where they part (a near-tie between kernels of
+    other rounding) only their common start is fixed (whole=False)."""
+    want = alone(path, reqs, max_tokens, **load_kw)
+    if parallel is not None or DEVICE == "cpu":
+        return [(w, True) for w in want]
+    single = alone(path, reqs, max_tokens, batch_engine=False, **load_kw)
+    out = []
+    for a, b in zip(want, single):
+        n = 0
+        while n < min(len(a), len(b)) and a[n] == b[n]:
+            n += 1
+        out.append((a, True) if a == b else (a[:n], False))
+    return out
+
+
+def matches(got, want) -> bool:
+    tokens, whole = want
+    return got == tokens if whole else got[:len(tokens)] == tokens
 
 
 def together(m, reqs, order, max_tokens):
@@ -229,12 +252,15 @@ def test_max_queue_refuses_clearly(llama_path):
         m.close()
 
 
-def test_threads_and_asyncio_tasks_share_a_batched_model(llama_path):
+@pytest.mark.parametrize("parallel", [8, None], ids=["parallel=8", "default"])
+def test_threads_and_asyncio_tasks_share_a_batched_model(llama_path, parallel):
+    """parallel=None (the default): the first caller starts alone on the single-stream path and
+    the others, overlapping it, batch; it joins them between two decode chunks."""
     rng = np.random.default_rng([SEED, 4])
     reqs = [([int(t) for t in rng.integers(3, 512, size=int(rng.integers(1, 80)))], SETTINGS[i % len(SETTINGS)])
             for i in range(32)]
-    want = alone(llama_path, reqs, 10, n_ctx=512)
-    m = load(llama_path, n_ctx=512, parallel=8)
+    want = expected(llama_path, reqs, 10, parallel, n_ctx=512)
+    m = load(llama_path, n_ctx=512, parallel=parallel)
     try:
         got, errors = [None] * 32, []
 
@@ -270,21 +296,51 @@ def test_threads_and_asyncio_tasks_share_a_batched_model(llama_path):
         assert not errors, errors
         for i in range(32):
             if got[i] != "dropped":
-                assert got[i] == want[i], f"request {i} ({reqs[i][1]})"
-        m.generate([1, 2], max_tokens=1)
+                assert matches(got[i], want[i]), f"request {i} ({reqs[i][1]})"
+        assert m.batching is not None, "the overlapping calls were never batched"
+        m.generate_batch([[1, 2]], max_tokens=1)  # through the batch, which drops closed streams first
         assert m.batching.stats()["blocks_used"] == 0
     finally:
         m.close()
 
 
-def test_generate_batch_returns_each_prompts_solo_result(llama_path):
+def test_a_lone_generation_hands_over_to_the_batch(llama_path):
+    """By default a generation alone runs on the single-stream path; when another arrives
+    it goes on in the batch from the tokens it has (prompt + drawn, re-read through the
+    paged cache), as the same stream; neither's tokens change."""
+    rng = np.random.default_rng([SEED, 5])
+    reqs = [([int(t) for t in rng.integers(3, 512, size=40)], SETTINGS[i]) for i in (0, 1, 2)]
+    want = expected(llama_path, reqs, 200, None, n_ctx=512)
     m = load(llama_path, n_ctx=512)
+    try:
+        first = m.generate(reqs[0][0], max_tokens=200, stream=True, **reqs[0][1])
+        text = next(first)
+        assert m.batching is None  # alone so far
+        others = [m.generate(p, max_tokens=200, stream=True, **kw) for p, kw in reqs[1:]]
+        text += "".join(first)  # joins the others at its next chunk
+        assert first._batched is not None, "the first generation never joined the batch"
+        assert text == first.result.text
+        got = [first.result.tokens] + [(("".join(o)), o.result.tokens)[1] for o in others]
+        for i in range(3):
+            assert matches(got[i], want[i]), f"request {i} ({reqs[i][1]})"
+        assert first.result.stats.generated_tokens == len(first.result.tokens)
+        # alone again: back on the single-stream path
+        again = m.generate(reqs[0][0], max_tokens=200, stream=True, **reqs[0][1])
+        "".join(again)
+        assert again._batched is None and matches(again.result.tokens, want[0])
+    finally:
+        m.close()
+
+
+@pytest.mark.parametrize("parallel", [None, 1], ids=["default", "parallel=1"])
+def test_generate_batch_returns_each_prompts_solo_result(llama_path, parallel):
+    m = load(llama_path, n_ctx=512, parallel=parallel)
     try:
         ps = [[3 + i, 4 + i, 5 + i] * (i + 1) for i in range(6)]
         want = alone(llama_path, [(p, {}) for p in ps], 8, n_ctx=512)
         got = m.generate_batch(ps, max_tokens=8)
         assert [r.tokens for r in got] == want
-        assert m.batching is not None and m.batching.parallel == 6
+        assert m.batching is not None and m.batching.parallel == (16 if parallel is None else 6)
     finally:
         m.close()
 

@@ -1,6 +1,8 @@
-"""One loaded model called from many threads and asyncio tasks at once: every
-call waits for its turn (arrival order) and gets what it gets alone; a
-cancelled asyncio task frees the model for the callers behind it."""
+"""One loaded model called from many threads and asyncio tasks at once, as
+loaded by default (overlapping generations batched together) and with
+parallel=1 (every call waits for its turn in arrival order): each call gets
+what it gets alone; a cancelled asyncio task frees the model for the callers
+behind it. (Batching itself, on every architecture: test_batching.py.)"""
 
 import asyncio
 import threading
@@ -13,9 +15,18 @@ from akunu.turns import TurnLock
 TIMEOUT = 120  # seconds any one wait may take before the test fails (never a sleep)
 
 
+@pytest.fixture(scope="module", params=[None, 1], ids=["default", "parallel=1"])
+def model(small_model, request):
+    m = akunu.load(small_model, n_ctx=512, parallel=request.param)
+    yield m
+    m.close()
+
+
 @pytest.fixture(scope="module")
-def model(small_model):
-    return akunu.load(small_model, n_ctx=512)
+def turns_model(small_model):
+    m = akunu.load(small_model, n_ctx=512, parallel=1)
+    yield m
+    m.close()
 
 
 def prompts(model, n):
@@ -79,7 +90,8 @@ def test_threads_mixing_streams_logits_and_generate(model):
     assert (out["logits"] == want_logits).all()
 
 
-def test_a_thread_with_an_open_stream_gets_an_error_not_a_deadlock(model):
+def test_a_thread_with_an_open_stream_gets_an_error_not_a_deadlock(turns_model):
+    model = turns_model
     p = prompts(model, 1)[0]
     s = model.generate(p, max_tokens=8, stream=True)
     next(s)
@@ -87,6 +99,22 @@ def test_a_thread_with_an_open_stream_gets_an_error_not_a_deadlock(model):
         model.generate(p, max_tokens=2)
     s.close()
     assert model.generate(p, max_tokens=2).tokens  # the turn was given back
+
+
+def test_a_thread_with_an_open_stream_may_start_another_generation(small_model):
+    """By default the second generation joins a batch (the open stream hands over to it
+    when read on); both get what they get alone."""
+    model = akunu.load(small_model, n_ctx=512)
+    try:
+        p, q = prompts(model, 2)
+        want = alone(model, [p, q], 24)
+        s = model.generate(p, max_tokens=24, stream=True)
+        first = next(s)
+        assert model.generate(q, max_tokens=24).tokens == want[1]
+        assert first + "".join(s) == s.result.text
+        assert s.result.tokens == want[0]
+    finally:
+        model.close()
 
 
 def test_turns_are_served_in_arrival_order():

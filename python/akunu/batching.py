@@ -36,10 +36,14 @@ class QueueFullError(AkunuError):
 class BatchedRequest:
     """One generation inside the scheduler; its pieces arrive on a queue."""
 
-    def __init__(self, model, req: GenerationRequest):
+    def __init__(self, model, req: GenerationRequest, emitter: Optional[TokenEmitter] = None):
         self.req = req
-        self.result = GenerationResult(text="", tokens=[], stats=GenerationStats(prompt_tokens=len(req.ids)))
-        self.emitter = TokenEmitter(model, req, self.result)
+        if emitter is None:
+            emitter = TokenEmitter(model, req, GenerationResult(
+                text="", tokens=[], stats=GenerationStats(prompt_tokens=len(req.ids))))
+        # a generation handed over from the single-stream path keeps its text state and result
+        self.emitter = emitter
+        self.result = emitter.result
         # Drawn token ids for the reader to turn into text (its own thread: the
         # scheduler's loop stays short), or text pieces the scheduler made itself
         # (grammar requests, whose next mask needs the token accepted first);
@@ -47,7 +51,7 @@ class BatchedRequest:
         self.events: "queue.SimpleQueue" = queue.SimpleQueue()
         self.inline = self.emitter.grammar is not None
         self.stop_ids = frozenset(model.stop_ids)
-        self.drawn: List[int] = []  # every token drawn so far
+        self.drawn: List[int] = list(self.result.tokens)  # every token drawn so far
         self.cancelled = threading.Event()
         self.seq = -1
         self.feed: List[int] = []  # tokens to run before the next draw (prompt remainder, or the last draw)
@@ -147,6 +151,24 @@ class BatchScheduler:
             self._waiting.append(job)
             self._cond.notify_all()
         return job
+
+    def take_over(self, req: GenerationRequest, emitter: TokenEmitter, started: float) -> BatchedRequest:
+        """A generation that ran so far on the single-stream path joins the batch: first in
+        line (it came before those waiting), to resume from its prompt and the tokens it
+        has drawn (``emitter.result.tokens``); never refused by max_queue."""
+        job = BatchedRequest(self._model, req, emitter)
+        job.submitted = job.first_token_at = started
+        with self._cond:
+            if self._stopping:
+                raise AkunuError("this model has been closed")
+            self._waiting.appendleft(job)
+            self._cond.notify_all()
+        return job
+
+    def busy(self) -> bool:
+        """Whether any request runs or waits in the batch."""
+        with self._cond:
+            return bool(self._running or self._waiting)
 
     def cancel(self, job: BatchedRequest) -> None:
         job.cancelled.set()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import codecs
 import time
 from dataclasses import dataclass, field
-from typing import Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -113,10 +113,16 @@ class Generation:
         self.core = model._core()
         self.req = req
         self.result = GenerationResult(text="", tokens=[], stats=GenerationStats(prompt_tokens=len(req.ids)))
-        self._emitter = TokenEmitter(model, req, self.result)
+        self.emitter = TokenEmitter(model, req, self.result)
         self._ctx = list(req.ids)  # every token of the context; ctx[:n_past] is in the KV cache
-        self._grammar = self._emitter.grammar
+        self._grammar = self.emitter.grammar
         self._predictor: Optional[NgramPredictor] = None
+        # Asked between decode chunks with the tokens still to generate: True stops
+        # here so the generation can go on elsewhere (the batch scheduler), from
+        # `emitter` and `decode_started`; ``handed_over`` then says so.
+        self.hand_over: Optional[Callable[[int], bool]] = None
+        self.handed_over = False
+        self.decode_started = 0.0
 
     # -- the KV cache ---------------------------------------------------------
     def _sync_cache(self) -> None:
@@ -154,7 +160,7 @@ class Generation:
             self._predictor = NgramPredictor()
             self._predictor.update_all(req.ids)
         pending = [first]
-        t1 = time.perf_counter()
+        t1 = self.decode_started = time.perf_counter()
         try:
             while pending:
                 for tok in pending:
@@ -166,8 +172,11 @@ class Generation:
                 remaining = req.max_tokens - len(self.result.tokens)
                 if remaining <= 0:
                     break
+                if self.hand_over is not None and self.hand_over(remaining):
+                    self.handed_over = True
+                    return
                 pending = self._next_tokens(self._ctx[-1], remaining, sampled)
-            tail = self._emitter.tail()
+            tail = self.emitter.tail()
             if tail:
                 yield tail, self.result
         finally:
@@ -179,7 +188,7 @@ class Generation:
         self._ctx.append(tok)
         if self._predictor is not None:
             self._predictor.update(tok)
-        return self._emitter.emit(tok)
+        return self.emitter.emit(tok)
 
     def _next_tokens(self, last: int, remaining: int, sampled: bool) -> List[int]:
         core, stop_ids = self.core, self.m.stop_ids

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import threading
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
 import numpy as np
@@ -35,6 +36,10 @@ _END_OF_GENERATION = {
 # The devices akunu knows; "cuda" and "metal" may be missing from a build,
 # which their own error then says.
 _DEVICES = ("cpu", "auto", "cuda", "metal")
+# parallel=None: generations batched at once when callers overlap, and the
+# batched KV cache's default size in tokens (at least one whole context)
+AUTO_PARALLEL = 16
+AUTO_KV_TOKENS = 16384
 
 
 def _known_device(device: str) -> bool:
@@ -44,28 +49,54 @@ def _known_device(device: str) -> bool:
 
 
 class GenerationStream:
-    """Iterator of text pieces; ``result`` holds tokens, stats and finish reason once it ends."""
+    """Iterator of text pieces; ``result`` holds tokens, stats and finish reason once it ends.
 
-    def __init__(self, gen: Generation, release):
+    A generation that starts alone on the single-stream path may move into the
+    batch scheduler between two decode chunks when other callers arrive
+    (``take_over``); it goes on there from the tokens it has drawn, as the same
+    stream and the same ``result``."""
+
+    def __init__(self, gen: Generation, release, take_over=None):
         self._gen = gen
         self._release = release
+        self._take_over = take_over
         self._it = iter(gen)
+        self._batched = None  # the BatchedStream it goes on in, once handed over
         self.result: GenerationResult = gen.result
 
     def __iter__(self) -> "GenerationStream":
         return self
 
     def __next__(self) -> str:
+        if self._batched is not None:
+            return next(self._batched)
         try:
             piece, _ = next(self._it)
             return piece
+        except StopIteration:
+            if not self._gen.handed_over:
+                self.close()
+                raise
         except BaseException:
             self.close()
             raise
+        # handed over: the batch has the request before this turn is given back
+        self._it = None
+        try:
+            self._batched = self._take_over(self._gen)
+        finally:
+            self._release()
+        return next(self._batched)
+
+    def ready(self) -> bool:
+        """Whether the next piece is already here (only a handed-over generation can say)."""
+        return self._batched is not None and self._batched.ready()
 
     def close(self) -> None:
         """Stop generating (the KV cache keeps what was computed) and free the model for other calls."""
-        if self._it is not None:
+        if self._batched is not None:
+            self._batched.close()
+        elif self._it is not None:
             self._it.close()
             self._it = None
             self._release()
@@ -84,19 +115,26 @@ class Model:
     the previous context (a chat's earlier turns) only prefills the rest.
 
     Every call is safe from any number of threads and asyncio tasks at once
-    (``agenerate``, ``astream`` and the other ``a``-prefixed calls). Loaded
-    with ``parallel=N`` (N > 1), up to N generations run together in one
-    continuously batched pass per token (batching.py), each with its own
-    settings and with the tokens it would have alone; more wait their turn.
-    With ``parallel=1`` (the default) the model serves one request at a time
-    on its single-stream path and the others wait in arrival order; a
-    streamed generation holds its turn until it is read to its end or closed.
+    (``agenerate``, ``astream`` and the other ``a``-prefixed calls).
+
+    - ``parallel=None`` (the default): a generation that finds the model free
+      runs on the fast single-stream path; generations that overlap it run
+      together in continuously batched passes (batching.py, created on first
+      overlap with up to ``AUTO_PARALLEL`` at once), and the single-stream one
+      joins them at its next decode chunk.
+    - ``parallel=N`` (N > 1): every generation runs in the batch, up to N at once.
+    - ``parallel=1``: one generation at a time on the single-stream path; the
+      others wait in arrival order, and a streamed generation holds its turn
+      until it is read to its end or closed.
+
+    In a batch each generation keeps its own settings and gets the tokens it
+    would have alone; more than the batch holds wait their turn.
     """
 
     def __init__(self, path: str, device: str = "cpu", n_ctx: Optional[int] = None, n_threads: int = 0,
-                 chat_template: Optional[str] = None, n_batch: Optional[int] = None, parallel: int = 1,
-                 kv_tokens: Optional[int] = None, max_queue: int = 0, tensor_parallel: int = 1,
-                 kv_type: KvTypeArg = None):
+                 chat_template: Optional[str] = None, n_batch: Optional[int] = None,
+                 parallel: Optional[int] = None, kv_tokens: Optional[int] = None, max_queue: int = 0,
+                 tensor_parallel: int = 1, kv_type: KvTypeArg = None):
         if not _known_device(device):
             raise AkunuError(f"unknown device '{device}' (expected 'cpu', 'cuda', 'metal' or 'auto')")
         if n_ctx is not None and (isinstance(n_ctx, bool) or not isinstance(n_ctx, int) or n_ctx <= 0):
@@ -135,9 +173,17 @@ class Model:
         self._turns = TurnLock(max_queue)
         self._grammar_compiler: Optional[GrammarCompiler] = None
         self._batch: Optional[BatchScheduler] = None
-        if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
-            raise AkunuError(f"parallel must be a positive integer, got {parallel!r}")
-        if parallel > 1 and not self.is_embedding_model:
+        if parallel is not None and (isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1):
+            raise AkunuError(f"parallel must be a positive integer or None, got {parallel!r}")
+        if kv_tokens is not None and (isinstance(kv_tokens, bool) or not isinstance(kv_tokens, int)
+                                      or kv_tokens <= 0):
+            raise AkunuError(f"kv_tokens must be a positive integer, got {kv_tokens!r}")
+        # parallel=None: batching starts when generations first overlap (_overlap_batch)
+        self._auto = parallel is None and not self.is_embedding_model
+        self._auto_kv_tokens = kv_tokens
+        self._max_queue = max_queue
+        self._auto_lock = threading.Lock()
+        if parallel is not None and parallel > 1 and not self.is_embedding_model:
             self.enable_batching(parallel, kv_tokens=kv_tokens, max_queue=max_queue)
 
     def enable_batching(self, parallel: int, kv_tokens: Optional[int] = None, max_queue: int = 0) -> None:
@@ -149,15 +195,29 @@ class Model:
         if kv_tokens is not None and (isinstance(kv_tokens, bool) or not isinstance(kv_tokens, int)
                                       or kv_tokens <= 0):
             raise AkunuError(f"kv_tokens must be a positive integer, got {kv_tokens!r}")
-        with self._exclusive():
+        with self._exclusive(), self._auto_lock:
+            self._auto = False  # every generation runs in this batch from now on
             if self._batch is not None:
                 self._batch.close()
                 self._batch = None
             self._batch = BatchScheduler(self, parallel, kv_tokens or 0, max_queue)
 
+    def _overlap_batch(self) -> Optional[BatchScheduler]:
+        """With parallel=None: the scheduler for generations that overlap, created on first
+        need; None when it cannot be (no memory for its cache): callers then take turns."""
+        with self._auto_lock:
+            if self._batch is None and self._auto:
+                kv = self._auto_kv_tokens or min(AUTO_PARALLEL * self.n_ctx, max(self.n_ctx, AUTO_KV_TOKENS))
+                try:
+                    self._batch = BatchScheduler(self, AUTO_PARALLEL, kv, self._max_queue)
+                except AkunuError:
+                    self._auto = False
+            return self._batch
+
     @property
     def batching(self) -> Optional[BatchScheduler]:
-        """The continuous-batching scheduler (None unless parallel > 1 or enable_batching())."""
+        """The continuous-batching scheduler (None until parallel > 1, enable_batching() or,
+        with parallel=None, the first generations that overlap)."""
         return self._batch
 
     def _core(self):
@@ -310,45 +370,79 @@ class Model:
         )
         req = self._request(prompt, max_tokens, sampling, stop, grammar, json_schema, speculative, add_bos,
                             stream)
-        if self._batch is not None:  # joins the running batch (speculative drafts: plain greedy's tokens)
-            bs = BatchedStream(self._batch.submit(req), self._batch)
-            if stream:
-                return bs
-            run_to_end(bs, async_calls.cancelled)
-            return bs.result
+        if self._auto:
+            b = self._batch
+            if (b is None or not b.busy()) and self._turns.try_acquire():
+                return self._alone(req, stream)  # nobody else generates: the single-stream path
+            b = self._overlap_batch()
+            if b is not None:
+                return self._batched(b, req, stream)
+        elif self._batch is not None:
+            return self._batched(self._batch, req, stream)
         self._turns.acquire()
+        return self._alone(req, stream)
+
+    def _batched(self, b: BatchScheduler, req: GenerationRequest, stream: bool):
+        """Joins the running batch (speculative drafts: plain greedy's tokens)."""
+        bs = BatchedStream(b.submit(req), b)
+        if stream:
+            return bs
+        run_to_end(bs, async_calls.cancelled)
+        return bs.result
+
+    def _alone(self, req: GenerationRequest, stream: bool):
+        """On the single-stream path, holding the turn (given back when the stream ends)."""
         try:
             gen = Generation(self, req)
         except BaseException:
             self._turns.release()
             raise
-        s = GenerationStream(gen, self._turns.release)
+        take_over = None
+        if self._auto:  # others arriving meanwhile batch; this one joins them between chunks
+            gen.hand_over = lambda remaining: self._batch is not None and self._batch.busy()
+            take_over = self._hand_over
+        s = GenerationStream(gen, self._turns.release, take_over)
         if stream:
             return s
-        for _ in s:
-            if async_calls.cancelled():  # an asyncio caller (agenerate) was cancelled
-                s.close()
-                break
+        run_to_end(s, async_calls.cancelled)  # stops early when an asyncio caller was cancelled
         return s.result
+
+    def _hand_over(self, gen: Generation) -> BatchedStream:
+        b = self._batch
+        if b is None:
+            raise AkunuError("this model has been closed")
+        return BatchedStream(b.take_over(gen.req, gen.emitter, gen.decode_started), b)
 
     def generate_batch(self, prompts: Sequence[Union[str, Sequence[int]]], max_tokens: Optional[int] = 128,
                        **kwargs: Any) -> List[GenerationResult]:
         """Generate for many prompts at once (evaluation jobs): one result per prompt, in order.
 
         Takes :meth:`generate`'s keyword arguments (the same for every prompt).
-        Runs on the continuous-batching scheduler, created on first use with
-        ``parallel = min(len(prompts), 16)`` when the model was loaded without one;
-        each result is the one the prompt gets alone.
+        Runs on the continuous-batching scheduler: with ``parallel=None`` the one
+        overlapping callers share, with ``parallel=1`` one created on first use with
+        ``parallel = min(len(prompts), 16)``; each result is the one the prompt gets alone.
         """
         if kwargs.pop("stream", False):
             raise AkunuError("generate_batch() returns whole results")
         prompts = list(prompts)
         if not prompts:
             return []
-        if self._batch is None:
-            self.enable_batching(min(len(prompts), 16))
-        return results_of([self.generate(p, max_tokens=max_tokens, stream=True, **kwargs) for p in prompts],
-                          async_calls.cancelled)
+        if (self._overlap_batch() if self._auto else self._batch) is None:
+            self.enable_batching(min(len(prompts), AUTO_PARALLEL))
+        # holding the turn, every prompt goes to the batch (none starts on the single-stream path)
+        held = self._auto and self._turns.try_acquire()
+        streams = []
+        try:
+            for p in prompts:
+                streams.append(self.generate(p, max_tokens=max_tokens, stream=True, **kwargs))
+        except BaseException:
+            for s in streams:
+                s.close()
+            raise
+        finally:
+            if held:
+                self._turns.release()
+        return results_of(streams, async_calls.cancelled)
 
     def _request(self, prompt, max_tokens, sampling: SamplingConfig, stop, grammar, json_schema, speculative,
                  add_bos, stream) -> GenerationRequest:
@@ -522,7 +616,7 @@ def _is_whisper(path: str) -> bool:
 
 def load(path: str, device: str = "cpu", n_ctx: Optional[int] = None, n_threads: int = 0,
          chat_template: Optional[str] = None, n_beams: int = 5, n_batch: Optional[int] = None,
-         parallel: int = 1, kv_tokens: Optional[int] = None, max_queue: int = 0,
+         parallel: Optional[int] = None, kv_tokens: Optional[int] = None, max_queue: int = 0,
          revision: Optional[str] = None, tensor_parallel: int = 1, kv_type: KvTypeArg = None):
     """Load a model: a GGUF file, a Hugging Face / MLX directory (config.json + safetensors +
     tokenizer.json), a CTranslate2 Whisper directory (model.bin, as faster-whisper uses), a
@@ -538,10 +632,16 @@ def load(path: str, device: str = "cpu", n_ctx: Optional[int] = None, n_threads:
     "gemma" or jinja2 source, replacing the file's own. `n_batch`: prompt tokens per
     prefill pass (default: the device's, 64 on the CPU and 512 on CUDA); larger passes
     use more memory for activations and logits. `parallel`: generations served at once
-    (continuous batching; 1: one at a time on the single-stream path). `kv_tokens`: the
-    batched KV cache's size in tokens, shared by all of them (default: as much as
-    parallel whole contexts, as far as memory allows). `max_queue`: callers that may
-    wait for the model beyond those (0: no limit); one more raises QueueFullError.
+    by continuous batching. None (default): a lone generation runs on the fast
+    single-stream path and generations that overlap it (threads, asyncio tasks) are
+    batched together, up to 16 at once, the first joining them between two decode
+    chunks; N > 1: every generation in the batch, N at once; 1: one at a time on the
+    single-stream path, the others waiting in arrival order. `kv_tokens`: the batched
+    KV cache's size in tokens, shared by all of them (default: as much as parallel
+    whole contexts, as far as memory allows; with parallel=None
+    ``min(16 * n_ctx, max(n_ctx, 16384))``, allocated when generations first overlap).
+    `max_queue`: callers that may wait for the model beyond those (0: no limit); one
+    more raises QueueFullError.
     `tensor_parallel`: split the model over that many devices (Megatron-style tensor
     parallelism: attention heads, FFN and vocabulary split, one all-reduce after each
     block's output projections): GPUs 0..N-1 over NCCL on "cuda", threads on "cpu".

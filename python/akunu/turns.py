@@ -44,6 +44,20 @@ class TurnLock:
                 self._cond.wait()
             self._owner = me
 
+    def try_acquire(self) -> bool:
+        """Takes the turn only if nobody holds it or waits for it; never waits."""
+        with self._cond:
+            if self._next_ticket != self._serving:
+                return False
+            self._next_ticket += 1
+            self._owner = threading.get_ident()
+            return True
+
+    def busy(self) -> bool:
+        """Whether a caller holds the turn or waits for it."""
+        with self._cond:
+            return self._next_ticket != self._serving
+
     def release(self) -> None:
         with self._cond:
             self._owner = None

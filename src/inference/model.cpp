@@ -23,8 +23,8 @@ constexpr int kRingSlack = 256;
 // single-stream path, a call waits for its step instead.
 class BusyGuard {
 public:
-    BusyGuard(std::mutex& m, const std::unique_ptr<BatchEngine>& batch) : lock_(m, std::defer_lock) {
-        if (batch) {
+    BusyGuard(std::mutex& m, const std::atomic<bool>& shared) : lock_(m, std::defer_lock) {
+        if (shared.load(std::memory_order_acquire)) {
             lock_.lock();
             return;
         }
@@ -186,6 +186,7 @@ size_t Model::memory_bytes() const {
 
 BatchEngine& Model::enable_batching(const BatchOptions& opt) {
     require_decoder("generate");
+    shared_.store(true, std::memory_order_release);
     std::lock_guard<std::mutex> lock(busy_);
     batch_.reset();  // its memory back before the new one is sized
     batch_ = std::make_unique<BatchEngine>(*device_, cfg_, arch_, w_, kv_.n_ctx, prefill_chunk_, opt, busy_);
@@ -248,7 +249,7 @@ void Model::run_prefill_chunks(const std::vector<int32_t>& tokens, PrefillOutput
 
 std::vector<float> Model::logits(const std::vector<int32_t>& tokens) {
     require_decoder("compute logits");
-    BusyGuard g(busy_, batch_);
+    BusyGuard g(busy_, shared_);
     check_tokens(tokens);
     n_past_ = 0;
     ring_floor_ = 0;
@@ -260,7 +261,7 @@ std::vector<float> Model::logits(const std::vector<int32_t>& tokens) {
 
 int32_t Model::prefill(const std::vector<int32_t>& tokens) {
     require_decoder("generate");
-    BusyGuard g(busy_, batch_);
+    BusyGuard g(busy_, shared_);
     if (tokens.empty()) throw Error("prefill needs at least one token");
     check_tokens(tokens);
     check_room(tokens.size());
@@ -272,7 +273,7 @@ int32_t Model::prefill(const std::vector<int32_t>& tokens) {
 
 std::vector<int32_t> Model::verify(const std::vector<int32_t>& tokens) {
     require_decoder("generate");
-    BusyGuard g(busy_, batch_);
+    BusyGuard g(busy_, shared_);
     if (tokens.empty()) throw Error("verify needs at least one token");
     check_tokens(tokens);
     check_room(tokens.size());
@@ -283,13 +284,13 @@ std::vector<int32_t> Model::verify(const std::vector<int32_t>& tokens) {
 
 std::vector<int32_t> Model::decode_greedy(int32_t first, int count, const std::vector<int32_t>& stop) {
     require_decoder("generate");
-    BusyGuard g(busy_, batch_);
+    BusyGuard g(busy_, shared_);
     return decode_chain(decode_table_, first, count, stop);
 }
 
 std::vector<int32_t> Model::decode_sampled(int32_t first, int count, const std::vector<int32_t>& stop) {
     require_decoder("generate");
-    BusyGuard g(busy_, batch_);
+    BusyGuard g(busy_, shared_);
     return decode_chain(decode_sampled_table_, first, count, stop);
 }
 
@@ -328,7 +329,7 @@ std::vector<int32_t> Model::decode_chain(const DispatchTable& table, int32_t fir
 
 int32_t Model::sample_next() {
     require_decoder("generate");
-    BusyGuard g(busy_, batch_);
+    BusyGuard g(busy_, shared_);
     if (n_past_ == 0) throw Error("sample_next needs a prefill first");
     ReplayState st;
     st.pos0 = (uint32_t)(n_past_ - 1);
@@ -340,7 +341,7 @@ int32_t Model::sample_next() {
 
 void Model::set_sampling(const SamplingConfig& cfg) {
     require_decoder("sample");
-    BusyGuard g(busy_, batch_);
+    BusyGuard g(busy_, shared_);
     cfg.validate(cfg_.vocab_size);
     sampling_ = cfg;
     std::vector<int32_t> pairs(cfg.logit_bias.size() * 2);
@@ -354,7 +355,7 @@ void Model::set_sampling(const SamplingConfig& cfg) {
 
 void Model::set_mask(const std::vector<uint32_t>& words) {
     require_decoder("generate");
-    BusyGuard g(busy_, batch_);
+    BusyGuard g(busy_, shared_);
     if (!words.empty()) {
         size_t need = ((size_t)cfg_.vocab_size + 31) / 32;
         if (words.size() != need)
@@ -378,7 +379,7 @@ void Model::apply_sample_params() {
 
 std::vector<float> Model::processed_logits() {
     require_decoder("sample");
-    BusyGuard g(busy_, batch_);
+    BusyGuard g(busy_, shared_);
     std::vector<float> out((size_t)cfg_.vocab_size);
     device_->read_buffer(out.data(), sampler_.work, out.size() * 4);
     return out;
@@ -386,7 +387,7 @@ std::vector<float> Model::processed_logits() {
 
 std::vector<float> Model::decode_logits(int32_t token) {
     require_decoder("generate");
-    BusyGuard g(busy_, batch_);
+    BusyGuard g(busy_, shared_);
     check_tokens({token});
     check_room(1);
     device_->write_buffer(scratch_.chain_ids, &token, 4);
@@ -403,7 +404,7 @@ std::vector<float> Model::decode_logits(int32_t token) {
 
 std::vector<std::pair<std::string, double>> Model::profile_decode(int32_t token) {
     require_decoder("decode");
-    BusyGuard g(busy_, batch_);
+    BusyGuard g(busy_, shared_);
     check_tokens({token});
     check_room(1);
     device_->write_buffer(scratch_.chain_ids, &token, 4);
@@ -418,7 +419,7 @@ std::vector<std::pair<std::string, double>> Model::profile_decode(int32_t token)
 
 std::vector<float> Model::last_logits() {
     require_decoder("compute logits");
-    BusyGuard g(busy_, batch_);
+    BusyGuard g(busy_, shared_);
     std::vector<float> out((size_t)cfg_.vocab_size);
     device_->read_buffer(out.data(), scratch_.logits, out.size() * 4);
     return out;

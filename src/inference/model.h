@@ -2,6 +2,7 @@
 // created at load. Generation replays the tables; nothing is allocated per token.
 #pragma once
 #include <algorithm>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -166,6 +167,10 @@ private:
     int ring_rows_ = 0;
     int ring_floor_ = 0;
     std::mutex busy_;
+    // Set (for good) when a batch engine is first asked for, before it is built:
+    // from then on callers wait for the device instead of getting the
+    // one-caller error, even while the engine is still being built.
+    std::atomic<bool> shared_{false};
     std::unique_ptr<BatchEngine> batch_;
 };
 
