@@ -304,6 +304,68 @@ def test_threads_and_asyncio_tasks_share_a_batched_model(llama_path, parallel):
         m.close()
 
 
+def engine_logits(e, seq, tokens):
+    """Feeds `tokens` to batch sequence `seq` a pass at a time; the last one's logits."""
+    n = e.max_pass_tokens
+    for i in range(0, len(tokens), n):
+        e.step([(seq, tokens[i:i + n], i + n >= len(tokens), False)])
+    return e.last_logits(1)[0]
+
+
+def test_a_sequence_takes_over_the_single_stream_rows(llama_path):
+    """adopt_into_batch copies the single-stream cache's rows of a context into a batch
+    sequence's blocks: what it computes next equals a sequence that computed them all."""
+    rng = np.random.default_rng([SEED, 6])
+    p = [int(t) for t in rng.integers(3, 512, size=70)]
+    m = load(llama_path, n_ctx=512)
+    ref = load(llama_path, n_ctx=512, parallel=2)
+    try:
+        ctx = p + m.generate(p, max_tokens=25).tokens  # single-stream: the cache holds ctx[:-1]
+        e = m._overlap_batch().engine  # its scheduler is idle: the engine is the test's
+        seq, cached = e.open(ctx)
+        assert cached == 0
+        assert m._core().adopt_into_batch(seq, ctx, len(m._cached)) == len(ctx) - 1 == e.length(seq)
+        got = engine_logits(e, seq, ctx[-1:])
+        r = ref.batching.engine
+        rseq, _ = r.open(ctx)
+        np.testing.assert_array_equal(got, engine_logits(r, rseq, ctx))
+        # its full blocks are published: a new sequence of the same context shares them
+        bs = e.block_size
+        assert e.open(ctx)[1] == (len(ctx) - 1) // bs * bs
+        with pytest.raises(akunu.AkunuError, match="vocabulary"):
+            m._core().adopt_into_batch(seq, [10 ** 6], 1)
+    finally:
+        m.close()
+        ref.close()
+
+
+def test_wrapped_sliding_window_rings_are_not_taken_over(tmp_path):
+    """Gemma 3's local layers keep a ring of window + slack rows on the single-stream path:
+    before it wraps the rows are positions and are taken over; after, nothing is."""
+    shape = random_gguf.default_shape("gemma3")
+    path = str(tmp_path / "gemma3.gguf")
+    random_gguf.write_model(path, "gemma3", "Q8_0", seed=5, shape=shape)
+    m = load(path, n_ctx=1024)
+    ref = load(path, n_ctx=1024, parallel=2)
+    try:
+        e = m._overlap_batch().engine
+        for length, taken in ((40, True), (600, False)):
+            m.reset()
+            p = [int(t) for t in np.random.default_rng([SEED, length]).integers(3, 256, size=length)]
+            ctx = p + m.generate(p, max_tokens=4).tokens
+            seq, _ = e.open(ctx)
+            n = m._core().adopt_into_batch(seq, ctx, len(m._cached))
+            assert n == (len(ctx) - 1 if taken else 0)
+            got = engine_logits(e, seq, ctx[n:])
+            rseq, _ = ref.batching.engine.open(ctx)
+            np.testing.assert_array_equal(got, engine_logits(ref.batching.engine, rseq, ctx))
+            e.close(seq)
+            ref.batching.engine.close(rseq)
+    finally:
+        m.close()
+        ref.close()
+
+
 def test_a_lone_generation_hands_over_to_the_batch(llama_path):
     """By default a generation alone runs on the single-stream path; when another arrives
     it goes on in the batch from the tokens it has (prompt + drawn, re-read through the

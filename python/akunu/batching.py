@@ -152,16 +152,27 @@ class BatchScheduler:
             self._cond.notify_all()
         return job
 
-    def take_over(self, req: GenerationRequest, emitter: TokenEmitter, started: float) -> BatchedRequest:
-        """A generation that ran so far on the single-stream path joins the batch: first in
-        line (it came before those waiting), to resume from its prompt and the tokens it
-        has drawn (``emitter.result.tokens``); never refused by max_queue."""
+    def take_over(self, req: GenerationRequest, emitter: TokenEmitter, started: float,
+                  cached: Sequence[int]) -> BatchedRequest:
+        """A generation that ran so far on the single-stream path joins the batch, from its
+        prompt and the tokens it has drawn (``emitter.result.tokens``); never refused by
+        max_queue. Called while its caller still holds the single-stream cache, whose rows
+        of `cached` (the leading tokens of its context there) the sequence takes over
+        instead of computing them again, when a slot is free now; otherwise it waits first
+        in line (it came before those waiting)."""
         job = BatchedRequest(self._model, req, emitter)
         job.submitted = job.first_token_at = started
+        core = self._model._core()
         with self._cond:
             if self._stopping:
                 raise AkunuError("this model has been closed")
-            self._waiting.appendleft(job)
+            ctx = job.context()
+            common = 0
+            while common < min(len(cached), len(ctx) - 1) and cached[common] == ctx[common]:
+                common += 1
+            adopt = (lambda seq: core.adopt_into_batch(seq, ctx[:common], common)) if common else None
+            if not (len(self._running) < self.parallel and self._open(job, adopt)):
+                self._waiting.appendleft(job)
             self._cond.notify_all()
         return job
 
@@ -224,31 +235,40 @@ class BatchScheduler:
 
     def _admit(self) -> None:
         """Opens sequences for waiting requests while slots and KV blocks allow."""
-        engine = self.engine
         while self._waiting and len(self._running) < self.parallel:
             job = self._waiting[0]
             if job.req.max_tokens - len(job.drawn) <= 0:
                 self._waiting.popleft()
                 job.events.put(_DONE)
                 continue
-            ctx = job.context()
-            seq, cached = engine.open(ctx)
-            if seq < 0:
-                return
-            # room for the prompt's first pass and a block of growth for each running request
-            need = engine.blocks_needed(seq, min(len(ctx) - cached, engine.max_pass_tokens))
-            spare = engine.blocks_available() - need - len(self._running)
-            if self._running and spare < 0:
-                engine.close(seq)
+            if not self._open(job):
                 return
             self._waiting.popleft()
-            job.seq = seq
-            job.feed = ctx[cached:]
-            job.prompt_left = max(0, len(job.req.ids) - cached)
-            if not job.drawn:
-                job.result.stats.cached_tokens = cached
-            self._apply_settings(job)
-            self._running.append(job)
+
+    def _open(self, job: BatchedRequest, adopt=None) -> bool:
+        """Opens a sequence for `job` and runs it, if a slot and KV blocks allow. `adopt(seq)`:
+        takes cached rows from elsewhere (returns the sequence's length after)."""
+        engine = self.engine
+        ctx = job.context()
+        seq, cached = engine.open(ctx)
+        if seq < 0:
+            return False
+        if adopt is not None:
+            cached = max(cached, adopt(seq))
+        # room for the prompt's first pass and a block of growth for each running request
+        need = engine.blocks_needed(seq, min(len(ctx) - cached, engine.max_pass_tokens))
+        spare = engine.blocks_available() - need - len(self._running)
+        if self._running and spare < 0:
+            engine.close(seq)
+            return False
+        job.seq = seq
+        job.feed = ctx[cached:]
+        job.prompt_left = max(0, len(job.req.ids) - cached)
+        if not job.drawn:
+            job.result.stats.cached_tokens = cached
+        self._apply_settings(job)
+        self._running.append(job)
+        return True
 
     def _apply_settings(self, job: BatchedRequest) -> None:
         self.engine.set_sampling(job.seq, **job.req.sampling.core_kwargs(job.req.seed))

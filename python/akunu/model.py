@@ -398,7 +398,8 @@ class Model:
             self._turns.release()
             raise
         take_over = None
-        if self._auto:  # others arriving meanwhile batch; this one joins them between chunks
+        # others arriving meanwhile batch; this one joins them between two decode chunks
+        if self._auto:
             gen.hand_over = lambda remaining: self._batch is not None and self._batch.busy()
             take_over = self._hand_over
         s = GenerationStream(gen, self._turns.release, take_over)
@@ -411,7 +412,8 @@ class Model:
         b = self._batch
         if b is None:
             raise AkunuError("this model has been closed")
-        return BatchedStream(b.take_over(gen.req, gen.emitter, gen.decode_started), b)
+        # (the turn is still held: the single-stream cache holds this generation's rows)
+        return BatchedStream(b.take_over(gen.req, gen.emitter, gen.decode_started, self._cached), b)
 
     def generate_batch(self, prompts: Sequence[Union[str, Sequence[int]]], max_tokens: Optional[int] = 128,
                        **kwargs: Any) -> List[GenerationResult]:

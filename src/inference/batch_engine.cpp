@@ -172,6 +172,33 @@ int BatchEngine::open(const std::vector<int32_t>& prompt, int* cached_tokens) {
     return seq;
 }
 
+int BatchEngine::adopt_locked(int seq, const std::vector<int32_t>& tokens, int n, const KVCache& src) {
+    check_seq(seq);
+    Sequence& s = seqs_[(size_t)seq];
+    const int start = (int)s.tokens.size();
+    n = std::min(n, (int)tokens.size());
+    if (n <= start || n > n_ctx_ || src.k_type != kv_.k_type || src.v_type != kv_.v_type || src.kv_dim != kv_.kv_dim)
+        return start;
+    for (int i = 0; i < start; i++)
+        if (s.tokens[(size_t)i] != tokens[(size_t)i]) throw Error("internal error: adopted tokens differ from the sequence's");
+    if (new_blocks(seq, n - start) > pool_.available()) return start;
+    grow(seq, n - start);
+    const int bs = kv_.block_size;
+    const size_t k_row = kv_row_bytes(kv_.k_type, (uint32_t)kv_.kv_dim);
+    const size_t v_row = kv_row_bytes(kv_.v_type, (uint32_t)kv_.kv_dim);
+    for (size_t l = 0; l < kv_.k.size(); l++)
+        for (int p = start; p < n;) {  // one copy per block's run of positions
+            const int run = std::min(n, (p / bs + 1) * bs) - p;
+            const size_t row = (size_t)s.blocks[(size_t)(p / bs)] * bs + (size_t)(p % bs);
+            dev_.copy_buffer(kv_.k[l], row * k_row, src.k[l], (size_t)p * k_row, (size_t)run * k_row);
+            dev_.copy_buffer(kv_.v[l], row * v_row, src.v[l], (size_t)p * v_row, (size_t)run * v_row);
+            p += run;
+        }
+    s.tokens.insert(s.tokens.end(), tokens.begin() + start, tokens.begin() + n);
+    publish_full_blocks(s);
+    return n;
+}
+
 void BatchEngine::close(int seq) {
     std::lock_guard<std::mutex> lock(device_lock_);
     check_seq(seq);

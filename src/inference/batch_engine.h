@@ -74,6 +74,13 @@ public:
     // (`cached_tokens` of the prompt need no computing; at least the last
     // prompt token is always left to feed, for its logits).
     int open(const std::vector<int32_t>& prompt, int* cached_tokens);
+    // Takes positions [length(seq), n) of `tokens` (the sequence's context)
+    // from the single-stream cache `src`, which holds them at rows 0..n-1 in
+    // the pool's element types, instead of computing them again: a generation
+    // that began on the single-stream path joins the batch. Copies only while
+    // free blocks allow; returns the sequence's length after. The caller
+    // holds the device lock and vouches for the rows.
+    int adopt_locked(int seq, const std::vector<int32_t>& tokens, int n, const KVCache& src);
     // Frees the sequence's blocks (published ones stay cached for reuse).
     void close(int seq);
     // Tokens of `seq` whose K/V are in the cache.

@@ -210,6 +210,16 @@ int Model::reusable_prefix(int n) const {
     return ring_rows_ == 0 || first_key >= ring_floor_ ? n : 0;
 }
 
+int Model::adopt_into_batch(int seq, const std::vector<int32_t>& tokens, int n) {
+    std::lock_guard<std::mutex> lock(busy_);
+    if (!batch_) throw Error("this model has no batch engine");
+    check_tokens(tokens);
+    n = std::max(0, std::min(n, n_past_));
+    // rows are positions only while no ring has wrapped
+    if (ring_rows_ && (ring_floor_ > 0 || n_past_ > ring_rows_)) return batch_->adopt_locked(seq, tokens, 0, kv_);
+    return batch_->adopt_locked(seq, tokens, n, kv_);
+}
+
 void Model::check_tokens(const std::vector<int32_t>& tokens) const {
     for (int32_t t : tokens)
         if (t < 0 || t >= cfg_.vocab_size)

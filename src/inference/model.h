@@ -63,6 +63,13 @@ public:
     // n, or 0 when the rings of the sliding-window layers no longer hold the
     // keys position n would see (re-feeding from 0 is then the only way).
     int reusable_prefix(int n) const;
+    // A generation leaving the single-stream path for the batch: batch
+    // sequence `seq` (context `tokens`) takes the single-stream cache's rows
+    // of the first n tokens (the caller vouches they are those tokens; n at
+    // most n_past) instead of computing them again. Returns the sequence's
+    // length after (unchanged when a sliding-window ring has wrapped or the
+    // pool lacks blocks).
+    int adopt_into_batch(int seq, const std::vector<int32_t>& tokens, int n);
     // Rows of the K / V cache of each layer (n_ctx, or a sliding-window ring).
     const std::vector<int>& kv_rows() const { return kv_.rows; }
     // Logits after every token of `tokens`, from position 0: row-major n x vocab.

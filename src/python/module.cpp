@@ -132,6 +132,10 @@ PYBIND11_MODULE(_core, m) {
         .def_property_readonly("memory_bytes", &Model::memory_bytes)
         .def("truncate", &Model::truncate, py::call_guard<py::gil_scoped_release>())
         .def("reusable_prefix", &Model::reusable_prefix)
+        .def("adopt_into_batch", &Model::adopt_into_batch, py::call_guard<py::gil_scoped_release>(),
+             py::arg("seq"), py::arg("tokens"), py::arg("n"),
+             "Batch sequence `seq` takes the single-stream cache's rows of its first n tokens; "
+             "returns its length after.")
         .def_property_readonly("kv_rows", &Model::kv_rows)
         .def("logits", [](Model& m, const std::vector<int32_t>& tokens) {
             std::vector<float> l;
