@@ -304,6 +304,15 @@ def test_threads_and_asyncio_tasks_share_a_batched_model(llama_path, parallel):
         m.close()
 
 
+def same_logits(got, want):
+    """Bit for bit on the CPU, whose single-stream kernels are the batch's; on a GPU the
+    taken-over rows come from single-stream kernels of other rounding."""
+    if DEVICE == "cpu":
+        np.testing.assert_array_equal(got, want)
+    else:
+        np.testing.assert_allclose(got, want, rtol=0, atol=2e-2 * max(1.0, float(np.abs(want).max())))
+
+
 def engine_logits(e, seq, tokens):
     """Feeds `tokens` to batch sequence `seq` a pass at a time; the last one's logits."""
     n = e.max_pass_tokens
@@ -328,7 +337,7 @@ def test_a_sequence_takes_over_the_single_stream_rows(llama_path):
         got = engine_logits(e, seq, ctx[-1:])
         r = ref.batching.engine
         rseq, _ = r.open(ctx)
-        np.testing.assert_array_equal(got, engine_logits(r, rseq, ctx))
+        same_logits(got, engine_logits(r, rseq, ctx))
         # its full blocks are published: a new sequence of the same context shares them
         bs = e.block_size
         assert e.open(ctx)[1] == (len(ctx) - 1) // bs * bs
@@ -358,7 +367,7 @@ def test_wrapped_sliding_window_rings_are_not_taken_over(tmp_path):
             assert n == (len(ctx) - 1 if taken else 0)
             got = engine_logits(e, seq, ctx[n:])
             rseq, _ = ref.batching.engine.open(ctx)
-            np.testing.assert_array_equal(got, engine_logits(ref.batching.engine, rseq, ctx))
+            same_logits(got, engine_logits(ref.batching.engine, rseq, ctx))
             e.close(seq)
             ref.batching.engine.close(rseq)
     finally:
