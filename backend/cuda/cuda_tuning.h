@@ -57,9 +57,6 @@ struct CudaTuning {
     // batch. Fixed for the device's life, so a row's kernel never depends on
     // its company in the batch.
     bool batch_decode_tc = true;
-    // The split-K decode rows' blocks per SM (gemm_tc.cuh, split_plan): the k
-    // loop is split until about this many blocks per SM stream the weights.
-    uint32_t split_blocks = 4;
     // Decode attention serves a KV group's query heads from one block
     // (attention_decode_gqa.cuh) for caches of at least this many positions.
     uint32_t gqa_min_span = 16384;

@@ -270,11 +270,10 @@ struct SplitPlan {
 };
 
 // tiles: block columns of the launch; cols: their columns side by side.
-inline SplitPlan split_plan(size_t sms, size_t blocks_per_sm, unsigned tiles, unsigned cols, unsigned K, unsigned bk,
-                            size_t scratch_bytes) {
+inline SplitPlan split_plan(size_t sms, unsigned tiles, unsigned cols, unsigned K, unsigned bk, size_t scratch_bytes) {
     SplitPlan plan;
     const unsigned nk = K / bk;
-    const size_t target = blocks_per_sm * sms;  // blocks: several per SM keep loads in flight
+    const size_t target = 4 * sms;  // blocks: several per SM keep loads in flight
     // (tile counters in the lower half of the counter area; the paged
     // attention's split counters use the upper half)
     if (tiles >= target / 2 || nk < 4 || tiles > kSplitCounterBytes / 8) return plan;
@@ -293,7 +292,7 @@ inline SplitPlan split_plan(size_t sms, size_t blocks_per_sm, unsigned tiles, un
 template <class F, int BN, int BK>
 void launch_split_tiles(const CudaArgs& a, MatmulParams p, Segments sg, const float* x) {
     const unsigned tiles = place_segments<BN>(sg);
-    const SplitPlan plan = split_plan((size_t)a.tuning->sm_count, a.tuning->split_blocks, tiles, tiles * BN, p.K, BK,
+    const SplitPlan plan = split_plan((size_t)a.tuning->sm_count, tiles, tiles * BN, p.K, BK,
                                       a.split_scratch ? a.split_scratch_bytes : 0);
     SplitK split;
     split.steps = plan.splits > 1 ? (int)plan.steps : 0;
