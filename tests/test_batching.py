@@ -8,6 +8,7 @@ blocks. AKUNU_BATCH_DEVICE=cuda runs the same checks on a GPU."""
 import asyncio
 import os
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -373,6 +374,37 @@ def test_wrapped_sliding_window_rings_are_not_taken_over(tmp_path):
     finally:
         m.close()
         ref.close()
+
+
+def test_two_at_once_take_turns_where_three_are_needed_to_batch(llama_path):
+    """With a minimum overlap of three (a GPU's), a second generation waits for the turn;
+    a third starts the batch, which the first joins; every one gets what it gets alone."""
+    rng = np.random.default_rng([SEED, 7])
+    reqs = [([int(t) for t in rng.integers(3, 512, size=30)], SETTINGS[i]) for i in (0, 1, 2)]
+    want = expected(llama_path, reqs, 150, None, n_ctx=512)
+    m = load(llama_path, n_ctx=512)
+    m._min_overlap = 3
+    try:
+        first = m.generate(reqs[0][0], max_tokens=150, stream=True, **reqs[0][1])
+        text = next(first)
+        second = {}
+        t = threading.Thread(target=lambda: second.update(r=m.generate(reqs[1][0], max_tokens=150, **reqs[1][1])))
+        t.start()
+        deadline = time.monotonic() + TIMEOUT
+        while m._turns.callers() != 2 and time.monotonic() < deadline:
+            pass  # until the second waits for the turn (a condition, not a sleep)
+        assert m._turns.callers() == 2 and m.batching is None
+        third = m.generate(reqs[2][0], max_tokens=150, stream=True, **reqs[2][1])
+        assert m.batching is not None
+        text += "".join(first)
+        "".join(third)
+        t.join(TIMEOUT)
+        assert not t.is_alive()
+        assert text == first.result.text and first._batched is not None
+        for i, tokens in enumerate([first.result.tokens, second["r"].tokens, third.result.tokens]):
+            assert matches(tokens, want[i]), f"request {i}"
+    finally:
+        m.close()
 
 
 def test_a_lone_generation_hands_over_to_the_batch(llama_path):

@@ -40,6 +40,11 @@ _DEVICES = ("cpu", "auto", "cuda", "metal")
 # batched KV cache's default size in tokens (at least one whole context)
 AUTO_PARALLEL = 16
 AUTO_KV_TOKENS = 16384
+# ...from how many generations at once: a batched step of a few rows costs about
+# their single-stream steps' sum on the CPU, and about three of them on a GPU
+# (Llama-3.2-1B F16 on an H200: 2.1-2.3 ms for 1-4 rows against 0.9 ms)
+AUTO_MIN_OVERLAP_CPU = 2
+AUTO_MIN_OVERLAP_GPU = 3
 
 
 def _known_device(device: str) -> bool:
@@ -118,10 +123,11 @@ class Model:
     (``agenerate``, ``astream`` and the other ``a``-prefixed calls).
 
     - ``parallel=None`` (the default): a generation that finds the model free
-      runs on the fast single-stream path; generations that overlap it run
-      together in continuously batched passes (batching.py, created on first
-      overlap with up to ``AUTO_PARALLEL`` at once), and the single-stream one
-      joins them at its next decode chunk.
+      runs on the fast single-stream path; once ``AUTO_MIN_OVERLAP_*`` (2 on
+      the CPU, 3 on a GPU) overlap, they run together in continuously batched
+      passes (batching.py, created then, up to ``AUTO_PARALLEL`` at once), and
+      the single-stream one joins them at its next decode chunk, taking its
+      KV rows along; fewer wait their turn.
     - ``parallel=N`` (N > 1): every generation runs in the batch, up to N at once.
     - ``parallel=1``: one generation at a time on the single-stream path; the
       others wait in arrival order, and a streamed generation holds its turn
@@ -183,6 +189,8 @@ class Model:
         self._auto_kv_tokens = kv_tokens
         self._max_queue = max_queue
         self._auto_lock = threading.Lock()
+        # generations at once from which they batch (batching.py: a step's cost against its rows)
+        self._min_overlap = AUTO_MIN_OVERLAP_CPU if self.device == "cpu" else AUTO_MIN_OVERLAP_GPU
         if parallel is not None and parallel > 1 and not self.is_embedding_model:
             self.enable_batching(parallel, kv_tokens=kv_tokens, max_queue=max_queue)
 
@@ -372,8 +380,14 @@ class Model:
                             stream)
         if self._auto:
             b = self._batch
-            if (b is None or not b.busy()) and self._turns.try_acquire():
-                return self._alone(req, stream)  # nobody else generates: the single-stream path
+            if b is None or not b.busy():
+                if self._turns.try_acquire():
+                    return self._alone(req, stream)  # nobody else generates: the single-stream path
+                # Too few at once to gain from a batched step (a GPU's costs about three
+                # single-stream steps of a small model): wait for the turn instead.
+                if self._turns.callers() + 1 < self._min_overlap and not self._turns.held_here():
+                    self._turns.acquire()
+                    return self._alone(req, stream)
             b = self._overlap_batch()
             if b is not None:
                 return self._batched(b, req, stream)
@@ -635,9 +649,9 @@ def load(path: str, device: str = "cpu", n_ctx: Optional[int] = None, n_threads:
     prefill pass (default: the device's, 64 on the CPU and 512 on CUDA); larger passes
     use more memory for activations and logits. `parallel`: generations served at once
     by continuous batching. None (default): a lone generation runs on the fast
-    single-stream path and generations that overlap it (threads, asyncio tasks) are
-    batched together, up to 16 at once, the first joining them between two decode
-    chunks; N > 1: every generation in the batch, N at once; 1: one at a time on the
+    single-stream path; when generations overlap (threads, asyncio tasks; from 2 on
+    the CPU, 3 on a GPU) they are batched together, up to 16 at once, the first
+    joining them between two decode chunks; N > 1: every generation in the batch, N at once; 1: one at a time on the
     single-stream path, the others waiting in arrival order. `kv_tokens`: the batched
     KV cache's size in tokens, shared by all of them (default: as much as parallel
     whole contexts, as far as memory allows; with parallel=None

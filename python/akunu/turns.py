@@ -53,10 +53,15 @@ class TurnLock:
             self._owner = threading.get_ident()
             return True
 
-    def busy(self) -> bool:
-        """Whether a caller holds the turn or waits for it."""
+    def callers(self) -> int:
+        """Callers holding the turn or waiting for it."""
         with self._cond:
-            return self._next_ticket != self._serving
+            return self._next_ticket - self._serving
+
+    def held_here(self) -> bool:
+        """Whether this thread holds the turn."""
+        with self._cond:
+            return self._owner == threading.get_ident()
 
     def release(self) -> None:
         with self._cond:
