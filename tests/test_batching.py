@@ -350,8 +350,8 @@ def test_a_sequence_takes_over_the_single_stream_rows(llama_path):
 
 
 def test_wrapped_sliding_window_rings_are_not_taken_over(tmp_path):
-    """Gemma 3's local layers keep a ring of window + slack rows on the single-stream path:
-    before it wraps the rows are positions and are taken over; after, nothing is."""
+    """Gemma 3's local layers keep a ring of window + slack rows on the CPU's single-stream
+    path: before it wraps the rows are positions and are taken over; after, nothing is."""
     shape = random_gguf.default_shape("gemma3")
     path = str(tmp_path / "gemma3.gguf")
     random_gguf.write_model(path, "gemma3", "Q8_0", seed=5, shape=shape)
@@ -365,7 +365,8 @@ def test_wrapped_sliding_window_rings_are_not_taken_over(tmp_path):
             ctx = p + m.generate(p, max_tokens=4).tokens
             seq, _ = e.open(ctx)
             n = m._core().adopt_into_batch(seq, ctx, len(m._cached))
-            assert n == (len(ctx) - 1 if taken else 0)
+            # (the CPU keeps the rings; a backend that keeps every row may hand them all over)
+            assert n == len(ctx) - 1 if taken else n in ((0,) if DEVICE == "cpu" else (0, len(ctx) - 1))
             got = engine_logits(e, seq, ctx[n:])
             rseq, _ = ref.batching.engine.open(ctx)
             same_logits(got, engine_logits(ref.batching.engine, rseq, ctx))
