@@ -428,7 +428,8 @@ def test_a_lone_generation_hands_over_to_the_batch(llama_path):
         for i in range(3):
             assert matches(got[i], want[i]), f"request {i} ({reqs[i][1]})"
         assert first.result.stats.generated_tokens == len(first.result.tokens)
-        # alone again: back on the single-stream path
+        # alone again: back on the single-stream path (from an empty cache, as alone() runs it)
+        m.reset()
         again = m.generate(reqs[0][0], max_tokens=200, stream=True, **reqs[0][1])
         "".join(again)
         assert again._batched is None and matches(again.result.tokens, want[0])
