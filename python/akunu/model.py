@@ -181,9 +181,7 @@ class Model:
         self._batch: Optional[BatchScheduler] = None
         if parallel is not None and (isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1):
             raise AkunuError(f"parallel must be a positive integer or None, got {parallel!r}")
-        if kv_tokens is not None and (isinstance(kv_tokens, bool) or not isinstance(kv_tokens, int)
-                                      or kv_tokens <= 0):
-            raise AkunuError(f"kv_tokens must be a positive integer, got {kv_tokens!r}")
+        _check_kv_tokens(kv_tokens)
         # parallel=None: batching starts when generations first overlap (_overlap_batch)
         self._auto = parallel is None and not self.is_embedding_model
         self._auto_kv_tokens = kv_tokens
@@ -200,9 +198,7 @@ class Model:
         `max_queue` (0: no limit) bounds the requests waiting beyond those."""
         if self.is_embedding_model:
             raise AkunuError("this is an embedding model: it does not generate")
-        if kv_tokens is not None and (isinstance(kv_tokens, bool) or not isinstance(kv_tokens, int)
-                                      or kv_tokens <= 0):
-            raise AkunuError(f"kv_tokens must be a positive integer, got {kv_tokens!r}")
+        _check_kv_tokens(kv_tokens)
         with self._exclusive(), self._auto_lock:
             self._auto = False  # every generation runs in this batch from now on
             if self._batch is not None:
@@ -613,6 +609,11 @@ class Model:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _check_kv_tokens(kv_tokens: Optional[int]) -> None:
+    if kv_tokens is not None and (isinstance(kv_tokens, bool) or not isinstance(kv_tokens, int) or kv_tokens <= 0):
+        raise AkunuError(f"kv_tokens must be a positive integer, got {kv_tokens!r}")
 
 
 def _is_whisper(path: str) -> bool:
