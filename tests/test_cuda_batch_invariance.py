@@ -59,7 +59,7 @@ def row_bound(qtype, x, w, decode):
     bound = float32_bound(x, w)
     if decode and qtype in Q8_ACTIVATION_FORMATS:
         bound = bound + q8_rounding_bound(x, w)
-    if qtype in TENSOR_CORE_FORMATS:  # (decode rows take the tensor cores too under batch_decode=tc)
+    if qtype in TENSOR_CORE_FORMATS:  # (decode rows take the tensor cores too under batch_decode=rows / tc)
         bound = bound + 1.2 * 2.0 ** -10 * (np.abs(x.astype(np.float64)) @ np.abs(w).T)
     return bound
 
@@ -109,7 +109,7 @@ def test_matmul_row_alone_equals_row_in_pass(cuda, qtype, shape):
     yc = run_matmul("cpu", qtype, raw, x[:n], bias, N, K, g)
     yg = run_matmul(cuda, qtype, raw, x[:n], bias, N, K, g)
     if qtype == T.F16:
-        # (decode rows take the tensor cores too under the default batch_decode=tc)
+        # (decode rows take the tensor cores too under the default batch_decode=auto)
         tol = 2e-3 if qtype in TENSOR_CORE_FORMATS else 1e-5
         assert rel_l2(yg, yc) < tol
     else:

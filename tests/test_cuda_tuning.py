@@ -33,6 +33,7 @@ SETTINGS = [
     "prefill_gemm=tc",                         # prefill GEMMs on akunu's tensor-core kernels alone
     "prefill_gemm=blas",                       # every prefill GEMM cuBLAS can take
     "repack=0",                                # Q4_0 / Q8_0 / Q6_K in GGUF's layout
+    "batch_decode=tc",                         # batched decode rows on the split-K prompt GEMM (64-row tiles)
     "batch_decode=gemv",                       # batched decode rows through the GEMV (8 rows a weight read)
     "gqa_min_span=0",                          # grouped-query decode attention for every cache
     "fused_batch=0",                           # batch tables with the plain kernels (16 launches a layer)

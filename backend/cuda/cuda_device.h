@@ -51,6 +51,7 @@ public:
 
     bool fused_decode() const override { return true; }
     bool fused_batch() const override { return tuning_.fused_batch; }
+    void set_batch_rows(int max_rows) override;
     bool stages_typed_kv() const override { return true; }
     int prefill_chunk() const override { return 512; }
     void encode_dispatch_table(const DispatchTable& table, const ReplayState& state) override;

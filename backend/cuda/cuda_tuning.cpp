@@ -91,9 +91,12 @@ void CudaTuning::apply(const std::string& overrides) {
         else if (key == "prefill_async") prefill_async = parse_bool(key, v);
         else if (key == "paged_prefill_tc") paged_prefill_tc = parse_bool(key, v);
         else if (key == "batch_decode") {
-            if (v == "gemv") batch_decode_tc = false;
-            else if (v == "tc") batch_decode_tc = true;
-            else bad(key, v, "gemv or tc");
+            if (v == "auto") batch_decode = BatchDecode::kAuto;
+            else if (v == "rows") batch_decode = BatchDecode::kRows;
+            else if (v == "tc") batch_decode = BatchDecode::kTc;
+            else if (v == "gemv") batch_decode = BatchDecode::kGemv;
+            else bad(key, v, "auto, rows, tc or gemv");
+            batch_decode_now = batch_decode == BatchDecode::kAuto ? BatchDecode::kRows : batch_decode;
         }
         else throw Error(std::string(kVariable) + ": unknown key '" + key + "' (keys: " + kKeys + ")");
     }

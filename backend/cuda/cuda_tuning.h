@@ -25,6 +25,17 @@ enum Q8LinkKind : uint32_t {
 };
 
 // Where prefill GEMMs run (kernels/gemm_blas.cuh, kernels/gemm_tc.cuh).
+// The kernel of batch tables' generated (decode) rows (CudaTuning::batch_decode).
+enum class BatchDecode {
+    kAuto,  // kRows for engines of up to kBatchRowsMax sequences, else kTc (CudaDevice::set_batch_rows)
+    kRows,  // the row-side tensor-core GEMM (gemm_rows.cuh): rows on the 8-wide side, weights streamed
+    kTc,    // the split-K prompt GEMM (gemm_tc.cuh, launch_split): rows padded to 64-row tiles
+    kGemv,  // the decode GEMV, 8 rows a weight read
+};
+// Engines of at most this many sequences take kRows under kAuto: faster at
+// 1-16 rows, slower than kTc's single 64-row tile from about 32 rows on.
+constexpr int kBatchRowsMax = 16;
+
 enum class PrefillGemm {
     kAuto,  // cuBLAS where it loads and the pass is large enough, else the tensor-core kernels
     kBlas,  // cuBLAS for every pass it can take; a missing cuBLAS is an error
@@ -51,12 +62,12 @@ struct CudaTuning {
     // Q8Link kinds on (Q8LinkKind bits).
     uint32_t q8_link = kQ8LinkAll;
     PrefillGemm prefill_gemm = PrefillGemm::kAuto;
-    // Generated rows of batched passes (MatmulParams::invariant): false runs
-    // them through the decode GEMV, 8 rows a weight read; true through the
-    // tensor-core GEMM with the prompt rows, one weight read for the whole
-    // batch. Fixed for the device's life, so a row's kernel never depends on
-    // its company in the batch.
-    bool batch_decode_tc = true;
+    // Generated rows of batched passes (MatmulParams::invariant) (BatchDecode).
+    // Fixed for an engine's life, so a row's kernel never depends on its
+    // company in the batch.
+    BatchDecode batch_decode = BatchDecode::kAuto;
+    // batch_decode as an engine runs it (never kAuto): set_batch_rows resolves kAuto.
+    BatchDecode batch_decode_now = BatchDecode::kRows;
     // Decode attention serves a KV group's query heads from one block
     // (attention_decode_gqa.cuh) for caches of at least this many positions.
     uint32_t gqa_min_span = 16384;

@@ -94,6 +94,13 @@ public:
     // generated-row split): fewer launches a layer, the same meaning.
     virtual bool fused_batch() const { return false; }
 
+    // The most sequences a continuous-batching engine on this device runs at
+    // once (BatchOptions::max_seqs), told before it builds its tables: a
+    // device may pick its batch kernels by it (CUDA: the decode-row GEMM).
+    // Fixed for the engine's life, so a row's kernel still never depends on
+    // its company in the batch.
+    virtual void set_batch_rows(int max_rows) { (void)max_rows; }
+
     // Whether a KV cache of another element type than F16 wants F16 staging
     // rows for one layer (KVCache::stage_k / stage_v), into which the prefill
     // attention converts the keys a pass reads once, instead of in every tile

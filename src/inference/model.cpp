@@ -189,6 +189,7 @@ BatchEngine& Model::enable_batching(const BatchOptions& opt) {
     shared_.store(true, std::memory_order_release);
     std::lock_guard<std::mutex> lock(busy_);
     batch_.reset();  // its memory back before the new one is sized
+    device_->set_batch_rows(opt.max_seqs);
     batch_ = std::make_unique<BatchEngine>(*device_, cfg_, arch_, w_, kv_.n_ctx, prefill_chunk_, opt, busy_);
     return *batch_;
 }

@@ -79,6 +79,9 @@ public:
     int chain_length() const override { return ranks_[0]->chain_length(); }
     bool fused_decode() const override { return ranks_[0]->fused_decode(); }
     bool fused_batch() const override { return ranks_[0]->fused_batch(); }
+    void set_batch_rows(int max_rows) override {
+        for (auto& r : ranks_) r->set_batch_rows(max_rows);
+    }
     bool stages_typed_kv() const override { return ranks_[0]->stages_typed_kv(); }
     int prefill_chunk() const override { return ranks_[0]->prefill_chunk(); }
     void encode_dispatch_table(const DispatchTable& table, const ReplayState& state) override;

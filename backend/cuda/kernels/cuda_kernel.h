@@ -104,8 +104,8 @@ struct CudaArgs : CommandBytes {
     // and read by the kernels of one command, so every command may reuse it.
     uint8_t* act_scratch = nullptr;
     size_t act_scratch_bytes = 0;
-    // Device scratch of the split-K GEMM over batch tables' decode rows
-    // (gemm_tc.cuh): per-tile counters, zeroed at creation and left at zero,
+    // Device scratch of the split-K GEMMs over batch tables' decode rows
+    // (gemm_rows.cuh, gemm_tc.cuh): per-tile counters, zeroed at creation and left at zero,
     // then F32 partials.
     uint8_t* split_scratch = nullptr;
     size_t split_scratch_bytes = 0;

@@ -15,6 +15,7 @@
 #include "cuda_kernel.h"
 #include "decode_block.cuh"
 #include "gemm_blas.h"
+#include "gemm_rows.cuh"
 #include "gemm_tc.cuh"
 #include "gemv.cuh"
 
@@ -255,9 +256,10 @@ void launch_gemm_tiled(const CudaArgs& a, const MatmulParams& p, const float* x,
 // Batch tables (MatmulParams::invariant): a row's result may depend on its
 // kind and data only, never on n_tokens or the other rows, so the path is
 // chosen per kind, not by the pass's size. Decode rows [0, generated_rows):
-// the split-K tensor-core GEMM (batch_decode=tc), or the decode GEMV in slices
-// of kGemvMaxTokens (its pinned instantiation, see gemv.cuh); for formats
-// neither takes, the row kernels, in slices too.
+// the row-side tensor-core GEMM (batch_decode=rows, gemm_rows.cuh), the
+// split-K prompt GEMM (batch_decode=tc), or the decode GEMV in slices of
+// kGemvMaxTokens (its pinned instantiation, see gemv.cuh); for formats none
+// takes, the row kernels, in slices too.
 // Prompt rows: the tensor-core GEMM for any count, one row included (its
 // tile pinned by N and K, gemm_tc.cuh), or the row kernels in slices of
 // kMaxTokens. Never cuBLAS, whose algorithm follows the shape; never the
@@ -266,12 +268,14 @@ void launch_gemm_tiled(const CudaArgs& a, const MatmulParams& p, const float* x,
 void launch_matmul_invariant(const CudaArgs& a, MatmulParams p, const float* x, float* y) {
     const uint32_t total = p.n_tokens;
     const uint32_t generated = std::min(p.generated_rows, total);
-    if (a.tuning->batch_decode_tc) {
-        // batch_decode=tc: decode rows take the tensor cores with the k loop
-        // split (gemm_tc.cuh, launch_split), every row one weight read
+    if (a.tuning->batch_decode_now != BatchDecode::kGemv) {
+        // rows / tc: decode rows take the tensor cores, one weight read for 64 rows
         if (generated > 0) {
             p.n_tokens = generated;
-            if (!launch_gemm_tc(a, p, x, y, /*decode_rows=*/true))
+            const bool done = a.tuning->batch_decode_now == BatchDecode::kRows
+                                  ? launch_gemm_rows(a, p, x, gemm_tc::one_segment(a, p, y, p.has_bias ? a.b<float>(3) : nullptr))
+                                  : launch_gemm_tc(a, p, x, y, /*decode_rows=*/true);
+            if (!done)
                 for (uint32_t t0 = 0; t0 < generated; t0 += kMaxTokens) {
                     p.n_tokens = std::min<uint32_t>(kMaxTokens, generated - t0);
                     launch_row_kernels(a, p, x + (size_t)t0 * p.x_stride, y + (size_t)t0 * p.y_stride);
@@ -331,9 +335,10 @@ void launch_matmul(const CudaArgs& a) {
 }
 
 // matmul_multi (batch tables: q, k, v or gate, up): the decode rows of every
-// matrix in one launch of the split-K tensor-core GEMM where it takes the
-// format (the split from the launch's total columns and K: fixed per model,
-// so a row's sums keep their order in any batch); the prompt rows, and
+// matrix in one launch of the decode-row tensor-core GEMM (gemm_rows.cuh, or
+// gemm_tc.cuh's split-K one) where it takes the format (the split from the
+// launch's total columns and K: fixed per model, so a row's sums keep their
+// order in any batch); the prompt rows, and
 // formats it does not take, as each matrix's own invariant matmul.
 void launch_matmul_multi(const CudaArgs& a) {
     const MultiMatmulParams m = a.p<MultiMatmulParams>();
@@ -345,7 +350,7 @@ void launch_matmul_multi(const CudaArgs& a) {
                             m.generated_rows};
     };
     bool decode_done = false;
-    if (gen > 0 && a.tuning->batch_decode_tc) {
+    if (gen > 0 && a.tuning->batch_decode_now != BatchDecode::kGemv) {
         gemm_tc::Segments sg;
         sg.count = m.n_mats;
         for (uint32_t i = 0; i < m.n_mats; i++) {
@@ -357,7 +362,8 @@ void launch_matmul_multi(const CudaArgs& a) {
         }
         MatmulParams p = params_of(0);
         p.n_tokens = gen;
-        decode_done = launch_gemm_tc_split_segments(a, p, x, sg);
+        decode_done = a.tuning->batch_decode_now == BatchDecode::kRows ? launch_gemm_rows(a, p, x, sg)
+                                                                   : launch_gemm_tc_split_segments(a, p, x, sg);
     }
     if (decode_done && gen == m.n_tokens) return;
     for (uint32_t i = 0; i < m.n_mats; i++) {

@@ -1,0 +1,304 @@
+// Tensor-core GEMM for the decode rows of batch tables: y[t, n] = sum_k W[n, k] x[t, k] (+ bias[n])
+// for the few rows t a continuous batch generates a step (one token a sequence).
+//
+// The prompt GEMM (gemm_tc.cuh) puts the rows on the 16-high side of its
+// products and pads them to a 64-row tile, so at 1-8 rows it stages and
+// multiplies mostly padding, and keeps one k step of weights in flight. Here
+// the weights take the 16-row side of the m16n8k16 product (mma.cuh) and the
+// rows its 8-wide side, so a block multiplies 8, 16 or 32 rows (NT = 1, 2, 4
+// groups of 8), and each warp keeps 2-4 k steps of its 16 weight rows in
+// flight in registers: a handful of rows streams the weights as a decode
+// GEMV does, and each weight read serves every row of the block.
+//
+// A block is 4 warps over 64 weight rows (16 each) and NT x 8 rows; per 64-wide
+// k step (32 where K is not a multiple of 64) each warp decodes its rows'
+// units (tc_formats.cuh: the formats of the prompt GEMM) into its own F16
+// tile (read by ldmatrix), the step's activations arrive by cp.async in a
+// ring of F32 tiles, and each lane rounds its B operands to F16 as it
+// builds them for the 16 x 8 x 16 products. The k
+// loop is split over blockIdx.z where the matrices have too few tiles to
+// fill the GPU: each split writes F32 partials, and the last block of a tile
+// to arrive adds them in ascending split order (gemm_tc.cuh's scheme, and its
+// scratch).
+//
+// Batch invariance: a row's output is its own column of the products, summed
+// over 16-wide k slices in ascending k into an F32 fragment, then over the
+// splits in ascending order; the tile and the split come from N, K and the
+// SM count alone, and a row's activations are rounded to F16 alone. So the
+// number of rows (which picks NT and the row slices) never changes a row's
+// result. Included once, by matmul.cu.
+#pragma once
+#include "async_copy.cuh"
+#include "gemm_tc.cuh"
+
+namespace akunu {
+namespace gemm_rows {
+
+using namespace tc_formats;
+using gemm_tc::Segments;
+
+constexpr int kWarps = 4;
+constexpr int kThreads = 32 * kWarps;
+constexpr int kRows = 16 * kWarps;       // weight rows a block
+constexpr unsigned kSliceRows = 64;      // rows a launch (bounds the partials)
+constexpr unsigned kBlocksPerSm = 4;     // split target: blocks for every SM
+constexpr unsigned kMaxSplits = 32;
+
+// Four 8x8 F16 matrices from shared memory: lanes 8i..8i+7 give the
+// addresses of matrix i's rows (16 bytes each); register i is this lane's
+// pair (row g, columns 2t, 2t+1) of matrix i.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* row) {
+    const uint32_t addr = (uint32_t)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+// Split K: block z sums the k steps [z * steps, (z + 1) * steps) (steps 0: no split).
+struct Split {
+    int steps = 0;
+    float* partials = nullptr;     // [gridDim.z][gridDim.x * 8 NT][gridDim.y * kRows]
+    uint32_t* counters = nullptr;  // one per (y, x) block, zero between launches
+};
+
+// Raw k steps of weights a warp keeps in flight: three, two for wide raw units (F32).
+// k steps a warp keeps in flight: up to 256 bytes of raw units a lane, at least two.
+template <class F, int BK, int NT>
+constexpr int stages_for() {
+    constexpr int bytes = (int)sizeof(typename F::Raw) * (BK / 32), s = 256 / bytes;
+    return s < 2 ? 2 : s > 4 ? 4 : s;
+}
+
+// Dynamic shared memory of a <F, BK, NT> block: the activation ring (F32)
+// and each warp's decoded weight tile (F16).
+template <class F, int BK, int NT>
+constexpr int shared_bytes() {
+    return stages_for<F, BK, NT>() * 8 * NT * (BK + 8) * 4 + kWarps * 16 * (BK + 8) * 2;
+}
+
+template <class F, int BK, int NT>
+__global__ void __launch_bounds__(kThreads, kBlocksPerSm)
+    gemm_rows_kernel(MatmulParams p, Segments sg, const float* __restrict__ x, Split split) {
+    constexpr int kTokens = 8 * NT, kPairs = BK / 32, kQuads = BK / 4;
+    constexpr int kLds = BK + 8;        // halves per row of a warp's weight tile (ldmatrix conflict-free)
+    constexpr int kLdx = BK + 8;        // floats per row of an activation tile (pair loads conflict-free)
+    constexpr int kXAll = kTokens * kQuads, kXVec = (kXAll + kThreads - 1) / kThreads;
+    constexpr int kStages = stages_for<F, BK, NT>();
+    extern __shared__ __align__(16) uint8_t smem[];  // shared_bytes<F, BK, NT>()
+    auto xs = reinterpret_cast<float(*)[kTokens][kLdx]>(smem);                                  // [kStages]
+    auto ws = reinterpret_cast<__half(*)[16][kLds]>(smem + kStages * kTokens * kLdx * 4);     // [kWarps]
+
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const uint32_t tile = blockIdx.y;
+    const uint32_t seg = sg.count > 1 && tile >= sg.tile0[1] ? (sg.count > 2 && tile >= sg.tile0[2] ? 2 : 1) : 0;
+    const uint8_t* __restrict__ W = AKUNU_SEGMENT_FIELD(sg, W, seg);
+    float* __restrict__ y = AKUNU_SEGMENT_FIELD(sg, y, seg);
+    const float* __restrict__ bias = AKUNU_SEGMENT_FIELD(sg, bias, seg);
+    const size_t y_stride = AKUNU_SEGMENT_FIELD(sg, y_stride, seg);
+    const int N = (int)AKUNU_SEGMENT_FIELD(sg, N, seg), K = (int)p.K, M = (int)p.n_tokens;
+    const int n0 = (int)(tile - AKUNU_SEGMENT_FIELD(sg, tile0, seg)) * kRows + warp * 16;
+    const int t0 = (int)blockIdx.x * kTokens;
+
+    // This lane's weight units: row n0 + lane / 2 (rows past N read the last
+    // one: computed, never written), unit lane % 2 of every 32 of k.
+    const int wr = lane / 2, wu = lane % 2;
+    const uint8_t* wrow = W + (size_t)min(n0 + wr, N - 1) * (K / F::kElems) * F::kBytes;
+
+    const int nk_all = K / BK;
+    const int kt0 = split.steps ? (int)blockIdx.z * split.steps : 0;
+    const int nk = split.steps ? min(nk_all - kt0, split.steps) : nk_all;
+
+    // Weights: kStages steps in flight in registers (a ring indexed by the
+    // unrolled stage). Activations: the same steps in flight by cp.async into
+    // a ring of F32 tiles; rows past the pass are zeros (read nothing, never written).
+    typename F::Raw wraw[kStages][kPairs];
+    auto fetch_w = [&](typename F::Raw (&r)[kPairs], int kt) {
+#pragma unroll
+        for (int q = 0; q < kPairs; q++) r[q] = F::load(wrow, (kt0 + kt) * BK + 32 * q, wu);
+    };
+    auto fetch_x = [&](int kt) {
+        if (kt < nk) {
+            const int slot = kt % kStages;
+#pragma unroll
+            for (int i = 0; i < kXVec; i++) {
+                const int e = tid + i * kThreads, t = e / kQuads;
+                if (e < kXAll) {
+                    const bool valid = t0 + t < M;
+                    const float* src = x + (size_t)(valid ? t0 + t : 0) * p.x_stride + (kt0 + kt) * BK + 4 * (e % kQuads);
+                    copy16_async(&xs[slot][t][4 * (e % kQuads)], src, valid);
+                }
+            }
+        }
+        copy_commit();  // (an empty group past the end keeps the wait counts uniform)
+    };
+
+    // Launched as a programmatic dependent: the first steps' weights
+    // (immutable) load while the previous kernel finishes.
+#pragma unroll
+    for (int s = 0; s < kStages; s++)
+        if (s < nk) fetch_w(wraw[s], s);
+    pdl_wait();
+    pdl_launch_dependents();
+#pragma unroll
+    for (int s = 0; s < kStages - 1; s++) fetch_x(s);
+
+    float acc[NT][4];
+#pragma unroll
+    for (int j = 0; j < NT; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+
+    const int g = lane / 4, tq = lane % 4;
+    for (int base = 0; base < nk; base += kStages) {
+#pragma unroll
+        for (int s = 0; s < kStages; s++) {
+            const int kt = base + s;
+            if (kt >= nk) break;
+#pragma unroll
+            for (int q = 0; q < kPairs; q++) F::store(wraw[s][q], &ws[warp][wr][32 * q], (kt0 + kt) * BK + 32 * q, wu);
+            if (kt + kStages < nk) fetch_w(wraw[s], kt + kStages);  // the step kStages on
+            copy_wait<kStages - 2>();  // this step's activations landed (this thread's copies)
+            // every thread's copies visible; the slot refilled below was read last step by every warp
+            __syncthreads();
+            fetch_x(kt + kStages - 1);
+            const float(*xt)[kLdx] = xs[kt % kStages];
+#pragma unroll
+            for (int kk = 0; kk < BK; kk += 16) {
+                // A: the warp's 16 rows, k [kk, kk + 16)
+                uint32_t a[4];
+                ldmatrix_x4(a, &ws[warp][lane % 8 + 8 * ((lane / 8) % 2)][kk + 8 * (lane / 16)]);
+#pragma unroll
+                for (int j = 0; j < NT; j++) {
+                    // B: row 8j + g, k kk + 2t.. and kk + 8 + 2t.., rounded to F16 here
+                    const float2 lo = *reinterpret_cast<const float2*>(&xt[8 * j + g][kk + 2 * tq]);
+                    const float2 hi = *reinterpret_cast<const float2*>(&xt[8 * j + g][kk + 8 + 2 * tq]);
+                    mma_16816(acc[j], a, pack_half2(saturate_f16(lo.x), saturate_f16(lo.y)),
+                              pack_half2(saturate_f16(hi.x), saturate_f16(hi.y)));
+                }
+            }
+            __syncwarp();  // ws[warp] read before the next step's decode
+        }
+    }
+    copy_wait<0>();
+
+    // Fragment element e of group j: weight row n0 + g (+ 8 for e >= 2), row
+    // (token) t0 + 8j + 2t + e % 2.
+    auto row_of = [&](int j, int e) { return 8 * j + 2 * tq + (e & 1); };
+    auto col_of = [&](int e) { return g + 8 * (e >> 1); };
+    if (split.steps == 0) {
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int n = n0 + col_of(e), t = t0 + row_of(j, e);
+                if (n < N && t < M) y[(size_t)t * y_stride + n] = acc[j][e] + (bias ? bias[n] : 0.0f);
+            }
+        return;
+    }
+    const size_t rows = (size_t)gridDim.x * kTokens, width = (size_t)gridDim.y * kRows;
+    const size_t col0 = (size_t)tile * kRows + warp * 16;
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int n = n0 + col_of(e), t = t0 + row_of(j, e);
+            if (n < N && t < M)
+                split.partials[((size_t)blockIdx.z * rows + t) * width + col0 + col_of(e)] = acc[j][e];
+        }
+    __threadfence();  // this block's partials visible before its arrival is counted
+    __syncthreads();
+    __shared__ bool last;
+    uint32_t* counter = split.counters + blockIdx.y * gridDim.x + blockIdx.x;
+    if (tid == 0) last = atomicAdd(counter, 1u) == gridDim.z - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int n = n0 + col_of(e), t = t0 + row_of(j, e);
+            if (n >= N || t >= M) continue;
+            float sum = 0.0f;
+            for (unsigned z = 0; z < gridDim.z; z++)
+                sum += __ldcg(split.partials + ((size_t)z * rows + t) * width + col0 + col_of(e));
+            y[(size_t)t * y_stride + n] = sum + (bias ? bias[n] : 0.0f);
+        }
+    if (tid == 0) *counter = 0;  // ready for the next launch
+}
+
+// The split of a launch over `tiles` block columns and nk k steps: as many
+// splits as keep the blocks within one wave of kBlocksPerSm on every SM, partials of a full slice within the
+// scratch. From the matrices' shapes and the GPU alone, never the rows.
+inline unsigned split_count(size_t sms, unsigned tiles, unsigned nk, size_t scratch_bytes) {
+    const size_t target = kBlocksPerSm * sms;
+    if (tiles >= target || nk < 2 || scratch_bytes <= gemm_tc::kSplitCounterBytes) return 1;
+    // (counters: the lower half of gemm_tc's counter area, one per block of a slice)
+    if ((size_t)tiles * (kSliceRows / 8) * 4 > gemm_tc::kSplitCounterBytes / 2) return 1;
+    // (whole waves: a block count just over a wave would leave a second, mostly idle one)
+    unsigned s = (unsigned)std::min<size_t>({target / tiles, nk, kMaxSplits});
+    const size_t per_split = (size_t)kSliceRows * tiles * kRows * 4;
+    while (s > 1 && s * per_split > scratch_bytes - gemm_tc::kSplitCounterBytes) s--;
+    return s;
+}
+
+template <class F, int BK, int NT>
+void launch_slice(const CudaArgs& a, const MatmulParams& p, const Segments& sg, const float* x, unsigned tiles,
+                  unsigned splits, const Split& split) {
+    constexpr int shared = shared_bytes<F, BK, NT>();
+    static const bool configured =
+        cudaFuncSetAttribute(gemm_rows_kernel<F, BK, NT>, cudaFuncAttributeMaxDynamicSharedMemorySize, shared) ==
+        cudaSuccess;
+    (void)configured;
+    const dim3 grid(blocks_for(p.n_tokens, 8 * NT), tiles, splits);
+    launch_pdl(gemm_rows_kernel<F, BK, NT>, grid, kThreads, shared, a, p, sg, x, split);
+}
+
+// The decode rows of sg's matrices (rows x_stride / y_stride apart) in
+// slices of kSliceRows, each slice's rows in groups of 8, 16 or 32 by its count.
+template <class F, int BK>
+void launch_rows(const CudaArgs& a, MatmulParams p, Segments sg, const float* x) {
+    const unsigned tiles = gemm_tc::place_segments<kRows>(sg);
+    const unsigned nk = p.K / BK;
+    const unsigned s = split_count((size_t)a.tuning->sm_count, tiles, nk, a.split_scratch ? a.split_scratch_bytes : 0);
+    Split split;
+    unsigned splits = 1;
+    if (s > 1) {
+        split.steps = (int)((nk + s - 1) / s);
+        splits = (nk + split.steps - 1) / split.steps;  // no empty split
+        split.counters = reinterpret_cast<uint32_t*>(a.split_scratch);
+        split.partials = reinterpret_cast<float*>(a.split_scratch + gemm_tc::kSplitCounterBytes);
+        if (splits == 1) split.steps = 0;
+    }
+    const uint32_t total = p.n_tokens;
+    for (uint32_t t0 = 0; t0 < total; t0 += kSliceRows) {
+        p.n_tokens = std::min(kSliceRows, total - t0);
+        Segments slice = sg;
+        for (uint32_t i = 0; i < sg.count; i++) slice.y[i] = sg.y[i] + (size_t)t0 * sg.y_stride[i];
+        const float* xs = x + (size_t)t0 * p.x_stride;
+        if (p.n_tokens <= 8) launch_slice<F, BK, 1>(a, p, slice, xs, tiles, splits, split);
+        else if (p.n_tokens <= 16) launch_slice<F, BK, 2>(a, p, slice, xs, tiles, splits, split);
+        else launch_slice<F, BK, 4>(a, p, slice, xs, tiles, splits, split);
+    }
+}
+
+}  // namespace gemm_rows
+
+// Enqueues the decode rows of up to three matrices of one K and format (sg;
+// p: K, n_tokens, dtype, x_stride) on the row-side tensor-core GEMM; false
+// when the format, K or alignment do not suit it.
+inline bool launch_gemm_rows(const CudaArgs& a, const MatmulParams& p, const float* x, const gemm_tc::Segments& sg) {
+    using namespace gemm_tc;
+    if (p.n_tokens == 0 || p.K == 0 || p.K % kMinBK != 0) return false;
+    if ((reinterpret_cast<uintptr_t>(x) & 15) != 0 || p.x_stride % 4 != 0) return false;  // float4 loads
+    uintptr_t w_bits = 0;
+    for (uint32_t i = 0; i < sg.count; i++) {
+        if (sg.N[i] == 0) return false;
+        w_bits |= reinterpret_cast<uintptr_t>(sg.W[i]);
+    }
+    return with_tc_format(p.dtype, p.K, w_bits, [&](auto tag) {
+        using F = typename decltype(tag)::type;
+        if (p.K % 64 == 0) gemm_rows::launch_rows<F, 64>(a, p, sg, x);
+        else gemm_rows::launch_rows<F, 32>(a, p, sg, x);
+    });
+}
+
+}  // namespace akunu
