@@ -203,14 +203,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
             if (n < N && t < M)
                 split.partials[((size_t)blockIdx.z * rows + t) * width + col0 + col_of(e)] = acc[j][e];
         }
-    __threadfence();  // this block's partials visible before its arrival is counted
-    __syncthreads();
-    __shared__ bool last;
     uint32_t* counter = split.counters + blockIdx.y * gridDim.x + blockIdx.x;
-    if (tid == 0) last = atomicAdd(counter, 1u) == gridDim.z - 1;
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
+    if (!gemm_tc::last_split_to_arrive(counter)) return;
 #pragma unroll
     for (int j = 0; j < NT; j++)
 #pragma unroll

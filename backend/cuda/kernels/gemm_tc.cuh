@@ -65,6 +65,19 @@ struct Segments {
 // register (which would copy it to local memory).
 #define AKUNU_SEGMENT_FIELD(sg, f, i) ((i) == 0 ? (sg).f[0] : (i) == 1 ? (sg).f[1] : (sg).f[2])
 
+// After a block wrote its split's partials: counts its arrival at the
+// tile's counter (the block's threads together) and tells whether it came
+// last of the gridDim.z splits, every other split's partials then visible.
+__device__ __forceinline__ bool last_split_to_arrive(uint32_t* counter) {
+    __threadfence();  // this block's partials visible before its arrival is counted
+    __syncthreads();
+    __shared__ bool last;
+    if (threadIdx.x == 0) last = atomicAdd(counter, 1u) == gridDim.z - 1;
+    __syncthreads();
+    if (last) __threadfence();
+    return last;
+}
+
 template <class F, int BN, int BK, int BM>
 __global__ void __launch_bounds__(2 * BN)
     gemm_tc_kernel(MatmulParams p, Segments sg, const float* __restrict__ x, SplitK split) {
@@ -188,14 +201,8 @@ __global__ void __launch_bounds__(2 * BN)
             if (t >= M) break;
             split.partials[((size_t)blockIdx.z * rows + t) * width + col] = cw[tt * kCld + lane];
         }
-    __threadfence();  // this block's partials visible before its arrival is counted
-    __syncthreads();
-    __shared__ bool last;
     uint32_t* counter = split.counters + blockIdx.y * gridDim.x + blockIdx.x;
-    if (tid == 0) last = atomicAdd(counter, 1u) == gridDim.z - 1;
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
+    if (!last_split_to_arrive(counter)) return;
     if (n < N) {
         const float b = bias ? bias[n] : 0.0f;
         for (int tt = 0; tt < kWarpM; tt++) {
