@@ -2,9 +2,11 @@
 (MatmulParams::invariant = 1): rows [0, generated_rows) are decode rows, the
 rest prompt rows, and a row's output must be bitwise the same whether it runs
 alone (n_tokens = 1, the same kind) or inside a ragged pass of any size and
-mix. Formats with the integer decode GEMV and the tensor-core GEMM (Q8_0,
-Q4_0, Q4_K, Q6_K), the float GEMV and tensor cores (F16), and one without
-either (Q5_K: the row kernels). Every output is also checked against float64
+mix, with either kernel of the decode rows (the row-side GEMM of engines of
+up to 16 sequences, the split-K 64-row tiles of larger ones). Formats with
+the integer decode GEMV and the tensor-core GEMM (Q8_0, Q4_0, Q4_K, Q6_K),
+the float GEMV and tensor cores (F16), and one without either (Q5_K: the
+row kernels). Every output is also checked against float64
 on the dequantized weights within the bound of the path its kind takes, and
 the pass against the CPU backend within test_device_kernels.py's tolerances.
 Outputs are NaN-poisoned; inputs are fresh random numbers every run
@@ -42,13 +44,15 @@ def cuda():
     return "cuda"
 
 
-def run_matmul(device, qtype, raw, x, bias, N, K, generated):
-    """y for the rows of x in one pass, rows [0, generated) decode rows."""
+def run_matmul(device, qtype, raw, x, bias, N, K, generated, engine_rows=16):
+    """y for the rows of x in one pass, rows [0, generated) decode rows, on a
+    device set up for a batch engine of `engine_rows` sequences (under the
+    default batch_decode=auto, 16: the row-side GEMM, 64: the split-K 64-row tiles)."""
     m = x.shape[0]
     y = np.full((m, N), np.nan, np.float32)
     params = kp.matmul(N, K, m, int(qtype), K, N, has_bias=1, invariant=1, generated_rows=generated)
     _testing.run_kernel(f"gemm_{qtype.name.lower()}", [raw, np.ascontiguousarray(x), y, bias.copy()], params,
-                        device=device)
+                        device=device, batch_rows=engine_rows)
     return y
 
 
@@ -68,9 +72,10 @@ FORMATS = [T.F16, T.Q8_0, T.Q4_0, T.Q4_K, T.Q6_K, T.Q5_K]
 SHAPES = [(1024, 4096), (4096, 1024), (2048, 3072)]
 
 
+@pytest.mark.parametrize("engine_rows", [16, 64], ids=["rows-gemm", "tc-gemm"])
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
 @pytest.mark.parametrize("qtype", FORMATS, ids=lambda t: t.name)
-def test_matmul_row_alone_equals_row_in_pass(cuda, qtype, shape):
+def test_matmul_row_alone_equals_row_in_pass(cuda, qtype, shape, engine_rows):
     N, K = shape
     rng = rng_for((int(qtype), N, K))
     raw, w = random_matrix(qtype, N, K, rng)
@@ -82,7 +87,7 @@ def test_matmul_row_alone_equals_row_in_pass(cuda, qtype, shape):
     # every row alone, as a decode row and as a prompt row
     alone = {}
     for decode in (True, False):
-        ys = np.stack([run_matmul(cuda, qtype, raw, x[i:i + 1], bias, N, K, 1 if decode else 0)[0]
+        ys = np.stack([run_matmul(cuda, qtype, raw, x[i:i + 1], bias, N, K, 1 if decode else 0, engine_rows)[0]
                        for i in range(MAX_ROWS)])
         assert not np.isnan(ys).any(), f"decode={decode}: unwritten outputs"
         err = np.abs(ys - ref)
@@ -97,7 +102,7 @@ def test_matmul_row_alone_equals_row_in_pass(cuda, qtype, shape):
         n = int(rng.integers(2, MAX_ROWS + 1))
         cases.append((n, int(rng.integers(0, n + 1))))
     for n, g in cases:
-        y = run_matmul(cuda, qtype, raw, x[:n], bias, N, K, g)
+        y = run_matmul(cuda, qtype, raw, x[:n], bias, N, K, g, engine_rows)
         assert not np.isnan(y).any(), f"n_tokens={n} generated_rows={g}: unwritten outputs"
         expect = np.concatenate([alone[True][:g], alone[False][g:n]])
         diff = np.nonzero((y.view(np.uint32) != expect.view(np.uint32)).any(axis=1))[0]
@@ -107,7 +112,7 @@ def test_matmul_row_alone_equals_row_in_pass(cuda, qtype, shape):
     # the CPU backend on the largest mixed pass (tolerances of test_device_kernels.py)
     n, g = MAX_ROWS, 9
     yc = run_matmul("cpu", qtype, raw, x[:n], bias, N, K, g)
-    yg = run_matmul(cuda, qtype, raw, x[:n], bias, N, K, g)
+    yg = run_matmul(cuda, qtype, raw, x[:n], bias, N, K, g, engine_rows)
     if qtype == T.F16:
         # (decode rows take the tensor cores too under the default batch_decode=auto)
         tol = 2e-3 if qtype in TENSOR_CORE_FORMATS else 1e-5

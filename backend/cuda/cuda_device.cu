@@ -208,14 +208,15 @@ CudaArgs CudaDevice::scratch_args() const {
     return a;
 }
 
-// The ranks of a tensor-parallel model meet in NCCL, enqueued on this
-// device's stream by the collective commands (kernels/collective.cu) from the
-// rank's thread, eagerly or into this device's graphs.
+// batch_decode=auto: the row-side GEMM for small engines (CudaTuning::batch_decode).
 void CudaDevice::set_batch_rows(int max_rows) {
     if (tuning_.batch_decode == BatchDecode::kAuto)
         tuning_.batch_decode_now = max_rows <= kBatchRowsMax ? BatchDecode::kRows : BatchDecode::kTc;
 }
 
+// The ranks of a tensor-parallel model meet in NCCL, enqueued on this
+// device's stream by the collective commands (kernels/collective.cu) from the
+// rank's thread, eagerly or into this device's graphs.
 void CudaDevice::set_collective(Collective* c) {
     const NcclCollective* nccl = c ? dynamic_cast<const NcclCollective*>(c) : nullptr;
     if (c && !nccl)

@@ -24,7 +24,6 @@ enum Q8LinkKind : uint32_t {
     kQ8LinkAll = 7,
 };
 
-// Where prefill GEMMs run (kernels/gemm_blas.cuh, kernels/gemm_tc.cuh).
 // The kernel of batch tables' generated (decode) rows (CudaTuning::batch_decode).
 enum class BatchDecode {
     kAuto,  // kRows for engines of up to kBatchRowsMax sequences, else kTc (CudaDevice::set_batch_rows)
@@ -36,6 +35,7 @@ enum class BatchDecode {
 // 1-16 rows, slower than kTc's single 64-row tile from about 32 rows on.
 constexpr int kBatchRowsMax = 16;
 
+// Where prefill GEMMs run (kernels/gemm_blas.cuh, kernels/gemm_tc.cuh).
 enum class PrefillGemm {
     kAuto,  // cuBLAS where it loads and the pass is large enough, else the tensor-core kernels
     kBlas,  // cuBLAS for every pass it can take; a missing cuBLAS is an error

@@ -88,7 +88,7 @@ py::dict param_enums() {
 // ("cpu", "metal-emu") use the arrays in place, GPU devices get copies in and
 // every buffer copied back.
 void run_kernel(const std::string& name, py::list buffers, py::bytes params, int n_threads,
-                const std::string& device) {
+                const std::string& device, int batch_rows) {
     static std::unique_ptr<CpuDevice> cpu;
     static std::map<std::string, std::unique_ptr<Device>> others;
     Device* dev;
@@ -102,6 +102,7 @@ void run_kernel(const std::string& name, py::list buffers, py::bytes params, int
         if (!d || std::find(names.begin(), names.end(), device) == names.end()) d = create_device(device, n_threads);
         dev = d.get();
     }
+    if (batch_rows > 0) dev->set_batch_rows(batch_rows);  // as a batch engine of that many sequences would
     const bool host = dynamic_cast<CpuDevice*>(dev) != nullptr;
     std::string pb = params;
     if (pb.size() > (size_t)DispatchCmd::MAX_PARAM_BYTES)
@@ -151,9 +152,11 @@ PYBIND11_MODULE(_testing, m) {
     register_whisper_testing(m);
 
     m.def("run_kernel", &run_kernel, py::arg("name"), py::arg("buffers"), py::arg("params"),
-          py::arg("n_threads") = 2, py::arg("device") = "cpu",
+          py::arg("n_threads") = 2, py::arg("device") = "cpu", py::arg("batch_rows") = 0,
           "Run one kernel by name on numpy buffers (C-contiguous, writable) with packed parameter bytes "
-          "(tests.fixtures.kernel_params) on a device: 'cpu' (the reference), 'metal-emu', 'cuda', 'metal'.");
+          "(tests.fixtures.kernel_params) on a device: 'cpu' (the reference), 'metal-emu', 'cuda', 'metal'. "
+          "batch_rows > 0 first tells the device a batch engine of that many sequences is made "
+          "(Device::set_batch_rows: the kernels of batch tables it picks by that).");
 
     m.def("regroup_x8", [](py::bytes data, uint32_t dtype, int64_t rows, int64_t cols, bool back) {
         const DTypeDescriptor* dt = dtype_lookup(kX8Base + dtype);
