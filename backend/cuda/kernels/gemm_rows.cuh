@@ -280,15 +280,7 @@ void launch_rows(const CudaArgs& a, MatmulParams p, Segments sg, const float* x)
 // p: K, n_tokens, dtype, x_stride) on the row-side tensor-core GEMM; false
 // when the format, K or alignment do not suit it.
 inline bool launch_gemm_rows(const CudaArgs& a, const MatmulParams& p, const float* x, const gemm_tc::Segments& sg) {
-    using namespace gemm_tc;
-    if (p.n_tokens == 0 || p.K == 0 || p.K % kMinBK != 0) return false;
-    if ((reinterpret_cast<uintptr_t>(x) & 15) != 0 || p.x_stride % 4 != 0) return false;  // float4 loads
-    uintptr_t w_bits = 0;
-    for (uint32_t i = 0; i < sg.count; i++) {
-        if (sg.N[i] == 0) return false;
-        w_bits |= reinterpret_cast<uintptr_t>(sg.W[i]);
-    }
-    return with_tc_format(p.dtype, p.K, w_bits, [&](auto tag) {
+    return with_segments_format(p, x, sg, [&](auto tag) {
         using F = typename decltype(tag)::type;
         if (p.K % 64 == 0) gemm_rows::launch_rows<F, 64>(a, p, sg, x);
         else gemm_rows::launch_rows<F, 32>(a, p, sg, x);

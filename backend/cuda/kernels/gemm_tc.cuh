@@ -410,8 +410,12 @@ inline bool launch_gemm_tc(const CudaArgs& a, const MatmulParams& p, const float
 // The decode rows of up to three matrices of one K and format (sg) in one
 // launch of the split-K kernel (p: K, n_tokens, dtype, x_stride); false when
 // the format, K or alignment do not suit it.
-inline bool launch_gemm_tc_split_segments(const CudaArgs& a, const MatmulParams& p, const float* x,
-                                          const gemm_tc::Segments& sg) {
+// Calls fn(FormatTag<F>{}) and returns true when sg's matrices (p: K,
+// n_tokens, dtype, x_stride) and x suit the decode-row kernels (this file's
+// launch_split, gemm_rows.cuh): K a multiple of 32, float4 activation loads,
+// a tensor-core format at the weights' alignment; else false.
+template <class Fn>
+bool with_segments_format(const MatmulParams& p, const float* x, const gemm_tc::Segments& sg, Fn&& fn) {
     using namespace gemm_tc;
     if (p.n_tokens == 0 || p.K == 0 || p.K % kMinBK != 0) return false;
     if ((reinterpret_cast<uintptr_t>(x) & 15) != 0 || p.x_stride % 4 != 0) return false;
@@ -420,8 +424,13 @@ inline bool launch_gemm_tc_split_segments(const CudaArgs& a, const MatmulParams&
         if (sg.N[i] == 0) return false;
         w_bits |= reinterpret_cast<uintptr_t>(sg.W[i]);
     }
-    return with_tc_format(p.dtype, p.K, w_bits, [&](auto tag) {
-        launch_split<typename decltype(tag)::type>(a, p, sg, x);
+    return with_tc_format(p.dtype, p.K, w_bits, fn);
+}
+
+inline bool launch_gemm_tc_split_segments(const CudaArgs& a, const MatmulParams& p, const float* x,
+                                          const gemm_tc::Segments& sg) {
+    return with_segments_format(p, x, sg, [&](auto tag) {
+        gemm_tc::launch_split<typename decltype(tag)::type>(a, p, sg, x);
     });
 }
 
