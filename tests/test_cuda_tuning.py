@@ -109,6 +109,7 @@ def test_decode_steps_match_cpu(models, tuning, monkeypatch):
     ("prefill_async=yes", "bad value 'yes' for prefill_async"),
     ("paged_prefill_tc=2", "bad value '2' for paged_prefill_tc"),
     ("q8_link=attention+norm", "bad value 'attention+norm' for q8_link"),
+    ("batch_decode=wide", "bad value 'wide' for batch_decode (auto, rows, tc or gemv)"),
     ("prefill_gemm", "is not key=value"),
 ])
 def test_bad_tuning_is_a_clear_error(tuning, message, monkeypatch):
