@@ -14,6 +14,12 @@
 // (nothing to decode), kMinQuantTokens or more for the rest (fewer tokens
 // re-read the weights less than a decode pass costs). CudaTuning::prefill_gemm
 // = tc turns this path off, = blas makes it take every pass it can.
+//
+// Prompt rows of batch passes (run_fixed_shape): cuBLAS picks its algorithm
+// by the shape, so a row's rounding would follow how many rows share its
+// pass; there every call of a matrix is fixed_rows(N) rows (zero-padded),
+// its output in scratch and the real rows copied out, and the format's
+// decode runs for any count.
 #include "gemm_blas.h"
 
 #include <algorithm>
@@ -31,14 +37,16 @@ using namespace tc_formats;
 
 constexpr size_t kChunkBytes = 16u << 20;  // F16 weight rows decoded per GEMM call
 constexpr uint32_t kMinQuantTokens = 128;
+constexpr size_t kFixedOutputBytes = 32u << 20;  // F32 output of one fixed-shape call
 
-// x (F32, rows x_stride apart) -> F16 [M][K], saturated at +-65504 as gemm_tc rounds.
-__global__ void activations_to_f16(const float* __restrict__ x, uint32_t x_stride, uint32_t M, uint32_t K,
-                                   __half* __restrict__ out) {
-    const size_t quads = (size_t)M * (K / 4);
+// x (F32, M rows x_stride apart) -> F16 [rows][K], saturated at +-65504 as
+// gemm_tc rounds; rows [M, rows) zero.
+__global__ void activations_to_f16(const float* __restrict__ x, uint32_t x_stride, uint32_t M, uint32_t rows,
+                                   uint32_t K, __half* __restrict__ out) {
+    const size_t quads = (size_t)rows * (K / 4);
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < quads; i += (size_t)gridDim.x * blockDim.x) {
         const size_t t = i / (K / 4), q = i % (K / 4);
-        const float4 v = *reinterpret_cast<const float4*>(x + t * x_stride + 4 * q);
+        const float4 v = t < M ? *reinterpret_cast<const float4*>(x + t * x_stride + 4 * q) : float4{0, 0, 0, 0};
         const auto sat = [](float f) { return fminf(fmaxf(f, -65504.0f), 65504.0f); };
         *reinterpret_cast<uint2*>(out + t * K + 4 * q) =
             make_uint2(pack_half2(sat(v.x), sat(v.y)), pack_half2(sat(v.z), sat(v.w)));
@@ -64,6 +72,21 @@ __global__ void add_bias(float* __restrict__ y, uint32_t y_stride, uint32_t M, u
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x)
         y[(i / N) * y_stride + i % N] += bias[i % N];
 }
+
+// y rows [0, m) (y_stride apart) = ys [m][n] (+ bias): a fixed-shape call's real rows.
+__global__ void store_rows(const float* __restrict__ ys, uint32_t n, uint32_t m, float* __restrict__ y,
+                           uint32_t y_stride, const float* __restrict__ bias) {
+    const size_t total = (size_t)m * n;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
+        const size_t t = i / n, c = i % n;
+        y[t * y_stride + c] = bias ? ys[i] + bias[c] : ys[i];
+    }
+}
+
+// Rows of every fixed-shape call of an N-row matrix: 256 (a pass of 512
+// prompt rows is two calls); 32 for output heads (N > 32768), whose prompt
+// rows are the few that draw a token.
+uint32_t fixed_rows(uint32_t N) { return N > 32768 ? 32 : 256; }
 
 unsigned grid_for(size_t items) {
     const size_t blocks = (items + 255) / 256;
@@ -115,46 +138,56 @@ std::unique_ptr<BlasGemm> make_blas_gemm(PrefillGemm mode) {
 
 BlasGemm::~BlasGemm() {
     if (handle_) lib_->destroy(handle_);
-    for (__half* b : buf_) cudaFree(b);
+    for (void* b : buf_) cudaFree(b);
 }
 
-__half* BlasGemm::scratch(int which, size_t elems) {
-    if (elems_[which] >= elems) return buf_[which];
+void* BlasGemm::scratch(int which, size_t bytes) {
+    if (bytes_[which] >= bytes) return buf_[which];
     cudaFree(buf_[which]);  // waits for the kernels that read it
     buf_[which] = nullptr;
-    elems_[which] = 0;
-    if (cudaMalloc(&buf_[which], elems * sizeof(__half)) != cudaSuccess) {
+    bytes_[which] = 0;
+    if (cudaMalloc(&buf_[which], bytes) != cudaSuccess) {
         cudaGetLastError();
         buf_[which] = nullptr;
         return nullptr;
     }
-    elems_[which] = elems;
+    bytes_[which] = bytes;
     return buf_[which];
+}
+
+// What both paths need of a pass: K in whole 32s, float4 activation rows, a
+// format with an F16 decoder, no stream capture (no allocation or handle
+// creation inside a graph), and the handle on the pass's stream.
+bool BlasGemm::usable(const CudaArgs& a, const MatmulParams& p, const float* x) {
+    if (p.N == 0 || p.K == 0 || p.K % 32 != 0) return false;
+    if ((reinterpret_cast<uintptr_t>(x) & 15) != 0 || p.x_stride % 4 != 0) return false;
+    Decoder dec;
+    if (!decoder_for(p, reinterpret_cast<uintptr_t>(a.buf[0]), &dec)) return false;
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(a.stream, &capturing) != cudaSuccess || capturing != cudaStreamCaptureStatusNone)
+        return false;
+    if (!handle_) check_blas(lib_->create(&handle_), "handle creation");
+    check_blas(lib_->set_stream(handle_, a.stream), "set stream");
+    return true;
 }
 
 bool BlasGemm::run(const CudaArgs& a, const MatmulParams& p, const float* x, float* y) {
     const uint32_t M = p.n_tokens, N = p.N, K = p.K;
-    if (M < 16 || N == 0 || K == 0 || K % 32 != 0) return false;
-    if ((reinterpret_cast<uintptr_t>(x) & 15) != 0 || p.x_stride % 4 != 0) return false;  // float4 reads
+    if (M < 16 || !usable(a, p, x)) return false;
     Decoder dec;
-    if (!decoder_for(p, reinterpret_cast<uintptr_t>(a.buf[0]), &dec)) return false;
+    decoder_for(p, reinterpret_cast<uintptr_t>(a.buf[0]), &dec);
     if (dec && M < kMinQuantTokens && !every_pass_) return false;
-    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-    if (cudaStreamIsCapturing(a.stream, &capturing) != cudaSuccess || capturing != cudaStreamCaptureStatusNone)
-        return false;  // no allocation or handle creation inside a graph
-    if (!handle_) check_blas(lib_->create(&handle_), "handle creation");
     // Rows per GEMM call: the whole matrix for F16, else chunks of ~kChunkBytes (multiples of 128 rows).
     uint32_t chunk = N;
     if (dec) {
         const size_t fit = kChunkBytes / ((size_t)K * sizeof(__half));
         chunk = (uint32_t)std::min<size_t>(N, std::max<size_t>(128, fit / 128 * 128));
     }
-    __half* xh = scratch(0, (size_t)M * K);
-    __half* wh = dec ? scratch(1, (size_t)chunk * K) : nullptr;
+    auto* xh = static_cast<__half*>(scratch(0, (size_t)M * K * sizeof(__half)));
+    auto* wh = dec ? static_cast<__half*>(scratch(1, (size_t)chunk * K * sizeof(__half))) : nullptr;
     if (!xh || (dec && !wh)) return false;  // out of memory: the other kernels need no scratch
 
-    check_blas(lib_->set_stream(handle_, a.stream), "set stream");
-    activations_to_f16<<<grid_for((size_t)M * K / 4), 256, 0, a.stream>>>(x, p.x_stride, M, K, xh);
+    activations_to_f16<<<grid_for((size_t)M * K / 4), 256, 0, a.stream>>>(x, p.x_stride, M, M, K, xh);
     const float one = 1.0f, zero = 0.0f;
     const uint8_t* W = a.b<uint8_t>(0);
     for (uint32_t r0 = 0; r0 < N; r0 += chunk) {
@@ -171,6 +204,50 @@ bool BlasGemm::run(const CudaArgs& a, const MatmulParams& p, const float* x, flo
                    "GEMM");
     }
     if (p.has_bias) add_bias<<<grid_for((size_t)M * N), 256, 0, a.stream>>>(y, p.y_stride, M, N, a.b<float>(3));
+    return true;
+}
+
+bool BlasGemm::run_fixed_shape(const CudaArgs& a, const MatmulParams& p, const float* x, float* y) {
+    const uint32_t M = p.n_tokens, N = p.N, K = p.K;
+    if (!usable(a, p, x)) return false;
+    if (M == 0) return true;
+    Decoder dec;
+    decoder_for(p, reinterpret_cast<uintptr_t>(a.buf[0]), &dec);
+    const uint32_t S = fixed_rows(N);
+    const uint32_t slices = (M + S - 1) / S;
+    // Weight rows a call: bounded by the output scratch, and by kChunkBytes of
+    // decoded rows for formats other than F16; a function of N and K alone.
+    size_t fit = kFixedOutputBytes / ((size_t)S * sizeof(float));
+    if (dec) fit = std::min(fit, kChunkBytes / ((size_t)K * sizeof(__half)));
+    const uint32_t chunk = (uint32_t)std::min<size_t>(N, std::max<size_t>(128, fit / 128 * 128));
+    auto* xh = static_cast<__half*>(scratch(0, (size_t)slices * S * K * sizeof(__half)));
+    auto* wh = dec ? static_cast<__half*>(scratch(1, (size_t)chunk * K * sizeof(__half))) : nullptr;
+    auto* ys = static_cast<float*>(scratch(2, (size_t)S * chunk * sizeof(float)));
+    if (!xh || (dec && !wh) || !ys) return false;  // out of memory: gemm_tc needs no scratch
+
+    // every slice's activations, rows past M zero
+    activations_to_f16<<<grid_for((size_t)slices * S * K / 4), 256, 0, a.stream>>>(x, p.x_stride, M, slices * S, K,
+                                                                                   xh);
+    const float one = 1.0f, zero = 0.0f;
+    const uint8_t* W = a.b<uint8_t>(0);
+    const float* bias = p.has_bias ? a.b<float>(3) : nullptr;
+    for (uint32_t r0 = 0; r0 < N; r0 += chunk) {
+        const uint32_t rows = std::min(chunk, N - r0);
+        const __half* w = reinterpret_cast<const __half*>(W) + (size_t)r0 * K;  // F16: in place
+        if (dec) {
+            dec<<<grid_for((size_t)rows * K / 16), 256, 0, a.stream>>>(W, K, r0, rows, wh);
+            w = wh;
+        }
+        for (uint32_t s0 = 0; s0 < M; s0 += S) {
+            check_blas(lib_->gemm_ex(handle_, CublasLibrary::kOpT, CublasLibrary::kOpN, (int)rows, (int)S, (int)K,
+                                     &one, w, CUDA_R_16F, (int)K, xh + (size_t)s0 * K, CUDA_R_16F, (int)K, &zero, ys,
+                                     CUDA_R_32F, (int)rows, CublasLibrary::kCompute32F, CublasLibrary::kGemmDefault),
+                       "GEMM");
+            const uint32_t m = std::min(S, M - s0);
+            store_rows<<<grid_for((size_t)m * rows), 256, 0, a.stream>>>(ys, rows, m, y + (size_t)s0 * p.y_stride + r0,
+                                                                         p.y_stride, bias ? bias + r0 : nullptr);
+        }
+    }
     return true;
 }
 

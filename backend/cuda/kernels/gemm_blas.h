@@ -26,13 +26,22 @@ public:
     // (see gemm_blas.cu for which); false leaves it to gemm_tc / the float kernels.
     bool run(const CudaArgs& a, const MatmulParams& p, const float* x, float* y);
 
+    // The prompt rows of a batch pass (MatmulParams::invariant), any count:
+    // every cuBLAS call of a matrix has the same shape (fixed_rows(N) rows,
+    // the last slice zero-padded) and the same scratch operands, so cuBLAS
+    // picks one algorithm for the matrix whatever the pass holds and a row's
+    // sums never depend on its company. Whether it takes a matrix depends on
+    // its format, K and addresses, never on the row count. False: not taken.
+    bool run_fixed_shape(const CudaArgs& a, const MatmulParams& p, const float* x, float* y);
+
 private:
-    __half* scratch(int which, size_t elems);  // 0: activations, 1: weight rows
+    void* scratch(int which, size_t bytes);  // 0: activations, 1: weight rows, 2: fixed-shape output
+    bool usable(const CudaArgs& a, const MatmulParams& p, const float* x);
     const CublasLibrary* lib_;
     bool every_pass_;
     void* handle_ = nullptr;
-    __half* buf_[2] = {};
-    size_t elems_[2] = {};
+    void* buf_[3] = {};
+    size_t bytes_[3] = {};
 };
 
 // The device's BlasGemm, or nullptr when cuBLAS is not loadable or `mode`

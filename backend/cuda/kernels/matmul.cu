@@ -260,11 +260,12 @@ void launch_gemm_tiled(const CudaArgs& a, const MatmulParams& p, const float* x,
 // split-K prompt GEMM (batch_decode=tc), or the decode GEMV in slices of
 // kGemvMaxTokens (its pinned instantiation, see gemv.cuh); for formats none
 // takes, the row kernels, in slices too.
-// Prompt rows: the tensor-core GEMM for any count, one row included (its
-// tile pinned by N and K, gemm_tc.cuh), or the row kernels in slices of
-// kMaxTokens. Never cuBLAS, whose algorithm follows the shape; never the
-// float tiled GEMM (it rounds unlike the row kernels, so a format would
-// take two paths by count).
+// Prompt rows: cuBLAS in calls of one fixed shape a matrix where it loads
+// (BlasGemm::run_fixed_shape: its algorithm follows the shape, so the shape
+// never follows the pass), else the tensor-core GEMM for any count, one row
+// included (its tile pinned by N and K, gemm_tc.cuh), or the row kernels in
+// slices of kMaxTokens. Never the float tiled GEMM (it rounds unlike the
+// row kernels, so a format would take two paths by count).
 void launch_matmul_invariant(const CudaArgs& a, MatmulParams p, const float* x, float* y) {
     const uint32_t total = p.n_tokens;
     const uint32_t generated = std::min(p.generated_rows, total);
@@ -293,7 +294,7 @@ void launch_matmul_invariant(const CudaArgs& a, MatmulParams p, const float* x, 
     x += (size_t)generated * p.x_stride;
     y += (size_t)generated * p.y_stride;
     p.n_tokens = total - generated;
-    if (launch_gemm_tc(a, p, x, y)) return;
+    if ((a.blas && a.blas->run_fixed_shape(a, p, x, y)) || launch_gemm_tc(a, p, x, y)) return;
     const uint32_t prompt = p.n_tokens;
     for (uint32_t t0 = 0; t0 < prompt; t0 += kMaxTokens) {
         p.n_tokens = std::min<uint32_t>(kMaxTokens, prompt - t0);
