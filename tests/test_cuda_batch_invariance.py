@@ -121,38 +121,10 @@ def test_matmul_row_alone_equals_row_in_pass(cuda, qtype, shape, engine_rows):
         assert rel_l2(yg, yc) < QUANT_VS_CPU_TOL
 
 
-@pytest.mark.parametrize("qtype", [T.F16, T.Q4_K], ids=lambda t: t.name)
-def test_prompt_rows_of_wide_tiles_equal_rows_alone(cuda, qtype):
-    """A 512-row prompt pass on a 4096-row matrix: two fixed-shape cuBLAS calls of 256 rows (or,
-    without cuBLAS, the GEMM's 128 x 128 tiles, a wave of which fills an H100); a 48-row pass of
-    the same rows one padded call (the 64 x 64 tiles); one row alone its own: every row the same
-    bits in all three, whatever its place in its call, and within the F16-operand bound of float64."""
-    N, K, n = 4096, 1024, 512
-    rng = rng_for(("wide tiles", int(qtype)))
-    raw, w = random_matrix(qtype, N, K, rng)
-    raw = np.ascontiguousarray(raw)
-    bias = rng.standard_normal(N).astype(np.float32)
-    x = rng.standard_normal((n, K)).astype(np.float32)
-    big = run_matmul(cuda, qtype, raw, x, bias, N, K, 0)
-    assert not np.isnan(big).any(), "unwritten outputs"
-    ref = x.astype(np.float64) @ w.T + bias
-    bound = row_bound(qtype, x, w, False)
-    assert (np.abs(big - ref) <= bound).all(), f"max err {np.abs(big - ref).max()}"
-    first = int(rng.integers(0, n - 48))
-    small = run_matmul(cuda, qtype, raw, x[first:first + 48], bias, N, K, 0)
-    diff = np.nonzero((small.view(np.uint32) != big[first:first + 48].view(np.uint32)).any(axis=1))[0]
-    assert diff.size == 0, f"rows {(first + diff[:10]).tolist()} of a 48-row pass differ from the 512-row pass"
-    for t in rng.choice(n, 16, replace=False):
-        alone = run_matmul(cuda, qtype, raw, x[t:t + 1], bias, N, K, 0)[0]
-        assert np.array_equal(alone.view(np.uint32), big[t].view(np.uint32)), f"row {t} differs alone"
-
-
-@pytest.mark.parametrize("qtype", [T.F16, T.Q8_0], ids=lambda t: t.name)
-def test_prompt_rows_of_output_head_equal_rows_alone(cuda, qtype):
-    """An output head's shape (more than 32768 rows: cuBLAS calls of 32 rows): 70 prompt rows in
-    one pass (three calls, the last padded), 5 of them in another, and rows alone, bit for bit."""
-    N, K, n = 33024, 256, 70
-    rng = rng_for(("head", int(qtype)))
+def prompt_pass_and_rows_alone(cuda, qtype, key, N, K, n, part, alone_rows):
+    """n prompt rows of a random N x K matrix in one pass (within the F16-operand bound of float64),
+    then rows [part[0], part[1]) as a pass of their own and `alone_rows` one at a time: bit for bit."""
+    rng = rng_for((key, int(qtype)))
     raw, w = random_matrix(qtype, N, K, rng)
     raw = np.ascontiguousarray(raw)
     bias = rng.standard_normal(N).astype(np.float32)
@@ -161,8 +133,29 @@ def test_prompt_rows_of_output_head_equal_rows_alone(cuda, qtype):
     assert not np.isnan(big).any(), "unwritten outputs"
     ref = x.astype(np.float64) @ w.T + bias
     assert (np.abs(big - ref) <= row_bound(qtype, x, w, False)).all(), f"max err {np.abs(big - ref).max()}"
-    small = run_matmul(cuda, qtype, raw, x[33:38], bias, N, K, 0)
-    assert np.array_equal(small.view(np.uint32), big[33:38].view(np.uint32)), "a 5-row pass differs"
-    for t in (0, 31, 32, 69):
+    a, b = part
+    small = run_matmul(cuda, qtype, raw, x[a:b], bias, N, K, 0)
+    diff = np.nonzero((small.view(np.uint32) != big[a:b].view(np.uint32)).any(axis=1))[0]
+    assert diff.size == 0, f"rows {(a + diff[:10]).tolist()} of a {b - a}-row pass differ from the {n}-row pass"
+    for t in alone_rows:
         alone = run_matmul(cuda, qtype, raw, x[t:t + 1], bias, N, K, 0)[0]
         assert np.array_equal(alone.view(np.uint32), big[t].view(np.uint32)), f"row {t} differs alone"
+
+
+@pytest.mark.parametrize("qtype", [T.F16, T.Q4_K], ids=lambda t: t.name)
+def test_prompt_rows_of_wide_tiles_equal_rows_alone(cuda, qtype):
+    """A 512-row prompt pass on a 4096-row matrix: two fixed-shape cuBLAS calls of 256 rows (or,
+    without cuBLAS, the GEMM's 128 x 128 tiles, a wave of which fills an H100); a 48-row pass of
+    the same rows one padded call (the 64 x 64 tiles); one row alone its own: every row the same
+    bits in all three, whatever its place in its call, and within the F16-operand bound of float64."""
+    rng = rng_for(("wide tiles rows", int(qtype)))
+    first = int(rng.integers(0, 512 - 48))
+    prompt_pass_and_rows_alone(cuda, qtype, "wide tiles", 4096, 1024, 512, (first, first + 48),
+                               rng.choice(512, 16, replace=False))
+
+
+@pytest.mark.parametrize("qtype", [T.F16, T.Q8_0], ids=lambda t: t.name)
+def test_prompt_rows_of_output_head_equal_rows_alone(cuda, qtype):
+    """An output head's shape (more than 32768 rows: cuBLAS calls of 32 rows): 70 prompt rows in
+    one pass (three calls, the last padded), 5 of them in another, and rows alone, bit for bit."""
+    prompt_pass_and_rows_alone(cuda, qtype, "head", 33024, 256, 70, (33, 38), (0, 31, 32, 69))

@@ -183,11 +183,7 @@ void launch_attention(const CudaArgs& a) {
     if (attention_prefill::launch(a, p)) return;
     // The general kernel's shared memory grows with the position: not capturable.
     if (a.replay_pos) throw Error("CUDA attention: this pass cannot run inside a decode graph");
-    static bool configured = false;
-    if (!configured) {
-        cudaFuncSetAttribute(attention_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kMaxShared);
-        configured = true;
-    }
+    allow_dynamic_shared((const void*)attention_kernel, (int)kMaxShared);
     size_t span = p.n_keys ? (size_t)p.n_keys : (size_t)p.pos0 + p.n_tokens;
     if (p.window && span > p.window) span = p.window;
     const size_t shared = (span + p.head_dim) * sizeof(float);

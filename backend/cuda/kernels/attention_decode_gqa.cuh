@@ -372,11 +372,7 @@ void launch_shape(const CudaArgs& a, const AttentionParams& p, dim3 grid, uint32
                            nullptr};
         if (pro.p.has_freq_factors) pro.factors = qk.b<float>(5);
     }
-    static bool shared_allowed[2] = {false, false};  // per variant, once (tiles past the 48 KB default)
-    if (!shared_allowed[a.absorbed.set]) {
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)tile_bytes<HD>());
-        shared_allowed[a.absorbed.set] = true;
-    }
+    allow_dynamic_shared((const void*)kernel, (int)tile_bytes<HD>());  // (tiles past the 48 KB default)
     launch_pdl(kernel, grid, kWarps * 32, tile_bytes<HD>(), a, p, n_splits, a.b<float>(0), a.b<uint16_t>(1),
                a.b<uint16_t>(2), a.b<float>(3), partials, counters, a.replay_pos, a.q8_out, pro);
 }

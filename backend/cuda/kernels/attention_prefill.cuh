@@ -395,12 +395,7 @@ inline bool takes(const CudaArgs& a, const AttentionParams& p) {
 template <int D, int KV, bool kAsync>
 void launch_as(const CudaArgs& a, const AttentionParams& p) {
     constexpr size_t shared = shared_bytes<D, KV, kAsync>();
-    static bool configured = false;  // above 48 KB a kernel must ask for its shared memory
-    if (!configured) {
-        cudaFuncSetAttribute(attention_prefill_kernel<D, KV, kAsync>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)shared);
-        configured = true;
-    }
+    allow_dynamic_shared((const void*)attention_prefill_kernel<D, KV, kAsync>, (int)shared);
     const dim3 grid(blocks_for(p.n_tokens, kQueries), p.n_heads);
     attention_prefill_kernel<D, KV, kAsync><<<grid, kWarps * 32, shared, a.stream>>>(
         p, a.b<float>(0), a.b<uint8_t>(1), a.b<uint8_t>(2), a.b<float>(3));
@@ -427,12 +422,7 @@ inline bool launch(const CudaArgs& a, const AttentionParams& p) {
 template <int D, int KV, bool kAsync>
 void launch_paged_as(const CudaArgs& a, const PagedAttentionParams& p, uint32_t first) {
     constexpr size_t shared = shared_bytes<D, KV, kAsync>();
-    static bool configured = false;
-    if (!configured) {
-        cudaFuncSetAttribute(attention_paged_prefill_kernel<D, KV, kAsync>,
-                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)shared);
-        configured = true;
-    }
+    allow_dynamic_shared((const void*)attention_paged_prefill_kernel<D, KV, kAsync>, (int)shared);
     PagedAttentionParams rest = p;
     rest.n_tokens = p.n_tokens - first;
     const dim3 grid(blocks_for(rest.n_tokens, kQueries), p.n_heads);

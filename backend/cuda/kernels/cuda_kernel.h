@@ -6,7 +6,9 @@
 
 #include <cstdint>
 #include <cstring>
+#include <mutex>
 #include <utility>
+#include <vector>
 
 #include "../cuda_tuning.h"
 
@@ -168,6 +170,30 @@ __device__ inline T* replay_slot(T* base, const uint32_t* replay_token) {
 #endif
 
 inline unsigned blocks_for(size_t n, unsigned threads) { return (unsigned)((n + threads - 1) / threads); }
+
+// Lets `kernel` launch with up to `bytes` of dynamic shared memory on the
+// current device (above 48 KB a kernel must ask). Asked once per kernel and
+// device; a failed ask (cudaFuncSetAttribute can return an earlier launch's
+// error) is not remembered, so the next launch asks again instead of failing
+// for the rest of the process.
+inline void allow_dynamic_shared(const void* kernel, int bytes) {
+    struct Grant {
+        int device;
+        const void* kernel;
+        int bytes;
+    };
+    static std::mutex lock;
+    static std::vector<Grant> granted;
+    int device = 0;
+    cudaGetDevice(&device);
+    std::lock_guard<std::mutex> hold(lock);
+    for (const Grant& g : granted)
+        if (g.device == device && g.kernel == kernel && g.bytes >= bytes) return;
+    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) == cudaSuccess)
+        granted.push_back({device, kernel, bytes});
+    else
+        cudaGetLastError();
+}
 
 // Programmatic dependent launch (Hopper): a kernel launched by launch_pdl may
 // start while the kernel before it on the stream still runs, so its launch,

@@ -78,11 +78,7 @@ void launch_embedding(const CudaArgs& a) {
     EmbeddingParams p = a.p<EmbeddingParams>();
     const size_t shared = (size_t)p.dim * sizeof(float);
     if (shared > kEmbedMaxShared) throw Error("embedding: dim " + std::to_string(p.dim) + " too large");
-    static bool configured = false;
-    if (!configured) {
-        cudaFuncSetAttribute(embedding_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kEmbedMaxShared);
-        configured = true;
-    }
+    allow_dynamic_shared((const void*)embedding_kernel, (int)kEmbedMaxShared);
     launch_pdl(embedding_kernel, p.n_tokens, kEmbedThreads, shared, a, p, decode_unit_for(p.dtype, "CUDA embedding"), a.b<uint8_t>(0),
                a.b<int32_t>(1), a.b<float>(2), a.replay_token);
 }

@@ -165,14 +165,6 @@ Kernel kernel_for(uint32_t n_tokens) {
     return n_tokens == 1 ? gemv_multi_kernel<Q8, 1> : gemv_multi_kernel<Q8, kMaxTokens>;
 }
 
-// Lets kernel k take the shared memory the input norm may need (once per kernel).
-void allow_shared(const void* k) {
-    static std::vector<const void*> done;
-    if (std::find(done.begin(), done.end(), k) != done.end()) return;
-    cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)kMaxShared);
-    done.push_back(k);
-}
-
 // The lane layouts' alignment needs (else the general path for that matrix).
 bool lane_layout_fits(uint32_t dtype, uint32_t K, const void* W) {
     const uintptr_t w = reinterpret_cast<uintptr_t>(W);
@@ -359,7 +351,7 @@ void launch_gemv_multi(const CudaArgs& a) {
         return;
     }
     const Kernel k = q8 ? kernel_for<true>(p.n_tokens) : kernel_for<false>(p.n_tokens);
-    if (shared > 0) allow_shared(reinterpret_cast<const void*>(k));
+    if (shared > 0) allow_dynamic_shared(reinterpret_cast<const void*>(k), (int)kMaxShared);  // the input norm's
     const unsigned blocks = (total_rows(p) + kWarps - 1) / kWarps;
     launch_pdl(k, blocks, kWarps * 32, shared, a, kp, g, x, a.b<float>(1), xq, prefetch, a.b<uint8_t>(2),
                a.b<uint8_t>(3), a.b<uint8_t>(4), a.b<float>(5), a.b<float>(6), a.b<float>(7));

@@ -118,6 +118,22 @@ bool decoder_for(const MatmulParams& p, uintptr_t w, Decoder* dec) {
     }
 }
 
+// fn(r0, rows, w) for each chunk of `chunk` rows of W as F16: in place for
+// F16 (dec nullptr), else decoded into wh first.
+template <class Fn>
+void for_each_f16_chunk(const CudaArgs& a, const MatmulParams& p, Decoder dec, uint32_t chunk, __half* wh, Fn&& fn) {
+    const uint8_t* W = a.b<uint8_t>(0);
+    for (uint32_t r0 = 0; r0 < p.N; r0 += chunk) {
+        const uint32_t rows = std::min(chunk, p.N - r0);
+        const __half* w = reinterpret_cast<const __half*>(W) + (size_t)r0 * p.K;
+        if (dec) {
+            dec<<<grid_for((size_t)rows * p.K / 16), 256, 0, a.stream>>>(W, p.K, r0, rows, wh);
+            w = wh;
+        }
+        fn(r0, rows, w);
+    }
+}
+
 void check_blas(int status, const char* what) {
     if (status != CublasLibrary::kSuccess)
         throw Error(std::string("cuBLAS ") + what + " failed with status " + std::to_string(status));
@@ -171,6 +187,16 @@ bool BlasGemm::usable(const CudaArgs& a, const MatmulParams& p, const float* x) 
     return true;
 }
 
+// y[t][n] (rows ldc apart) = w[n] . x[t] for n < rows, t < M: in cuBLAS's
+// column-major view y^T (rows x M) = (w^T)^T (K x rows, transposed) * x^T (K x M).
+void BlasGemm::gemm(uint32_t rows, uint32_t M, uint32_t K, const __half* w, const __half* x, float* y, uint32_t ldc) {
+    const float one = 1.0f, zero = 0.0f;
+    check_blas(lib_->gemm_ex(handle_, CublasLibrary::kOpT, CublasLibrary::kOpN, (int)rows, (int)M, (int)K, &one, w,
+                             CUDA_R_16F, (int)K, x, CUDA_R_16F, (int)K, &zero, y, CUDA_R_32F, (int)ldc,
+                             CublasLibrary::kCompute32F, CublasLibrary::kGemmDefault),
+               "GEMM");
+}
+
 bool BlasGemm::run(const CudaArgs& a, const MatmulParams& p, const float* x, float* y) {
     const uint32_t M = p.n_tokens, N = p.N, K = p.K;
     if (M < 16 || !usable(a, p, x)) return false;
@@ -188,21 +214,9 @@ bool BlasGemm::run(const CudaArgs& a, const MatmulParams& p, const float* x, flo
     if (!xh || (dec && !wh)) return false;  // out of memory: the other kernels need no scratch
 
     activations_to_f16<<<grid_for((size_t)M * K / 4), 256, 0, a.stream>>>(x, p.x_stride, M, M, K, xh);
-    const float one = 1.0f, zero = 0.0f;
-    const uint8_t* W = a.b<uint8_t>(0);
-    for (uint32_t r0 = 0; r0 < N; r0 += chunk) {
-        const uint32_t rows = std::min(chunk, N - r0);
-        const __half* w = reinterpret_cast<const __half*>(W) + (size_t)r0 * K;  // F16: in place
-        if (dec) {
-            dec<<<grid_for((size_t)rows * K / 16), 256, 0, a.stream>>>(W, K, r0, rows, wh);
-            w = wh;
-        }
-        // Column-major view: y^T (rows x M, ldc = y_stride) = W^T^T (K x rows, transposed) * x^T (K x M).
-        check_blas(lib_->gemm_ex(handle_, CublasLibrary::kOpT, CublasLibrary::kOpN, (int)rows, (int)M, (int)K, &one,
-                                 w, CUDA_R_16F, (int)K, xh, CUDA_R_16F, (int)K, &zero, y + r0, CUDA_R_32F,
-                                 (int)p.y_stride, CublasLibrary::kCompute32F, CublasLibrary::kGemmDefault),
-                   "GEMM");
-    }
+    for_each_f16_chunk(a, p, dec, chunk, wh, [&](uint32_t r0, uint32_t rows, const __half* w) {
+        gemm(rows, M, K, w, xh, y + r0, p.y_stride);
+    });
     if (p.has_bias) add_bias<<<grid_for((size_t)M * N), 256, 0, a.stream>>>(y, p.y_stride, M, N, a.b<float>(3));
     return true;
 }
@@ -228,26 +242,15 @@ bool BlasGemm::run_fixed_shape(const CudaArgs& a, const MatmulParams& p, const f
     // every slice's activations, rows past M zero
     activations_to_f16<<<grid_for((size_t)slices * S * K / 4), 256, 0, a.stream>>>(x, p.x_stride, M, slices * S, K,
                                                                                    xh);
-    const float one = 1.0f, zero = 0.0f;
-    const uint8_t* W = a.b<uint8_t>(0);
     const float* bias = p.has_bias ? a.b<float>(3) : nullptr;
-    for (uint32_t r0 = 0; r0 < N; r0 += chunk) {
-        const uint32_t rows = std::min(chunk, N - r0);
-        const __half* w = reinterpret_cast<const __half*>(W) + (size_t)r0 * K;  // F16: in place
-        if (dec) {
-            dec<<<grid_for((size_t)rows * K / 16), 256, 0, a.stream>>>(W, K, r0, rows, wh);
-            w = wh;
-        }
+    for_each_f16_chunk(a, p, dec, chunk, wh, [&](uint32_t r0, uint32_t rows, const __half* w) {
         for (uint32_t s0 = 0; s0 < M; s0 += S) {
-            check_blas(lib_->gemm_ex(handle_, CublasLibrary::kOpT, CublasLibrary::kOpN, (int)rows, (int)S, (int)K,
-                                     &one, w, CUDA_R_16F, (int)K, xh + (size_t)s0 * K, CUDA_R_16F, (int)K, &zero, ys,
-                                     CUDA_R_32F, (int)rows, CublasLibrary::kCompute32F, CublasLibrary::kGemmDefault),
-                       "GEMM");
+            gemm(rows, S, K, w, xh + (size_t)s0 * K, ys, rows);
             const uint32_t m = std::min(S, M - s0);
             store_rows<<<grid_for((size_t)m * rows), 256, 0, a.stream>>>(ys, rows, m, y + (size_t)s0 * p.y_stride + r0,
                                                                          p.y_stride, bias ? bias + r0 : nullptr);
         }
-    }
+    });
     return true;
 }
 

@@ -37,6 +37,7 @@ public:
 private:
     void* scratch(int which, size_t bytes);  // 0: activations, 1: weight rows, 2: fixed-shape output
     bool usable(const CudaArgs& a, const MatmulParams& p, const float* x);
+    void gemm(uint32_t rows, uint32_t M, uint32_t K, const __half* w, const __half* x, float* y, uint32_t ldc);
     const CublasLibrary* lib_;
     bool every_pass_;
     void* handle_ = nullptr;

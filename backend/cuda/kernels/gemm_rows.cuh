@@ -238,10 +238,7 @@ template <class F, int BK, int NT>
 void launch_slice(const CudaArgs& a, const MatmulParams& p, const Segments& sg, const float* x, unsigned tiles,
                   unsigned splits, const Split& split) {
     constexpr int shared = shared_bytes<F, BK, NT>();
-    static const bool configured =
-        cudaFuncSetAttribute(gemm_rows_kernel<F, BK, NT>, cudaFuncAttributeMaxDynamicSharedMemorySize, shared) ==
-        cudaSuccess;
-    (void)configured;
+    allow_dynamic_shared((const void*)gemm_rows_kernel<F, BK, NT>, shared);
     const dim3 grid(blocks_for(p.n_tokens, 8 * NT), tiles, splits);
     launch_pdl(gemm_rows_kernel<F, BK, NT>, grid, kThreads, shared, a, p, sg, x, split);
 }

@@ -238,10 +238,7 @@ template <class F, int BN, int BK, int BM>
 void launch_segments(const CudaArgs& a, const MatmulParams& p, Segments sg, const float* x, unsigned splits = 1,
                      SplitK split = {}) {
     constexpr int shared = tile_shared_bytes<BN, BK, BM>();
-    static const bool configured =
-        cudaFuncSetAttribute(gemm_tc_kernel<F, BN, BK, BM>, cudaFuncAttributeMaxDynamicSharedMemorySize, shared) ==
-        cudaSuccess;
-    (void)configured;
+    allow_dynamic_shared((const void*)gemm_tc_kernel<F, BN, BK, BM>, shared);
     const unsigned tiles = place_segments<BN>(sg);
     const dim3 grid(tiles, blocks_for(p.n_tokens, BM), splits);
     launch_pdl(gemm_tc_kernel<F, BN, BK, BM>, grid, 2 * BN, shared, a, p, sg, x, split);

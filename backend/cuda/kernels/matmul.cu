@@ -242,12 +242,7 @@ void launch_gemm_tiled(const CudaArgs& a, const MatmulParams& p, const float* x,
     if (g.elems > 1 && p.K % bk != 0)  // float formats take any K (the last tile is zero-filled)
         throw Error("CUDA GEMM: K " + std::to_string(p.K) + " is not a multiple of " + std::to_string(bk));
     const size_t shared = (size_t)(kTileRows + kTileTokens) * (bk + 1) * sizeof(float);
-    static bool configured = false;
-    if (!configured) {
-        cudaFuncSetAttribute(gemm_tiled_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)((kTileRows + kTileTokens) * (256 + 1) * sizeof(float)));
-        configured = true;
-    }
+    allow_dynamic_shared((const void*)gemm_tiled_kernel, (int)((kTileRows + kTileTokens) * (256 + 1) * sizeof(float)));
     dim3 grid(blocks_for(p.N, kTileRows), blocks_for(p.n_tokens, kTileTokens));
     gemm_tiled_kernel<<<grid, 256, shared, a.stream>>>(p, g, bk, a.b<uint8_t>(0), x, y,
                                                        p.has_bias ? a.b<float>(3) : nullptr);
