@@ -159,3 +159,13 @@ def test_prompt_rows_of_output_head_equal_rows_alone(cuda, qtype):
     """An output head's shape (more than 32768 rows: cuBLAS calls of 32 rows): 70 prompt rows in
     one pass (three calls, the last padded), 5 of them in another, and rows alone, bit for bit."""
     prompt_pass_and_rows_alone(cuda, qtype, "head", 33024, 256, 70, (33, 38), (0, 31, 32, 69))
+
+
+@pytest.mark.parametrize("qtype,N,K", [(T.F16, 14336, 4096), (T.Q4_K, 4096, 14336), (T.Q4_K, 4096, 4096),
+                                       (T.F16, 2048, 8192)], ids=lambda v: getattr(v, "name", v))
+def test_prompt_rows_at_real_shapes_keep_their_bits_at_any_place(cuda, qtype, N, K):
+    """Llama-3.1-8B / 3.2-1B projection shapes, where a GEMM library may split the k loop per tile
+    (split-K, stream-K schedules): rows at the first, last and middle places of a call and of its
+    second call equal the same rows alone and inside a 200-row pass."""
+    places = (0, 127, 128, 255, 256, 383, 511)
+    prompt_pass_and_rows_alone(cuda, qtype, ("real", N, K), N, K, 512, (200, 400), places)

@@ -174,8 +174,8 @@ inline unsigned blocks_for(size_t n, unsigned threads) { return (unsigned)((n + 
 // Lets `kernel` launch with up to `bytes` of dynamic shared memory on the
 // current device (above 48 KB a kernel must ask). Asked once per kernel and
 // device; a failed ask (cudaFuncSetAttribute can return an earlier launch's
-// error) is not remembered, so the next launch asks again instead of failing
-// for the rest of the process.
+// error, left for its caller to see) is not remembered, so the next launch
+// asks again instead of failing for the rest of the process.
 inline void allow_dynamic_shared(const void* kernel, int bytes) {
     struct Grant {
         int device;
@@ -191,8 +191,6 @@ inline void allow_dynamic_shared(const void* kernel, int bytes) {
         if (g.device == device && g.kernel == kernel && g.bytes >= bytes) return;
     if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) == cudaSuccess)
         granted.push_back({device, kernel, bytes});
-    else
-        cudaGetLastError();
 }
 
 // Programmatic dependent launch (Hopper): a kernel launched by launch_pdl may

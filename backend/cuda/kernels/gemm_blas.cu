@@ -237,7 +237,11 @@ bool BlasGemm::run_fixed_shape(const CudaArgs& a, const MatmulParams& p, const f
     auto* xh = static_cast<__half*>(scratch(0, (size_t)slices * S * K * sizeof(__half)));
     auto* wh = dec ? static_cast<__half*>(scratch(1, (size_t)chunk * K * sizeof(__half))) : nullptr;
     auto* ys = static_cast<float*>(scratch(2, (size_t)S * chunk * sizeof(float)));
-    if (!xh || (dec && !wh) || !ys) return false;  // out of memory: gemm_tc needs no scratch
+    // Out of memory is an error, not a fall back to gemm_tc: the scratch grows
+    // with the pass, so a fallback would give a row two paths by its company.
+    if (!xh || (dec && !wh) || !ys)
+        throw Error("CUDA: out of GPU memory for the scratch of a prompt-row GEMM (" + std::to_string(M) + " x " +
+                    std::to_string(K) + "); load with a smaller KV budget");
 
     // every slice's activations, rows past M zero
     activations_to_f16<<<grid_for((size_t)slices * S * K / 4), 256, 0, a.stream>>>(x, p.x_stride, M, slices * S, K,

@@ -32,6 +32,7 @@ public:
     // picks one algorithm for the matrix whatever the pass holds and a row's
     // sums never depend on its company. Whether it takes a matrix depends on
     // its format, K and addresses, never on the row count. False: not taken.
+    // Throws Error when its scratch cannot be allocated.
     bool run_fixed_shape(const CudaArgs& a, const MatmulParams& p, const float* x, float* y);
 
 private:
