@@ -61,6 +61,27 @@ inline float reduce_like_dot_f32(__m256 v) {
     return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
 
+// reduce_like_dot_f32 of a[0..7] at once, lane i of the result a[i]'s: the
+// eight accumulators transposed (vector l holds lane l of each), then added
+// in reduce_like_dot_f32's tree, so every sum is the same bits.
+inline __m256 reduce8_like_dot_f32(const __m256 a[8]) {
+    const __m256 t0 = _mm256_unpacklo_ps(a[0], a[1]), t1 = _mm256_unpackhi_ps(a[0], a[1]);
+    const __m256 t2 = _mm256_unpacklo_ps(a[2], a[3]), t3 = _mm256_unpackhi_ps(a[2], a[3]);
+    const __m256 t4 = _mm256_unpacklo_ps(a[4], a[5]), t5 = _mm256_unpackhi_ps(a[4], a[5]);
+    const __m256 t6 = _mm256_unpacklo_ps(a[6], a[7]), t7 = _mm256_unpackhi_ps(a[6], a[7]);
+    // u_l: lanes l and l + 4 of a[0..3] (low half) and a[4..7] (high half), by 128-bit half
+    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    const __m256 l0 = _mm256_permute2f128_ps(u0, u4, 0x20), l4 = _mm256_permute2f128_ps(u0, u4, 0x31);
+    const __m256 l1 = _mm256_permute2f128_ps(u1, u5, 0x20), l5 = _mm256_permute2f128_ps(u1, u5, 0x31);
+    const __m256 l2 = _mm256_permute2f128_ps(u2, u6, 0x20), l6 = _mm256_permute2f128_ps(u2, u6, 0x31);
+    const __m256 l3 = _mm256_permute2f128_ps(u3, u7, 0x20), l7 = _mm256_permute2f128_ps(u3, u7, 0x31);
+    return _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(l0, l1), _mm256_add_ps(l2, l3)),
+                         _mm256_add_ps(_mm256_add_ps(l4, l5), _mm256_add_ps(l6, l7)));
+}
+
 // R queries x C keys (from key j) of 8-lane FMA accumulators in registers;
 // keys past n repeat the last one and are not stored.
 template <int R, int C>
@@ -78,8 +99,15 @@ inline void dot_tile(const float* const* qs, const float* rows, uint32_t j, uint
             for (int c = 0; c < C; c++) a[r][c] = _mm256_fmadd_ps(qv, kv[c], a[r][c]);
         }
     }
-    for (int r = 0; r < R; r++)
-        for (int c = 0; c < C && j + c < n; c++) out[r][j + c] = reduce_like_dot_f32(a[r][c]);
+    if constexpr (R * C == 8) {  // one transposed reduction for the whole tile
+        alignas(32) float sums[8];
+        _mm256_store_ps(sums, reduce8_like_dot_f32(&a[0][0]));
+        for (int r = 0; r < R; r++)
+            for (int c = 0; c < C && j + c < n; c++) out[r][j + c] = sums[r * C + c];
+    } else {
+        for (int r = 0; r < R; r++)
+            for (int c = 0; c < C && j + c < n; c++) out[r][j + c] = reduce_like_dot_f32(a[r][c]);
+    }
 }
 
 // exp(x) for 8 floats: 2^n * p(r), r = x - n ln2 (Cody-Waite split), p a degree-6
@@ -192,6 +220,35 @@ void weighted_rows(const float* weights, const float* rows, uint32_t j0, uint32_
         for (uint32_t d = 0; d < hd; d++) acc[d] += weights[j] * rows[(size_t)j * hd + d];
 }
 
+#if defined(__AVX2__) && defined(__FMA__)
+constexpr bool kHaveRows4 = true;
+// weighted_rows for four rows over the same keys [j0, j1), hd in 16s: each V
+// load serves the four, and every (row, lane) sum takes the same FMAs in the
+// same key order as weighted_rows gives it.
+void weighted_rows4(const float* const w[4], const float* rows, uint32_t j0, uint32_t j1, uint32_t hd,
+                    float* const acc[4]) {
+    for (uint32_t d0 = 0; d0 < hd; d0 += 16) {
+        __m256 a[4][2];
+        for (int r = 0; r < 4; r++)
+            for (int b = 0; b < 2; b++) a[r][b] = _mm256_loadu_ps(acc[r] + d0 + 8 * b);
+        for (uint32_t j = j0; j < j1; j++) {
+            const float* v = rows + (size_t)j * hd + d0;
+            const __m256 v0 = _mm256_loadu_ps(v), v1 = _mm256_loadu_ps(v + 8);
+            for (int r = 0; r < 4; r++) {
+                const __m256 wr = _mm256_set1_ps(w[r][j]);
+                a[r][0] = _mm256_fmadd_ps(wr, v0, a[r][0]);
+                a[r][1] = _mm256_fmadd_ps(wr, v1, a[r][1]);
+            }
+        }
+        for (int r = 0; r < 4; r++)
+            for (int b = 0; b < 2; b++) _mm256_storeu_ps(acc[r] + d0 + 8 * b, a[r][b]);
+    }
+}
+#else
+constexpr bool kHaveRows4 = false;
+inline void weighted_rows4(const float* const*, const float*, uint32_t, uint32_t, uint32_t, float* const*) {}
+#endif
+
 // One work item: nh consecutive query heads from h0 (one KV group's, sharing
 // its K / V rows) of nt tokens whose key ranges are [lo[i], last[i]] and
 // whose queries are qsrc(i, k) (token i, head h0 + k); key position j is row
@@ -263,13 +320,34 @@ void attend(const HeadBlock& hb, uint32_t hd, uint32_t kv_dim, uint32_t group, f
     for (uint32_t c0 = kmin; c0 <= kmax; c0 += kKeyChunk) {  // weighted V
         const uint32_t c1 = std::min(kmax, c0 + kKeyChunk - 1);
         convert(cache.v, cache.v_type, c0, c1);
-        for (uint32_t r = 0; r < nq; r++) {
-            const float* sc = scores.data() + r * span - kmin;
-            const uint32_t j0 = std::max(c0, lo[r]), j1 = std::min(c1, last[r]);
-            if (j0 > j1) continue;
-            for (uint32_t j = j0; j <= j1; j++)
-                dots[j - c0] = f16_to_f32(f32_to_f16(sc[j] * inv_sum[r]));  // weights, F16-rounded
-            weighted_rows(dots.data(), rows.data(), j0 - c0, j1 - c0 + 1, hd, acc.data() + r * hd);
+        // Rows in fours: each row's weights (F16-rounded) in its own slice of
+        // dots; keys the four share run together, a row's own keys before and
+        // after them alone, so each row still adds its keys in ascending order.
+        for (uint32_t r0 = 0; r0 < nq; r0 += 4) {
+            const uint32_t nr = std::min<uint32_t>(4, nq - r0);
+            uint32_t j0[4], j1[4], cj0 = 0, cj1 = UINT32_MAX;  // [j0, j1) chunk-relative; common [cj0, cj1)
+            const float* w[4];
+            float* out[4];
+            for (uint32_t i = 0; i < nr; i++) {
+                const uint32_t r = r0 + i;
+                const float* sc = scores.data() + r * span - kmin;
+                const uint32_t a = std::max(c0, lo[r]), b = std::min(c1, last[r]);
+                float* wr = dots.data() + (size_t)i * kKeyChunk - c0;
+                for (uint32_t j = a; j <= b; j++) wr[j] = f16_to_f32(f32_to_f16(sc[j] * inv_sum[r]));
+                j0[i] = a - c0;
+                j1[i] = a > b ? a - c0 : b - c0 + 1;
+                w[i] = dots.data() + (size_t)i * kKeyChunk;
+                out[i] = acc.data() + r * hd;
+                cj0 = std::max(cj0, j0[i]);
+                cj1 = std::min(cj1, j1[i]);
+            }
+            if (kHaveRows4 && nr == 4 && cj0 < cj1 && hd % 16 == 0) {
+                for (uint32_t i = 0; i < 4; i++) weighted_rows(w[i], rows.data(), j0[i], cj0, hd, out[i]);
+                weighted_rows4(w, rows.data(), cj0, cj1, hd, out);
+                for (uint32_t i = 0; i < 4; i++) weighted_rows(w[i], rows.data(), cj1, j1[i], hd, out[i]);
+                continue;
+            }
+            for (uint32_t i = 0; i < nr; i++) weighted_rows(w[i], rows.data(), j0[i], j1[i], hd, out[i]);
         }
     }
     for (uint32_t r = 0; r < nq; r++)
