@@ -22,13 +22,14 @@
 // Included once, by attention_decode.cuh (namespace attention_decode::gqa).
 #pragma once
 #include "async_copy.cuh"
+#include "attention_key_tile.cuh"
 
 namespace akunu {
 namespace attention_decode {
 namespace gqa {
 
 constexpr int kWarps = 4;
-constexpr int kDims = 8;   // dims of a key row a lane holds
+using attention_key_tile::kDims;  // dims of a key row a lane holds
 constexpr uint32_t kMaxSplits = 128;
 // Caches shorter than CudaTuning::gqa_min_span (16384 by default) keep the
 // per-head kernel: the split count follows the cache, and the combine of
@@ -265,68 +266,13 @@ __global__ void __launch_bounds__(kWarps * 32)
                 vr[u] = *reinterpret_cast<const uint4*>(vrows + r.step(jnew) * kv_dim + sub * kDims);
             }
         }
-        float s[U][GC];
+        bool live[U];
 #pragma unroll
-        for (int u = 0; u < U; u++) {
-            float kf[8];
-            halves8(kr[u], kf);
-#pragma unroll
-            for (int gh = 0; gh < GC; gh++) {
-                float x = 0.0f;
-#pragma unroll
-                for (int d = 0; d < kDims; d++) x += qf[gh][d] * kf[d];
-                s[u][gh] = x;
-            }
-        }
-#pragma unroll
-        for (int o = 1; o < L; o <<= 1)
-#pragma unroll
-            for (int u = 0; u < U; u++)
-#pragma unroll
-                for (int gh = 0; gh < GC; gh++) s[u][gh] += __shfl_xor_sync(0xffffffffu, s[u][gh], o);
-#pragma unroll
-        for (int gh = 0; gh < GC; gh++) {
-            float mnew = m[gh];
-#pragma unroll
-            for (int u = 0; u < U; u++) {
-                s[u][gh] *= p.scale;
-                if (jk[u] < r.j1) mnew = fmaxf(mnew, s[u][gh]);
-            }
-            const float corr = expf(m[gh] - mnew);
-            l[gh] *= corr;
-#pragma unroll
-            for (int d = 0; d < kDims; d++) acc[gh][d] *= corr;
-#pragma unroll
-            for (int u = 0; u < U; u++) {
-                s[u][gh] = jk[u] < r.j1 ? expf(s[u][gh] - mnew) : 0.0f;
-                l[gh] += s[u][gh];
-            }
-            m[gh] = mnew;
-        }
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-            float vf[8];
-            halves8(vr[u], vf);
-#pragma unroll
-            for (int gh = 0; gh < GC; gh++)
-#pragma unroll
-                for (int d = 0; d < kDims; d++) acc[gh][d] += s[u][gh] * vf[d];
-        }
+        for (int u = 0; u < U; u++) live[u] = jk[u] < r.j1;
+        attention_key_tile::add_keys<GC, U, L>(kr, vr, live, qf, p.scale, m, l, acc);
     }
     copy_wait<0>();  // no copy outstanding at exit
-    // the warp's key groups meet (lanes sub, sub + L, ... hold the same dims)
-#pragma unroll
-    for (int o = L; o < 32; o <<= 1)
-#pragma unroll
-        for (int gh = 0; gh < GC; gh++) {
-            const float m2 = __shfl_xor_sync(0xffffffffu, m[gh], o), l2 = __shfl_xor_sync(0xffffffffu, l[gh], o);
-            const float mn = fmaxf(m[gh], m2), c1 = expf(m[gh] - mn), c2 = expf(m2 - mn);
-            l[gh] = l[gh] * c1 + l2 * c2;
-#pragma unroll
-            for (int d = 0; d < kDims; d++)
-                acc[gh][d] = acc[gh][d] * c1 + __shfl_xor_sync(0xffffffffu, acc[gh][d], o) * c2;
-            m[gh] = mn;
-        }
+    attention_key_tile::merge_key_groups<GC, L>(m, l, acc);  // the warp's key groups meet
     __shared__ float wm[kWarps][GC], wl[kWarps][GC];
     __shared__ __align__(16) float wacc[kWarps][GC][HD];
     if (lane == 0)

@@ -3,18 +3,19 @@
 // served by one read of each K / V row.
 //
 // Grid (n_kv_heads, rows, n_splits), kWarps warps a block; a block serves the
-// group's G query heads of one row. A row's n keys [lo, pos] go to
-// active = min(n_splits, ceil(n / kMinKeys)) splits of ceil(n / active)
-// consecutive keys (blocks past `active` return at once); within a split the
-// keys go in rounds, consecutive keys to consecutive lane groups of each
-// warp, each lane group keeping an online softmax (running max, sum, weighted
-// V for every head of the group). The lane groups and then the warps meet in shared memory in warp order; with one
-// active split the block writes the output, else its record goes to the
-// scratch and the last split of the (row, group) to arrive (a counter)
-// combines the records in ascending split order. So every sum a row's result
-// goes through depends only on its sequence, position, the head size and
-// n_splits (fixed per model and scratch size, never by the rows of the
-// pass): batch invariance holds.
+// group's G query heads of one row. A row's n keys [lo, pos] go to splits of
+// whole 16 KB tiles (tile_keys), as many as n_splits allows (blocks past the
+// used ones return at once); a split's tiles stream through shared memory,
+// kStages in flight, consecutive keys of a tile to consecutive lane groups
+// of each warp, each lane group keeping an online softmax (running max, sum,
+// weighted V for every head of the group; attention_key_tile.cuh). The lane
+// groups and then the warps meet in warp order; with one used split the
+// block writes the output, else its record goes to the scratch and the last
+// split of the (row, group) to arrive (a counter) combines the records in
+// ascending split order. So every sum a row's result goes through depends
+// only on its sequence, position, the head size and n_splits (fixed per
+// model and scratch size, never by the rows of the pass): batch invariance
+// holds.
 //
 // A key's dimensions are spread over head_dim / 8 lanes, eight each, so a
 // warp reads several keys at once (split_kernel). Precision as
@@ -29,13 +30,14 @@
 #include "core/kernel_params.h"
 #include "core/kv_layout.h"
 #include "cuda_kernel.h"
+#include "async_copy.cuh"
+#include "attention_key_tile.cuh"
 #include "paged_pool.cuh"
 
 namespace akunu {
 namespace attention_paged_split {
 
 constexpr int kWarps = 4;
-constexpr uint32_t kMinKeys = 32;  // keys a split takes at least
 constexpr int kMaxGroup = 8;       // query heads a KV head serves, at most
 constexpr uint32_t kMaxSplits = 16;
 constexpr uint32_t kSliceRows = 64;  // rows a launch (bounds the partials)
@@ -45,130 +47,114 @@ constexpr size_t kCounterOffset = 32u << 10;
 constexpr size_t kCounterBytes = 32u << 10;
 constexpr size_t kPartialsOffset = 64u << 10;
 
-// Eight F16 values (one 16-byte load) as floats.
-__device__ __forceinline__ void load8(const uint16_t* src, float (&out)[8]) {
-    const uint4 raw = *reinterpret_cast<const uint4*>(src);
-    const uint16_t* h = reinterpret_cast<const uint16_t*>(&raw);
-#pragma unroll
-    for (int i = 0; i < 8; i++) out[i] = f16_to_f32(h[i]);
-}
+// A tile's K and V rows: 16 KB (tile_keys<HD>() keys), kStages in flight.
+template <int HD>
+constexpr int tile_keys() { return 4096 / HD; }
+constexpr int kStages = 3;
+template <int HD>
+constexpr int tile_bytes() { return kStages * 2 * tile_keys<HD>() * HD * 2; }
 
 // A key's HD dimensions are held by L = HD / 8 lanes, eight each (one
-// 16-byte load), so a warp reads KG = 32 / L keys at once, one a lane group;
+// 16-byte load), so a warp takes KW = 32 / L keys at once, one a lane group;
 // each group keeps its own online softmax over the keys it reads, and the
-// groups of a warp merge at the end in a fixed butterfly.
+// groups of a warp merge at the end in a fixed butterfly. The split's keys
+// stream through shared memory in tiles (cp.async, kStages in flight: a
+// split of a few tiles has every load in flight from the start), their pool
+// rows looked up through the block table as they are issued.
 template <int HD, int G>
 __global__ void __launch_bounds__(kWarps * 32)
     split_kernel(PagedAttentionParams p, uint32_t n_splits, const float* __restrict__ q,
                  const uint16_t* __restrict__ kc, const uint16_t* __restrict__ vc, float* __restrict__ out,
                  const int32_t* __restrict__ rows, const int32_t* __restrict__ tables, float* __restrict__ partials,
                  uint32_t* __restrict__ counters) {
-    constexpr int hd = HD, L = HD / 8, KG = 32 / L;
-    constexpr int U = KG >= 4 ? 2 : 4;  // keys a lane group has in flight
-    constexpr int kRound = kWarps * KG * U;
+    using attention_key_tile::kDims;
+    constexpr int hd = HD, L = HD / kDims, KW = 32 / L, T = tile_keys<HD>(), U = T / kWarps / KW;
+    static_assert(U >= 1 && T % (kWarps * KW) == 0, "a warp's share of a tile is whole key steps");
+    extern __shared__ __align__(16) uint16_t tiles[];  // [kStages][2][T][HD]: K then V
     const uint32_t kvh = blockIdx.x, t = blockIdx.y, z = blockIdx.z;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, group = lane / L, d0 = (lane % L) * 8;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, group = lane / L, d0 = (lane % L) * kDims;
     const uint32_t seq = (uint32_t)rows[2 * (size_t)t], pos = (uint32_t)rows[2 * (size_t)t + 1];
     const uint32_t lo = (p.window && pos + 1 > p.window) ? pos + 1 - p.window : 0;
     const uint32_t n = pos + 1 - lo;
-    const uint32_t active = std::min(n_splits, (n + kMinKeys - 1) / kMinKeys);
+    // whole tiles a split: as many splits as n_splits allows, each a tile at least
+    const uint32_t want = std::min(n_splits, (n + T - 1) / T);
+    const uint32_t per = ((n + want - 1) / want + T - 1) / T * T;
+    const uint32_t active = (n + per - 1) / per;
     if (z >= active) return;
-    const uint32_t per = (n + active - 1) / active;
     const uint32_t k0 = z * per, k1 = std::min(n, k0 + per);
     const int32_t* table = tables + (size_t)seq * p.max_blocks;
     const size_t kv_dim = (size_t)p.n_kv_heads * hd;
-    const size_t koff = (size_t)kvh * hd + d0;
+    const uint16_t* krows = kc + (size_t)kvh * hd;
+    const uint16_t* vrows = vc + (size_t)kvh * hd;
+    const uint32_t n_tiles = (k1 - k0 + T - 1) / T;
 
-    float qv[G][8];
+    // Tile i to stage b (keys past the split: zeros, weight 0). Every call
+    // commits a group, empty past the last tile, so the waits count alike.
+    auto issue = [&](uint32_t i, int b) {
+        if (i < n_tiles) {
+            uint16_t* kt = tiles + (size_t)b * 2 * T * HD;
+            uint16_t* vt = kt + T * HD;
+            for (int c = threadIdx.x; c < T * HD / 8; c += kWarps * 32) {
+                const int key = c / (HD / 8), col = (c % (HD / 8)) * 8;
+                const uint32_t j = k0 + i * T + key;
+                const bool valid = j < k1;
+                const size_t at = (valid ? pool_row(table, p.block_size, lo + j) * kv_dim : 0) + col;
+                copy16_async(kt + key * HD + col, krows + at, valid);
+                copy16_async(vt + key * HD + col, vrows + at, valid);
+            }
+        }
+        copy_commit();
+    };
+#pragma unroll
+    for (int i = 0; i < kStages - 1; i++) issue(i, i);
+
+    // q of the G heads, this lane's 8 dims, rounded to F16
+    float qv[G][kDims];
 #pragma unroll
     for (int g = 0; g < G; g++) {
         const float* qs = q + (size_t)t * p.q_stride + (size_t)(kvh * G + g) * hd + d0;
 #pragma unroll
-        for (int i = 0; i < 8; i++) qv[g][i] = f16_to_f32(f32_to_f16(qs[i]));
+        for (int i = 0; i < kDims; i++) qv[g][i] = f16_to_f32(f32_to_f16(qs[i]));
     }
-    float m[G], l[G], acc[G][8];
+    float m[G], l[G], acc[G][kDims];
 #pragma unroll
     for (int g = 0; g < G; g++) {
         m[g] = -FLT_MAX;
         l[g] = 0.0f;
 #pragma unroll
-        for (int i = 0; i < 8; i++) acc[g][i] = 0.0f;
+        for (int i = 0; i < kDims; i++) acc[g][i] = 0.0f;
     }
-
-    for (uint32_t r = k0; r < k1; r += kRound) {
-        float kf[U][8], vf[U][8];
+    for (uint32_t i = 0; i < n_tiles; i++) {  // block-uniform
+        copy_wait<kStages - 2>();  // tile i has landed (this thread's copies) ...
+        __syncthreads();           // ... everyone's; and tile i - 1's stage is free
+        issue(i + kStages - 1, (i + kStages - 1) % kStages);
+        const uint16_t* kt = tiles + (size_t)(i % kStages) * 2 * T * HD;
+        const uint16_t* vt = kt + T * HD;
+        uint4 kr[U], vr[U];
         bool live[U];
 #pragma unroll
         for (int u = 0; u < U; u++) {
-            const uint32_t j = r + (uint32_t)((warp * U + u) * KG + group);
-            live[u] = j < k1;
-            if (live[u]) {
-                const size_t at = pool_row(table, p.block_size, lo + j) * kv_dim + koff;
-                load8(kc + at, kf[u]);
-                load8(vc + at, vf[u]);
-            }
+            const int key = warp * (T / kWarps) + u * KW + group;
+            live[u] = k0 + i * T + key < k1;
+            kr[u] = *reinterpret_cast<const uint4*>(kt + key * HD + d0);
+            vr[u] = *reinterpret_cast<const uint4*>(vt + key * HD + d0);
         }
-#pragma unroll
-        for (int g = 0; g < G; g++) {
-            float s[U];
-#pragma unroll
-            for (int u = 0; u < U; u++) {
-                s[u] = 0.0f;
-#pragma unroll
-                for (int i = 0; i < 8; i++) s[u] += qv[g][i] * kf[u][i];
-            }
-#pragma unroll
-            for (int o = L / 2; o > 0; o >>= 1)
-#pragma unroll
-                for (int u = 0; u < U; u++) s[u] += __shfl_xor_sync(0xffffffffu, s[u], o);
-            float mnew = m[g];
-#pragma unroll
-            for (int u = 0; u < U; u++) {
-                s[u] *= p.scale;
-                if (live[u]) mnew = fmaxf(mnew, s[u]);
-            }
-            const float corr = expf(m[g] - mnew);
-            l[g] *= corr;
-#pragma unroll
-            for (int i = 0; i < 8; i++) acc[g][i] *= corr;
-#pragma unroll
-            for (int u = 0; u < U; u++) {
-                if (!live[u]) continue;
-                const float e = expf(s[u] - mnew);
-                l[g] += e;
-#pragma unroll
-                for (int i = 0; i < 8; i++) acc[g][i] += e * vf[u][i];
-            }
-            m[g] = mnew;
-        }
+        attention_key_tile::add_keys<G, U, L>(kr, vr, live, qv, p.scale, m, l, acc);
     }
+    copy_wait<0>();  // no copy outstanding at exit
+    attention_key_tile::merge_key_groups<G, L>(m, l, acc);
 
-    // The lane groups of a warp merge (butterfly over the group bits), then
-    // the warps meet in shared memory in warp order.
+    // The warps meet in shared memory in warp order.
     __shared__ float wm[kWarps][G], wl[kWarps][G], wacc[kWarps][G][hd];
 #pragma unroll
     for (int g = 0; g < G; g++) {
-        float bm = m[g];
-#pragma unroll
-        for (int o = L; o < 32; o <<= 1) bm = fmaxf(bm, __shfl_xor_sync(0xffffffffu, bm, o));
-        const float sc = m[g] == -FLT_MAX ? 0.0f : expf(m[g] - bm);
-        float lv = l[g] * sc;
-        float av[8];
-#pragma unroll
-        for (int i = 0; i < 8; i++) av[i] = acc[g][i] * sc;
-#pragma unroll
-        for (int o = L; o < 32; o <<= 1) {
-            lv += __shfl_xor_sync(0xffffffffu, lv, o);
-#pragma unroll
-            for (int i = 0; i < 8; i++) av[i] += __shfl_xor_sync(0xffffffffu, av[i], o);
-        }
         if (lane == 0) {
-            wm[warp][g] = bm;
-            wl[warp][g] = lv;
+            wm[warp][g] = m[g];
+            wl[warp][g] = l[g];
         }
         if (group == 0)
 #pragma unroll
-            for (int i = 0; i < 8; i++) wacc[warp][g][d0 + i] = av[i];
+            for (int i = 0; i < kDims; i++) wacc[warp][g][d0 + i] = acc[g][i];
     }
     __syncthreads();
     const size_t rec = hd + 2;
@@ -259,9 +245,10 @@ template <int HD, int G>
 void launch_dg(const CudaArgs& a, const PagedAttentionParams& p, uint32_t n_splits, uint32_t rows) {
     float* partials = reinterpret_cast<float*>(a.split_scratch + kPartialsOffset);
     uint32_t* counters = reinterpret_cast<uint32_t*>(a.split_scratch + kCounterOffset);
+    allow_dynamic_shared((const void*)split_kernel<HD, G>, tile_bytes<HD>());  // (beside the static arrays)
     for (uint32_t t0 = 0; t0 < rows; t0 += kSliceRows) {
         const uint32_t nt = std::min(kSliceRows, rows - t0);
-        split_kernel<HD, G><<<dim3(p.n_kv_heads, nt, n_splits), kWarps * 32, 0, a.stream>>>(
+        split_kernel<HD, G><<<dim3(p.n_kv_heads, nt, n_splits), kWarps * 32, tile_bytes<HD>(), a.stream>>>(
             p, n_splits, a.b<float>(0) + (size_t)t0 * p.q_stride, a.b<uint16_t>(1), a.b<uint16_t>(2),
             a.b<float>(3) + (size_t)t0 * p.out_stride, a.b<int32_t>(4) + 2 * (size_t)t0, a.b<int32_t>(5), partials,
             counters);
