@@ -3,8 +3,9 @@
 rest prompt rows, and a row's output must be bitwise the same whether it runs
 alone (n_tokens = 1, the same kind) or inside a ragged pass of any size and
 mix, with either kernel of the decode rows (the row-side GEMM of engines of
-up to 16 sequences, the split-K 64-row tiles of larger ones). Formats with
-the integer decode GEMV and the tensor-core GEMM (Q8_0, Q4_0, Q4_K, Q6_K),
+up to 16 sequences, the split-K 64-row tiles of larger ones; Q4_K and
+Q6_K_X8 in the small engines the integer row-side GEMM). Formats with
+the integer decode GEMV and the tensor-core GEMM (Q8_0, Q4_0, Q4_K, Q6_K, Q6_K_X8),
 the float GEMV and tensor cores (F16), and one without either (Q5_K: the
 row kernels). Every output is also checked against float64
 on the dequantized weights within the bound of the path its kind takes, and
@@ -22,7 +23,7 @@ from gguf import GGMLQuantizationType as T
 from akunu import _testing
 from tests.fixtures import kernel_params as kp
 from tests.fixtures.backend_compare import rel_l2
-from tests.fixtures.quant_samples import random_matrix
+from tests.fixtures.quant_samples import X8_CODES, random_matrix, regroup_x8
 from tests.test_device_kernels import (Q8_ACTIVATION_FORMATS, QUANT_VS_CPU_TOL, TENSOR_CORE_FORMATS, float32_bound,
                                        q8_rounding_bound)
 
@@ -44,14 +45,17 @@ def cuda():
     return "cuda"
 
 
-def run_matmul(device, qtype, raw, x, bias, N, K, generated, engine_rows=16):
+def run_matmul(device, qtype, raw, x, bias, N, K, generated, engine_rows=16, x8=False):
     """y for the rows of x in one pass, rows [0, generated) decode rows, on a
     device set up for a batch engine of `engine_rows` sequences (under the
-    default batch_decode=auto, 16: the row-side GEMM, 64: the split-K 64-row tiles)."""
+    default batch_decode=auto, 16: the row-side GEMM, the integer one for Q4_K
+    and Q6_K_X8; 64: the split-K 64-row tiles). x8: raw
+    is the format's regrouped layout (regroup_x8)."""
     m = x.shape[0]
     y = np.full((m, N), np.nan, np.float32)
-    params = kp.matmul(N, K, m, int(qtype), K, N, has_bias=1, invariant=1, generated_rows=generated)
-    _testing.run_kernel(f"gemm_{qtype.name.lower()}", [raw, np.ascontiguousarray(x), y, bias.copy()], params,
+    code, name = (X8_CODES[qtype], qtype.name.lower() + "_x8") if x8 else (int(qtype), qtype.name.lower())
+    params = kp.matmul(N, K, m, code, K, N, has_bias=1, invariant=1, generated_rows=generated)
+    _testing.run_kernel(f"gemm_{name}", [raw, np.ascontiguousarray(x), y, bias.copy()], params,
                         device=device, batch_rows=engine_rows)
     return y
 
@@ -68,18 +72,25 @@ def row_bound(qtype, x, w, decode):
     return bound
 
 
-FORMATS = [T.F16, T.Q8_0, T.Q4_0, T.Q4_K, T.Q6_K, T.Q5_K]
-SHAPES = [(1024, 4096), (4096, 1024), (2048, 3072)]
+# (Q6_K_X8: Q6_K regrouped, as CUDA loads Q6_K matrices whose K is a multiple of 2048)
+FORMATS = [T.F16, T.Q8_0, T.Q4_0, T.Q4_K, T.Q6_K, T.Q5_K, "Q6_K_X8"]
+# (34816 x 512: enough 64-row tiles that the decode-row GEMMs split no k loop)
+SHAPES = [(1024, 4096), (4096, 1024), (2048, 3072), (34816, 512)]
 
 
 @pytest.mark.parametrize("engine_rows", [16, 64], ids=["rows-gemm", "tc-gemm"])
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"{s[0]}x{s[1]}")
-@pytest.mark.parametrize("qtype", FORMATS, ids=lambda t: t.name)
-def test_matmul_row_alone_equals_row_in_pass(cuda, qtype, shape, engine_rows):
+@pytest.mark.parametrize("fmt", FORMATS, ids=lambda t: t if isinstance(t, str) else t.name)
+def test_matmul_row_alone_equals_row_in_pass(cuda, fmt, shape, engine_rows):
     N, K = shape
-    rng = rng_for((int(qtype), N, K))
+    x8 = fmt == "Q6_K_X8"
+    qtype = T.Q6_K if x8 else fmt
+    if x8 and K % 2048:
+        pytest.skip("Q6_K_X8 regroups rows of whole 2048-value groups")
+    rng = rng_for((str(fmt), N, K))
     raw, w = random_matrix(qtype, N, K, rng)
-    raw = np.ascontiguousarray(raw)
+    raw_gguf = np.ascontiguousarray(raw)
+    raw = np.ascontiguousarray(regroup_x8(raw, qtype)) if x8 else raw_gguf
     bias = rng.standard_normal(N).astype(np.float32)
     x = rng.standard_normal((MAX_ROWS, K)).astype(np.float32)
     ref = x.astype(np.float64) @ w.T + bias
@@ -87,7 +98,7 @@ def test_matmul_row_alone_equals_row_in_pass(cuda, qtype, shape, engine_rows):
     # every row alone, as a decode row and as a prompt row
     alone = {}
     for decode in (True, False):
-        ys = np.stack([run_matmul(cuda, qtype, raw, x[i:i + 1], bias, N, K, 1 if decode else 0, engine_rows)[0]
+        ys = np.stack([run_matmul(cuda, qtype, raw, x[i:i + 1], bias, N, K, 1 if decode else 0, engine_rows, x8)[0]
                        for i in range(MAX_ROWS)])
         assert not np.isnan(ys).any(), f"decode={decode}: unwritten outputs"
         err = np.abs(ys - ref)
@@ -102,7 +113,7 @@ def test_matmul_row_alone_equals_row_in_pass(cuda, qtype, shape, engine_rows):
         n = int(rng.integers(2, MAX_ROWS + 1))
         cases.append((n, int(rng.integers(0, n + 1))))
     for n, g in cases:
-        y = run_matmul(cuda, qtype, raw, x[:n], bias, N, K, g, engine_rows)
+        y = run_matmul(cuda, qtype, raw, x[:n], bias, N, K, g, engine_rows, x8)
         assert not np.isnan(y).any(), f"n_tokens={n} generated_rows={g}: unwritten outputs"
         expect = np.concatenate([alone[True][:g], alone[False][g:n]])
         diff = np.nonzero((y.view(np.uint32) != expect.view(np.uint32)).any(axis=1))[0]
@@ -111,8 +122,8 @@ def test_matmul_row_alone_equals_row_in_pass(cuda, qtype, shape, engine_rows):
 
     # the CPU backend on the largest mixed pass (tolerances of test_device_kernels.py)
     n, g = MAX_ROWS, 9
-    yc = run_matmul("cpu", qtype, raw, x[:n], bias, N, K, g)
-    yg = run_matmul(cuda, qtype, raw, x[:n], bias, N, K, g, engine_rows)
+    yc = run_matmul("cpu", qtype, raw_gguf, x[:n], bias, N, K, g)
+    yg = run_matmul(cuda, qtype, raw, x[:n], bias, N, K, g, engine_rows, x8)
     if qtype == T.F16:
         # (decode rows take the tensor cores too under the default batch_decode=auto)
         tol = 2e-3 if qtype in TENSOR_CORE_FORMATS else 1e-5

@@ -26,7 +26,8 @@ enum Q8LinkKind : uint32_t {
 
 // The kernel of batch tables' generated (decode) rows (CudaTuning::batch_decode).
 enum class BatchDecode {
-    kAuto,  // kRows for engines of up to kBatchRowsMax sequences, else kTc (CudaDevice::set_batch_rows)
+    kAuto,  // kRows for engines of up to kBatchRowsMax sequences (Q4_K / Q6_K_X8 there: the integer
+            // row-side GEMM, gemm_rows_q8.cuh), else kTc (CudaDevice::set_batch_rows)
     kRows,  // the row-side tensor-core GEMM (gemm_rows.cuh): rows on the 8-wide side, weights streamed
     kTc,    // the split-K prompt GEMM (gemm_tc.cuh, launch_split): rows padded to 64-row tiles
     kGemv,  // the decode GEMV, 8 rows a weight read

@@ -76,6 +76,55 @@ constexpr int shared_bytes() {
     return stages_for<F, BK, NT>() * 8 * NT * (BK + 8) * 4 + kWarps * 16 * (BK + 8) * 2;
 }
 
+// A warp's products into y (+ bias), or with a split into the partials, the
+// last split of the tile to arrive adding them in ascending split order.
+// Fragment element e of group j: weight row n0 + g (+ 8 for e >= 2), row
+// (token) t0 + 8j + 2t + e % 2 (the m16n8 C layout, mma.cuh). Every thread
+// of the block calls it.
+template <int NT>
+__device__ __forceinline__ void store_tile(const float (&acc)[NT][4], const Split& split, uint32_t tile, int n0,
+                                           int t0, int N, int M, float* __restrict__ y, size_t y_stride,
+                                           const float* __restrict__ bias) {
+    constexpr int kTokens = 8 * NT;
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, tq = lane % 4;
+    auto row_of = [&](int j, int e) { return 8 * j + 2 * tq + (e & 1); };
+    auto col_of = [&](int e) { return g + 8 * (e >> 1); };
+    if (split.steps == 0) {
+#pragma unroll
+        for (int j = 0; j < NT; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int n = n0 + col_of(e), t = t0 + row_of(j, e);
+                if (n < N && t < M) y[(size_t)t * y_stride + n] = acc[j][e] + (bias ? bias[n] : 0.0f);
+            }
+        return;
+    }
+    const size_t rows = (size_t)gridDim.x * kTokens, width = (size_t)gridDim.y * kRows;
+    const size_t col0 = (size_t)tile * kRows + warp * 16;
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int n = n0 + col_of(e), t = t0 + row_of(j, e);
+            if (n < N && t < M)
+                split.partials[((size_t)blockIdx.z * rows + t) * width + col0 + col_of(e)] = acc[j][e];
+        }
+    uint32_t* counter = split.counters + blockIdx.y * gridDim.x + blockIdx.x;
+    if (!gemm_tc::last_split_to_arrive(counter)) return;
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int n = n0 + col_of(e), t = t0 + row_of(j, e);
+            if (n >= N || t >= M) continue;
+            float sum = 0.0f;
+            for (unsigned z = 0; z < gridDim.z; z++)
+                sum += __ldcg(split.partials + ((size_t)z * rows + t) * width + col0 + col_of(e));
+            y[(size_t)t * y_stride + n] = sum + (bias ? bias[n] : 0.0f);
+        }
+    if (tid == 0) *counter = 0;  // ready for the next launch
+}
+
 template <class F, int BK, int NT>
 __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     gemm_rows_kernel(MatmulParams p, Segments sg, const float* __restrict__ x, Split split) {
@@ -179,44 +228,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     }
     copy_wait<0>();
 
-    // Fragment element e of group j: weight row n0 + g (+ 8 for e >= 2), row
-    // (token) t0 + 8j + 2t + e % 2.
-    auto row_of = [&](int j, int e) { return 8 * j + 2 * tq + (e & 1); };
-    auto col_of = [&](int e) { return g + 8 * (e >> 1); };
-    if (split.steps == 0) {
-#pragma unroll
-        for (int j = 0; j < NT; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int n = n0 + col_of(e), t = t0 + row_of(j, e);
-                if (n < N && t < M) y[(size_t)t * y_stride + n] = acc[j][e] + (bias ? bias[n] : 0.0f);
-            }
-        return;
-    }
-    const size_t rows = (size_t)gridDim.x * kTokens, width = (size_t)gridDim.y * kRows;
-    const size_t col0 = (size_t)tile * kRows + warp * 16;
-#pragma unroll
-    for (int j = 0; j < NT; j++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-            const int n = n0 + col_of(e), t = t0 + row_of(j, e);
-            if (n < N && t < M)
-                split.partials[((size_t)blockIdx.z * rows + t) * width + col0 + col_of(e)] = acc[j][e];
-        }
-    uint32_t* counter = split.counters + blockIdx.y * gridDim.x + blockIdx.x;
-    if (!gemm_tc::last_split_to_arrive(counter)) return;
-#pragma unroll
-    for (int j = 0; j < NT; j++)
-#pragma unroll
-        for (int e = 0; e < 4; e++) {
-            const int n = n0 + col_of(e), t = t0 + row_of(j, e);
-            if (n >= N || t >= M) continue;
-            float sum = 0.0f;
-            for (unsigned z = 0; z < gridDim.z; z++)
-                sum += __ldcg(split.partials + ((size_t)z * rows + t) * width + col0 + col_of(e));
-            y[(size_t)t * y_stride + n] = sum + (bias ? bias[n] : 0.0f);
-        }
-    if (tid == 0) *counter = 0;  // ready for the next launch
+    store_tile<NT>(acc, split, tile, n0, t0, N, M, y, y_stride, bias);
 }
 
 // The split of a launch over `tiles` block columns and nk k steps: as many
@@ -234,6 +246,19 @@ inline unsigned split_count(size_t sms, unsigned tiles, unsigned nk, size_t scra
     return s;
 }
 
+// The split of a launch over `tiles` block columns and nk k steps (split_count) into *split; returns the splits.
+inline unsigned plan_split(const CudaArgs& a, unsigned tiles, unsigned nk, Split* split) {
+    const unsigned s = split_count((size_t)a.tuning->sm_count, tiles, nk, a.split_scratch ? a.split_scratch_bytes : 0);
+    *split = Split{};
+    if (s <= 1) return 1;
+    split->steps = (int)((nk + s - 1) / s);
+    const unsigned splits = (nk + split->steps - 1) / split->steps;  // no empty split
+    split->counters = reinterpret_cast<uint32_t*>(a.split_scratch);
+    split->partials = reinterpret_cast<float*>(a.split_scratch + gemm_tc::kSplitCounterBytes);
+    if (splits == 1) split->steps = 0;
+    return splits;
+}
+
 template <class F, int BK, int NT>
 void launch_slice(const CudaArgs& a, const MatmulParams& p, const Segments& sg, const float* x, unsigned tiles,
                   unsigned splits, const Split& split) {
@@ -248,17 +273,8 @@ void launch_slice(const CudaArgs& a, const MatmulParams& p, const Segments& sg, 
 template <class F, int BK>
 void launch_rows(const CudaArgs& a, MatmulParams p, Segments sg, const float* x) {
     const unsigned tiles = gemm_tc::place_segments<kRows>(sg);
-    const unsigned nk = p.K / BK;
-    const unsigned s = split_count((size_t)a.tuning->sm_count, tiles, nk, a.split_scratch ? a.split_scratch_bytes : 0);
     Split split;
-    unsigned splits = 1;
-    if (s > 1) {
-        split.steps = (int)((nk + s - 1) / s);
-        splits = (nk + split.steps - 1) / split.steps;  // no empty split
-        split.counters = reinterpret_cast<uint32_t*>(a.split_scratch);
-        split.partials = reinterpret_cast<float*>(a.split_scratch + gemm_tc::kSplitCounterBytes);
-        if (splits == 1) split.steps = 0;
-    }
+    const unsigned splits = plan_split(a, tiles, p.K / BK, &split);
     const uint32_t total = p.n_tokens;
     for (uint32_t t0 = 0; t0 < total; t0 += kSliceRows) {
         p.n_tokens = std::min(kSliceRows, total - t0);

@@ -16,6 +16,7 @@
 #include "decode_block.cuh"
 #include "gemm_blas.h"
 #include "gemm_rows.cuh"
+#include "gemm_rows_q8.cuh"
 #include "gemm_tc.cuh"
 #include "gemv.cuh"
 
@@ -248,9 +249,20 @@ void launch_gemm_tiled(const CudaArgs& a, const MatmulParams& p, const float* x,
                                                        p.has_bias ? a.b<float>(3) : nullptr);
 }
 
+// Whether decode rows of the integer formats gemm_rows_q8.cuh takes go there:
+// under batch_decode=auto in engines of up to kBatchRowsMax sequences (H100,
+// Llama-3.1-8B Q4_K_M, a step at 1024 tokens of context: 1 row 8.4 -> 5.0
+// ms, 16 rows 12.0 -> 9.4 ms beside the F16 row-side GEMM; at 64 rows the
+// split-K 64-row tiles stay faster, 24.0 against 30.6 ms). Fixed per engine.
+bool integer_decode_rows(const CudaTuning& t) {
+    return t.batch_decode == BatchDecode::kAuto && t.batch_decode_now == BatchDecode::kRows;
+}
+
 // Batch tables (MatmulParams::invariant): a row's result may depend on its
 // kind and data only, never on n_tokens or the other rows, so the path is
 // chosen per kind, not by the pass's size. Decode rows [0, generated_rows):
+// in small engines the integer row-side GEMM where it takes the format
+// (Q4_K, Q6_K_X8: gemm_rows_q8.cuh, integer_decode_rows), else
 // the row-side tensor-core GEMM (batch_decode=rows, gemm_rows.cuh), the
 // split-K prompt GEMM (batch_decode=tc), or the decode GEMV in slices of
 // kGemvMaxTokens (its pinned instantiation, see gemv.cuh); for formats none
@@ -268,9 +280,11 @@ void launch_matmul_invariant(const CudaArgs& a, MatmulParams p, const float* x, 
         // rows / tc: decode rows take the tensor cores, one weight read for 64 rows
         if (generated > 0) {
             p.n_tokens = generated;
-            const bool done = a.tuning->batch_decode_now == BatchDecode::kRows
-                                  ? launch_gemm_rows(a, p, x, gemm_tc::one_segment(a, p, y, p.has_bias ? a.b<float>(3) : nullptr))
-                                  : launch_gemm_tc(a, p, x, y, /*decode_rows=*/true);
+            const gemm_tc::Segments one = gemm_tc::one_segment(a, p, y, p.has_bias ? a.b<float>(3) : nullptr);
+            const bool done = (integer_decode_rows(*a.tuning) && launch_gemm_rows_q8(a, p, x, one)) ||
+                              (a.tuning->batch_decode_now == BatchDecode::kRows
+                                   ? launch_gemm_rows(a, p, x, one)
+                                   : launch_gemm_tc(a, p, x, y, /*decode_rows=*/true));
             if (!done)
                 for (uint32_t t0 = 0; t0 < generated; t0 += kMaxTokens) {
                     p.n_tokens = std::min<uint32_t>(kMaxTokens, generated - t0);
@@ -358,8 +372,9 @@ void launch_matmul_multi(const CudaArgs& a) {
         }
         MatmulParams p = params_of(0);
         p.n_tokens = gen;
-        decode_done = a.tuning->batch_decode_now == BatchDecode::kRows ? launch_gemm_rows(a, p, x, sg)
-                                                                   : launch_gemm_tc_split_segments(a, p, x, sg);
+        decode_done = (integer_decode_rows(*a.tuning) && launch_gemm_rows_q8(a, p, x, sg)) ||
+                      (a.tuning->batch_decode_now == BatchDecode::kRows ? launch_gemm_rows(a, p, x, sg)
+                                                                        : launch_gemm_tc_split_segments(a, p, x, sg));
     }
     if (decode_done && gen == m.n_tokens) return;
     for (uint32_t i = 0; i < m.n_mats; i++) {

@@ -1,0 +1,284 @@
+// Integer tensor-core GEMM for the decode rows of batch tables over the
+// K-quant weights real models are made of (Q4_K, and Q6_K in its regrouped
+// Q6_K_X8 layout): y[t, n] = sum_k W[n, k] x[t, k] (+ bias[n]) for the few
+// rows t a continuous batch generates a step, in engines of up to
+// kBatchRowsMax sequences (matmul.cu, integer_decode_rows).
+//
+// The F16 row-side GEMM (gemm_rows.cuh) decodes every weight to F16 (a
+// scale and a min applied per value) into shared memory before its
+// products; on these formats that decode, not the memory, bounds it (Llama-
+// 3.1-8B Q4_K_M, 1-16 rows: 0.4-0.6 TB/s on an H200). Here the weights stay
+// integers: the activations are rounded to 8 bits per 32 values first
+// (act_q8.h, as the decode GEMV takes them), each warp turns its 16 weight
+// rows' quants into int8 lanes with masks and shifts, straight from its
+// registers into the A operands of int8 products (m16n8k32, or m16n8k16
+// where a Q6_K scale covers 16 values), and applies the block's scales once
+// per 32 (16) values to the exact integer sums:
+//   Q4_K:  acc += d sc_j * dx * sum(q * xq) - dmin m_j * (dx * sum(xq))
+//   Q6_K:  acc += dx * (d sc_lo * sum_lo(q * xq) + d sc_hi * sum_hi(q * xq))
+// A lane loads 8 consecutive bytes of a 32-value run; the product's k order
+// within a run is permuted alike for weights and activations (an integer sum
+// does not depend on it).
+//
+// A block is 4 warps over 64 weight rows (16 each) and NT x 8 rows; a warp
+// keeps the next 256 values of its rows in flight in registers while it
+// multiplies these. The k loop splits over blockIdx.z as gemm_rows.cuh's
+// does (its split count, partials and ascending-order combine).
+//
+// Batch invariance: a row's output is its own column of the products, its
+// integer sums exact, scaled and added in ascending k into an F32
+// fragment, then over the splits in ascending order; the tile and the split
+// come from N, K and the SM count alone, and a row's activations are
+// rounded alone. So the number of rows never changes a row's result.
+// Included once, by matmul.cu, after gemm_rows.cuh.
+#pragma once
+#include "act_q8.h"
+#include "gemm_rows.cuh"
+#include "gemv_formats.cuh"
+
+namespace akunu {
+namespace gemm_rows {
+
+// c += A B, 16 x 8 x 32 int8 (A: a0 = (g, k 4t..4t+3), a1 = (g+8, ..), a2 =
+// (g, k 16+4t..), a3 = (g+8, k 16+4t..); B: b0 = (k 4t.., n g), b1 = (k
+// 16+4t.., n g); C as mma.cuh's).
+__device__ __forceinline__ void mma_s8_16832(int (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// c += A B, 16 x 8 x 16 int8 (a0 = (g, k 4t..4t+3), a1 = (g+8, ..); b0 = (k 4t.., n g)).
+__device__ __forceinline__ void mma_s8_16816(int (&c)[4], uint32_t a0, uint32_t a1, uint32_t b0) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};\n"
+                 : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+                 : "r"(a0), "r"(a1), "r"(b0));
+}
+
+// The activations a lane's products need for 32 values at k of token group
+// j: its B token's 8-bit values, and for its two C tokens (2t, 2t + 1) the
+// rounding's (d, d * sum(q)) of that 32-block.
+struct Q8Rows {
+    const int8_t* __restrict__ q;
+    const float2* __restrict__ ds;
+    int K, M, t0;
+    __device__ __forceinline__ int token(int j, int i) const { return min(t0 + 8 * j + i, M - 1); }
+};
+
+// Q4_K: a 256-value block is d, dmin, 12 bytes of 6-bit scales and mins,
+// then 4 runs of 32 bytes (run i: values 64i + l in the low nibbles, 64i +
+// 32 + l in the high). A lane (t = lane % 4) loads bytes 8t..8t+7 of each run.
+struct Q4KRows {
+    static constexpr int kBlock = 256;
+    __device__ static size_t row_bytes(int K) { return (size_t)(K / 256) * 144; }
+    struct Regs {
+        uint4 head;
+        uint2 q[4];
+    };
+    __device__ static Regs load(const uint8_t* row, int blk, int tq) {
+        const uint8_t* b = row + (size_t)blk * 144;
+        Regs r;
+        r.head = *reinterpret_cast<const uint4*>(b);
+#pragma unroll
+        for (int i = 0; i < 4; i++) r.q[i] = *reinterpret_cast<const uint2*>(b + 16 + 32 * i + 8 * tq);
+        return r;
+    }
+    // Block blk of rows g (r0) and g + 8 (r1) into acc for NT token groups.
+    template <int NT>
+    __device__ static void apply(const Regs& r0, const Regs& r1, int blk, const Q8Rows& x, float (&acc)[NT][4]) {
+        const int lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const gemv_formats::Q4KGroup s0 = gemv_formats::q4k_group(r0.head, i);
+            const gemv_formats::Q4KGroup s1 = gemv_formats::q4k_group(r1.head, i);
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int sh = 4 * h;
+                const uint32_t a[4] = {(r0.q[i].x >> sh) & 0x0F0F0F0Fu, (r1.q[i].x >> sh) & 0x0F0F0F0Fu,
+                                       (r0.q[i].y >> sh) & 0x0F0F0F0Fu, (r1.q[i].y >> sh) & 0x0F0F0F0Fu};
+                const float d0 = h ? s0.d_hi : s0.d_lo, m0 = h ? s0.m_hi : s0.m_lo;
+                const float d1 = h ? s1.d_hi : s1.d_lo, m1 = h ? s1.m_hi : s1.m_lo;
+                const int k = kBlock * blk + 64 * i + 32 * h;  // the run's first value
+#pragma unroll
+                for (int j = 0; j < NT; j++) {
+                    const uint2 b = *reinterpret_cast<const uint2*>(x.q + (size_t)x.token(j, g) * x.K + k + 8 * tq);
+                    int c[4] = {0, 0, 0, 0};
+                    mma_s8_16832(c, a, b.x, b.y);
+                    const float2 ea = x.ds[(size_t)x.token(j, 2 * tq) * (x.K / 32) + k / 32];
+                    const float2 eb = x.ds[(size_t)x.token(j, 2 * tq + 1) * (x.K / 32) + k / 32];
+                    acc[j][0] += d0 * ea.x * (float)c[0] - m0 * ea.y;
+                    acc[j][1] += d0 * eb.x * (float)c[1] - m0 * eb.y;
+                    acc[j][2] += d1 * ea.x * (float)c[2] - m1 * ea.y;
+                    acc[j][3] += d1 * eb.x * (float)c[3] - m1 * eb.y;
+                }
+            }
+        }
+    }
+};
+
+// Q6_K_X8 (dtype_descriptor.h): groups of 8 Q6_K blocks, [ql x 8][qh x 8]
+// [scales x 8][d x 8]. Block b's value 128n + 32r + l (half n, run r, l <
+// 32): low 4 bits from ql[64n + 32(r % 2) + l] (low nibble for r < 2, high
+// for r >= 2), high 2 bits from qh[32n + l] >> 2r, minus 32; scale
+// sc[8n + 2r + l / 16]. A lane (t) holds l = 4t..4t+3 and 16+4t..16+4t+3
+// of every run: a scale's 16 values are one m16n8k16 product.
+struct Q6KX8Rows {
+    static constexpr int kBlock = 256;
+    __device__ static size_t row_bytes(int K) { return (size_t)(K / 2048) * 1680; }
+    struct Regs {
+        uint32_t ql[2][4];  // half n: ql[64n + {0, 16, 32, 48} + 4t]
+        uint32_t qh[2][2];  // half n: qh[32n + {0, 16} + 4t]
+        uint4 sc;
+        uint32_t d;
+    };
+    __device__ static Regs load(const uint8_t* row, int blk, int tq) {
+        const uint8_t* grp = row + (size_t)(blk / 8) * 1680;
+        const int b = blk % 8;
+        Regs r;
+#pragma unroll
+        for (int n = 0; n < 2; n++) {
+#pragma unroll
+            for (int i = 0; i < 4; i++) r.ql[n][i] = *reinterpret_cast<const uint32_t*>(grp + 128 * b + 64 * n + 16 * i + 4 * tq);
+#pragma unroll
+            for (int i = 0; i < 2; i++)
+                r.qh[n][i] = *reinterpret_cast<const uint32_t*>(grp + 1024 + 64 * b + 32 * n + 16 * i + 4 * tq);
+        }
+        r.sc = *reinterpret_cast<const uint4*>(grp + 1536 + 16 * b);
+        r.d = gemv_formats::ld_u16(grp + 1664 + 2 * b);
+        return r;
+    }
+    // The lane's 4 values of half n, run r, at l = 16 * hi + 4t.., as int8 lanes.
+    __device__ static uint32_t quants(const Regs& r, int n, int run, int hi) {
+        const uint32_t lo4 = (r.ql[n][2 * (run % 2) + hi] >> (run < 2 ? 0 : 4)) & 0x0F0F0F0Fu;
+        const uint32_t hi2 = ((r.qh[n][hi] >> (2 * run)) & 0x03030303u) << 4;
+        return __vsubss4(lo4 | hi2, 0x20202020u);
+    }
+    // scale 8n + 2r + hi of the block, times d
+    __device__ static float scale(const Regs& r, int n, int run, int hi) {
+        const int i = 8 * n + 2 * run + hi;
+        const uint32_t w = i < 4 ? r.sc.x : i < 8 ? r.sc.y : i < 12 ? r.sc.z : r.sc.w;
+        return f16_to_f32((uint16_t)r.d) * (float)(int8_t)(w >> (8 * (i % 4)));
+    }
+    template <int NT>
+    __device__ static void apply(const Regs& r0, const Regs& r1, int blk, const Q8Rows& x, float (&acc)[NT][4]) {
+        const int lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
+#pragma unroll
+        for (int n = 0; n < 2; n++)
+#pragma unroll
+            for (int run = 0; run < 4; run++) {
+                const uint32_t a0lo = quants(r0, n, run, 0), a1lo = quants(r1, n, run, 0);
+                const uint32_t a0hi = quants(r0, n, run, 1), a1hi = quants(r1, n, run, 1);
+                const float s0lo = scale(r0, n, run, 0), s0hi = scale(r0, n, run, 1);
+                const float s1lo = scale(r1, n, run, 0), s1hi = scale(r1, n, run, 1);
+                const int k = kBlock * blk + 128 * n + 32 * run;  // the run's first value
+#pragma unroll
+                for (int j = 0; j < NT; j++) {
+                    const int8_t* xb = x.q + (size_t)x.token(j, g) * x.K + k + 4 * tq;
+                    int clo[4] = {0, 0, 0, 0}, chi[4] = {0, 0, 0, 0};
+                    mma_s8_16816(clo, a0lo, a1lo, *reinterpret_cast<const uint32_t*>(xb));
+                    mma_s8_16816(chi, a0hi, a1hi, *reinterpret_cast<const uint32_t*>(xb + 16));
+                    const float ea = x.ds[(size_t)x.token(j, 2 * tq) * (x.K / 32) + k / 32].x;
+                    const float eb = x.ds[(size_t)x.token(j, 2 * tq + 1) * (x.K / 32) + k / 32].x;
+                    acc[j][0] += ea * (s0lo * (float)clo[0] + s0hi * (float)chi[0]);
+                    acc[j][1] += eb * (s0lo * (float)clo[1] + s0hi * (float)chi[1]);
+                    acc[j][2] += ea * (s1lo * (float)clo[2] + s1hi * (float)chi[2]);
+                    acc[j][3] += eb * (s1lo * (float)clo[3] + s1hi * (float)chi[3]);
+                }
+            }
+    }
+};
+
+// Grid (token groups of 8 NT, 64-row tiles of the segments, splits).
+template <class F, int NT>
+__global__ void __launch_bounds__(kThreads, kBlocksPerSm)
+    gemm_rows_q8_kernel(MatmulParams p, Segments sg, ActQ8 xq, Split split) {
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, tq = lane % 4;
+    const uint32_t tile = blockIdx.y;
+    const uint32_t seg = sg.count > 1 && tile >= sg.tile0[1] ? (sg.count > 2 && tile >= sg.tile0[2] ? 2 : 1) : 0;
+    const uint8_t* __restrict__ W = AKUNU_SEGMENT_FIELD(sg, W, seg);
+    float* __restrict__ y = AKUNU_SEGMENT_FIELD(sg, y, seg);
+    const float* __restrict__ bias = AKUNU_SEGMENT_FIELD(sg, bias, seg);
+    const size_t y_stride = AKUNU_SEGMENT_FIELD(sg, y_stride, seg);
+    const int N = (int)AKUNU_SEGMENT_FIELD(sg, N, seg), K = (int)p.K, M = (int)p.n_tokens;
+    const int n0 = (int)(tile - AKUNU_SEGMENT_FIELD(sg, tile0, seg)) * kRows + warp * 16;
+    const int t0 = (int)blockIdx.x * 8 * NT;
+    // rows past N read the last one: computed, never written
+    const uint8_t* w0 = W + (size_t)min(n0 + g, N - 1) * F::row_bytes(K);
+    const uint8_t* w1 = W + (size_t)min(n0 + g + 8, N - 1) * F::row_bytes(K);
+
+    const int nb_all = K / F::kBlock;
+    const int b0 = split.steps ? (int)blockIdx.z * split.steps : 0;
+    const int b1 = split.steps ? min(nb_all, b0 + split.steps) : nb_all;
+
+    // Launched as a programmatic dependent: the first block's weights
+    // (immutable) load while the previous kernel (the rounding) finishes.
+    typename F::Regs c0 = F::load(w0, b0, tq), c1 = F::load(w1, b0, tq);
+    pdl_wait();
+    pdl_launch_dependents();
+    const Q8Rows x{xq.q, xq.ds, K, M, t0};
+    float acc[NT][4];
+#pragma unroll
+    for (int j = 0; j < NT; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+    for (int b = b0; b < b1; b++) {
+        typename F::Regs n0r = c0, n1r = c1;
+        if (b + 1 < b1) {
+            n0r = F::load(w0, b + 1, tq);
+            n1r = F::load(w1, b + 1, tq);
+        }
+        F::template apply<NT>(c0, c1, b, x, acc);
+        c0 = n0r;
+        c1 = n1r;
+    }
+    store_tile<NT>(acc, split, tile, n0, t0, N, M, y, y_stride, bias);
+}
+
+// The decode rows of sg's matrices in slices of kSliceRows: each slice's
+// activations rounded to 8 bits (the device's activation scratch), then its
+// rows in groups of 8, 16 or 32 by its count. False (nothing enqueued) where
+// the scratch cannot hold a full slice's rounding, whatever this pass holds.
+template <class F>
+bool launch_rows_q8(const CudaArgs& a, MatmulParams p, Segments sg, const float* x) {
+    ActQ8 xq;
+    if (!act_q8_layout(a, kSliceRows, p.K, 0, &xq)) return false;
+    if ((reinterpret_cast<uintptr_t>(x) & 15) != 0 || p.x_stride % 4 != 0) return false;
+    const unsigned tiles = gemm_tc::place_segments<kRows>(sg);
+    Split split;
+    const unsigned splits = plan_split(a, tiles, p.K / F::kBlock, &split);
+    const uint32_t total = p.n_tokens;
+    for (uint32_t t0 = 0; t0 < total; t0 += kSliceRows) {
+        p.n_tokens = std::min(kSliceRows, total - t0);
+        Segments slice = sg;
+        for (uint32_t i = 0; i < sg.count; i++) slice.y[i] = sg.y[i] + (size_t)t0 * sg.y_stride[i];
+        if (!quantize_activations(a, x + (size_t)t0 * p.x_stride, p.x_stride, p.n_tokens, p.K, ActQ8Norm{}, &xq))
+            throw Error("CUDA decode-row GEMM: the activations' rounding did not fit its scratch");
+        auto go = [&](auto kernel, int nt) {
+            const dim3 grid(blocks_for(p.n_tokens, 8 * nt), tiles, splits);
+            launch_pdl(kernel, grid, kThreads, 0, a, p, slice, xq, split);
+        };
+        if (p.n_tokens <= 8) go(gemm_rows_q8_kernel<F, 1>, 1);
+        else if (p.n_tokens <= 16) go(gemm_rows_q8_kernel<F, 2>, 2);
+        else go(gemm_rows_q8_kernel<F, 4>, 4);
+    }
+    return true;
+}
+
+}  // namespace gemm_rows
+
+// Enqueues the decode rows of up to three matrices of one K and format (sg;
+// p: K, n_tokens, dtype, x_stride) on the integer row-side GEMM; false when
+// the format (Q4_K, Q6_K_X8), K or alignment do not suit it. From the
+// matrices alone, never the rows.
+inline bool launch_gemm_rows_q8(const CudaArgs& a, const MatmulParams& p, const float* x, const gemm_tc::Segments& sg) {
+    if (p.n_tokens == 0) return false;
+    uintptr_t w_bits = 0;
+    for (uint32_t i = 0; i < sg.count; i++) {
+        if (sg.N[i] == 0) return false;
+        w_bits |= reinterpret_cast<uintptr_t>(sg.W[i]);
+    }
+    if (w_bits % 16 != 0) return false;
+    if (p.dtype == GGML_Q4_K && p.K % 256 == 0) return gemm_rows::launch_rows_q8<gemm_rows::Q4KRows>(a, p, sg, x);
+    if (p.dtype == AKUNU_Q6_K_X8 && p.K % 2048 == 0) return gemm_rows::launch_rows_q8<gemm_rows::Q6KX8Rows>(a, p, sg, x);
+    return false;
+}
+
+}  // namespace akunu
