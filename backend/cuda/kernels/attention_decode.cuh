@@ -22,6 +22,7 @@
 #include <string>
 
 #include "act_q8.cuh"
+#include "attention_key_tile.cuh"
 #include "core/error.h"
 #include "core/half.h"
 #include "core/kernel_params.h"
@@ -256,16 +257,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 // the groups of a warp meet by shuffles, the warps in shared memory.
 constexpr int kKeyUnroll = 2;
 
-// Eight F16 values (one 16-byte load) as floats.
-__device__ __forceinline__ void halves8(const uint4& w, float* f) {
-    const __half2* h = reinterpret_cast<const __half2*>(&w);
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        const float2 v = __half22float2(h[i]);
-        f[2 * i] = v.x;
-        f[2 * i + 1] = v.y;
-    }
-}
+using attention_key_tile::halves8;  // eight F16 values (one 16-byte load) as floats
 
 // A lane's 32 dims of one key's K and V rows (64 bytes each, 16-byte aligned).
 __device__ __forceinline__ void load_slices(const uint16_t* k, const uint16_t* v, uint4 (&kr)[4], uint4 (&vr)[4]) {
