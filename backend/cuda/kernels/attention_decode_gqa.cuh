@@ -236,18 +236,9 @@ __global__ void __launch_bounds__(kWarps * 32)
         }
     }
     float m[GC], l[GC], acc[GC][kDims];
-#pragma unroll
-    for (int gh = 0; gh < GC; gh++) {
-        m[gh] = -FLT_MAX;
-        l[gh] = 0.0f;
-#pragma unroll
-        for (int d = 0; d < kDims; d++) acc[gh][d] = 0.0f;
-    }
+    attention_key_tile::start_softmax<GC>(m, l, acc);
     for (uint32_t t = 0; t < n_tiles; t++) {  // block-uniform
-        copy_wait<kStages - 2>();  // tile t has landed (this thread's copies) ...
-        __syncthreads();           // ... everyone's; and tile t - 1's stage is free
-        issue(t + kStages - 1, (t + kStages - 1) % kStages);
-        const uint16_t* kt = tiles + (size_t)(t % kStages) * 2 * T * HD;
+        const uint16_t* kt = attention_key_tile::next_tile<kStages, T, HD>(tiles, t, issue);
         const uint16_t* vt = kt + T * HD;
         uint4 kr[U], vr[U];
         uint32_t jk[U];

@@ -10,6 +10,8 @@
 #include <cfloat>
 #include <cstdint>
 
+#include "async_copy.cuh"
+
 namespace akunu {
 namespace attention_key_tile {
 
@@ -23,6 +25,31 @@ __device__ __forceinline__ void halves8(const uint4& w, float* f) {
         const float2 v = __half22float2(h[i]);
         f[2 * i] = v.x;
         f[2 * i + 1] = v.y;
+    }
+}
+
+// Tiles of K then V rows ([Stages][2][T][HD] F16 in shared memory) fill by
+// cp.async, Stages - 1 ahead: waits for tile i (every thread's copies), has
+// `issue(j, stage)` refill the stage tile i - 1 used with tile j = i +
+// Stages - 1, and returns tile i's K rows (its V rows follow, T * HD on).
+// Block-uniform.
+template <int Stages, int T, int HD, class Issue>
+__device__ __forceinline__ const uint16_t* next_tile(const uint16_t* tiles, uint32_t i, Issue& issue) {
+    copy_wait<Stages - 2>();
+    __syncthreads();
+    issue(i + Stages - 1, (int)((i + Stages - 1) % Stages));
+    return tiles + (size_t)(i % Stages) * 2 * T * HD;
+}
+
+// Empty online softmaxes: no key seen yet.
+template <int GC>
+__device__ __forceinline__ void start_softmax(float (&m)[GC], float (&l)[GC], float (&acc)[GC][kDims]) {
+#pragma unroll
+    for (int gh = 0; gh < GC; gh++) {
+        m[gh] = -FLT_MAX;
+        l[gh] = 0.0f;
+#pragma unroll
+        for (int d = 0; d < kDims; d++) acc[gh][d] = 0.0f;
     }
 }
 

@@ -117,18 +117,9 @@ __global__ void __launch_bounds__(kWarps * 32)
         for (int i = 0; i < kDims; i++) qv[g][i] = f16_to_f32(f32_to_f16(qs[i]));
     }
     float m[G], l[G], acc[G][kDims];
-#pragma unroll
-    for (int g = 0; g < G; g++) {
-        m[g] = -FLT_MAX;
-        l[g] = 0.0f;
-#pragma unroll
-        for (int i = 0; i < kDims; i++) acc[g][i] = 0.0f;
-    }
+    attention_key_tile::start_softmax<G>(m, l, acc);
     for (uint32_t i = 0; i < n_tiles; i++) {  // block-uniform
-        copy_wait<kStages - 2>();  // tile i has landed (this thread's copies) ...
-        __syncthreads();           // ... everyone's; and tile i - 1's stage is free
-        issue(i + kStages - 1, (i + kStages - 1) % kStages);
-        const uint16_t* kt = tiles + (size_t)(i % kStages) * 2 * T * HD;
+        const uint16_t* kt = attention_key_tile::next_tile<kStages, T, HD>(tiles, i, issue);
         const uint16_t* vt = kt + T * HD;
         uint4 kr[U], vr[U];
         bool live[U];

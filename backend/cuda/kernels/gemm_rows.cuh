@@ -76,6 +76,22 @@ constexpr int shared_bytes() {
     return stages_for<F, BK, NT>() * 8 * NT * (BK + 8) * 4 + kWarps * 16 * (BK + 8) * 2;
 }
 
+// The matrix of sg that block row `tile` falls in, and the tile's first weight row there.
+struct SegmentTile {
+    const uint8_t* W;
+    float* y;
+    const float* bias;
+    size_t y_stride;
+    int N, row0;
+};
+__device__ __forceinline__ SegmentTile segment_tile(const Segments& sg, uint32_t tile) {
+    const uint32_t seg = sg.count > 1 && tile >= sg.tile0[1] ? (sg.count > 2 && tile >= sg.tile0[2] ? 2 : 1) : 0;
+    return SegmentTile{AKUNU_SEGMENT_FIELD(sg, W, seg), AKUNU_SEGMENT_FIELD(sg, y, seg),
+                       AKUNU_SEGMENT_FIELD(sg, bias, seg), AKUNU_SEGMENT_FIELD(sg, y_stride, seg),
+                       (int)AKUNU_SEGMENT_FIELD(sg, N, seg),
+                       (int)(tile - AKUNU_SEGMENT_FIELD(sg, tile0, seg)) * kRows};
+}
+
 // A warp's products into y (+ bias), or with a split into the partials, the
 // last split of the tile to arrive adding them in ascending split order.
 // Fragment element e of group j: weight row n0 + g (+ 8 for e >= 2), row
@@ -139,13 +155,13 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const uint32_t tile = blockIdx.y;
-    const uint32_t seg = sg.count > 1 && tile >= sg.tile0[1] ? (sg.count > 2 && tile >= sg.tile0[2] ? 2 : 1) : 0;
-    const uint8_t* __restrict__ W = AKUNU_SEGMENT_FIELD(sg, W, seg);
-    float* __restrict__ y = AKUNU_SEGMENT_FIELD(sg, y, seg);
-    const float* __restrict__ bias = AKUNU_SEGMENT_FIELD(sg, bias, seg);
-    const size_t y_stride = AKUNU_SEGMENT_FIELD(sg, y_stride, seg);
-    const int N = (int)AKUNU_SEGMENT_FIELD(sg, N, seg), K = (int)p.K, M = (int)p.n_tokens;
-    const int n0 = (int)(tile - AKUNU_SEGMENT_FIELD(sg, tile0, seg)) * kRows + warp * 16;
+    const SegmentTile st = segment_tile(sg, tile);
+    const uint8_t* __restrict__ W = st.W;
+    float* __restrict__ y = st.y;
+    const float* __restrict__ bias = st.bias;
+    const size_t y_stride = st.y_stride;
+    const int N = st.N, K = (int)p.K, M = (int)p.n_tokens;
+    const int n0 = st.row0 + warp * 16;
     const int t0 = (int)blockIdx.x * kTokens;
 
     // This lane's weight units: row n0 + lane / 2 (rows past N read the last

@@ -194,17 +194,13 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     gemm_rows_q8_kernel(MatmulParams p, Segments sg, ActQ8 xq, Split split) {
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, tq = lane % 4;
     const uint32_t tile = blockIdx.y;
-    const uint32_t seg = sg.count > 1 && tile >= sg.tile0[1] ? (sg.count > 2 && tile >= sg.tile0[2] ? 2 : 1) : 0;
-    const uint8_t* __restrict__ W = AKUNU_SEGMENT_FIELD(sg, W, seg);
-    float* __restrict__ y = AKUNU_SEGMENT_FIELD(sg, y, seg);
-    const float* __restrict__ bias = AKUNU_SEGMENT_FIELD(sg, bias, seg);
-    const size_t y_stride = AKUNU_SEGMENT_FIELD(sg, y_stride, seg);
-    const int N = (int)AKUNU_SEGMENT_FIELD(sg, N, seg), K = (int)p.K, M = (int)p.n_tokens;
-    const int n0 = (int)(tile - AKUNU_SEGMENT_FIELD(sg, tile0, seg)) * kRows + warp * 16;
+    const SegmentTile st = segment_tile(sg, tile);
+    const int N = st.N, K = (int)p.K, M = (int)p.n_tokens;
+    const int n0 = st.row0 + warp * 16;
     const int t0 = (int)blockIdx.x * 8 * NT;
     // rows past N read the last one: computed, never written
-    const uint8_t* w0 = W + (size_t)min(n0 + g, N - 1) * F::row_bytes(K);
-    const uint8_t* w1 = W + (size_t)min(n0 + g + 8, N - 1) * F::row_bytes(K);
+    const uint8_t* w0 = st.W + (size_t)min(n0 + g, N - 1) * F::row_bytes(K);
+    const uint8_t* w1 = st.W + (size_t)min(n0 + g + 8, N - 1) * F::row_bytes(K);
 
     const int nb_all = K / F::kBlock;
     const int b0 = split.steps ? (int)blockIdx.z * split.steps : 0;
@@ -229,7 +225,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
         c0 = n0r;
         c1 = n1r;
     }
-    store_tile<NT>(acc, split, tile, n0, t0, N, M, y, y_stride, bias);
+    store_tile<NT>(acc, split, tile, n0, t0, N, M, st.y, st.y_stride, st.bias);
 }
 
 // The decode rows of sg's matrices in slices of kSliceRows: each slice's
