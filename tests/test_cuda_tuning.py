@@ -39,6 +39,7 @@ SETTINGS = [
     "fused_batch=0",                           # batch tables with the plain kernels (16 launches a layer)
     "prefill_async=0",                         # prefill attention tiles through registers, one at a time
     "paged_prefill_tc=0",                      # paged prompt rows through the per-row attention kernel
+    "blas_chunk_mb=1",                         # quantized prefill weights decoded 1 MiB of F16 rows a cuBLAS call
 ]
 
 QWEN3_06B_WIDTHS = dict(dim=1024, ffn_dim=3072, n_heads=16, n_kv_heads=8, head_dim=128)
@@ -108,6 +109,7 @@ def test_decode_steps_match_cpu(models, tuning, monkeypatch):
     ("gqa_min_span=-1", "bad value '-1' for gqa_min_span"),
     ("prefill_async=yes", "bad value 'yes' for prefill_async"),
     ("paged_prefill_tc=2", "bad value '2' for paged_prefill_tc"),
+    ("blas_chunk_mb=0", "bad value '0' for blas_chunk_mb"),
     ("q8_link=attention+norm", "bad value 'attention+norm' for q8_link"),
     ("batch_decode=wide", "bad value 'wide' for batch_decode (auto, rows, tc or gemv)"),
     ("prefill_gemm", "is not key=value"),

@@ -82,6 +82,10 @@ struct CudaTuning {
     // tensor-core prefill tiles (false, and quantized pools: the per-row
     // kernel, one block a row and head).
     bool paged_prefill_tc = true;
+    // MiB of F16 weight rows a quantized matrix is decoded into per cuBLAS
+    // call of a prefill (or prompt-row) GEMM: larger chunks mean fewer,
+    // larger GEMMs, smaller ones stay in L2 for the GEMM that reads them.
+    uint32_t blas_chunk_mb = 16;
     // Q4_0 / Q8_0 / Q6_K weights regrouped at load into their x8 layouts
     // (CudaDevice::weight_layout); false keeps GGUF's layout.
     bool repack = true;

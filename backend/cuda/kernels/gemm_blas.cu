@@ -5,8 +5,8 @@
 // kernels doing the products: activations are rounded to F16 (saturated)
 // once per pass into scratch; F16 weights are read in place, other formats
 // are decoded to F16 (tc_formats.cuh, the decoders gemm_tc uses) a chunk of
-// rows at a time into a scratch of about kChunkBytes, small enough to be
-// read back from L2 by the GEMM that follows. llama.cpp takes cuBLAS for F16
+// rows at a time into a scratch of about CudaTuning::blas_chunk_mb, small
+// enough to be read back from L2 by the GEMM that follows. llama.cpp takes cuBLAS for F16
 // weights too; quantized formats pay a decode pass (2 bytes written and read
 // per weight) that the GEMM's speed outweighs at prefill sizes.
 //
@@ -35,7 +35,6 @@ namespace {
 
 using namespace tc_formats;
 
-constexpr size_t kChunkBytes = 16u << 20;  // F16 weight rows decoded per GEMM call
 constexpr uint32_t kMinQuantTokens = 128;
 constexpr size_t kFixedOutputBytes = 32u << 20;  // F32 output of one fixed-shape call
 
@@ -87,6 +86,9 @@ __global__ void store_rows(const float* __restrict__ ys, uint32_t n, uint32_t m,
 // prompt rows is two calls); 32 for output heads (N > 32768), whose prompt
 // rows are the few that draw a token.
 uint32_t fixed_rows(uint32_t N) { return N > 32768 ? 32 : 256; }
+
+// Bytes of decoded F16 weight rows per GEMM call.
+size_t chunk_bytes(const CudaArgs& a) { return (size_t)a.tuning->blas_chunk_mb << 20; }
 
 unsigned grid_for(size_t items) {
     const size_t blocks = (items + 255) / 256;
@@ -203,10 +205,10 @@ bool BlasGemm::run(const CudaArgs& a, const MatmulParams& p, const float* x, flo
     Decoder dec;
     decoder_for(p, reinterpret_cast<uintptr_t>(a.buf[0]), &dec);
     if (dec && M < kMinQuantTokens && !every_pass_) return false;
-    // Rows per GEMM call: the whole matrix for F16, else chunks of ~kChunkBytes (multiples of 128 rows).
+    // Rows per GEMM call: the whole matrix for F16, else chunks of ~blas_chunk_mb (multiples of 128 rows).
     uint32_t chunk = N;
     if (dec) {
-        const size_t fit = kChunkBytes / ((size_t)K * sizeof(__half));
+        const size_t fit = chunk_bytes(a) / ((size_t)K * sizeof(__half));
         chunk = (uint32_t)std::min<size_t>(N, std::max<size_t>(128, fit / 128 * 128));
     }
     auto* xh = static_cast<__half*>(scratch(0, (size_t)M * K * sizeof(__half)));
@@ -229,10 +231,10 @@ bool BlasGemm::run_fixed_shape(const CudaArgs& a, const MatmulParams& p, const f
     decoder_for(p, reinterpret_cast<uintptr_t>(a.buf[0]), &dec);
     const uint32_t S = fixed_rows(N);
     const uint32_t slices = (M + S - 1) / S;
-    // Weight rows a call: bounded by the output scratch, and by kChunkBytes of
-    // decoded rows for formats other than F16; a function of N and K alone.
+    // Weight rows a call: bounded by the output scratch, and by blas_chunk_mb of
+    // decoded rows for formats other than F16; a function of N, K and the tuning alone.
     size_t fit = kFixedOutputBytes / ((size_t)S * sizeof(float));
-    if (dec) fit = std::min(fit, kChunkBytes / ((size_t)K * sizeof(__half)));
+    if (dec) fit = std::min(fit, chunk_bytes(a) / ((size_t)K * sizeof(__half)));
     const uint32_t chunk = (uint32_t)std::min<size_t>(N, std::max<size_t>(128, fit / 128 * 128));
     auto* xh = static_cast<__half*>(scratch(0, (size_t)slices * S * K * sizeof(__half)));
     auto* wh = dec ? static_cast<__half*>(scratch(1, (size_t)chunk * K * sizeof(__half))) : nullptr;
