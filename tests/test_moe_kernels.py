@@ -461,9 +461,10 @@ def test_metal_moe_matmul_a_rank_of_experts(metal, weighted):
         ids = np.stack([rng.choice(16, n_used, replace=False) for _ in range(n_tok)]).astype(np.int32)
         ids[0] = [0, 1, 2, 3]  # nothing held
         ids[1] = [9, 9, 3, 12]  # a duplicate
-        raw, _ = make_experts(T.F16, n_held, N, K, rng)
+        raw, ref = make_experts(T.F16, n_held, N, K, rng)
         rs = 2 * n_used
-        route = route_buffer(ids, rng.uniform(0.1, 1, ids.shape).astype(np.float32), rs)
+        weights = rng.uniform(0.1, 1, ids.shape).astype(np.float32)
+        route = route_buffer(ids, weights, rs)
         xs = n_used * K
         x = rng.standard_normal((n_tok, xs)).astype(np.float32)
         if weighted:
@@ -475,7 +476,21 @@ def test_metal_moe_matmul_a_rank_of_experts(metal, weighted):
             y = np.zeros((n_tok, n_used * N), np.float32)
         cpu, gpu = on_cpu_and(metal, "moe_matmul", [raw, x, y, route], 2, params)
         np.testing.assert_array_equal(np.isnan(gpu), np.isnan(cpu))
-        np.testing.assert_allclose(gpu, cpu, rtol=1e-5, atol=1e-5, err_msg=f"m{n_tok} AKUNU_TEST_SEED={SEED}")
+        # each side within a float32 bound of the exact sums (they add in different orders), so
+        # within twice that of each other; outputs of no held expert are exact (zeros, old contents)
+        bound = np.zeros(cpu.shape)
+        for t in range(n_tok):
+            for j in range(n_used):
+                e = int(ids[t, j]) - first
+                if not 0 <= e < n_held:
+                    continue
+                b = float32_bound(ref[e], x[t, j * K:(j + 1) * K] if weighted else x[t, :K], K)
+                if weighted:
+                    bound[t] += weights[t, j] * b
+                else:
+                    bound[t, j * N:(j + 1) * N] = b
+        err = np.nan_to_num(np.abs(gpu.astype(np.float64) - cpu))  # (NaN on both sides: kept poison)
+        assert (err <= 2 * bound).all(), f"m{n_tok}: max excess {(err - 2 * bound).max()} AKUNU_TEST_SEED={SEED}"
         if weighted:
             assert (gpu[0] == 0).all()
 
