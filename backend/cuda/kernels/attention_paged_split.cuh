@@ -186,29 +186,47 @@ __global__ void __launch_bounds__(kWarps * 32)
     if (!last) return;
     __threadfence();
     // Each split's weight exp(m_s - M) / L once, in shared memory; then a
-    // thread a dimension sums the records in ascending split order.
+    // thread a dimension sums the records in ascending split order. Every
+    // split's value is loaded before any is used (kMaxSplits loads in flight,
+    // not one L2 round trip a split: at a few hundred keys this combine was
+    // most of the kernel's time).
     __shared__ float weight[G][kMaxSplits];
     if (threadIdx.x < G) {
         const int g = threadIdx.x;
         const float* r0 = partials + ((size_t)t * p.n_heads + kvh * G + g) * n_splits * rec;
-        float bm = -FLT_MAX;
-        for (uint32_t s = 0; s < active; s++) bm = fmaxf(bm, __ldcg(r0 + s * rec + hd));
-        float bl = 0.0f;
-        for (uint32_t s = 0; s < active; s++) {
-            const float e = expf(__ldcg(r0 + s * rec + hd) - bm);
-            weight[g][s] = e;
-            bl += __ldcg(r0 + s * rec + hd + 1) * e;
+        float ms[kMaxSplits], ls[kMaxSplits];
+#pragma unroll
+        for (uint32_t s = 0; s < kMaxSplits; s++) {
+            ms[s] = s < active ? __ldcg(r0 + s * rec + hd) : -FLT_MAX;
+            ls[s] = s < active ? __ldcg(r0 + s * rec + hd + 1) : 0.0f;
         }
+        float bm = -FLT_MAX;
+#pragma unroll
+        for (uint32_t s = 0; s < kMaxSplits; s++) bm = fmaxf(bm, ms[s]);
+        float bl = 0.0f;
+#pragma unroll
+        for (uint32_t s = 0; s < kMaxSplits; s++)
+            if (s < active) {
+                const float e = expf(ms[s] - bm);
+                weight[g][s] = e;
+                bl += ls[s] * e;
+            }
         const float inv = 1.0f / bl;
         for (uint32_t s = 0; s < active; s++) weight[g][s] *= inv;
     }
     __syncthreads();
+#pragma unroll
     for (int g = 0; g < G; g++) {
         const float* r0 = partials + ((size_t)t * p.n_heads + kvh * G + g) * n_splits * rec;
         float* o = out + (size_t)t * p.out_stride + (size_t)(kvh * G + g) * hd;
         for (int d = threadIdx.x; d < hd; d += kWarps * 32) {
+            float part[kMaxSplits];
+#pragma unroll
+            for (uint32_t s = 0; s < kMaxSplits; s++) part[s] = s < active ? __ldcg(r0 + s * rec + d) : 0.0f;
             float v = 0.0f;
-            for (uint32_t s = 0; s < active; s++) v += __ldcg(r0 + s * rec + d) * weight[g][s];
+#pragma unroll
+            for (uint32_t s = 0; s < kMaxSplits; s++)
+                if (s < active) v += part[s] * weight[g][s];
             o[d] = v;
         }
     }

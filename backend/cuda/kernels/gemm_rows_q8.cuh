@@ -33,6 +33,7 @@
 // Included once, by matmul.cu, after gemm_rows.cuh.
 #pragma once
 #include "act_q8.h"
+#include "async_copy.cuh"
 #include "gemm_rows.cuh"
 #include "gemv_formats.cuh"
 
@@ -55,14 +56,23 @@ __device__ __forceinline__ void mma_s8_16816(int (&c)[4], uint32_t a0, uint32_t 
                  : "r"(a0), "r"(a1), "r"(b0));
 }
 
-// The activations a lane's products need for 32 values at k of token group
-// j: its B token's 8-bit values, and for its two C tokens (2t, 2t + 1) the
-// rounding's (d, d * sum(q)) of that 32-block.
-struct Q8Rows {
-    const int8_t* __restrict__ q;
-    const float2* __restrict__ ds;
-    int K, M, t0;
-    __device__ __forceinline__ int token(int j, int i) const { return min(t0 + 8 * j + i, M - 1); }
+// One 256-value block of the block's tokens' 8-bit activations, staged in
+// shared memory: q [token][kQStride] (256 values, padded), ds [token][kEStride]
+// (each 32-block's rounding (d, d * sum(q)), padded). Tokens past the pass
+// are zeros. The padding keeps a warp's B loads (8 tokens x 4 lanes, 8
+// bytes each) and its scale loads (4 tokens) on distinct banks.
+constexpr int kQStride = 256 + 32;
+constexpr int kEStride = 8 + 2;
+struct StagedQ8 {
+    const int8_t* q;
+    const float2* ds;
+    __device__ __forceinline__ uint2 q8(int tok, int off) const {
+        return *reinterpret_cast<const uint2*>(q + tok * kQStride + off);
+    }
+    __device__ __forceinline__ uint32_t q4(int tok, int off) const {
+        return *reinterpret_cast<const uint32_t*>(q + tok * kQStride + off);
+    }
+    __device__ __forceinline__ float2 e(int tok, int run) const { return ds[tok * kEStride + run]; }
 };
 
 // Q4_K: a 256-value block is d, dmin, 12 bytes of 6-bit scales and mins,
@@ -85,7 +95,7 @@ struct Q4KRows {
     }
     // Block blk of rows g (r0) and g + 8 (r1) into acc for NT token groups.
     template <int NT>
-    __device__ static void apply(const Regs& r0, const Regs& r1, int blk, const Q8Rows& x, float (&acc)[NT][4]) {
+    __device__ static void apply(const Regs& r0, const Regs& r1, const StagedQ8& x, float (&acc)[NT][4]) {
         const int lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
 #pragma unroll
         for (int i = 0; i < 4; i++) {
@@ -98,14 +108,13 @@ struct Q4KRows {
                                        (r0.q[i].y >> sh) & 0x0F0F0F0Fu, (r1.q[i].y >> sh) & 0x0F0F0F0Fu};
                 const float d0 = h ? s0.d_hi : s0.d_lo, m0 = h ? s0.m_hi : s0.m_lo;
                 const float d1 = h ? s1.d_hi : s1.d_lo, m1 = h ? s1.m_hi : s1.m_lo;
-                const int k = kBlock * blk + 64 * i + 32 * h;  // the run's first value
+                const int k = 64 * i + 32 * h;  // the run's first value in the block
 #pragma unroll
                 for (int j = 0; j < NT; j++) {
-                    const uint2 b = *reinterpret_cast<const uint2*>(x.q + (size_t)x.token(j, g) * x.K + k + 8 * tq);
+                    const uint2 b = x.q8(8 * j + g, k + 8 * tq);
                     int c[4] = {0, 0, 0, 0};
                     mma_s8_16832(c, a, b.x, b.y);
-                    const float2 ea = x.ds[(size_t)x.token(j, 2 * tq) * (x.K / 32) + k / 32];
-                    const float2 eb = x.ds[(size_t)x.token(j, 2 * tq + 1) * (x.K / 32) + k / 32];
+                    const float2 ea = x.e(8 * j + 2 * tq, k / 32), eb = x.e(8 * j + 2 * tq + 1, k / 32);
                     acc[j][0] += d0 * ea.x * (float)c[0] - m0 * ea.y;
                     acc[j][1] += d0 * eb.x * (float)c[1] - m0 * eb.y;
                     acc[j][2] += d1 * ea.x * (float)c[2] - m1 * ea.y;
@@ -160,7 +169,7 @@ struct Q6KX8Rows {
         return f16_to_f32((uint16_t)r.d) * (float)(int8_t)(w >> (8 * (i % 4)));
     }
     template <int NT>
-    __device__ static void apply(const Regs& r0, const Regs& r1, int blk, const Q8Rows& x, float (&acc)[NT][4]) {
+    __device__ static void apply(const Regs& r0, const Regs& r1, const StagedQ8& x, float (&acc)[NT][4]) {
         const int lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
 #pragma unroll
         for (int n = 0; n < 2; n++)
@@ -170,15 +179,13 @@ struct Q6KX8Rows {
                 const uint32_t a0hi = quants(r0, n, run, 1), a1hi = quants(r1, n, run, 1);
                 const float s0lo = scale(r0, n, run, 0), s0hi = scale(r0, n, run, 1);
                 const float s1lo = scale(r1, n, run, 0), s1hi = scale(r1, n, run, 1);
-                const int k = kBlock * blk + 128 * n + 32 * run;  // the run's first value
+                const int k = 128 * n + 32 * run;  // the run's first value in the block
 #pragma unroll
                 for (int j = 0; j < NT; j++) {
-                    const int8_t* xb = x.q + (size_t)x.token(j, g) * x.K + k + 4 * tq;
                     int clo[4] = {0, 0, 0, 0}, chi[4] = {0, 0, 0, 0};
-                    mma_s8_16816(clo, a0lo, a1lo, *reinterpret_cast<const uint32_t*>(xb));
-                    mma_s8_16816(chi, a0hi, a1hi, *reinterpret_cast<const uint32_t*>(xb + 16));
-                    const float ea = x.ds[(size_t)x.token(j, 2 * tq) * (x.K / 32) + k / 32].x;
-                    const float eb = x.ds[(size_t)x.token(j, 2 * tq + 1) * (x.K / 32) + k / 32].x;
+                    mma_s8_16816(clo, a0lo, a1lo, x.q4(8 * j + g, k + 4 * tq));
+                    mma_s8_16816(chi, a0hi, a1hi, x.q4(8 * j + g, k + 16 + 4 * tq));
+                    const float ea = x.e(8 * j + 2 * tq, k / 32).x, eb = x.e(8 * j + 2 * tq + 1, k / 32).x;
                     acc[j][0] += ea * (s0lo * (float)clo[0] + s0hi * (float)chi[0]);
                     acc[j][1] += eb * (s0lo * (float)clo[1] + s0hi * (float)chi[1]);
                     acc[j][2] += ea * (s1lo * (float)clo[2] + s1hi * (float)chi[2]);
@@ -188,16 +195,28 @@ struct Q6KX8Rows {
     }
 };
 
-// Grid (token groups of 8 NT, 64-row tiles of the segments, splits).
+// Shared memory of an NT block: two stages of its tokens' activations.
+template <int NT>
+constexpr int q8_shared_bytes() { return 2 * 8 * NT * (kQStride + kEStride * (int)sizeof(float2)); }
+
+// Grid (token groups of 8 NT, 64-row tiles of the segments, splits). Each
+// 256-value block's activations of the block's tokens are staged in shared
+// memory by cp.async one block ahead (the warps share them; no lane reads
+// another token's row through L1 / L2 for every product), and each warp's
+// weights one block ahead in registers.
 template <class F, int NT>
-__global__ void __launch_bounds__(kThreads, kBlocksPerSm)
+__global__ void __launch_bounds__(kThreads, NT >= 8 ? 3 : kBlocksPerSm)
     gemm_rows_q8_kernel(MatmulParams p, Segments sg, ActQ8 xq, Split split) {
+    constexpr int kTokens = 8 * NT;
+    extern __shared__ __align__(16) uint8_t smem[];  // q8_shared_bytes<NT>()
+    auto xs = reinterpret_cast<int8_t(*)[kTokens][kQStride]>(smem);                         // [2]
+    auto es = reinterpret_cast<float2(*)[kTokens][kEStride]>(smem + 2 * kTokens * kQStride);  // [2]
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, tq = lane % 4;
     const uint32_t tile = blockIdx.y;
     const SegmentTile st = segment_tile(sg, tile);
     const int N = st.N, K = (int)p.K, M = (int)p.n_tokens;
     const int n0 = st.row0 + warp * 16;
-    const int t0 = (int)blockIdx.x * 8 * NT;
+    const int t0 = (int)blockIdx.x * kTokens;
     // rows past N read the last one: computed, never written
     const uint8_t* w0 = st.W + (size_t)min(n0 + g, N - 1) * F::row_bytes(K);
     const uint8_t* w1 = st.W + (size_t)min(n0 + g + 8, N - 1) * F::row_bytes(K);
@@ -206,25 +225,47 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     const int b0 = split.steps ? (int)blockIdx.z * split.steps : 0;
     const int b1 = split.steps ? min(nb_all, b0 + split.steps) : nb_all;
 
+    // Block b's activations to stage s (a commit group of their own).
+    auto stage = [&](int b, int s) {
+        for (int c = tid; c < kTokens * 16; c += kThreads) {  // 16 bytes a copy, 16 a token
+            const int t = c / 16, o = 16 * (c % 16);
+            const bool valid = t0 + t < M;
+            copy16_async(&xs[s][t][o], xq.q + (size_t)(valid ? t0 + t : 0) * K + (size_t)b * 256 + o, valid);
+        }
+        for (int c = tid; c < kTokens * 4; c += kThreads) {  // 8 float2 a token: 4 copies
+            const int t = c / 4, o = 2 * (c % 4);
+            const bool valid = t0 + t < M;
+            copy16_async(&es[s][t][o], xq.ds + (size_t)(valid ? t0 + t : 0) * (K / 32) + (size_t)b * 8 + o, valid);
+        }
+        copy_commit();
+    };
+
     // Launched as a programmatic dependent: the first block's weights
     // (immutable) load while the previous kernel (the rounding) finishes.
     typename F::Regs c0 = F::load(w0, b0, tq), c1 = F::load(w1, b0, tq);
     pdl_wait();
     pdl_launch_dependents();
-    const Q8Rows x{xq.q, xq.ds, K, M, t0};
+    stage(b0, 0);
     float acc[NT][4];
 #pragma unroll
     for (int j = 0; j < NT; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
     for (int b = b0; b < b1; b++) {
+        const int s = (b - b0) & 1;
         typename F::Regs n0r = c0, n1r = c1;
         if (b + 1 < b1) {
             n0r = F::load(w0, b + 1, tq);
             n1r = F::load(w1, b + 1, tq);
         }
-        F::template apply<NT>(c0, c1, b, x, acc);
+        __syncthreads();  // every warp is done with stage s ^ 1 (block b - 1) ...
+        if (b + 1 < b1) stage(b + 1, s ^ 1);  // ... before block b + 1 refills it
+        else copy_commit();                   // (an empty group keeps the wait count)
+        copy_wait<1>();   // block b's copies landed (this thread's) ...
+        __syncthreads();  // ... and everyone's
+        F::template apply<NT>(c0, c1, StagedQ8{&xs[s][0][0], &es[s][0][0]}, acc);
         c0 = n0r;
         c1 = n1r;
     }
+    copy_wait<0>();
     store_tile<NT>(acc, split, tile, n0, t0, N, M, st.y, st.y_stride, st.bias);
 }
 
@@ -247,13 +288,41 @@ bool launch_rows_q8(const CudaArgs& a, MatmulParams p, Segments sg, const float*
         for (uint32_t i = 0; i < sg.count; i++) slice.y[i] = sg.y[i] + (size_t)t0 * sg.y_stride[i];
         if (!quantize_activations(a, x + (size_t)t0 * p.x_stride, p.x_stride, p.n_tokens, p.K, ActQ8Norm{}, &xq))
             throw Error("CUDA decode-row GEMM: the activations' rounding did not fit its scratch");
-        auto go = [&](auto kernel, int nt) {
+        auto go = [&](auto kernel, int nt, int shared) {
             const dim3 grid(blocks_for(p.n_tokens, 8 * nt), tiles, splits);
-            launch_pdl(kernel, grid, kThreads, 0, a, p, slice, xq, split);
+            launch_pdl(kernel, grid, kThreads, shared, a, p, slice, xq, split);
         };
-        if (p.n_tokens <= 8) go(gemm_rows_q8_kernel<F, 1>, 1);
-        else if (p.n_tokens <= 16) go(gemm_rows_q8_kernel<F, 2>, 2);
-        else go(gemm_rows_q8_kernel<F, 4>, 4);
+        if (p.n_tokens <= 8) go(gemm_rows_q8_kernel<F, 1>, 1, q8_shared_bytes<1>());
+        else if (p.n_tokens <= 16) go(gemm_rows_q8_kernel<F, 2>, 2, q8_shared_bytes<2>());
+        else if (p.n_tokens <= 32) go(gemm_rows_q8_kernel<F, 4>, 4, q8_shared_bytes<4>());
+        else go(gemm_rows_q8_kernel<F, 8>, 8, q8_shared_bytes<8>());
+    }
+    return true;
+}
+
+// Prompt rows: as many rows a launch as the activation scratch holds for K
+// (whole groups of 64, at most kPromptRows), each launch every 64-row group
+// of them at once (the groups of a weight tile run side by side, so its
+// weights come from L2 after the first), no split of the k loop. From K
+// alone, never the pass. False where fewer than 64 rows fit.
+constexpr uint32_t kPromptRows = 512;
+template <class F>
+bool launch_prompt_rows_q8(const CudaArgs& a, MatmulParams p, Segments sg, const float* x) {
+    if ((reinterpret_cast<uintptr_t>(x) & 15) != 0 || p.x_stride % 4 != 0) return false;
+    uint32_t per = kPromptRows;
+    ActQ8 xq;
+    while (per >= kSliceRows && !act_q8_layout(a, per, p.K, 0, &xq)) per -= kSliceRows;
+    if (per < kSliceRows) return false;
+    const unsigned tiles = gemm_tc::place_segments<kRows>(sg);
+    const uint32_t total = p.n_tokens;
+    for (uint32_t t0 = 0; t0 < total; t0 += per) {
+        p.n_tokens = std::min(per, total - t0);
+        Segments slice = sg;
+        for (uint32_t i = 0; i < sg.count; i++) slice.y[i] = sg.y[i] + (size_t)t0 * sg.y_stride[i];
+        if (!quantize_activations(a, x + (size_t)t0 * p.x_stride, p.x_stride, p.n_tokens, p.K, ActQ8Norm{}, &xq))
+            throw Error("CUDA prompt-row GEMM: the activations' rounding did not fit its scratch");
+        const dim3 grid(blocks_for(p.n_tokens, 64), tiles, 1);
+        launch_pdl(gemm_rows_q8_kernel<F, 8>, grid, kThreads, q8_shared_bytes<8>(), a, p, slice, xq, Split{});
     }
     return true;
 }
@@ -264,7 +333,9 @@ bool launch_rows_q8(const CudaArgs& a, MatmulParams p, Segments sg, const float*
 // p: K, n_tokens, dtype, x_stride) on the integer row-side GEMM; false when
 // the format (Q4_K, Q6_K_X8), K or alignment do not suit it. From the
 // matrices alone, never the rows.
-inline bool launch_gemm_rows_q8(const CudaArgs& a, const MatmulParams& p, const float* x, const gemm_tc::Segments& sg) {
+// prompt: the rows are prompt rows (launch_prompt_rows_q8), else decode rows.
+inline bool launch_gemm_rows_q8(const CudaArgs& a, const MatmulParams& p, const float* x, const gemm_tc::Segments& sg,
+                                bool prompt = false) {
     if (p.n_tokens == 0) return false;
     uintptr_t w_bits = 0;
     for (uint32_t i = 0; i < sg.count; i++) {
@@ -272,8 +343,11 @@ inline bool launch_gemm_rows_q8(const CudaArgs& a, const MatmulParams& p, const 
         w_bits |= reinterpret_cast<uintptr_t>(sg.W[i]);
     }
     if (w_bits % 16 != 0) return false;
-    if (p.dtype == GGML_Q4_K && p.K % 256 == 0) return gemm_rows::launch_rows_q8<gemm_rows::Q4KRows>(a, p, sg, x);
-    if (p.dtype == AKUNU_Q6_K_X8 && p.K % 2048 == 0) return gemm_rows::launch_rows_q8<gemm_rows::Q6KX8Rows>(a, p, sg, x);
+    using namespace gemm_rows;
+    if (p.dtype == GGML_Q4_K && p.K % 256 == 0)
+        return prompt ? launch_prompt_rows_q8<Q4KRows>(a, p, sg, x) : launch_rows_q8<Q4KRows>(a, p, sg, x);
+    if (p.dtype == AKUNU_Q6_K_X8 && p.K % 2048 == 0)
+        return prompt ? launch_prompt_rows_q8<Q6KX8Rows>(a, p, sg, x) : launch_rows_q8<Q6KX8Rows>(a, p, sg, x);
     return false;
 }
 
