@@ -205,7 +205,7 @@ constexpr int q8_shared_bytes() { return 2 * 8 * NT * (kQStride + kEStride * (in
 // another token's row through L1 / L2 for every product), and each warp's
 // weights one block ahead in registers.
 template <class F, int NT>
-__global__ void __launch_bounds__(kThreads, NT >= 8 ? 3 : kBlocksPerSm)
+__global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     gemm_rows_q8_kernel(MatmulParams p, Segments sg, ActQ8 xq, Split split) {
     constexpr int kTokens = 8 * NT;
     extern __shared__ __align__(16) uint8_t smem[];  // q8_shared_bytes<NT>()
@@ -294,35 +294,7 @@ bool launch_rows_q8(const CudaArgs& a, MatmulParams p, Segments sg, const float*
         };
         if (p.n_tokens <= 8) go(gemm_rows_q8_kernel<F, 1>, 1, q8_shared_bytes<1>());
         else if (p.n_tokens <= 16) go(gemm_rows_q8_kernel<F, 2>, 2, q8_shared_bytes<2>());
-        else if (p.n_tokens <= 32) go(gemm_rows_q8_kernel<F, 4>, 4, q8_shared_bytes<4>());
-        else go(gemm_rows_q8_kernel<F, 8>, 8, q8_shared_bytes<8>());
-    }
-    return true;
-}
-
-// Prompt rows: as many rows a launch as the activation scratch holds for K
-// (whole groups of 64, at most kPromptRows), each launch every 64-row group
-// of them at once (the groups of a weight tile run side by side, so its
-// weights come from L2 after the first), no split of the k loop. From K
-// alone, never the pass. False where fewer than 64 rows fit.
-constexpr uint32_t kPromptRows = 512;
-template <class F>
-bool launch_prompt_rows_q8(const CudaArgs& a, MatmulParams p, Segments sg, const float* x) {
-    if ((reinterpret_cast<uintptr_t>(x) & 15) != 0 || p.x_stride % 4 != 0) return false;
-    uint32_t per = kPromptRows;
-    ActQ8 xq;
-    while (per >= kSliceRows && !act_q8_layout(a, per, p.K, 0, &xq)) per -= kSliceRows;
-    if (per < kSliceRows) return false;
-    const unsigned tiles = gemm_tc::place_segments<kRows>(sg);
-    const uint32_t total = p.n_tokens;
-    for (uint32_t t0 = 0; t0 < total; t0 += per) {
-        p.n_tokens = std::min(per, total - t0);
-        Segments slice = sg;
-        for (uint32_t i = 0; i < sg.count; i++) slice.y[i] = sg.y[i] + (size_t)t0 * sg.y_stride[i];
-        if (!quantize_activations(a, x + (size_t)t0 * p.x_stride, p.x_stride, p.n_tokens, p.K, ActQ8Norm{}, &xq))
-            throw Error("CUDA prompt-row GEMM: the activations' rounding did not fit its scratch");
-        const dim3 grid(blocks_for(p.n_tokens, 64), tiles, 1);
-        launch_pdl(gemm_rows_q8_kernel<F, 8>, grid, kThreads, q8_shared_bytes<8>(), a, p, slice, xq, Split{});
+        else go(gemm_rows_q8_kernel<F, 4>, 4, q8_shared_bytes<4>());
     }
     return true;
 }
@@ -333,9 +305,7 @@ bool launch_prompt_rows_q8(const CudaArgs& a, MatmulParams p, Segments sg, const
 // p: K, n_tokens, dtype, x_stride) on the integer row-side GEMM; false when
 // the format (Q4_K, Q6_K_X8), K or alignment do not suit it. From the
 // matrices alone, never the rows.
-// prompt: the rows are prompt rows (launch_prompt_rows_q8), else decode rows.
-inline bool launch_gemm_rows_q8(const CudaArgs& a, const MatmulParams& p, const float* x, const gemm_tc::Segments& sg,
-                                bool prompt = false) {
+inline bool launch_gemm_rows_q8(const CudaArgs& a, const MatmulParams& p, const float* x, const gemm_tc::Segments& sg) {
     if (p.n_tokens == 0) return false;
     uintptr_t w_bits = 0;
     for (uint32_t i = 0; i < sg.count; i++) {
@@ -343,11 +313,8 @@ inline bool launch_gemm_rows_q8(const CudaArgs& a, const MatmulParams& p, const 
         w_bits |= reinterpret_cast<uintptr_t>(sg.W[i]);
     }
     if (w_bits % 16 != 0) return false;
-    using namespace gemm_rows;
-    if (p.dtype == GGML_Q4_K && p.K % 256 == 0)
-        return prompt ? launch_prompt_rows_q8<Q4KRows>(a, p, sg, x) : launch_rows_q8<Q4KRows>(a, p, sg, x);
-    if (p.dtype == AKUNU_Q6_K_X8 && p.K % 2048 == 0)
-        return prompt ? launch_prompt_rows_q8<Q6KX8Rows>(a, p, sg, x) : launch_rows_q8<Q6KX8Rows>(a, p, sg, x);
+    if (p.dtype == GGML_Q4_K && p.K % 256 == 0) return gemm_rows::launch_rows_q8<gemm_rows::Q4KRows>(a, p, sg, x);
+    if (p.dtype == AKUNU_Q6_K_X8 && p.K % 2048 == 0) return gemm_rows::launch_rows_q8<gemm_rows::Q6KX8Rows>(a, p, sg, x);
     return false;
 }
 
