@@ -142,9 +142,10 @@ def stop(proc, f) -> None:
     f.close()
 
 
-def akunu_cmd(model: str, port: int, device: str, clients: int, n_ctx: int) -> List[str]:
-    return [sys.executable, "-m", "akunu.cli.serve", model, "--device", device, "--port", str(port),
-            "--parallel", str(clients), "-c", str(n_ctx), "--max-queue", "1024"]
+def akunu_cmd(model: str, port: int, device: str, clients: int, n_ctx: int, batch_size: Optional[int]) -> List[str]:
+    cmd = [sys.executable, "-m", "akunu.cli.serve", model, "--device", device, "--port", str(port),
+           "--parallel", str(clients), "-c", str(n_ctx), "--max-queue", "1024"]
+    return cmd + (["-b", str(batch_size)] if batch_size else [])
 
 
 def llama_cmd(bins: str, model: str, port: int, device: str, clients: int, n_ctx: int) -> List[str]:
@@ -185,6 +186,9 @@ def main() -> None:
     ap.add_argument("--max-input", type=int, default=2048)
     ap.add_argument("--max-tokens", type=int, default=256)
     ap.add_argument("--engines", default="akunu,llama.cpp")
+    ap.add_argument("--akunu-batch-size", type=int, default=None, metavar="N",
+                    help="akunu-serve -b N: tokens per forward pass (default: the device's; llama-server keeps "
+                    "its own defaults, -b 2048 -ub 512)")
     ap.add_argument("--same-requests", action="store_true",
                     help="every level sends the largest level's requests (the 1-client row is then those "
                          "requests one after another)")
@@ -224,7 +228,7 @@ def main() -> None:
                     log = os.path.join(common.CACHE, f"serve-{engine}.log")
                     os.makedirs(common.CACHE, exist_ok=True)
                     if engine == "akunu":
-                        cmd, extra = akunu_cmd(path, port, a.device, clients, n_ctx), {}
+                        cmd, extra = akunu_cmd(path, port, a.device, clients, n_ctx, a.akunu_batch_size), {}
                     else:
                         cmd, extra = llama_cmd(bins, path, port, a.device, clients, n_ctx), {"ignore_eos": True}
                     proc, f = serve(cmd, port, log)

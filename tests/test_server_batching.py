@@ -127,7 +127,8 @@ def test_64_streaming_clients_match_the_one_at_a_time_answers(paths):
             want[i] = ref.create_completion(prompt, max_tokens=MAX_TOKENS, **st)["choices"][0]["text"]
     ref.close()
 
-    srv = Server(f"m={paths['small']}", "-c", "512", "--parallel", "8", "--kv-budget", "256")
+    # -b 32: passes of 32 tokens (the CPU's own are 64), so prompts split differently from the reference's
+    srv = Server(f"m={paths['small']}", "-c", "512", "--parallel", "8", "--kv-budget", "256", "-b", "32")
     try:
         client = OpenAI(base_url=srv.base + "/v1", api_key="none", timeout=60, max_retries=0)
         got, errors = {}, []
@@ -244,13 +245,14 @@ def test_help_names_the_batching_options():
     out = subprocess.run([sys.executable, "-m", "akunu.cli.serve", "--help"], capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 0
-    for flag in ("--parallel", "--kv-budget", "--max-queue"):
+    for flag in ("--parallel", "--kv-budget", "--max-queue", "--batch-size"):
         assert flag in out.stdout
 
 
 @pytest.mark.parametrize("flag,value,message", [("--parallel", "0", "--parallel must be >= 1"),
                                                 ("--kv-budget", "-5", "--kv-budget must be >= 1"),
-                                                ("--max-queue", "-1", "--max-queue must be >= 0")])
+                                                ("--max-queue", "-1", "--max-queue must be >= 0"),
+                                                ("--batch-size", "0", "--batch-size must be positive")])
 def test_bad_batching_options_are_clear_errors(paths, flag, value, message):
     out = subprocess.run([sys.executable, "-m", "akunu.cli.serve", paths["small"], flag, value], capture_output=True,
                          text=True, timeout=60)
