@@ -1,7 +1,7 @@
 """Where the time of one continuous-batching decode step (or prompt pass) goes.
 
   python -m tools.profile_batch_step MODEL [--device cuda] [--rows 1,4,16] [--context 256]
-  python -m tools.profile_batch_step MODEL --prompt [--rows 64,512] [--context 1536]
+  python -m tools.profile_batch_step MODEL --prompt [--rows 64,512] [--context 1536] [-b 2048]
 
 For each row count: that many sequences are prefilled with --context random
 tokens, then one decode pass of the batch table (every row a generated
@@ -96,8 +96,10 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("-c", "--ctx", type=int, default=4096)
     ap.add_argument("--prompt", action="store_true", help="profile a pass of prompt rows instead of decode rows")
+    ap.add_argument("-b", "--batch-size", type=int, default=None, help="tokens a pass takes at most (default: "
+                    "the device's)")
     a = ap.parse_args()
-    model = akunu.load(a.model, device=a.device, n_ctx=a.ctx)
+    model = akunu.load(a.model, device=a.device, n_ctx=a.ctx, n_batch=a.batch_size)
     for rows in (int(x) for x in a.rows.split(",")):
         if a.prompt:
             step_ms, n_cmds, by_label = profile_prompt(model, rows, a.context, a.steps)
