@@ -5,8 +5,8 @@
 // kernels doing the products: activations are rounded to F16 (saturated)
 // once per pass into scratch; F16 weights are read in place, other formats
 // are decoded to F16 (tc_formats.cuh, the decoders gemm_tc uses) a chunk of
-// rows at a time into a scratch of about CudaTuning::blas_chunk_mb, small
-// enough to be read back from L2 by the GEMM that follows. llama.cpp takes cuBLAS for F16
+// rows at a time into a scratch of at most CudaTuning::blas_chunk_mb (the
+// whole matrix for most of a model's). llama.cpp takes cuBLAS for F16
 // weights too; quantized formats pay a decode pass (2 bytes written and read
 // per weight) that the GEMM's speed outweighs at prefill sizes.
 //
