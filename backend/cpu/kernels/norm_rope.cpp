@@ -1,6 +1,7 @@
 // RMSNorm (also per-head QK norm) and rotary position embedding.
 #include <cmath>
 
+#include "../thread_pool.h"
 #include "core/kernel_params.h"
 #include "cpu_kernel.h"
 
@@ -69,11 +70,25 @@ void rope_row(const RopeParams& p, const float* factors, float* row, uint32_t po
     }
 }
 
+// fn(t) for each token row t < n: prompt rows spread over the threads (a
+// row's rotation is its own, so the split never changes a result; its cos
+// and sin are the cost).
+template <class Fn>
+void for_each_row(const CpuArgs& a, uint32_t n, Fn&& fn) {
+    if (n < 2 || !a.pool) {
+        for (uint32_t t = 0; t < n; t++) fn(t);
+        return;
+    }
+    a.pool->parallel_for((int)n, [&](int t0, int t1) {
+        for (int t = t0; t < t1; t++) fn((uint32_t)t);
+    });
+}
+
 void rope(const CpuArgs& a) {
     RopeParams p = a.p<RopeParams>();
     float* x = a.b<float>(0);
     const float* factors = p.has_freq_factors ? a.b<float>(1) : nullptr;
-    for (uint32_t t = 0; t < p.n_tokens; t++) rope_row(p, factors, x + (size_t)t * p.row_stride, p.pos0 + t);
+    for_each_row(a, p.n_tokens, [&](uint32_t t) { rope_row(p, factors, x + (size_t)t * p.row_stride, p.pos0 + t); });
 }
 
 // Each row at its own position (buffer 2: (sequence, position) per row).
@@ -82,8 +97,8 @@ void rope_rows(const CpuArgs& a) {
     float* x = a.b<float>(0);
     const float* factors = p.has_freq_factors ? a.b<float>(1) : nullptr;
     const int32_t* rows = a.b<int32_t>(2);
-    for (uint32_t t = 0; t < p.n_tokens; t++)
-        rope_row(p, factors, x + (size_t)t * p.row_stride, (uint32_t)rows[2 * t + 1]);
+    for_each_row(a, p.n_tokens,
+                 [&](uint32_t t) { rope_row(p, factors, x + (size_t)t * p.row_stride, (uint32_t)rows[2 * t + 1]); });
 }
 
 }  // namespace
