@@ -72,6 +72,7 @@ CudaDevice::CudaDevice(int ordinal) : ordinal_(ordinal) {
     gpu.sm_count = prop.multiProcessorCount;
     gpu.cc_major = prop.major;
     gpu.cc_minor = prop.minor;
+    gpu.memory_mib = (uint64_t)(prop.totalGlobalMem >> 20);
     tuning_ = CudaTuning::from_environment(gpu);
     tuning_.pdl = tuning_.pdl && prop.major >= 9;  // (no griddepcontrol before sm_90)
     check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");

@@ -58,6 +58,7 @@ CudaTuning CudaTuning::for_gpu(const GpuProperties& gpu) {
     if (gpu.sm_count > 0) t.sm_count = gpu.sm_count;
     // griddepcontrol (programmatic dependent launch) exists from sm_90 on.
     t.pdl = gpu.cc_major >= 9;
+    if (gpu.memory_mib > 0) t.blas_chunk_mb = (uint32_t)std::min<uint64_t>(256, std::max<uint64_t>(16, gpu.memory_mib / 64));
     return t;
 }
 

@@ -13,6 +13,7 @@ namespace akunu {
 struct GpuProperties {
     int sm_count = 0;                // multiprocessors
     int cc_major = 0, cc_minor = 0;  // compute capability
+    uint64_t memory_mib = 0;         // device memory (0: unknown)
 };
 
 // Decode vectors a kernel prepares for the next command as it writes them
@@ -86,7 +87,9 @@ struct CudaTuning {
     // call of a prefill (or prompt-row) GEMM. Larger chunks mean fewer,
     // larger GEMMs: a prompt-row call of 256 rows covers the GPU only with
     // thousands of weight rows (H200, Llama-3.1-8B Q4_K_M, a 512-row prompt
-    // pass: 16 MiB 45.2 ms, 64 MiB 33.2 ms, 256 MiB 32.0 ms).
+    // pass: 16 MiB 45.2 ms, 64 MiB 33.2 ms, 256 MiB 32.0 ms). By default
+    // 1/64 of the GPU's memory within [16, 256] MiB: a small card keeps its
+    // memory for the KV cache.
     uint32_t blas_chunk_mb = 256;
     // Q4_0 / Q8_0 / Q6_K weights regrouped at load into their x8 layouts
     // (CudaDevice::weight_layout); false keeps GGUF's layout.
