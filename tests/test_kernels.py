@@ -292,8 +292,8 @@ def test_attention_and_positions_of_packed_sequences():
 def test_gated_activation(act):
     rng = np.random.default_rng(4)
     g = rng.standard_normal((3, 14336)).astype(np.float32) * 3
-    # the ends of exp's range, zero and tiny values, in every row
-    g[:, :10] = [-1000, -100, -88, -20, -1e-30, 0, 1e-30, 20, 88, 1000]
+    # the ends of exp's range, zero and tiny values, and a NaN, in every row
+    g[:, :11] = [-1000, -100, -88, -20, -1e-30, 0, 1e-30, 20, 88, 1000, np.nan]
     u = rng.standard_normal((3, 14336)).astype(np.float32)
     o = np.zeros_like(g)
     _testing.run_kernel(act, [g, u, o], kp.gated(14336, 3))
@@ -302,8 +302,8 @@ def test_gated_activation(act):
         a = gd / (1 + np.exp(np.minimum(-gd, 700)))
     else:
         a = 0.5 * gd * (1 + np.tanh(np.sqrt(2 / np.pi) * (gd + 0.044715 * gd ** 3)))
-    np.testing.assert_allclose(o, a * u, rtol=1e-5, atol=1e-5)
-    assert np.isfinite(o).all()
+    np.testing.assert_allclose(o, a * u, rtol=1e-5, atol=1e-5)  # (NaN where the reference has NaN)
+    assert np.isnan(o[:, 10]).all() and np.isfinite(np.delete(o, 10, axis=1)).all()
 
 
 def test_add_and_argmax():

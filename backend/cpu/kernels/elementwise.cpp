@@ -17,8 +17,12 @@ namespace {
 // loops over a row vectorize (std::exp there costs ~20 ns a value).
 inline float exp_approx(float x) {
     x = std::min(std::max(x, -87.0f), 88.0f);
-    constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-    const float n = (x * 1.44269504088896341f + kRound) - kRound;
+    // Adding 1.5 * 2^23 rounds to an integer n, which the sum's low bits then
+    // hold (bits 0x4B400000 + n): no float-to-int conversion, none undefined
+    // for a NaN.
+    constexpr float kRound = 12582912.0f;
+    const float t = x * 1.44269504088896341f + kRound;
+    const float n = t - kRound;
     float r = x - n * 0.693359375f;  // ln2 in two parts (Cody-Waite); n * the first is exact
     r = r + n * 2.12194440e-4f;
     float p = 1.9875691500e-4f;
@@ -28,7 +32,9 @@ inline float exp_approx(float x) {
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     const float er = p * r * r + r + 1.0f;
-    const int32_t bits = ((int32_t)n + 127) << 23;  // n in [-126, 127]: a normal 2^n
+    uint32_t t_bits;
+    std::memcpy(&t_bits, &t, sizeof t_bits);
+    const uint32_t bits = (t_bits - 0x4B400000u + 127u) << 23;  // n in [-126, 127]: a normal 2^n
     float scale;
     std::memcpy(&scale, &bits, sizeof scale);
     return er * scale;
