@@ -250,10 +250,11 @@ void launch_gemm_tiled(const CudaArgs& a, const MatmulParams& p, const float* x,
 }
 
 // Whether decode rows of the integer formats gemm_rows_q8.cuh takes go there:
-// under batch_decode=auto in engines of up to kBatchRowsMax sequences (H200,
-// Llama-3.1-8B Q4_K_M, a step at 1024 tokens of context, beside the F16
-// row-side GEMM: 16 rows 9.25 -> 7.66 ms; at 64 rows the split-K 64-row tiles
-// stay faster, 23.5 against 24.3 ms). Fixed per engine.
+// under batch_decode=auto in engines of up to kBatchRowsMax sequences (H100,
+// Llama-3.1-8B Q4_K_M, a step at 1024 tokens of context, 16 rows: 12.0 ms on
+// the F16 row-side GEMM, 9.4 here; H200, with the activations staged in
+// shared memory: 7.66 ms). At 64 rows the split-K 64-row tiles stay faster
+// (H200: 23.5 against 24.3 ms). Fixed per engine.
 bool integer_decode_rows(const CudaTuning& t) {
     return t.batch_decode == BatchDecode::kAuto && t.batch_decode_now == BatchDecode::kRows;
 }
