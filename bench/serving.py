@@ -145,7 +145,7 @@ def stop(proc, f) -> None:
 def akunu_cmd(model: str, port: int, device: str, clients: int, n_ctx: int, batch_size: Optional[int]) -> List[str]:
     cmd = [sys.executable, "-m", "akunu.cli.serve", model, "--device", device, "--port", str(port),
            "--parallel", str(clients), "-c", str(n_ctx), "--max-queue", "1024"]
-    return cmd + (["-b", str(batch_size)] if batch_size else [])
+    return cmd + (["-b", str(batch_size)] if batch_size is not None else [])  # (akunu-serve checks the value)
 
 
 def llama_cmd(bins: str, model: str, port: int, device: str, clients: int, n_ctx: int) -> List[str]:
