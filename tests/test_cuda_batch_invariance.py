@@ -6,7 +6,8 @@ mix, with either kernel of the decode rows (the row-side GEMM of engines of
 up to 16 sequences, the split-K 64-row tiles of larger ones; Q4_K and
 Q6_K_X8 in the small engines the integer row-side GEMM). Formats with
 the integer decode GEMV and the tensor-core GEMM (Q8_0, Q4_0, Q4_K, Q6_K, Q6_K_X8),
-the float GEMV and tensor cores (F16), and one without either (Q5_K: the
+the float GEMV and tensor cores (F16, BF16: decode rows in small engines on
+gemm_rows_half.cuh), and one without either (Q5_K: the
 row kernels). Every output is also checked against float64
 on the dequantized weights within the bound of the path its kind takes, and
 the pass against the CPU backend within test_device_kernels.py's tolerances.
@@ -73,7 +74,7 @@ def row_bound(qtype, x, w, decode):
 
 
 # (Q6_K_X8: Q6_K regrouped, as CUDA loads Q6_K matrices whose K is a multiple of 2048)
-FORMATS = [T.F16, T.Q8_0, T.Q4_0, T.Q4_K, T.Q6_K, T.Q5_K, "Q6_K_X8"]
+FORMATS = [T.F16, T.BF16, T.Q8_0, T.Q4_0, T.Q4_K, T.Q6_K, T.Q5_K, "Q6_K_X8"]
 # (34816 x 512: enough 64-row tiles that the decode-row GEMMs split no k loop)
 SHAPES = [(1024, 4096), (4096, 1024), (2048, 3072), (34816, 512)]
 
@@ -124,7 +125,7 @@ def test_matmul_row_alone_equals_row_in_pass(cuda, fmt, shape, engine_rows):
     n, g = MAX_ROWS, 9
     yc = run_matmul("cpu", qtype, raw_gguf, x[:n], bias, N, K, g)
     yg = run_matmul(cuda, qtype, raw, x[:n], bias, N, K, g, engine_rows, x8)
-    if qtype == T.F16:
+    if qtype in (T.F16, T.BF16):
         # (decode rows take the tensor cores too under the default batch_decode=auto)
         tol = 2e-3 if qtype in TENSOR_CORE_FORMATS else 1e-5
         assert rel_l2(yg, yc) < tol

@@ -40,6 +40,7 @@ SETTINGS = [
     "prefill_async=0",                         # prefill attention tiles through registers, one at a time
     "paged_prefill_tc=0",                      # paged prompt rows through the per-row attention kernel
     "blas_chunk_mb=1",                         # quantized prefill weights decoded 1 MiB of F16 rows a cuBLAS call
+    "rows_half=0",                             # F16 / BF16 decode rows through gemm_rows.cuh's shared-memory tiles
 ]
 
 QWEN3_06B_WIDTHS = dict(dim=1024, ffn_dim=3072, n_heads=16, n_kv_heads=8, head_dim=128)

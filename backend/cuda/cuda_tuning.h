@@ -83,6 +83,10 @@ struct CudaTuning {
     // tensor-core prefill tiles (false, and quantized pools: the per-row
     // kernel, one block a row and head).
     bool paged_prefill_tc = true;
+    // Decode rows of F16 / BF16 weights under batch_decode=rows on the GEMM
+    // that loads its tensor-core fragments straight from global memory
+    // (gemm_rows_half.cuh); false: the shared-memory tiles of gemm_rows.cuh.
+    bool rows_half = true;
     // MiB of F16 weight rows a quantized matrix is decoded into per cuBLAS
     // call of a prefill (or prompt-row) GEMM. Larger chunks mean fewer,
     // larger GEMMs: a prompt-row call of 256 rows covers the GPU only with

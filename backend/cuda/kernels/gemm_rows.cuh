@@ -248,10 +248,11 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
 }
 
 // The split of a launch over `tiles` block columns and nk k steps: as many
-// splits as keep the blocks within one wave of kBlocksPerSm on every SM, partials of a full slice within the
+// splits as keep the blocks within one wave of blocks_per_sm on every SM, partials of a full slice within the
 // scratch. From the matrices' shapes and the GPU alone, never the rows.
-inline unsigned split_count(size_t sms, unsigned tiles, unsigned nk, size_t scratch_bytes) {
-    const size_t target = kBlocksPerSm * sms;
+inline unsigned split_count(size_t sms, unsigned tiles, unsigned nk, size_t scratch_bytes,
+                            unsigned blocks_per_sm = kBlocksPerSm) {
+    const size_t target = (size_t)blocks_per_sm * sms;
     if (tiles >= target || nk < 2 || scratch_bytes <= gemm_tc::kSplitCounterBytes) return 1;
     // (counters: the lower half of gemm_tc's counter area, one per block of a slice)
     if ((size_t)tiles * (kSliceRows / 8) * 4 > gemm_tc::kSplitCounterBytes / 2) return 1;
@@ -263,8 +264,10 @@ inline unsigned split_count(size_t sms, unsigned tiles, unsigned nk, size_t scra
 }
 
 // The split of a launch over `tiles` block columns and nk k steps (split_count) into *split; returns the splits.
-inline unsigned plan_split(const CudaArgs& a, unsigned tiles, unsigned nk, Split* split) {
-    const unsigned s = split_count((size_t)a.tuning->sm_count, tiles, nk, a.split_scratch ? a.split_scratch_bytes : 0);
+inline unsigned plan_split(const CudaArgs& a, unsigned tiles, unsigned nk, Split* split,
+                           unsigned blocks_per_sm = kBlocksPerSm) {
+    const unsigned s = split_count((size_t)a.tuning->sm_count, tiles, nk, a.split_scratch ? a.split_scratch_bytes : 0,
+                                   blocks_per_sm);
     *split = Split{};
     if (s <= 1) return 1;
     split->steps = (int)((nk + s - 1) / s);

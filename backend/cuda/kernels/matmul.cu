@@ -16,6 +16,7 @@
 #include "decode_block.cuh"
 #include "gemm_blas.h"
 #include "gemm_rows.cuh"
+#include "gemm_rows_half.cuh"
 #include "gemm_rows_q8.cuh"
 #include "gemm_tc.cuh"
 #include "gemv.cuh"
@@ -259,6 +260,15 @@ bool integer_decode_rows(const CudaTuning& t) {
     return t.batch_decode == BatchDecode::kAuto && t.batch_decode_now == BatchDecode::kRows;
 }
 
+// batch_decode=rows: F16 / BF16 weights on the row-side GEMM that loads its
+// fragments from global memory (gemm_rows_half.cuh; H200, Llama-3.2-1B F16,
+// a batch step of 1 / 4 / 16 rows: 1.75 / 1.84 / 2.33 ms through
+// gemm_rows.cuh, 1.49 / 1.66 / 2.30 here), unless rows_half=0; other
+// formats on gemm_rows.cuh.
+bool launch_decode_rows(const CudaArgs& a, const MatmulParams& p, const float* x, const gemm_tc::Segments& sg) {
+    return (a.tuning->rows_half && launch_gemm_rows_half(a, p, x, sg)) || launch_gemm_rows(a, p, x, sg);
+}
+
 // Batch tables (MatmulParams::invariant): a row's result may depend on its
 // kind and data only, never on n_tokens or the other rows, so the path is
 // chosen per kind, not by the pass's size. Decode rows [0, generated_rows):
@@ -284,7 +294,7 @@ void launch_matmul_invariant(const CudaArgs& a, MatmulParams p, const float* x, 
             const gemm_tc::Segments one = gemm_tc::one_segment(a, p, y, p.has_bias ? a.b<float>(3) : nullptr);
             const bool done = (integer_decode_rows(*a.tuning) && launch_gemm_rows_q8(a, p, x, one)) ||
                               (a.tuning->batch_decode_now == BatchDecode::kRows
-                                   ? launch_gemm_rows(a, p, x, one)
+                                   ? launch_decode_rows(a, p, x, one)
                                    : launch_gemm_tc(a, p, x, y, /*decode_rows=*/true));
             if (!done)
                 for (uint32_t t0 = 0; t0 < generated; t0 += kMaxTokens) {
@@ -374,7 +384,7 @@ void launch_matmul_multi(const CudaArgs& a) {
         MatmulParams p = params_of(0);
         p.n_tokens = gen;
         decode_done = (integer_decode_rows(*a.tuning) && launch_gemm_rows_q8(a, p, x, sg)) ||
-                      (a.tuning->batch_decode_now == BatchDecode::kRows ? launch_gemm_rows(a, p, x, sg)
+                      (a.tuning->batch_decode_now == BatchDecode::kRows ? launch_decode_rows(a, p, x, sg)
                                                                         : launch_gemm_tc_split_segments(a, p, x, sg));
     }
     if (decode_done && gen == m.n_tokens) return;
