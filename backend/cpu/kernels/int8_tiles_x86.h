@@ -522,7 +522,10 @@ inline void store_row_group(const Pass& p, __m256 acc, int n0, int rows) {
 // Rows are read one after another, a chunk of blocks at a time (each row's
 // chunk one sequential run: the hardware prefetcher streams it, where 8 rows
 // read in lockstep would be 8 short interleaved streams), their 8-lane dot
-// vectors kept in L1 until the chunk's reduction and float step.
+// vectors kept in L1 until the chunk's reduction and float step. Each block
+// also prefetches the same offset of the next run, so a run starts in cache
+// (2-core Xeon VM, VNNI, a 14336 x 4096 matrix, 2 threads: Q4_0 4.2 -> 3.2 ms,
+// Q8_0 5.6 -> 4.2, Q4_K 4.8 -> 3.6, Q6_K 4.7 -> 3.9).
 constexpr int kGemvChunk32 = 64, kGemvChunkK = 8;
 
 template <class F>
@@ -538,7 +541,12 @@ void q32_gemv(const Pass& p, int g0, int g1) {
             const int cb = std::min(kGemvChunk32, nb - c0);
             for (int r = 0; r < 8; r++) {
                 const uint8_t* blk = rp[r] + (size_t)c0 * F::BB;
+                // the run read after this one (the next row's, or row 0's next chunk) asked into L1 as
+                // this one is read: the prefetchers start a stream only a few lines into each run
+                const uint8_t* next = r < 7 ? rp[r + 1] + (size_t)c0 * F::BB : rp[0] + (size_t)(c0 + cb) * F::BB;
+                const uintptr_t ahead = (uintptr_t)next - (uintptr_t)blk;  // (addresses: may pass the matrix's end)
                 for (int b = 0; b < cb; b++, blk += F::BB) {
+                    _mm_prefetch((const char*)((uintptr_t)blk + ahead), _MM_HINT_T0);
                     const __m256i x = load_v(p.xq + 32 * (c0 + b));
                     const __m256i w = unpack_u8<F>(blk);
                     if constexpr (kSignTile<F>)
@@ -575,7 +583,10 @@ void k_gemv(const Pass& p, int g0, int g1) {
             const int cb = std::min(kGemvChunkK, nb - c0);
             for (int r = 0; r < 8; r++) {
                 const uint8_t* blk = rp[r] + (size_t)c0 * F::BB;
+                const uint8_t* next = r < 7 ? rp[r + 1] + (size_t)c0 * F::BB : rp[0] + (size_t)(c0 + cb) * F::BB;
+                const uintptr_t ahead = (uintptr_t)next - (uintptr_t)blk;  // (addresses: may pass the matrix's end)
                 for (int b = 0; b < cb; b++, blk += F::BB) {
+                    for (int l = 0; l < F::BB; l += 64) _mm_prefetch((const char*)((uintptr_t)blk + ahead + l), _MM_HINT_T0);
                     const int8_t* x = p.xq + 256 * (c0 + b);
                     __m256i w[8], sc[8], pw;
                     F::unpack(blk, w);
