@@ -92,6 +92,32 @@ __device__ __forceinline__ SegmentTile segment_tile(const Segments& sg, uint32_t
                        (int)(tile - AKUNU_SEGMENT_FIELD(sg, tile0, seg)) * kRows};
 }
 
+// Where a warp of a block of NT groups of 8 rows works: the matrix of block
+// row blockIdx.y (st), its 16 weight rows from n0, this lane's fragment rows
+// n0 + g and n0 + g + 8 (g = lane / 4) at lo and hi (rows past N read the
+// last one: computed, never written), and the block's rows (tokens) from t0
+// of the slice's M. Kernels that load their own weights (gemm_rows_q8.cuh,
+// gemm_rows_half.cuh) start from it.
+struct WarpTile {
+    SegmentTile st;
+    int K, M, n0, t0;
+    const uint8_t* lo;
+    const uint8_t* hi;
+};
+template <int NT>
+__device__ __forceinline__ WarpTile warp_tile(const MatmulParams& p, const Segments& sg, size_t row_bytes) {
+    WarpTile w;
+    w.st = segment_tile(sg, blockIdx.y);
+    w.K = (int)p.K;
+    w.M = (int)p.n_tokens;
+    const int warp = threadIdx.x / 32, g = threadIdx.x % 32 / 4;
+    w.n0 = w.st.row0 + warp * 16;
+    w.t0 = (int)blockIdx.x * 8 * NT;
+    w.lo = w.st.W + (size_t)min(w.n0 + g, w.st.N - 1) * row_bytes;
+    w.hi = w.st.W + (size_t)min(w.n0 + g + 8, w.st.N - 1) * row_bytes;
+    return w;
+}
+
 // A warp's products into y (+ bias), or with a split into the partials, the
 // last split of the tile to arrive adding them in ascending split order.
 // Fragment element e of group j: weight row n0 + g (+ 8 for e >= 2), row
@@ -278,6 +304,20 @@ inline unsigned plan_split(const CudaArgs& a, unsigned tiles, unsigned nk, Split
     return splits;
 }
 
+// The decode rows of sg's matrices (rows x_stride / y_stride apart) in slices
+// of kSliceRows (the partials' bound): fn(p, slice, x) a slice, p.n_tokens
+// its count, slice's outputs and x at its first row.
+template <class Fn>
+void for_each_slice(MatmulParams p, const Segments& sg, const float* x, Fn&& fn) {
+    const uint32_t total = p.n_tokens;
+    for (uint32_t t0 = 0; t0 < total; t0 += kSliceRows) {
+        p.n_tokens = std::min(kSliceRows, total - t0);
+        Segments slice = sg;
+        for (uint32_t i = 0; i < sg.count; i++) slice.y[i] = sg.y[i] + (size_t)t0 * sg.y_stride[i];
+        fn(p, slice, x + (size_t)t0 * p.x_stride);
+    }
+}
+
 template <class F, int BK, int NT>
 void launch_slice(const CudaArgs& a, const MatmulParams& p, const Segments& sg, const float* x, unsigned tiles,
                   unsigned splits, const Split& split) {
@@ -294,16 +334,11 @@ void launch_rows(const CudaArgs& a, MatmulParams p, Segments sg, const float* x)
     const unsigned tiles = gemm_tc::place_segments<kRows>(sg);
     Split split;
     const unsigned splits = plan_split(a, tiles, p.K / BK, &split);
-    const uint32_t total = p.n_tokens;
-    for (uint32_t t0 = 0; t0 < total; t0 += kSliceRows) {
-        p.n_tokens = std::min(kSliceRows, total - t0);
-        Segments slice = sg;
-        for (uint32_t i = 0; i < sg.count; i++) slice.y[i] = sg.y[i] + (size_t)t0 * sg.y_stride[i];
-        const float* xs = x + (size_t)t0 * p.x_stride;
-        if (p.n_tokens <= 8) launch_slice<F, BK, 1>(a, p, slice, xs, tiles, splits, split);
-        else if (p.n_tokens <= 16) launch_slice<F, BK, 2>(a, p, slice, xs, tiles, splits, split);
-        else launch_slice<F, BK, 4>(a, p, slice, xs, tiles, splits, split);
-    }
+    for_each_slice(p, sg, x, [&](const MatmulParams& ps, const Segments& slice, const float* xs) {
+        if (ps.n_tokens <= 8) launch_slice<F, BK, 1>(a, ps, slice, xs, tiles, splits, split);
+        else if (ps.n_tokens <= 16) launch_slice<F, BK, 2>(a, ps, slice, xs, tiles, splits, split);
+        else launch_slice<F, BK, 4>(a, ps, slice, xs, tiles, splits, split);
+    });
 }
 
 }  // namespace gemm_rows

@@ -54,22 +54,15 @@ __device__ __forceinline__ void b_pairs(const float4& v, uint32_t& b0, uint32_t&
 template <bool Bf16, int NT>
 __global__ void __launch_bounds__(kThreads, kHalfBlocksPerSm)
     gemm_rows_half_kernel(MatmulParams p, Segments sg, const float* __restrict__ x, Split split) {
-    constexpr int kTokens = 8 * NT;
-    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, tq = lane % 4;
-    const uint32_t tile = blockIdx.y;
-    const SegmentTile st = segment_tile(sg, tile);
-    const int N = st.N, K = (int)p.K, M = (int)p.n_tokens;
-    const int n0 = st.row0 + warp * 16;
-    const int t0 = (int)blockIdx.x * kTokens;
-
-    // Rows past N read the last one, tokens past the pass the pass's last:
-    // computed, never written (store_tile).
-    const size_t row_bytes = (size_t)K * 2;
-    const uint8_t* w_lo = st.W + (size_t)min(n0 + g, N - 1) * row_bytes + 16 * tq;
-    const uint8_t* w_hi = st.W + (size_t)min(n0 + g + 8, N - 1) * row_bytes + 16 * tq;
+    const int g = threadIdx.x % 32 / 4, tq = threadIdx.x % 4;
+    const WarpTile wt = warp_tile<NT>(p, sg, (size_t)p.K * 2);
+    const int K = wt.K;
+    const uint8_t* w_lo = wt.lo + 16 * tq;
+    const uint8_t* w_hi = wt.hi + 16 * tq;
+    // (tokens past the pass read the pass's last: computed, never written)
     const float* xr[NT];
 #pragma unroll
-    for (int j = 0; j < NT; j++) xr[j] = x + (size_t)min(t0 + 8 * j + g, M - 1) * p.x_stride + 8 * tq;
+    for (int j = 0; j < NT; j++) xr[j] = x + (size_t)min(wt.t0 + 8 * j + g, wt.M - 1) * p.x_stride + 8 * tq;
 
     const int nk_all = K / kHalfStepK;
     const int kt0 = split.steps ? (int)blockIdx.z * split.steps : 0;
@@ -126,26 +119,22 @@ __global__ void __launch_bounds__(kThreads, kHalfBlocksPerSm)
         }
     }
 
-    store_tile<NT>(acc, split, tile, n0, t0, N, M, st.y, st.y_stride, st.bias);
+    store_tile<NT>(acc, split, blockIdx.y, wt.n0, wt.t0, wt.st.N, wt.M, wt.st.y, wt.st.y_stride, wt.st.bias);
 }
 
 template <bool Bf16>
-void launch_rows_half(const CudaArgs& a, MatmulParams p, Segments sg, const float* x) {
+void launch_rows_half(const CudaArgs& a, const MatmulParams& p, Segments sg, const float* x) {
     const unsigned tiles = gemm_tc::place_segments<kRows>(sg);
     Split split;
     const unsigned splits = plan_split(a, tiles, p.K / kHalfStepK, &split, kHalfBlocksPerSm);
-    const uint32_t total = p.n_tokens;
-    for (uint32_t t0 = 0; t0 < total; t0 += kSliceRows) {
-        p.n_tokens = std::min(kSliceRows, total - t0);
-        Segments slice = sg;
-        for (uint32_t i = 0; i < sg.count; i++) slice.y[i] = sg.y[i] + (size_t)t0 * sg.y_stride[i];
-        const float* xs = x + (size_t)t0 * p.x_stride;
-        const unsigned nt = p.n_tokens <= 8 ? 1 : p.n_tokens <= 16 ? 2 : 4;
+    for_each_slice(p, sg, x, [&](const MatmulParams& ps, const Segments& slice, const float* xs) {
+        const unsigned nt = ps.n_tokens <= 8 ? 1 : ps.n_tokens <= 16 ? 2 : 4;
         const auto kernel = nt == 1   ? gemm_rows_half_kernel<Bf16, 1>
                             : nt == 2 ? gemm_rows_half_kernel<Bf16, 2>
                                       : gemm_rows_half_kernel<Bf16, 4>;
-        launch_pdl(kernel, dim3(blocks_for(p.n_tokens, 8 * nt), tiles, splits), kThreads, 0, a, p, slice, xs, split);
-    }
+        launch_pdl(kernel, dim3(blocks_for(ps.n_tokens, 8 * nt), tiles, splits), kThreads, 0, a, ps, slice, xs,
+                   split);
+    });
 }
 
 }  // namespace gemm_rows

@@ -211,15 +211,11 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
     extern __shared__ __align__(16) uint8_t smem[];  // q8_shared_bytes<NT>()
     auto xs = reinterpret_cast<int8_t(*)[kTokens][kQStride]>(smem);                         // [2]
     auto es = reinterpret_cast<float2(*)[kTokens][kEStride]>(smem + 2 * kTokens * kQStride);  // [2]
-    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, g = lane / 4, tq = lane % 4;
-    const uint32_t tile = blockIdx.y;
-    const SegmentTile st = segment_tile(sg, tile);
-    const int N = st.N, K = (int)p.K, M = (int)p.n_tokens;
-    const int n0 = st.row0 + warp * 16;
-    const int t0 = (int)blockIdx.x * kTokens;
-    // rows past N read the last one: computed, never written
-    const uint8_t* w0 = st.W + (size_t)min(n0 + g, N - 1) * F::row_bytes(K);
-    const uint8_t* w1 = st.W + (size_t)min(n0 + g + 8, N - 1) * F::row_bytes(K);
+    const int tid = threadIdx.x, tq = tid % 4;
+    const WarpTile wt = warp_tile<NT>(p, sg, F::row_bytes((int)p.K));
+    const int K = wt.K, M = wt.M, t0 = wt.t0;
+    const uint8_t* w0 = wt.lo;
+    const uint8_t* w1 = wt.hi;
 
     const int nb_all = K / F::kBlock;
     const int b0 = split.steps ? (int)blockIdx.z * split.steps : 0;
@@ -266,7 +262,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm)
         c1 = n1r;
     }
     copy_wait<0>();
-    store_tile<NT>(acc, split, tile, n0, t0, N, M, st.y, st.y_stride, st.bias);
+    store_tile<NT>(acc, split, blockIdx.y, wt.n0, t0, wt.st.N, M, wt.st.y, wt.st.y_stride, wt.st.bias);
 }
 
 // The decode rows of sg's matrices in slices of kSliceRows: each slice's
@@ -281,21 +277,17 @@ bool launch_rows_q8(const CudaArgs& a, MatmulParams p, Segments sg, const float*
     const unsigned tiles = gemm_tc::place_segments<kRows>(sg);
     Split split;
     const unsigned splits = plan_split(a, tiles, p.K / F::kBlock, &split);
-    const uint32_t total = p.n_tokens;
-    for (uint32_t t0 = 0; t0 < total; t0 += kSliceRows) {
-        p.n_tokens = std::min(kSliceRows, total - t0);
-        Segments slice = sg;
-        for (uint32_t i = 0; i < sg.count; i++) slice.y[i] = sg.y[i] + (size_t)t0 * sg.y_stride[i];
-        if (!quantize_activations(a, x + (size_t)t0 * p.x_stride, p.x_stride, p.n_tokens, p.K, ActQ8Norm{}, &xq))
+    for_each_slice(p, sg, x, [&](const MatmulParams& ps, const Segments& slice, const float* xs) {
+        if (!quantize_activations(a, xs, ps.x_stride, ps.n_tokens, ps.K, ActQ8Norm{}, &xq))
             throw Error("CUDA decode-row GEMM: the activations' rounding did not fit its scratch");
         auto go = [&](auto kernel, int nt, int shared) {
-            const dim3 grid(blocks_for(p.n_tokens, 8 * nt), tiles, splits);
-            launch_pdl(kernel, grid, kThreads, shared, a, p, slice, xq, split);
+            const dim3 grid(blocks_for(ps.n_tokens, 8 * nt), tiles, splits);
+            launch_pdl(kernel, grid, kThreads, shared, a, ps, slice, xq, split);
         };
-        if (p.n_tokens <= 8) go(gemm_rows_q8_kernel<F, 1>, 1, q8_shared_bytes<1>());
-        else if (p.n_tokens <= 16) go(gemm_rows_q8_kernel<F, 2>, 2, q8_shared_bytes<2>());
+        if (ps.n_tokens <= 8) go(gemm_rows_q8_kernel<F, 1>, 1, q8_shared_bytes<1>());
+        else if (ps.n_tokens <= 16) go(gemm_rows_q8_kernel<F, 2>, 2, q8_shared_bytes<2>());
         else go(gemm_rows_q8_kernel<F, 4>, 4, q8_shared_bytes<4>());
-    }
+    });
     return true;
 }
 
