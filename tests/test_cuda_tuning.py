@@ -110,6 +110,7 @@ def test_decode_steps_match_cpu(models, tuning, monkeypatch):
     ("gqa_min_span=-1", "bad value '-1' for gqa_min_span"),
     ("prefill_async=yes", "bad value 'yes' for prefill_async"),
     ("paged_prefill_tc=2", "bad value '2' for paged_prefill_tc"),
+    ("rows_half=yes", "bad value 'yes' for rows_half"),
     ("blas_chunk_mb=0", "bad value '0' for blas_chunk_mb"),
     ("q8_link=attention+norm", "bad value 'attention+norm' for q8_link"),
     ("batch_decode=wide", "bad value 'wide' for batch_decode (auto, rows, tc or gemv)"),
