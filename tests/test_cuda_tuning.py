@@ -38,6 +38,7 @@ SETTINGS = [
     "gqa_min_span=0",                          # grouped-query decode attention for every cache
     "fused_batch=0",                           # batch tables with the plain kernels (16 launches a layer)
     "prefill_async=0",                         # prefill attention tiles through registers, one at a time
+    "prefill_splits=3",                        # prefill attention's keys in 3 splits, most of them empty here
     "paged_prefill_tc=0",                      # paged prompt rows through the per-row attention kernel
     "blas_chunk_mb=1",                         # quantized prefill weights decoded 1 MiB of F16 rows a cuBLAS call
     "rows_half=0",                             # F16 / BF16 decode rows through gemm_rows.cuh's shared-memory tiles
@@ -109,6 +110,7 @@ def test_decode_steps_match_cpu(models, tuning, monkeypatch):
     ("fused_batch=2", "bad value '2' for fused_batch"),
     ("gqa_min_span=-1", "bad value '-1' for gqa_min_span"),
     ("prefill_async=yes", "bad value 'yes' for prefill_async"),
+    ("prefill_splits=9", "bad value '9' for prefill_splits"),
     ("paged_prefill_tc=2", "bad value '2' for paged_prefill_tc"),
     ("rows_half=yes", "bad value 'yes' for rows_half"),
     ("blas_chunk_mb=0", "bad value '0' for blas_chunk_mb"),

@@ -616,6 +616,11 @@ ATTENTION_CASES = {
     # pipelined copies, then the diagonal; a window starting mid-tile
     "prefill-llama8b-deep": dict(heads=32, kv_heads=8, hd=128, n=77, pos0=6001, cuda_only=True),
     "prefill-deep-window": dict(heads=8, kv_heads=2, hd=64, n=150, pos0=5000, window=1000, cuda_only=True),
+    # deep enough that CUDA splits each block's keys (key_splits): GQA 8 at
+    # head_dim 64, head_dim 256, a window starting mid-tile
+    "prefill-split-gqa8": dict(heads=32, kv_heads=4, hd=64, n=300, pos0=3000, cuda_only=True),
+    "prefill-split-hd256": dict(heads=4, kv_heads=1, hd=256, n=40, pos0=3000, cuda_only=True),
+    "prefill-split-window": dict(heads=8, kv_heads=2, hd=128, n=100, pos0=9000, window=4096, cuda_only=True),
 }
 
 

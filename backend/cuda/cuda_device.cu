@@ -29,8 +29,10 @@ void check(cudaError_t e, const char* what) {
     if (e != cudaSuccess) throw Error(std::string("CUDA error in ") + what + ": " + cudaGetErrorString(e));
 }
 
-// Split-attention partials for up to 128 heads x 32 splits x 256 dims.
-constexpr size_t kWorkspaceBytes = 8u << 20;
+// Split-attention partials: a decode token's, up to 128 heads x 32 splits x
+// 256 dims; a prefill pass's key splits (attention_prefill.cuh), 512 rows x
+// 32 heads of 128 dims in 3 splits.
+constexpr size_t kWorkspaceBytes = 32u << 20;
 // 8-bit activations, two halves (act_q8_layout): 8 tokens of K = 200k each
 constexpr size_t kActScratchBytes = 4u << 20;
 // Split-K partials of batch tables' decode rows: 64 rows x (splits x N) up to 32 x 2048 floats, and counters

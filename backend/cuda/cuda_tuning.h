@@ -79,6 +79,9 @@ struct CudaTuning {
     // the next tile's loads in flight during this one's arithmetic (false:
     // through registers, one tile at a time, as other cache types).
     bool prefill_async = true;
+    // Key splits of the contiguous cache's prefill attention (0: chosen per
+    // pass to fill the GPU's waves, attention_prefill::key_splits; N: N).
+    uint32_t prefill_splits = 0;
     // Prompt rows of paged passes (continuous batching) over F16 pools on the
     // tensor-core prefill tiles (false, and quantized pools: the per-row
     // kernel, one block a row and head).

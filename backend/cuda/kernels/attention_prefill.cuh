@@ -27,6 +27,7 @@
 //
 // Included once, by attention.cu (attention_prefill::launch, launch_paged).
 #pragma once
+#include <algorithm>
 #include <cfloat>
 
 #include "core/kernel_params.h"
@@ -83,7 +84,7 @@ __device__ __forceinline__ void flash_walk(const Keys& keys, const Seen& seen, c
                                            const uint32_t (&qa)[D / 16][4], float (&o)[D / 8][4], float (&m)[2],
                                            float (&l)[2], uint16_t* tiles) {
     constexpr int kLd = D + 8;  // halves per shared row
-    const int tid = threadIdx.x, lane = tid % 32, g = lane / 4, t = lane % 4;
+    const int tid = threadIdx.x, lane = tid % 32, t = lane % 4;
     const uint32_t kv_dim = p.n_kv_heads * D;
     const size_t krow = kv_row_bytes(p.k_type, kv_dim), vrow = kv_row_bytes(p.v_type, kv_dim);
 
@@ -141,13 +142,16 @@ __device__ __forceinline__ void flash_walk(const Keys& keys, const Seen& seen, c
         float s[KV / 8][4];
 #pragma unroll
         for (int nt = 0; nt < KV / 8; nt++) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+// (one ldmatrix gives the B fragments of two key octets: lanes 0..15 address
+        // octet nt's rows, 16..31 octet nt + 1's, odd lane octets the upper 8 dims)
 #pragma unroll
         for (int d16 = 0; d16 < D / 16; d16++)
 #pragma unroll
-            for (int nt = 0; nt < KV / 8; nt++) {
-                const uint16_t* kr = ks + (nt * 8 + g) * kLd + 16 * d16 + 2 * t;
-                mma_16816(s[nt], qa[d16], *reinterpret_cast<const uint32_t*>(kr),
-                          *reinterpret_cast<const uint32_t*>(kr + 8));
+            for (int nt = 0; nt < KV / 8; nt += 2) {
+                uint32_t b[4];
+                ldmatrix_x4(b, ks + ((nt + lane / 16) * 8 + lane % 8) * kLd + 16 * d16 + 8 * (lane / 8 % 2));
+                mma_16816(s[nt], qa[d16], b[0], b[1]);
+                mma_16816(s[nt + 1], qa[d16], b[2], b[3]);
             }
 
         // Mask and scale (base 2); online softmax per row (a row's values live in the 4 lanes of a quad).
@@ -251,12 +255,62 @@ __device__ __forceinline__ void store_rows(float* const (&orow)[2], const float 
     }
 }
 
+// A pass whose (query tile, head) blocks leave SMs idle splits each block's
+// keys: split z of n walks its share of the block's key tiles (whole tiles,
+// so every tile keeps its place from key 0) and writes a record per row and
+// head, (unnormalized output, running max, sum), to `partials`
+// ([z][row][head][D + 2] floats); combine_kernel merges a row's records in
+// ascending z. A split with no keys of a row leaves (0, -inf, 0).
+struct KeySplit {
+    float* partials = nullptr;
+    int n = 1;
+};
+
+// The two rows' records of split z (orow[r] null: a row past the pass).
+template <int D>
+__device__ __forceinline__ void store_records(float* const (&rec)[2], const float (&o)[D / 8][4], const float (&m)[2],
+                                              float (&l)[2]) {
+    const int t = threadIdx.x % 4;
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        l[r] += __shfl_xor_sync(kFull, l[r], 1);
+        l[r] += __shfl_xor_sync(kFull, l[r], 2);
+        if (!rec[r]) continue;
+#pragma unroll
+        for (int i = 0; i < D / 8; i++)
+            *reinterpret_cast<float2*>(rec[r] + 8 * i + 2 * t) = make_float2(o[i][2 * r], o[i][2 * r + 1]);
+        if (t == 0) *reinterpret_cast<float2*>(rec[r] + D) = make_float2(m[r], l[r]);
+    }
+}
+
+// out[row, head] from the n records of a row and head: one block a (row,
+// head), thread d its output dimension; the maxima are base-2 (the walk's
+// scale carries log2 e).
+template <int D>
+__global__ void __launch_bounds__(D) combine_kernel(AttentionParams p, int n, const float* __restrict__ partials,
+                                                    float* __restrict__ out) {
+    const int row = blockIdx.x, h = blockIdx.y, d = threadIdx.x;
+    const size_t stride = (size_t)p.n_tokens * p.n_heads * (D + 2);
+    const float* rec = partials + ((size_t)row * p.n_heads + h) * (D + 2);
+    float mx = -INFINITY;
+    for (int z = 0; z < n; z++) mx = fmaxf(mx, rec[z * stride + D]);
+    float sum = 0.0f, acc = 0.0f;
+    for (int z = 0; z < n; z++) {
+        const float* r = rec + z * stride;
+        const float w = exp2f(r[D] - mx);  // (a split without keys: -inf, weight 0)
+        sum += w * r[D + 1];
+        acc += w * r[d];
+    }
+    out[(size_t)row * p.out_stride + (size_t)h * D + d] = acc / sum;
+}
+
 // kAsync: both caches F16, tiles copied by cp.async two deep; otherwise one
-// tile, loaded and converted through registers.
+// tile, loaded and converted through registers. Grid (query tiles, heads,
+// key splits).
 template <int D, int KV, bool kAsync>
 __global__ void __launch_bounds__(kWarps * 32, D == 256 ? 1 : 3)
     attention_prefill_kernel(AttentionParams p, const float* __restrict__ q, const uint8_t* __restrict__ kc,
-                             const uint8_t* __restrict__ vc, float* __restrict__ out) {
+                             const uint8_t* __restrict__ vc, float* __restrict__ out, KeySplit split) {
     extern __shared__ __align__(16) uint16_t tiles[];
     const int warp = threadIdx.x / 32, g = (threadIdx.x % 32) / 4;
     const int h = blockIdx.y, kvh = h / (int)(p.n_heads / p.n_kv_heads);
@@ -292,10 +346,26 @@ __global__ void __launch_bounds__(kWarps * 32, D == 256 ? 1 : 3)
     const int diagonal = p.causal ? pos0 + q0 : pos0 + n - 1;
     const int window_lo = window ? pos0 + q0 + kQueries - window : 0;
     auto seen = [&](int r, int key) { return key <= last[r] && (window == 0 || key + window > pos[r]); };
-    flash_walk<D, KV, kAsync>(RingKeys{p.max_ctx}, seen, p, kc, vc, kvh, block_first, block_last, window_lo,
-                              diagonal, qa, o, m, l, tiles);
+    // this split's share of the block's key tiles
+    int first = block_first, final_key = block_last;
+    if (split.n > 1) {
+        const int t0 = block_first / KV, per = (block_last / KV - t0 + split.n) / split.n;
+        first = max(block_first, (t0 + per * (int)blockIdx.z) * KV);
+        final_key = min(block_last, (t0 + per * ((int)blockIdx.z + 1)) * KV - 1);
+    }
+    if (first <= final_key)  // (the same for every thread of the block)
+        flash_walk<D, KV, kAsync>(RingKeys{p.max_ctx}, seen, p, kc, vc, kvh, first, final_key, window_lo, diagonal,
+                                  qa, o, m, l, tiles);
 
     float* orow[2];
+    if (split.n > 1) {
+        const size_t at = (size_t)blockIdx.z * n;
+#pragma unroll
+        for (int r = 0; r < 2; r++)
+            orow[r] = row[r] < n ? split.partials + ((at + row[r]) * p.n_heads + h) * (D + 2) : nullptr;
+        store_records<D>(orow, o, m, l);
+        return;
+    }
 #pragma unroll
     for (int r = 0; r < 2; r++) orow[r] = row[r] < n ? out + (size_t)row[r] * p.out_stride + (size_t)h * D : nullptr;
     store_rows<D>(orow, o, l);
@@ -392,13 +462,51 @@ inline bool takes(const CudaArgs& a, const AttentionParams& p) {
            (p.n_kv_heads * p.head_dim) % 8 == 0;
 }
 
+constexpr uint32_t kMaxKeySplits = 4;
+constexpr uint32_t kMinSplitTiles = 32;  // key tiles a split walks at least (shallower, the combine costs more than it gains)
+
+// Key splits of a pass of `blocks` (query tile, head) blocks, `per_sm` of
+// which fit an SM: the count (up to kMaxKeySplits, each split kMinSplitTiles
+// of the fewest keys a block walks, the records within the workspace) that
+// takes the fewest rounds of whole waves per unit of work, ties to fewer
+// (a pass of few query tiles over a deep cache fills a fraction of one wave
+// unsplit). AKUNU_CUDA_TUNING prefill_splits=N forces N (within the
+// workspace). From the pass's shape, the cache depth and the GPU alone.
+inline uint32_t key_splits(const CudaArgs& a, const AttentionParams& p, unsigned blocks, int per_sm, int kv) {
+    const size_t record = (size_t)p.n_tokens * p.n_heads * (p.head_dim + 2) * sizeof(float);
+    const size_t fit = a.workspace && a.workspace_bytes > kWorkspaceCounterBytes
+                           ? (a.workspace_bytes - kWorkspaceCounterBytes) / record
+                           : 0;
+    const uint32_t forced = a.tuning ? a.tuning->prefill_splits : 0;
+    if (forced) return (uint32_t)std::max<size_t>(1, std::min<size_t>(forced, fit));
+    const uint32_t keys = p.window ? std::min(p.pos0 + 1, p.window) : p.pos0 + 1;
+    const size_t slots = (size_t)std::max(1, a.tuning ? a.tuning->sm_count : 132) * std::max(1, per_sm);
+    uint32_t best = 1;
+    double best_cost = (double)((blocks + slots - 1) / slots);
+    for (uint32_t s = 2; s <= kMaxKeySplits && s <= fit && keys / (uint32_t)kv >= kMinSplitTiles * s; s++) {
+        const double cost = (double)((blocks * s + slots - 1) / slots) / s;
+        if (cost < best_cost - 1e-9) best = s, best_cost = cost;
+    }
+    return best;
+}
+
 template <int D, int KV, bool kAsync>
 void launch_as(const CudaArgs& a, const AttentionParams& p) {
     constexpr size_t shared = shared_bytes<D, KV, kAsync>();
-    allow_dynamic_shared((const void*)attention_prefill_kernel<D, KV, kAsync>, (int)shared);
-    const dim3 grid(blocks_for(p.n_tokens, kQueries), p.n_heads);
-    attention_prefill_kernel<D, KV, kAsync><<<grid, kWarps * 32, shared, a.stream>>>(
-        p, a.b<float>(0), a.b<uint8_t>(1), a.b<uint8_t>(2), a.b<float>(3));
+    const auto kernel = attention_prefill_kernel<D, KV, kAsync>;
+    allow_dynamic_shared((const void*)kernel, (int)shared);
+    static const int per_sm = [&] {
+        int n = 0;
+        return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kWarps * 32, shared) == cudaSuccess ? n : 1;
+    }();
+    const unsigned tiles = blocks_for(p.n_tokens, kQueries);
+    KeySplit split;
+    split.n = (int)key_splits(a, p, tiles * p.n_heads, per_sm, KV);
+    if (split.n > 1) split.partials = reinterpret_cast<float*>(a.workspace + kWorkspaceCounterBytes);
+    kernel<<<dim3(tiles, p.n_heads, split.n), kWarps * 32, shared, a.stream>>>(p, a.b<float>(0), a.b<uint8_t>(1),
+                                                                              a.b<uint8_t>(2), a.b<float>(3), split);
+    if (split.n > 1)
+        combine_kernel<D><<<dim3(p.n_tokens, p.n_heads), D, 0, a.stream>>>(p, split.n, split.partials, a.b<float>(3));
 }
 
 template <int D, int KV>

@@ -44,16 +44,6 @@ constexpr unsigned kSliceRows = 64;      // rows a launch (bounds the partials)
 constexpr unsigned kBlocksPerSm = 4;     // split target: blocks for every SM
 constexpr unsigned kMaxSplits = 32;
 
-// Four 8x8 F16 matrices from shared memory: lanes 8i..8i+7 give the
-// addresses of matrix i's rows (16 bytes each); register i is this lane's
-// pair (row g, columns 2t, 2t+1) of matrix i.
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* row) {
-    const uint32_t addr = (uint32_t)__cvta_generic_to_shared(row);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
-}
-
 // Split K: block z sums the k steps [z * steps, (z + 1) * steps) (steps 0: no split).
 struct Split {
     int steps = 0;

@@ -42,6 +42,17 @@ __device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4],
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// Four 8x8 F16 matrices from shared memory: lanes 8i..8i+7 give the
+// addresses of matrix i's rows (16 bytes each); register i is this lane's
+// pair (row g, columns 2t, 2t+1) of matrix i — an A fragment, or a B
+// fragment when the rows run along n.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* row) {
+    const uint32_t addr = (uint32_t)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
 // Four 8x8 F16 matrices from shared memory, transposed: lanes 8i..8i+7 give
 // the addresses of matrix i's rows (16 bytes each); register i is this
 // lane's pair (rows 2t, 2t+1; column g) of matrix i — a B fragment when the
