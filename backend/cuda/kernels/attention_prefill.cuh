@@ -183,24 +183,28 @@ __device__ __forceinline__ void flash_walk(const Keys& keys, const Seen& seen, c
             mx[r] = fmaxf(mx[r], __shfl_xor_sync(kFull, mx[r], 2));
             const float mn = fmaxf(m[r], mx[r]);
             ref[r] = mn == -INFINITY ? 0.0f : mn;  // a row with no key yet: everything stays 0
-            alpha[r] = exp2f(m[r] - ref[r]);
+            alpha[r] = exp2_ftz(m[r] - ref[r]);
             m[r] = mn;
         }
 #pragma unroll
         for (int nt = 0; nt < KV / 8; nt++)
 #pragma unroll
             for (int c = 0; c < 4; c++) {
-                s[nt][c] = exp2f(s[nt][c] - ref[c / 2]);
+                s[nt][c] = exp2_ftz(s[nt][c] - ref[c / 2]);
                 sum[c / 2] += s[nt][c];
             }
 #pragma unroll
         for (int r = 0; r < 2; r++) l[r] = l[r] * alpha[r] + sum[r];  // per-lane partial sums
+        // (deep in the keys a tile seldom raises a row's maximum: the warp
+        // skips the rescale, a multiplication by exactly 1, when none does)
+        if (__any_sync(kFull, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
 #pragma unroll
-        for (int i = 0; i < D / 8; i++) {
-            o[i][0] *= alpha[0];
-            o[i][1] *= alpha[0];
-            o[i][2] *= alpha[1];
-            o[i][3] *= alpha[1];
+            for (int i = 0; i < D / 8; i++) {
+                o[i][0] *= alpha[0];
+                o[i][1] *= alpha[0];
+                o[i][2] *= alpha[1];
+                o[i][3] *= alpha[1];
+            }
         }
 
         // O += P V: the score accumulators of two key octets form one A fragment.

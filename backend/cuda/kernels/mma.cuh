@@ -30,6 +30,16 @@ __device__ __forceinline__ __half2 as_half2(uint32_t u) {
     return v.h;
 }
 
+// 2^x on the special-function unit, results below 2^-126 flushed to zero:
+// exp2f's range handling (a compare and two multiplies around the unit) only
+// keeps such weights, which an online softmax adds to a sum of at least 1
+// and rounds to F16 (where they are 0) anyway.
+__device__ __forceinline__ float exp2_ftz(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
 // Two floats as an F16 pair (round to nearest), the first in the low half.
 __device__ __forceinline__ uint32_t pack_half2(float a, float b) { return half2_bits(__floats2half2_rn(a, b)); }
 
