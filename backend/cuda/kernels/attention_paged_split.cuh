@@ -71,6 +71,10 @@ __global__ void __launch_bounds__(kWarps * 32)
     constexpr int hd = HD, L = HD / kDims, KW = 32 / L, T = tile_keys<HD>(), U = T / kWarps / KW;
     static_assert(U >= 1 && T % (kWarps * KW) == 0, "a warp's share of a tile is whole key steps");
     extern __shared__ __align__(16) uint16_t tiles[];  // [kStages][2][T][HD]: K then V
+    // (a programmatic dependent: the projection after it is scheduled, and
+    // streams its first weights, while this kernel runs)
+    pdl_wait();
+    pdl_launch_dependents();
     const uint32_t kvh = blockIdx.x, t = blockIdx.y, z = blockIdx.z;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, group = lane / L, d0 = (lane % L) * kDims;
     const uint32_t seq = (uint32_t)rows[2 * (size_t)t], pos = (uint32_t)rows[2 * (size_t)t + 1];
@@ -257,7 +261,7 @@ void launch_dg(const CudaArgs& a, const PagedAttentionParams& p, uint32_t n_spli
     allow_dynamic_shared((const void*)split_kernel<HD, G>, tile_bytes<HD>());  // (beside the static arrays)
     for (uint32_t t0 = 0; t0 < rows; t0 += kSliceRows) {
         const uint32_t nt = std::min(kSliceRows, rows - t0);
-        split_kernel<HD, G><<<dim3(p.n_kv_heads, nt, n_splits), kWarps * 32, tile_bytes<HD>(), a.stream>>>(
+        launch_pdl(split_kernel<HD, G>, dim3(p.n_kv_heads, nt, n_splits), kWarps * 32, tile_bytes<HD>(), a,
             p, n_splits, a.b<float>(0) + (size_t)t0 * p.q_stride, a.b<uint16_t>(1), a.b<uint16_t>(2),
             a.b<float>(3) + (size_t)t0 * p.out_stride, a.b<int32_t>(4) + 2 * (size_t)t0, a.b<int32_t>(5), partials,
             counters);

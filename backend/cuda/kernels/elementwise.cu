@@ -13,6 +13,8 @@ namespace {
 
 template <bool Gelu>
 __global__ void gated_kernel(GatedActParams p, const float* g, const float* u, float* o) {
+    pdl_wait();
+    pdl_launch_dependents();
     const size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= (size_t)p.n * p.n_tokens) return;
     const size_t t = idx / p.n, i = idx % p.n;
@@ -24,7 +26,7 @@ template <bool Gelu>
 void launch_gated(const CudaArgs& a) {
     GatedActParams p = a.p<GatedActParams>();
     const size_t n = (size_t)p.n * p.n_tokens;
-    gated_kernel<Gelu><<<blocks_for(n, 256), 256, 0, a.stream>>>(p, a.b<float>(0), a.b<float>(1), a.b<float>(2));
+    launch_pdl(gated_kernel<Gelu>, blocks_for(n, 256), 256, 0, a, p, a.b<float>(0), a.b<float>(1), a.b<float>(2));
 }
 
 __global__ void add_kernel(size_t n, float* x, const float* y) {
