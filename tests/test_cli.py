@@ -156,6 +156,17 @@ def test_bench_depth(small, tmp_path):
     assert r.returncode == 1 and "context" in r.stderr and "Traceback" not in r.stderr, r.stderr
 
 
+def test_bench_depth_past_a_sliding_window(tmp_path):
+    """A depth past what a sliding-window ring keeps (Gemma 3's local layers): each run starts again
+    from the same context, fed anew where the ring cannot go back to it."""
+    path = str(tmp_path / "gemma3.gguf")
+    random_gguf.write_model(path, "gemma3", "F16", seed=6)  # a window of 16 positions
+    r = cli("bench", path, "-p", "400", "-n", "4", "-d", "1200", "--ctx", "1700", "-r", "2", "-o", "json")
+    assert r.returncode == 0, r.stderr
+    rows = json.loads(r.stdout)
+    assert [x["test"] for x in rows] == ["pp400 @ d1200", "tg4 @ d1200"] and all(x["avg_ts"] > 0 for x in rows)
+
+
 def test_bench_compare_errors(small, tmp_path):
     for args, words in ((["--compare", "faster-whisper"], "llama.cpp"),
                         (["--compare", "llama.cpp", "--llama-bench", str(tmp_path / "none")], "no llama-bench")):

@@ -33,15 +33,17 @@ def row(engine: str, test: str, unit: str, times: List[float], work: float, **ex
                 samples_ns=[int(t * 1e9) for t in times], **extra)
 
 
-def timed(fn: Callable[[], Any], reps: int, warmup: bool = True) -> List[float]:
-    """Seconds of `reps` calls of fn, after one untimed call."""
-    if warmup:
-        fn()
+def timed(fn: Callable[[], Any], reps: int, warmup: bool = True,
+          before: Optional[Callable[[], Any]] = None) -> List[float]:
+    """Seconds of `reps` calls of fn, after one untimed call; `before`, untimed, ahead of every call."""
     times = []
-    for _ in range(reps):
+    for i in range(reps + (1 if warmup else 0)):
+        if before:
+            before()
         t0 = time.perf_counter()
         fn()
-        times.append(time.perf_counter() - t0)
+        if i or not warmup:
+            times.append(time.perf_counter() - t0)
     return times
 
 
