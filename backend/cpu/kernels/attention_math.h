@@ -1,0 +1,220 @@
+// The arithmetic of CPU attention, vectorized where AVX2 + FMA are built in:
+// Q.K dots in register tiles (each the bits of dot_f32), a vector exp with
+// its sum, and V rows weighted into float accumulators. Every vector path
+// gives a row the same bits whatever rows it is grouped with, so a token's
+// result does not depend on the batch around it.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#endif
+
+#include "cpu_kernel.h"
+
+namespace akunu {
+namespace attention_math {
+
+// Keys per chunk: the unit of K / V conversion, of the dots' output rows and
+// of the chunked softmax (attention.cpp).
+constexpr uint32_t kKeyChunk = 256;
+
+#if defined(__AVX2__) && defined(__FMA__)
+// dot_f32's reduction of its 8 lane sums, on a register.
+inline float reduce_like_dot_f32(__m256 v) {
+    alignas(32) float s[8];
+    _mm256_store_ps(s, v);
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
+// reduce_like_dot_f32 of a[0..7] at once, lane i of the result a[i]'s: the
+// eight accumulators transposed (vector l holds lane l of each), then added
+// in reduce_like_dot_f32's tree, so every sum is the same bits.
+inline __m256 reduce8_like_dot_f32(const __m256 a[8]) {
+    const __m256 t0 = _mm256_unpacklo_ps(a[0], a[1]), t1 = _mm256_unpackhi_ps(a[0], a[1]);
+    const __m256 t2 = _mm256_unpacklo_ps(a[2], a[3]), t3 = _mm256_unpackhi_ps(a[2], a[3]);
+    const __m256 t4 = _mm256_unpacklo_ps(a[4], a[5]), t5 = _mm256_unpackhi_ps(a[4], a[5]);
+    const __m256 t6 = _mm256_unpacklo_ps(a[6], a[7]), t7 = _mm256_unpackhi_ps(a[6], a[7]);
+    // u_l: lanes l and l + 4 of a[0..3] (low half) and a[4..7] (high half), by 128-bit half
+    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    const __m256 l0 = _mm256_permute2f128_ps(u0, u4, 0x20), l4 = _mm256_permute2f128_ps(u0, u4, 0x31);
+    const __m256 l1 = _mm256_permute2f128_ps(u1, u5, 0x20), l5 = _mm256_permute2f128_ps(u1, u5, 0x31);
+    const __m256 l2 = _mm256_permute2f128_ps(u2, u6, 0x20), l6 = _mm256_permute2f128_ps(u2, u6, 0x31);
+    const __m256 l3 = _mm256_permute2f128_ps(u3, u7, 0x20), l7 = _mm256_permute2f128_ps(u3, u7, 0x31);
+    return _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(l0, l1), _mm256_add_ps(l2, l3)),
+                         _mm256_add_ps(_mm256_add_ps(l4, l5), _mm256_add_ps(l6, l7)));
+}
+
+// R queries x C keys (from key j) of 8-lane FMA accumulators in registers;
+// keys past n repeat the last one and are not stored.
+template <int R, int C>
+inline void dot_tile(const float* const* qs, const float* rows, uint32_t j, uint32_t n, uint32_t hd, float* const* out) {
+    const float* ks[C];
+    for (int c = 0; c < C; c++) ks[c] = rows + (size_t)std::min<uint32_t>(j + c, n - 1) * hd;
+    __m256 a[R][C];
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++) a[r][c] = _mm256_setzero_ps();
+    for (uint32_t d = 0; d < hd; d += 8) {
+        __m256 kv[C];
+        for (int c = 0; c < C; c++) kv[c] = _mm256_loadu_ps(ks[c] + d);
+        for (int r = 0; r < R; r++) {
+            const __m256 qv = _mm256_loadu_ps(qs[r] + d);
+            for (int c = 0; c < C; c++) a[r][c] = _mm256_fmadd_ps(qv, kv[c], a[r][c]);
+        }
+    }
+    if constexpr (R * C == 8) {  // one transposed reduction for the whole tile
+        alignas(32) float sums[8];
+        _mm256_store_ps(sums, reduce8_like_dot_f32(&a[0][0]));
+        for (int r = 0; r < R; r++)
+            for (int c = 0; c < C && j + c < n; c++) out[r][j + c] = sums[r * C + c];
+    } else {
+        for (int r = 0; r < R; r++)
+            for (int c = 0; c < C && j + c < n; c++) out[r][j + c] = reduce_like_dot_f32(a[r][c]);
+    }
+}
+
+// exp(x) for 8 floats: 2^n * p(r), r = x - n ln2 (Cody-Waite split), p a degree-6
+// polynomial; within 2 ulp of expf on the softmax's range (x <= 0), 0 below -87.
+inline __m256 exp8(__m256 x) {
+    x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+#endif
+
+// v[j] = exp(v[j] - mx) for j in [lo, hi]; returns their sum (accumulated in
+// double). Same lanes and order for a token whatever block it is in.
+inline double exp_and_sum(float* v, uint32_t lo, uint32_t hi, float mx) {
+#if defined(__AVX2__) && defined(__FMA__)
+    const __m256 m = _mm256_set1_ps(mx);
+    __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
+    uint32_t j = lo;
+    for (; j + 8 <= hi + 1; j += 8) {
+        const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(v + j), m));
+        _mm256_storeu_ps(v + j, e);
+        s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+        s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
+    }
+    alignas(32) double t[8];
+    _mm256_store_pd(t, s0);
+    _mm256_store_pd(t + 4, s1);
+    double sum = ((t[0] + t[1]) + (t[2] + t[3])) + ((t[4] + t[5]) + (t[6] + t[7]));
+    if (j <= hi) {  // the tail through the same vector exp
+        alignas(32) float tail[8] = {};
+        const uint32_t n = hi + 1 - j;
+        for (uint32_t k = 0; k < n; k++) tail[k] = v[j + k];
+        _mm256_store_ps(tail, exp8(_mm256_sub_ps(_mm256_load_ps(tail), m)));
+        for (uint32_t k = 0; k < n; k++) {
+            v[j + k] = tail[k];
+            sum += tail[k];
+        }
+    }
+    return sum;
+#else
+    double sum = 0;
+    for (uint32_t j = lo; j <= hi; j++) {
+        v[j] = std::exp(v[j] - mx);
+        sum += v[j];
+    }
+    return sum;
+#endif
+}
+
+// dots[i][j] = q_i . row_j for nq queries and n key rows (converted to float),
+// each equal to dot_f32(q_i, row_j): with AVX2, register tiles of 4 queries x
+// 2 keys (1 x 4 for the last queries, decode's single one included).
+inline void block_dots(const float* q, uint32_t nq, const float* rows, uint32_t n, uint32_t hd, float* dots) {
+#if defined(__AVX2__) && defined(__FMA__)
+    if (hd % 8 == 0) {
+        uint32_t i = 0;
+        for (; i + 4 <= nq; i += 4) {
+            const float* qs[4];
+            float* out[4];
+            for (int r = 0; r < 4; r++) {
+                qs[r] = q + (size_t)(i + r) * hd;
+                out[r] = dots + (size_t)(i + r) * kKeyChunk;
+            }
+            for (uint32_t j = 0; j < n; j += 2) dot_tile<4, 2>(qs, rows, j, n, hd, out);
+        }
+        for (; i < nq; i++) {
+            const float* qs[1] = {q + (size_t)i * hd};
+            float* out[1] = {dots + (size_t)i * kKeyChunk};
+            for (uint32_t j = 0; j < n; j += 4) dot_tile<1, 4>(qs, rows, j, n, hd, out);
+        }
+        return;
+    }
+#endif
+    for (uint32_t i = 0; i < nq; i++)
+        for (uint32_t j = 0; j < n; j++)
+            dots[(size_t)i * kKeyChunk + j] = dot_f32(q + (size_t)i * hd, rows + (size_t)j * hd, (int)hd);
+}
+
+// acc[d] += w_j * rows[j][d] over keys j in [j0, j1) in order (weights[j]
+// already rounded): with AVX2 the accumulators stay in registers, 64 lanes at a time.
+inline void weighted_rows(const float* weights, const float* rows, uint32_t j0, uint32_t j1, uint32_t hd, float* acc) {
+#if defined(__AVX2__) && defined(__FMA__)
+    if (hd % 8 == 0) {
+        for (uint32_t d0 = 0; d0 < hd; d0 += 64) {
+            const uint32_t nb = std::min<uint32_t>(8, (hd - d0) / 8);
+            __m256 a[8];
+            for (uint32_t b = 0; b < nb; b++) a[b] = _mm256_loadu_ps(acc + d0 + 8 * b);
+            for (uint32_t j = j0; j < j1; j++) {
+                const __m256 w = _mm256_set1_ps(weights[j]);
+                const float* v = rows + (size_t)j * hd + d0;
+                for (uint32_t b = 0; b < nb; b++) a[b] = _mm256_fmadd_ps(w, _mm256_loadu_ps(v + 8 * b), a[b]);
+            }
+            for (uint32_t b = 0; b < nb; b++) _mm256_storeu_ps(acc + d0 + 8 * b, a[b]);
+        }
+        return;
+    }
+#endif
+    for (uint32_t j = j0; j < j1; j++)
+        for (uint32_t d = 0; d < hd; d++) acc[d] += weights[j] * rows[(size_t)j * hd + d];
+}
+
+#if defined(__AVX2__) && defined(__FMA__)
+constexpr bool kHaveRows4 = true;
+// weighted_rows for four rows over the same keys [j0, j1), hd in 16s: each V
+// load serves the four, and every (row, lane) sum takes the same FMAs in the
+// same key order as weighted_rows gives it.
+inline void weighted_rows4(const float* const w[4], const float* rows, uint32_t j0, uint32_t j1, uint32_t hd,
+                    float* const acc[4]) {
+    for (uint32_t d0 = 0; d0 < hd; d0 += 16) {
+        __m256 a[4][2];
+        for (int r = 0; r < 4; r++)
+            for (int b = 0; b < 2; b++) a[r][b] = _mm256_loadu_ps(acc[r] + d0 + 8 * b);
+        for (uint32_t j = j0; j < j1; j++) {
+            const float* v = rows + (size_t)j * hd + d0;
+            const __m256 v0 = _mm256_loadu_ps(v), v1 = _mm256_loadu_ps(v + 8);
+            for (int r = 0; r < 4; r++) {
+                const __m256 wr = _mm256_set1_ps(w[r][j]);
+                a[r][0] = _mm256_fmadd_ps(wr, v0, a[r][0]);
+                a[r][1] = _mm256_fmadd_ps(wr, v1, a[r][1]);
+            }
+        }
+        for (int r = 0; r < 4; r++)
+            for (int b = 0; b < 2; b++) _mm256_storeu_ps(acc[r] + d0 + 8 * b, a[r][b]);
+    }
+}
+#else
+constexpr bool kHaveRows4 = false;
+inline void weighted_rows4(const float* const*, const float*, uint32_t, uint32_t, uint32_t, float* const*) {}
+#endif
+
+}  // namespace attention_math
+}  // namespace akunu
