@@ -58,6 +58,15 @@ def measure(threads: List[int], reps: int) -> Dict[str, Dict[int, float]]:
     return out
 
 
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        import platform
+        return platform.processor() or platform.machine()
+
+
 def run_build(path: str, threads: List[int], reps: int) -> Dict[str, Dict[int, float]]:
     """measure() in a process importing akunu from `path` first."""
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([path, common.ROOT, os.environ.get("PYTHONPATH", "")]))
@@ -83,9 +92,7 @@ def main() -> None:
         return
     ours = measure(threads, a.repetitions)
     base = run_build(a.baseline, threads, a.repetitions) if a.baseline else None
-    import platform
-    print(common.header([{"cpu_info": platform.processor() or platform.machine()}], common.command_line(
-        "bench.cpu_attention")))
+    print(common.header([{"cpu_info": cpu_name()}], common.command_line("bench.cpu_attention")))
     print()
     cols = " | ".join(f"{t} threads" for t in threads)
     print(f"| shape | build | {cols} |")
