@@ -319,6 +319,45 @@ def test_add_and_argmax():
     assert out[0] == logits[2].argmax()
 
 
+def argmax_first_greater(row):
+    """The reference: the first index whose value is strictly greater than
+    the best so far (NaNs never win; a NaN first value does)."""
+    best = 0
+    for i in range(1, len(row)):
+        if row[i] > row[best]:
+            best = i
+    return best
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3, 8])
+def test_argmax_ties_nans_and_splits(threads):
+    """The vectorized argmax, split across threads for a vocabulary, gives
+    the scalar scan's index: ties to the first, NaNs skipped (also where a
+    thread's part starts with one), all -inf, a NaN first value, tails."""
+    rng = np.random.default_rng(11)
+    V = 151936
+    rows = []
+    def row(fill=None):
+        r = rng.standard_normal(V).astype(np.float32) if fill is None else np.full(V, fill, np.float32)
+        rows.append(r)
+        return r
+    r = row(); r[[70000, 90000, 5]] = 9.0                       # a tie: the first index
+    r = row(); r[[V // 2, V // 3, V // 8]] = np.nan; r[V // 2 + 9] = 20.0  # NaNs starting parts, max just after
+    r = row(); r[0] = np.nan                                    # a NaN first value wins
+    row(-np.inf)                                                # all -inf: index 0
+    r = row(-np.inf); r[V - 1] = -1.0                           # the max in the scalar tail
+    r = row(); r[:] = np.nan; r[V - 3] = 0.5                    # NaN everywhere but one
+    r = row(); r[V // 2:] = 7.0                                 # a tie across a part boundary
+    r = row(-np.inf); r[1:] = np.nan                            # -inf then NaNs
+    logits = np.stack(rows)
+    out = np.zeros(len(rows), np.int32)
+    _testing.run_kernel("argmax", [logits, out], kp.argmax(V, 0, len(rows)), n_threads=threads)
+    np.testing.assert_array_equal(out, [argmax_first_greater(x) for x in logits])
+    short = logits[:, :77].copy()  # rows under one vector loop's worth
+    _testing.run_kernel("argmax", [short, out], kp.argmax(77, 0, len(rows)), n_threads=threads)
+    np.testing.assert_array_equal(out, [argmax_first_greater(x) for x in short])
+
+
 def test_layernorm_gelu_erf_add_rows():
     """The encoder's ops at MiniLM / BERT-base widths against numpy in float64."""
     from math import erf

@@ -4,17 +4,80 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
+#include "../thread_pool.h"
 #include "core/kernel_params.h"
 #include "cpu_kernel.h"
 
 namespace akunu {
 namespace {
 
-uint32_t argmax_row(const float* l, uint32_t n) {
-    uint32_t best = 0;
-    for (uint32_t i = 1; i < n; i++)
+// The first index of the largest value (NaNs never win; a NaN first value
+// wins, as nothing compares greater than it).
+uint32_t argmax_scalar(const float* l, uint32_t i0, uint32_t n) {
+    uint32_t best = i0;
+    for (uint32_t i = i0 + 1; i < n; i++)
         if (l[i] > l[best]) best = i;
+    return best;
+}
+
+// argmax_scalar over [i0, n), 8 lanes at a time: each lane keeps its first
+// strictly greater value, then the lanes' best, lowest index on a tie.
+uint32_t argmax_range(const float* l, uint32_t i0, uint32_t n) {
+#if defined(__AVX2__)
+    if (n - i0 >= 64 && l[i0] == l[i0]) {  // (a NaN at i0 wins: argmax_scalar's answer)
+        __m256 best = _mm256_set1_ps(-INFINITY);
+        __m256i idx = _mm256_set1_epi32((int)i0), cur = _mm256_add_epi32(_mm256_set1_epi32((int)i0),
+                                                                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        const __m256i step = _mm256_set1_epi32(8);
+        uint32_t i = i0;
+        for (; i + 8 <= n; i += 8) {
+            const __m256 v = _mm256_loadu_ps(l + i);
+            const __m256 gt = _mm256_cmp_ps(v, best, _CMP_GT_OQ);
+            best = _mm256_blendv_ps(best, v, gt);
+            idx = _mm256_blendv_epi8(idx, cur, _mm256_castps_si256(gt));
+            cur = _mm256_add_epi32(cur, step);
+        }
+        alignas(32) float bv[8];
+        alignas(32) int32_t bi[8];
+        _mm256_store_ps(bv, best);
+        _mm256_store_si256((__m256i*)bi, idx);
+        uint32_t b = (uint32_t)bi[0];
+        float m = bv[0];
+        for (int k = 1; k < 8; k++)
+            if (bv[k] > m || (bv[k] == m && (uint32_t)bi[k] < b)) { m = bv[k]; b = (uint32_t)bi[k]; }
+        if (!(l[b] >= l[i0])) b = i0;  // every value -inf or NaN: the first one
+        for (; i < n; i++)
+            if (l[i] > l[b]) b = i;
+        return b;
+    }
+#endif
+    return argmax_scalar(l, i0, n);
+}
+
+// A row's argmax (argmax_scalar's answer); large rows (vocabularies) split
+// across the pool, the parts' winners compared in order so the first index
+// still wins a tie.
+uint32_t argmax_row(const float* l, uint32_t n, ThreadPool* pool = nullptr) {
+    constexpr uint32_t kPerThread = 32768;
+    const int parts = pool ? (int)std::min<uint32_t>((uint32_t)pool->size(), n / kPerThread) : 1;
+    if (parts <= 1) return argmax_range(l, 0, n);
+    uint32_t win[64];
+    const int np = std::min(parts, 64);
+    pool->parallel_for(np, [&](int p0, int p1) {
+        for (int p = p0; p < p1; p++) {
+            const uint32_t i0 = (uint32_t)((uint64_t)n * p / np), i1 = (uint32_t)((uint64_t)n * (p + 1) / np);
+            uint32_t s = i0;  // past the first part, leading NaNs are skipped, not winners
+            while (p > 0 && s < i1 && l[s] != l[s]) s++;
+            win[p] = s < i1 ? argmax_range(l, s, i1) : i0;
+        }
+    });
+    uint32_t best = win[0];
+    for (int p = 1; p < np; p++)
+        if (l[win[p]] > l[best]) best = win[p];
     return best;
 }
 
@@ -22,7 +85,8 @@ void argmax(const CpuArgs& a) {
     ArgmaxParams p = a.p<ArgmaxParams>();
     const float* l = a.b<float>(0);
     int32_t* out = a.b<int32_t>(1);
-    for (uint32_t r = 0; r < p.n_rows; r++) out[r] = (int32_t)argmax_row(l + (size_t)(p.row + r) * p.vocab, p.vocab);
+    for (uint32_t r = 0; r < p.n_rows; r++)
+        out[r] = (int32_t)argmax_row(l + (size_t)(p.row + r) * p.vocab, p.vocab, a.pool);
 }
 
 uint64_t splitmix64(uint64_t x) {
