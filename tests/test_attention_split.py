@@ -18,7 +18,7 @@ import pytest
 
 from akunu import _testing
 from tests.fixtures import kernel_params as kp
-from tests.test_kv_types import KV_TYPES, attention_ref, decode_rows, kv_rows, rng_for, row_bytes, seed_msg
+from tests.test_kv_types import KV_TYPES, attention_case, attention_ref, decode_rows, seed_msg
 
 # heads, KV heads, head_dim, position of the first token, tokens, window
 CASES = {
@@ -38,21 +38,8 @@ PROMPT_BEFORE = 21  # (c): the rows follow this many prompt tokens in one pass
 
 
 def make_case(case, t_k, t_v):
-    H, KV, hd, pos0, n, window = CASES[case]
-    key = ("attention_split", case, t_k, t_v)
-    rng = rng_for(key)
-    kv_dim, total = KV * hd, pos0 + n
-    k, v = kv_rows(rng, total, kv_dim), kv_rows(rng, total, kv_dim) * 0.5
-    max_ctx = total + 9
-    kc = np.zeros((max_ctx, row_bytes(t_k, kv_dim)), np.uint8)
-    vc = np.zeros((max_ctx, row_bytes(t_v, kv_dim)), np.uint8)
-    _testing.run_kernel("kv_write", [k, v, kc, vc],
-                        kp.kv_write(kv_dim, total, 0, kv_dim, kv_dim, max_ctx, KV_TYPES[t_k], KV_TYPES[t_v]))
-    kc[total:] = 0xFF  # never written: no row may read them
-    vc[total:] = 0xFF
-    q = rng.standard_normal((PROMPT_BEFORE + n, H * hd)).astype(np.float32)
-    return dict(H=H, KV=KV, hd=hd, pos0=pos0, n=n, window=window, kv_dim=kv_dim, total=total, max_ctx=max_ctx,
-                kc=kc, vc=vc, q=q, t_k=t_k, t_v=t_v, key=key)
+    c = attention_case(case, t_k, t_v, cases=CASES, q_rows_before=PROMPT_BEFORE)
+    return dict(c, pos0=c["past"], total=c["past"] + c["n"], max_ctx=c["kc"].shape[0], t_k=t_k, t_v=t_v)
 
 
 def run(c, n_tokens, threads):

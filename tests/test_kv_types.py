@@ -185,18 +185,29 @@ def attention_ref(q, k, v, n_heads, n_kv, hd, pos0, window, scale):
     return out, 1e-4 * np.abs(out) + 1e-5 + flips.reshape(out.shape)
 
 
-def attention_case(case, t_k, t_v):
-    H, KV, hd, past, n, window = ATTN_CASES[case]
-    key = ("attention", case, t_k, t_v)
-    rng = rng_for(key)
-    kv_dim, total = KV * hd, past + n
+def typed_cache(rng, total, kv_dim, max_ctx, t_k, t_v):
+    """K / V source rows for positions [0, total) and a cache of max_ctx rows
+    of types t_k / t_v they were written to by kv_write (rows past total zero)."""
     k, v = kv_rows(rng, total, kv_dim), kv_rows(rng, total, kv_dim) * 0.5
-    max_ctx = total + 7
     kc = np.zeros((max_ctx, row_bytes(t_k, kv_dim)), np.uint8)
     vc = np.zeros((max_ctx, row_bytes(t_v, kv_dim)), np.uint8)
     _testing.run_kernel("kv_write", [k, v, kc, vc],
                         kp.kv_write(kv_dim, total, 0, kv_dim, kv_dim, max_ctx, KV_TYPES[t_k], KV_TYPES[t_v]))
-    q = rng.standard_normal((n, H * hd)).astype(np.float32)
+    return k, v, kc, vc
+
+
+def attention_case(case, t_k, t_v, cases=ATTN_CASES, q_rows_before=0):
+    """Case `case` of `cases`: its cache (rows past the pass poisoned) and the
+    queries of its n tokens, after q_rows_before more (a longer pass's)."""
+    H, KV, hd, past, n, window = cases[case]
+    key = ("attention", case, t_k, t_v)
+    rng = rng_for(key)
+    kv_dim, total = KV * hd, past + n
+    max_ctx = total + 7
+    k, v, kc, vc = typed_cache(rng, total, kv_dim, max_ctx, t_k, t_v)
+    kc[total:] = 0xFF  # never written: no row may read them
+    vc[total:] = 0xFF
+    q = rng.standard_normal((q_rows_before + n, H * hd)).astype(np.float32)
     scale = 1.0 / np.sqrt(hd)
     params = kp.attention(H, KV, hd, n, past, window, H * hd, H * hd, scale, max_ctx,
                           k_type=KV_TYPES[t_k], v_type=KV_TYPES[t_v])
