@@ -32,6 +32,10 @@ CASES = {
     "three-rows": (8, 1, 128, 1400, 3, 0),
     # the keys end one past a chunk: the last chunk holds one key
     "one-key-chunk": (4, 1, 128, 256, 1, 0),
+    # a full block: 16 tokens x GQA 8 = 128 rows an item
+    "sixteen-rows-gqa8": (32, 4, 128, 900, 16, 0),
+    # head_dim 72: V rows weighted one row at a time (not in 16s)
+    "hd72": (8, 4, 72, 700, 1, 0),
 }
 TYPES = [("f16", "f16"), ("q8_0", "q4_0")]
 PROMPT_BEFORE = 21  # (c): the rows follow this many prompt tokens in one pass
@@ -58,6 +62,10 @@ def run(c, n_tokens, threads):
 def test_split_decode_attention(case, t_k, t_v):
     c = make_case(case, t_k, t_v)
     msg = seed_msg(c["key"])
+    if c["hd"] % 32 and t_k != "f16":  # a head of a block type's row must be whole blocks
+        with pytest.raises(Exception, match="head_dim a multiple of 32"):
+            run(c, c["n"], 2)
+        return
     one = run(c, c["n"], 1)
     # (a) against float64 over the cache as the kernels read it
     kf = decode_rows(t_k, c["kc"][:c["total"]], c["kv_dim"], as_read=True)

@@ -349,6 +349,7 @@ def test_argmax_ties_nans_and_splits(threads):
     r = row(); r[:] = np.nan; r[V - 3] = 0.5                    # NaN everywhere but one
     r = row(); r[V // 2:] = 7.0                                 # a tie across a part boundary
     r = row(-np.inf); r[1:] = np.nan                            # -inf then NaNs
+    r = row(); r[V // 8:V // 4 + 5] = np.nan                    # a thread's whole part NaN
     logits = np.stack(rows)
     out = np.zeros(len(rows), np.int32)
     _testing.run_kernel("argmax", [logits, out], kp.argmax(V, 0, len(rows)), n_threads=threads)

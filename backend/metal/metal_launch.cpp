@@ -129,6 +129,8 @@ MetalLaunch attention(const uint8_t* b, const ChipConfig&) {
 
 MetalLaunch attention_paged(const uint8_t* b, const ChipConfig&) {
     auto p = read<PagedAttentionParams>(b);
+    if (const char* problem = kv_head_problem(p.k_type, p.v_type, p.head_dim))
+        throw Error(std::string("attention_paged: ") + problem);
     return attention_grid(p.head_dim, p.n_heads, p.n_tokens);
 }
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "core/kernel_params.h"
+#include "core/kv_layout.h"
 
 namespace akunu {
 
@@ -30,7 +31,17 @@ inline const char* kv_write_rows_problem(uint32_t rows, uint32_t n_tokens) {
     return nullptr;
 }
 
+// The block types (Q8_0 / Q4_0) scale 32 values at a time: an attention
+// head reads whole blocks of its cache row only if head_dim is a multiple
+// of 32 (models are checked at load; this guards a kernel called directly).
+inline const char* kv_head_problem(uint32_t k_type, uint32_t v_type, uint32_t head_dim) {
+    if ((kv_type_is_block(k_type) || kv_type_is_block(v_type)) && head_dim % kKvBlock != 0)
+        return "a Q8_0 / Q4_0 KV cache needs head_dim a multiple of 32";
+    return nullptr;
+}
+
 inline const char* kv_rows_problem(const AttentionParams& p) {
+    if (const char* why = kv_head_problem(p.k_type, p.v_type, p.head_dim)) return why;
     const uint64_t end = p.n_keys ? p.n_keys : (uint64_t)p.pos0 + p.n_tokens;
     return kv_rows_problem(p.max_ctx, end, p.n_tokens, p.causal && !p.segmented && !p.n_keys ? p.window : 0);
 }

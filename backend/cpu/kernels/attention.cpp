@@ -418,6 +418,8 @@ void kv_write_paged(const CpuArgs& a) {
 // the contiguous kernel (a token's result equals attention's over the same keys).
 void attention_paged(const CpuArgs& a) {
     PagedAttentionParams p = a.p<PagedAttentionParams>();
+    if (const char* why = kv_head_problem(p.k_type, p.v_type, p.head_dim))
+        throw Error(std::string("attention_paged: ") + why);
     const float* q = a.b<float>(0);
     const uint32_t hd = p.head_dim, kv_dim = p.n_kv_heads * hd;
     const CacheRows cache{a.b<uint8_t>(1), a.b<uint8_t>(2), p.k_type, p.v_type, kv_dim};

@@ -49,7 +49,6 @@ uint32_t argmax_range(const float* l, uint32_t i0, uint32_t n) {
         float m = bv[0];
         for (int k = 1; k < 8; k++)
             if (bv[k] > m || (bv[k] == m && (uint32_t)bi[k] < b)) { m = bv[k]; b = (uint32_t)bi[k]; }
-        if (!(l[b] >= l[i0])) b = i0;  // every value -inf or NaN: the first one
         for (; i < n; i++)
             if (l[i] > l[b]) b = i;
         return b;

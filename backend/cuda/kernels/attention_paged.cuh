@@ -29,6 +29,7 @@
 #include "core/error.h"
 #include "core/half.h"
 #include "core/kernel_params.h"
+#include "core/kv_rows_check.h"
 #include "attention_paged_split.cuh"
 #include "attention_prefill.cuh"
 #include "cuda_kernel.h"
@@ -195,6 +196,8 @@ __global__ void __launch_bounds__(kWarps * 32)
 inline void launch(const CudaArgs& a) {
     const PagedAttentionParams p = a.p<PagedAttentionParams>();
     if (p.k_type >= kKvTypeCount || p.v_type >= kKvTypeCount) throw Error("CUDA attention_paged: unknown KV cache type");
+    if (const char* why = kv_head_problem(p.k_type, p.v_type, p.head_dim))
+        throw Error(std::string("CUDA attention_paged: ") + why);
     if (p.head_dim == 0 || p.head_dim > 256)
         throw Error("CUDA attention_paged: head_dim " + std::to_string(p.head_dim) + " outside 1..256");
     if (p.n_kv_heads == 0 || p.n_heads % p.n_kv_heads != 0)
