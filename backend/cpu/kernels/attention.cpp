@@ -285,6 +285,11 @@ void token_ranges(const AttentionParams& p, const int32_t* seg, uint32_t t0, uin
     }
 }
 
+// The most memory attention_split keeps for chunk shares (it stays allocated
+// for the next step): one token over 131072 positions of 32 heads of 128
+// takes 8 MiB; a 16-token block there takes the unsplit path.
+constexpr size_t kMaxShareBytes = 32u << 20;
+
 // A single block of tokens whose whole-group items are fewer than two a
 // thread (decode with few KV heads): every item's chunks spread over the
 // threads (flash-decoding), then each row's factors, each chunk's share, and
@@ -363,7 +368,9 @@ void attention_rows(const AttentionParams& p, const float* q, const CacheRows& c
         uint32_t lo[kTokenBlock], last[kTokenBlock];
         token_ranges(p, seg, 0, p.n_tokens, lo, last);
         const uint32_t kmin = *std::min_element(lo, lo + p.n_tokens), kmax = *std::max_element(last, last + p.n_tokens);
-        if (p.n_heads / whole < 2u * (uint32_t)n_threads && kmax / kKeyChunk > kmin / kKeyChunk)
+        const size_t n_chunks = kmax / kKeyChunk - kmin / kKeyChunk + 1;
+        const size_t share_bytes = n_chunks * p.n_tokens * p.n_heads * hd * sizeof(float);  // every chunk's shares
+        if (p.n_heads / whole < 2u * (uint32_t)n_threads && n_chunks > 1 && share_bytes <= kMaxShareBytes)
             return attention_split(p, q, cache, out, seg, whole, pool);
     }
     const uint32_t nh = heads_per_item(group, p.n_kv_heads, n_blocks, n_threads);
