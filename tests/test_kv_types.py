@@ -481,22 +481,32 @@ def test_bad_kv_types(llama_path, tmp_path):
     akunu.load(odd, kv_type="bf16")  # 16-bit types take any head size
 
 
-def test_kernels_refuse_block_types_with_partial_heads():
-    """Called directly (not through a checked model), attention kernels over a
-    Q8_0 / Q4_0 cache whose heads are not whole blocks give an error, not a
-    read past a head's blocks."""
+def refuse_partial_heads(dev):
+    """attention / attention_paged on `dev` over a Q8_0 cache of 48-value heads: an error each."""
     kv_dim, hd = 96, 48
     q = np.zeros((1, 2 * hd), np.float32)
     out = np.zeros_like(q)
     kc = np.zeros((8, row_bytes("q8_0", kv_dim)), np.uint8)
+    tables, rows = np.zeros((1, 1), np.int32), np.array([[0, 3]], np.int32)
     with pytest.raises(Exception, match="multiple of 32"):
         _testing.run_kernel("attention", [q, kc, kc.copy(), out],
-                            kp.attention(2, 2, hd, 1, 3, 0, 2 * hd, 2 * hd, 0.1, 8, k_type=KV_TYPES["q8_0"]))
-    tables, rows = np.zeros((1, 1), np.int32), np.array([[0, 3]], np.int32)
+                            kp.attention(2, 2, hd, 1, 3, 0, 2 * hd, 2 * hd, 0.1, 8, k_type=KV_TYPES["q8_0"]),
+                            device=dev)
     with pytest.raises(Exception, match="multiple of 32"):
         _testing.run_kernel("attention_paged", [q, kc, kc.copy(), out, rows, tables],
                             kp.attention_paged(2, 2, hd, 1, 0, 2 * hd, 2 * hd, 0.1, 8, 1,
-                                               k_type=KV_TYPES["q8_0"], v_type=KV_TYPES["q8_0"]))
+                                               k_type=KV_TYPES["q8_0"], v_type=KV_TYPES["q8_0"]), device=dev)
+
+
+def test_kernels_refuse_block_types_with_partial_heads():
+    """Called directly (not through a checked model), attention kernels over a
+    Q8_0 / Q4_0 cache whose heads are not whole blocks give an error, not a
+    read past a head's blocks."""
+    refuse_partial_heads("cpu")
+
+
+def test_kernels_refuse_block_types_with_partial_heads_device(device):
+    refuse_partial_heads(device)
 
 
 def test_cli_kv_type_flags(llama_path):
