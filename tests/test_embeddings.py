@@ -80,6 +80,9 @@ def test_minilm_converted_to_gguf_gives_same_embeddings(minilm_dir, minilm_refer
     # the GGUF's WordPiece vocabulary (llama.cpp's phantom-space pieces) tokenizes as tokenizer.json does
     for s in SENTENCES:
         assert g.tokenize(s) == d.tokenize(s), s
+    # embed() tokenizes its texts in one batch call: each as encode() alone
+    for tok in (g.tokenizer, d.tokenizer):
+        assert tok.encode_batch(SENTENCES) == [tok.encode(s) for s in SENTENCES]
     eg, ed = g.embed(SENTENCES), d.embed(SENTENCES)
     np.testing.assert_allclose(eg, ed, atol=1e-6)
     assert cosines(eg, minilm_reference).min() >= 0.999

@@ -36,6 +36,9 @@ def test_vocab_cases(vocab_dir, name):
         if got != want:
             failures.append((text, got, want))
     assert not failures, f"{len(failures)} cases differ, first: {failures[0]!r}"
+    # the batch call (the texts spread over the cores) gives each text's encode()
+    assert tok.encode_batch(inputs, add_bos=False) == [tok.encode(t, add_bos=False) for t in inputs]
+    assert tok.encode_batch(inputs[:8]) == [tok.encode(t) for t in inputs[:8]]
 
 
 def test_token_bytes_of_an_id_past_the_vocabulary_is_empty():

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Sequence
 
 from tokenizers import Tokenizer
 
@@ -99,6 +99,9 @@ class HFTokenizer(TokenizerBase):
     def encode(self, text: str, add_bos: bool = True) -> List[int]:
         # tokenizer.json's post-processor adds what the model expects (BOS, or [CLS] ... [SEP])
         return self._tok.encode(_valid_utf8(text), add_special_tokens=add_bos).ids
+
+    def encode_batch(self, texts: Sequence[str], add_bos: bool = True) -> List[List[int]]:
+        return [e.ids for e in self._tok.encode_batch([_valid_utf8(t) for t in texts], add_special_tokens=add_bos)]
 
     def _piece_text(self, piece: str) -> str:
         if self.kind == "bert":  # WordPiece: "##" continues a word, anything else starts one

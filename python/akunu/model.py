@@ -312,8 +312,7 @@ class Model:
             raise AkunuError("embed() takes a string or a list of strings")
         max_len = min(int(self.metadata.get("akunu.max_seq_length") or self.n_ctx), self.n_ctx)
         seqs = []
-        for t in items:
-            ids = self.tokenizer.encode(t, add_bos=True)
+        for ids in self.tokenizer.encode_batch(items, add_bos=True):
             if len(ids) > max_len:
                 if not truncate:
                     raise AkunuError(f"text of {len(ids)} tokens exceeds the model's {max_len}-token limit")

@@ -65,6 +65,10 @@ class TokenizerBase:
     def decode(self, ids: Sequence[int], skip_special: bool = True) -> str:
         return self._tok.decode(list(ids), skip_special_tokens=skip_special)
 
+    def encode_batch(self, texts: Sequence[str], add_bos: bool = True) -> List[List[int]]:
+        """encode() of each text; subclasses hand the list to `tokenizers`, which spreads it over the cores."""
+        return [self.encode(t, add_bos) for t in texts]
+
     def _piece_text(self, piece: str) -> str:
         """A (non byte-level) piece as text: SentencePiece's U+2581 is a space."""
         return piece.replace("\u2581", " ")
@@ -221,6 +225,13 @@ class GGUFTokenizer(TokenizerBase):
         if add_bos and self.add_bos and self.bos_id is not None:
             ids = [self.bos_id] + ids
         return ids
+
+    def encode_batch(self, texts: Sequence[str], add_bos: bool = True) -> List[List[int]]:
+        texts = [_valid_utf8(t) for t in texts]
+        if self.kind == "bert":
+            return [e.ids for e in self._tok.encode_batch(texts, add_special_tokens=add_bos)]
+        lead = [self.bos_id] if add_bos and self.add_bos and self.bos_id is not None else []
+        return [lead + e.ids for e in self._tok.encode_batch(texts, add_special_tokens=False)]
 
 
 def _valid_utf8(text: str) -> str:
