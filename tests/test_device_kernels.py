@@ -606,6 +606,15 @@ ATTENTION_CASES = {
     "encoder": dict(heads=6, kv_heads=6, hd=64, n=50, pos0=0, causal=0),
     "segmented": dict(heads=4, kv_heads=4, hd=64, n=30, pos0=0, causal=0, segmented=1),
     "cross-attention": dict(heads=6, kv_heads=6, hd=64, n=3, pos0=7, n_keys=1500),
+    # packed encoder passes on CUDA's tensor-core kernel: all-MiniLM-L6-v2's
+    # head_dim 32; sequences shorter than a 64-query tile, across tiles, of one token
+    "encoder-hd32": dict(heads=12, kv_heads=12, hd=32, n=70, pos0=0, causal=0),
+    "segmented-hd32": dict(heads=12, kv_heads=12, hd=32, n=200, pos0=0, causal=0, segmented=1,
+                           segments=[64, 1, 37, 98]),
+    "segmented-gqa-hd128": dict(heads=8, kv_heads=2, hd=128, n=150, pos0=0, causal=1, segmented=1,
+                                segments=[100, 50]),
+    "segmented-minilm-pass": dict(heads=12, kv_heads=12, hd=32, n=2048, pos0=0, causal=0, segmented=1,
+                                  segments=[128] * 15 + [77, 51], cuda_only=True),
     # CUDA's tensor-core prefill: real shapes, partial query and key tiles
     "prefill-qwen3-512": dict(heads=16, kv_heads=8, hd=128, n=512, pos0=0),
     "prefill-llama1b-after-cache": dict(heads=32, kv_heads=8, hd=64, n=200, pos0=70),
@@ -639,6 +648,10 @@ def test_attention(device, case):
         kc[c["pos0"] + c["n"]:] = 0x7E00
         vc[c["pos0"] + c["n"]:] = 0x7E00
     seg = np.array([[0, 10]] * 10 + [[10, 30]] * 20, np.int32)[: c["n"]]
+    if "segments" in c:  # each token: [start, end) of its own sequence
+        ends = np.cumsum(c["segments"])
+        assert ends[-1] == c["n"]
+        seg = np.array([[e - n, e] for n, e in zip(c["segments"], ends) for _ in range(n)], np.int32)
     params = kp.attention(c["heads"], c["kv_heads"], c["hd"], c["n"], c["pos0"], c["window"], c["heads"] * c["hd"],
                           c["heads"] * c["hd"], 1 / np.sqrt(c["hd"]), max_ctx, c["causal"], c["segmented"],
                           c["n_keys"])

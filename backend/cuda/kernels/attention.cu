@@ -3,10 +3,10 @@
 // CPU twin's precision (backend/cpu/kernels/attention.cpp: Q and softmax
 // weights rounded to F16, as llama.cpp). Three kernels take a pass:
 // - one query token: flash-decoding over key splits (attention_decode.cuh);
-// - many tokens, causal or not, not segmented: flash attention on the tensor
-//   cores (attention_prefill.cuh);
-// - the rest (segmented, cross attention, other head sizes): the general
-//   kernel here, one thread block per (token, head), scores in shared memory.
+// - many tokens, causal or not, packed sequences (encoders) too: flash
+//   attention on the tensor cores (attention_prefill.cuh);
+// - the rest (cross attention, other head sizes): the general kernel here,
+//   one thread block per (token, head), scores in shared memory.
 // Caches of another element type than F16 (core/kv_layout.h) take the
 // one-token kernel of attention_decode_kv.cuh; the prefill kernel converts
 // their tiles to F16 as it stages them; the general kernel reads any type.

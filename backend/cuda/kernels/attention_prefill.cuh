@@ -29,6 +29,7 @@
 #pragma once
 #include <algorithm>
 #include <cfloat>
+#include <climits>
 
 #include "core/kernel_params.h"
 #include "cuda_kernel.h"
@@ -314,7 +315,8 @@ __global__ void __launch_bounds__(D) combine_kernel(AttentionParams p, int n, co
 template <int D, int KV, bool kAsync>
 __global__ void __launch_bounds__(kWarps * 32, D == 256 ? 1 : 3)
     attention_prefill_kernel(AttentionParams p, const float* __restrict__ q, const uint8_t* __restrict__ kc,
-                             const uint8_t* __restrict__ vc, float* __restrict__ out, KeySplit split) {
+                             const uint8_t* __restrict__ vc, float* __restrict__ out, const int32_t* __restrict__ seg,
+                             KeySplit split) {
     extern __shared__ __align__(16) uint16_t tiles[];
     const int warp = threadIdx.x / 32, g = (threadIdx.x % 32) / 4;
     const int h = blockIdx.y, kvh = h / (int)(p.n_heads / p.n_kv_heads);
@@ -330,8 +332,37 @@ __global__ void __launch_bounds__(kWarps * 32, D == 256 ? 1 : 3)
         pos[r] = pos0 + row[r];
         last[r] = p.causal ? pos[r] : pos0 + n - 1;
     }
-    const int block_last = p.causal ? pos0 + min(q0 + kQueries, n) - 1 : pos0 + n - 1;
-    const int block_first = window ? max(0, pos0 + q0 + 1 - window) : 0;
+    int block_last = p.causal ? pos0 + min(q0 + kQueries, n) - 1 : pos0 + n - 1;
+    int block_first = window ? max(0, pos0 + q0 + 1 - window) : 0;
+    // Tiles every row of the block sees whole need no mask: keys at or below
+    // the first row's last key (causal) or the pass's last (encoders), and at
+    // or above the last row's window start.
+    int diagonal = p.causal ? pos0 + q0 : pos0 + n - 1;
+    int window_lo = window ? pos0 + q0 + kQueries - window : 0;
+    // Packed sequences (segmented encoder passes): row r sees keys [lo, last]
+    // of its own sequence only, whatever the causal flag and window say (the
+    // CPU twin's meaning); the block walks the union of its rows' ranges and
+    // skips the mask inside their intersection.
+    int lo[2] = {0, 0};
+    if (seg) {
+        __shared__ int range[4];  // min first, max last, max first, min last over the block's rows
+        if (threadIdx.x == 0) range[0] = range[3] = INT_MAX, range[1] = range[2] = INT_MIN;
+        __syncthreads();
+#pragma unroll
+        for (int r = 0; r < 2; r++) {
+            const int sr = min(row[r], n - 1);
+            lo[r] = seg[2 * sr];
+            last[r] = seg[2 * sr + 1] - 1;
+            if (row[r] < n) {
+                atomicMin(&range[0], lo[r]);
+                atomicMax(&range[1], last[r]);
+                atomicMax(&range[2], lo[r]);
+                atomicMin(&range[3], last[r]);
+            }
+        }
+        __syncthreads();
+        block_first = range[0], block_last = range[1], window_lo = range[2], diagonal = range[3];
+    }
 
     // (rows past the pass read the last one, never written)
     uint32_t qa[D / 16][4];
@@ -344,12 +375,9 @@ __global__ void __launch_bounds__(kWarps * 32, D == 256 ? 1 : 3)
     for (int i = 0; i < D / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
 
-    // Tiles every row of the block sees whole need no mask: keys at or below
-    // the first row's last key (causal) or the pass's last (encoders), and at
-    // or above the last row's window start.
-    const int diagonal = p.causal ? pos0 + q0 : pos0 + n - 1;
-    const int window_lo = window ? pos0 + q0 + kQueries - window : 0;
-    auto seen = [&](int r, int key) { return key <= last[r] && (window == 0 || key + window > pos[r]); };
+    auto seen = [&](int r, int key) {
+        return key <= last[r] && (seg ? key >= lo[r] : (window == 0 || key + window > pos[r]));
+    };
     // this split's share of the block's key tiles
     int first = block_first, final_key = block_last;
     if (split.n > 1) {
@@ -453,12 +481,13 @@ __global__ void __launch_bounds__(kWarps * 32, D == 256 ? 1 : 3)
 }
 
 // Launches the tensor-core kernel and returns true when `p` is a many-token
-// pass it handles (causal or not, sliding window, GQA; head_dim 64, 128 or
-// 256; not segmented, not cross-attention); false leaves it to the general kernel.
+// pass it handles (causal or not, sliding window, GQA, packed sequences;
+// head_dim 32, 64, 128 or 256; not cross-attention); false leaves it to the
+// general kernel.
 inline bool takes(const CudaArgs& a, const AttentionParams& p) {
-    if (p.n_tokens < 2 || p.segmented || p.n_keys || a.replay_pos) return false;
+    if (p.n_tokens < 2 || p.n_keys || a.replay_pos || (p.segmented && !a.buf[4])) return false;
     if (p.n_kv_heads == 0 || p.n_heads % p.n_kv_heads) return false;
-    if (p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256) return false;
+    if (p.head_dim != 32 && p.head_dim != 64 && p.head_dim != 128 && p.head_dim != 256) return false;
     // float2 Q reads and output writes, 16-byte K / V rows
     if (p.q_stride % 2 || p.out_stride % 2 || (reinterpret_cast<uintptr_t>(a.buf[0]) | reinterpret_cast<uintptr_t>(a.buf[3])) % 8)
         return false;
@@ -507,8 +536,9 @@ void launch_as(const CudaArgs& a, const AttentionParams& p) {
     KeySplit split;
     split.n = (int)key_splits(a, p, tiles * p.n_heads, per_sm, KV);
     if (split.n > 1) split.partials = reinterpret_cast<float*>(a.workspace + kWorkspaceCounterBytes);
-    kernel<<<dim3(tiles, p.n_heads, split.n), kWarps * 32, shared, a.stream>>>(p, a.b<float>(0), a.b<uint8_t>(1),
-                                                                              a.b<uint8_t>(2), a.b<float>(3), split);
+    kernel<<<dim3(tiles, p.n_heads, split.n), kWarps * 32, shared, a.stream>>>(
+        p, a.b<float>(0), a.b<uint8_t>(1), a.b<uint8_t>(2), a.b<float>(3), p.segmented ? a.b<int32_t>(4) : nullptr,
+        split);
     if (split.n > 1)
         combine_kernel<D><<<dim3(p.n_tokens, p.n_heads), D, 0, a.stream>>>(p, split.n, split.partials, a.b<float>(3));
 }
@@ -524,6 +554,7 @@ void launch_head_dim(const CudaArgs& a, const AttentionParams& p) {
 inline bool launch(const CudaArgs& a, const AttentionParams& p) {
     if (!takes(a, p)) return false;
     switch (p.head_dim) {
+        case 32: launch_head_dim<32, 64>(a, p); return true;
         case 64: launch_head_dim<64, 64>(a, p); return true;
         case 128: launch_head_dim<128, 64>(a, p); return true;
         case 256: launch_head_dim<256, 32>(a, p); return true;
