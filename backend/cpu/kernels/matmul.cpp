@@ -32,9 +32,9 @@ void parallel_rows(const MatmulParams& p, ThreadPool* pool, F&& rows) {
 
 // Float formats: "blocks" of 32 elements with a scalar tail, since K need not
 // be a multiple of anything.
-struct F32 { static void dec(const uint8_t* b, float* y, int n) { std::memcpy(y, b, (size_t)n * 4); } static constexpr int ES = 4; };
-struct F16 { static void dec(const uint8_t* b, float* y, int n) { blocks::dequant_f16_row(b, y, n); } static constexpr int ES = 2; };
-struct BF16 { static void dec(const uint8_t* b, float* y, int n) { for (int i = 0; i < n; i++) blocks::dequant_bf16(b + 2 * i, y + i); } static constexpr int ES = 2; };
+struct F32 { static void dec(const uint8_t* b, float* y, int n) { std::memcpy(y, b, (size_t)n * 4); } static constexpr int ES = 4; static constexpr bool kDirect = true; };
+struct F16 { static void dec(const uint8_t* b, float* y, int n) { blocks::dequant_f16_row(b, y, n); } static constexpr int ES = 2; static constexpr bool kDirect = false; };
+struct BF16 { static void dec(const uint8_t* b, float* y, int n) { for (int i = 0; i < n; i++) blocks::dequant_bf16(b + 2 * i, y + i); } static constexpr int ES = 2; static constexpr bool kDirect = false; };
 
 // Activations rounded to 8 bits once per call, shared by all threads. The
 // buffer grows on first use and is then reused: no allocation per token.
@@ -144,11 +144,12 @@ void float_rows(const MatmulParams& p, const uint8_t* W, const float* x, float* 
 }
 
 #if defined(__AVX2__) && defined(__FMA__)
-// Float formats with AVX2: tiles of 4 weight rows x 2 tokens in registers
-// (8 FMAs per 6 loads instead of one dot product per row and token). Each
-// (row, token) sum is the same sequence of 8-lane FMAs over K, then the same
-// horizontal sum, whatever the number of tokens: one-token decode and
-// many-token verification stay bit-identical (speculative decoding needs it).
+// Float formats with AVX2: register tiles of 4 weight rows x up to 6 tokens
+// (24 accumulators with AVX-512VL's 32 vector registers, else 2 tokens).
+// Each (row, token) sum is the same sequence of 8-lane FMAs over K, then the
+// same horizontal sum, whatever the number of tokens or the tile it falls
+// in: one-token decode and many-token verification stay bit-identical
+// (speculative decoding needs it), and a row does not depend on its batch.
 inline float hsum8(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -156,58 +157,76 @@ inline float hsum8(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
+constexpr int kTileRows = 4;
+constexpr int kTileK = 256;       // K chunk decoded once per 4 rows and reused by every token of the block
+constexpr int kTokenBlock = 64;   // tokens whose activations (a K chunk of each) stay in L2 while rows pass
+#if defined(__AVX512VL__)
+constexpr int kTileTokens = 6;
+#else
+constexpr int kTileTokens = 2;  // 8 accumulators + 4 weights + 1 activation of the 16 registers
+#endif
+
+// acc[j][r] (8 lanes) += w[r][kk..] * x_j[kk..] over the chunk, tokens j < T.
+template <int T>
+inline void float_tile(const float* x, size_t x_stride, const float* const (&w)[kTileRows], int len,
+                       float (*acc)[kTileRows][8]) {
+    __m256 a[T][kTileRows];
+    for (int j = 0; j < T; j++)
+        for (int r = 0; r < kTileRows; r++) a[j][r] = _mm256_load_ps(acc[j][r]);
+    for (int kk = 0; kk < len; kk += 8) {
+        __m256 wv[kTileRows];
+        for (int r = 0; r < kTileRows; r++) wv[r] = _mm256_loadu_ps(w[r] + kk);
+        for (int j = 0; j < T; j++) {
+            __m256 v = _mm256_loadu_ps(x + (size_t)j * x_stride + kk);
+            // one load for the 4 rows: without this the compiler folds the load
+            // into each FMA (4 loads a token), and the loads bound the loop
+            asm("" : "+x"(v));
+            for (int r = 0; r < kTileRows; r++) a[j][r] = _mm256_fmadd_ps(wv[r], v, a[j][r]);
+        }
+    }
+    for (int j = 0; j < T; j++)
+        for (int r = 0; r < kTileRows; r++) _mm256_store_ps(acc[j][r], a[j][r]);
+}
+
+// Rows [n0, n1) for every token of the pass: token blocks outside, rows
+// inside, so a block's activations are read from L2 by every row group.
 template <class F>
 void float_tile_rows(const MatmulParams& p, const uint8_t* W, const float* x, float* y, const float* bias, int n0,
                      int n1) {
-    constexpr int KC = 256;  // K chunk decoded once per 4 rows and reused by every token
-    const int K = (int)p.K, K8 = K / 8 * 8, m = (int)p.n_tokens;
-    alignas(32) float wbuf[4][KC];
-    alignas(32) float acc[kMaxTokens][4][8];  // lane accumulators per (token, row), across chunks
-    for (int n = n0; n < n1; n += 4) {
-        const int rows = std::min(4, n1 - n);
-        std::memset(acc, 0, sizeof(float) * 32 * (size_t)m);
-        for (int k0 = 0; k0 < K8; k0 += KC) {
-            const int len = std::min(KC, K8 - k0);
-            for (int r = 0; r < 4; r++) {
-                if (r < rows) F::dec(W + ((size_t)(n + r) * K + k0) * F::ES, wbuf[r], len);
-                else std::memset(wbuf[r], 0, sizeof(float) * (size_t)len);
-            }
-            int t = 0;
-            for (; t + 2 <= m; t += 2) {
-                __m256 a[2][4];
-                for (int j = 0; j < 2; j++)
-                    for (int r = 0; r < 4; r++) a[j][r] = _mm256_load_ps(acc[t + j][r]);
-                const float* xa = x + (size_t)t * p.x_stride + k0;
-                const float* xb = xa + p.x_stride;
-                for (int kk = 0; kk < len; kk += 8) {
-                    const __m256 va = _mm256_loadu_ps(xa + kk), vb = _mm256_loadu_ps(xb + kk);
-                    for (int r = 0; r < 4; r++) {
-                        const __m256 w = _mm256_load_ps(wbuf[r] + kk);
-                        a[0][r] = _mm256_fmadd_ps(w, va, a[0][r]);
-                        a[1][r] = _mm256_fmadd_ps(w, vb, a[1][r]);
-                    }
+    const int K = (int)p.K, K8 = K / 8 * 8, M = (int)p.n_tokens;
+    alignas(32) float wbuf[kTileRows][kTileK];
+    alignas(32) float acc[kTokenBlock][kTileRows][8];  // lane accumulators per (token, row), across chunks
+    for (int t0 = 0; t0 < M; t0 += kTokenBlock) {
+        const int m = std::min(kTokenBlock, M - t0);
+        const float* xb = x + (size_t)t0 * p.x_stride;
+        for (int n = n0; n < n1; n += kTileRows) {
+            const int rows = std::min(kTileRows, n1 - n);
+            std::memset(acc, 0, sizeof(acc[0]) * (size_t)m);
+            for (int k0 = 0; k0 < K8; k0 += kTileK) {
+                const int len = std::min(kTileK, K8 - k0);
+                const float* w[kTileRows];  // F32 rows read in place, others decoded (missing rows: zeros)
+                for (int r = 0; r < kTileRows; r++) {
+                    w[r] = wbuf[r];
+                    if (r >= rows) std::memset(wbuf[r], 0, sizeof(float) * (size_t)len);
+                    else if (F::kDirect) w[r] = reinterpret_cast<const float*>(W) + (size_t)(n + r) * K + k0;
+                    else F::dec(W + ((size_t)(n + r) * K + k0) * F::ES, wbuf[r], len);
                 }
-                for (int j = 0; j < 2; j++)
-                    for (int r = 0; r < 4; r++) _mm256_store_ps(acc[t + j][r], a[j][r]);
+                const float* xk = xb + k0;
+                int t = 0;
+                for (; t + kTileTokens <= m; t += kTileTokens)
+                    float_tile<kTileTokens>(xk + (size_t)t * p.x_stride, p.x_stride, w, len, acc + t);
+                for (; t + 2 <= m; t += 2) float_tile<2>(xk + (size_t)t * p.x_stride, p.x_stride, w, len, acc + t);
+                for (; t < m; t++) float_tile<1>(xk + (size_t)t * p.x_stride, p.x_stride, w, len, acc + t);
             }
-            for (; t < m; t++) {  // the odd token: the same per-lane operations
-                __m256 a[4];
-                for (int r = 0; r < 4; r++) a[r] = _mm256_load_ps(acc[t][r]);
-                const float* xa = x + (size_t)t * p.x_stride + k0;
-                for (int kk = 0; kk < len; kk += 8) {
-                    const __m256 va = _mm256_loadu_ps(xa + kk);
-                    for (int r = 0; r < 4; r++) a[r] = _mm256_fmadd_ps(_mm256_load_ps(wbuf[r] + kk), va, a[r]);
+            float tail_w[8];
+            for (int r = 0; r < rows; r++) {
+                if (K8 < K) F::dec(W + ((size_t)(n + r) * K + K8) * F::ES, tail_w, K - K8);
+                for (int t = 0; t < m; t++) {
+                    const float* xt = xb + (size_t)t * p.x_stride;
+                    float v = hsum8(_mm256_load_ps(acc[t][r]));
+                    for (int k = K8; k < K; k++) v += tail_w[k - K8] * xt[k];
+                    y[(size_t)(t0 + t) * p.y_stride + n + r] = v + (bias ? bias[n + r] : 0.0f);
                 }
-                for (int r = 0; r < 4; r++) _mm256_store_ps(acc[t][r], a[r]);
-            }
-        }
-        float tail_w[8];
-        for (int r = 0; r < rows; r++) {
-            if (K8 < K) F::dec(W + ((size_t)(n + r) * K + K8) * F::ES, tail_w, K - K8);
-            for (int t = 0; t < m; t++) {
-                float v = hsum8(_mm256_load_ps(acc[t][r]));
-                for (int k = K8; k < K; k++) v += tail_w[k - K8] * x[(size_t)t * p.x_stride + k];
-                y[(size_t)t * p.y_stride + n + r] = v + (bias ? bias[n + r] : 0.0f);
             }
         }
     }
@@ -297,6 +316,13 @@ void mlx_matmul(const MatmulParams& p, const uint8_t* W, const float* x, float* 
     });
 }
 
+// The whole pass in one call (kernels that block tokens themselves).
+void run_matmul_whole(const CpuArgs& a, MatmulFn fn) {
+    const MatmulParams p = a.p<MatmulParams>();
+    fn(p, a.buf[0], a.b<float>(1) + (size_t)p.row0 * p.x_stride, a.b<float>(2), p.has_bias ? a.b<float>(3) : nullptr,
+       a.pool);
+}
+
 // Passes longer than kMaxTokens (encoder sequences) run as slices of it.
 void run_matmul(const CpuArgs& a, MatmulFn fn) {
     MatmulParams p = a.p<MatmulParams>();
@@ -315,9 +341,12 @@ void run_matmul(const CpuArgs& a, MatmulFn fn) {
     void gemm_##fmt(const CpuArgs& a) { run_matmul(a, rowfn); }
 
 #if defined(__AVX2__) && defined(__FMA__)
-AKUNU_MATMUL(f32, (float_matmul<float_tile_rows<F32>>))
-AKUNU_MATMUL(f16, (float_matmul<float_tile_rows<F16>>))
-AKUNU_MATMUL(bf16, (float_matmul<float_tile_rows<BF16>>))
+#define AKUNU_MATMUL_WHOLE(fmt, rowfn)                                 \
+    void gemv_##fmt(const CpuArgs& a) { run_matmul_whole(a, rowfn); }  \
+    void gemm_##fmt(const CpuArgs& a) { run_matmul_whole(a, rowfn); }
+AKUNU_MATMUL_WHOLE(f32, (float_matmul<float_tile_rows<F32>>))
+AKUNU_MATMUL_WHOLE(f16, (float_matmul<float_tile_rows<F16>>))
+AKUNU_MATMUL_WHOLE(bf16, (float_matmul<float_tile_rows<BF16>>))
 #else
 AKUNU_MATMUL(f32, (float_matmul<float_rows<F32>>))
 AKUNU_MATMUL(f16, (float_matmul<float_rows<F16>>))
