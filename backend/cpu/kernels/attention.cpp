@@ -150,11 +150,8 @@ void chunk_scores(const ItemRows& it, uint32_t ci, float scale, const CacheRows&
         float* sc = it.scores + r * it.stride();
         const float* dt = dots + (size_t)r * kKeyChunk;
         const uint32_t ra = std::max(a, it.lo[r]), rb = std::min(b, it.last[r]);
-        float m = -INFINITY;
-        for (uint32_t j = ra; j <= rb; j++) {
-            sc[j - base] = dt[j - a] * scale;
-            m = std::max(m, sc[j - base]);
-        }
+        const float m = ra <= rb ? attention_math::scale_and_max(dt + (ra - a), scale, rb + 1 - ra, sc + (ra - base))
+                                 : -INFINITY;
         const size_t at = (size_t)r * it.n_chunks + ci;
         it.cmax[at] = m;
         it.csum[at] = ra <= rb ? attention_math::exp_and_sum(sc + (ra - base), 0, rb - ra, m) : 0.0;
@@ -200,7 +197,7 @@ void chunk_values(const ItemRows& it, uint32_t ci, const CacheRows& cache, KeyRo
             const float f = it.cmax[(size_t)r * it.n_chunks + ci];
             const uint32_t ra = std::max(a, it.lo[r]), rb = std::min(b, it.last[r]);
             float* wr = wts + (size_t)i * kKeyChunk;
-            for (uint32_t j = ra; j <= rb; j++) wr[j - a] = f16_to_f32(f32_to_f16(sc[j - base] * f));
+            if (ra <= rb) attention_math::f16_weights(sc + (ra - base), f, rb + 1 - ra, wr + (ra - a));
             j0[i] = ra - a;
             j1[i] = ra > rb ? ra - a : rb - a + 1;
             w[i] = wr;

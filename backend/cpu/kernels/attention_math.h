@@ -11,6 +11,7 @@
 #include <immintrin.h>
 #endif
 
+#include "core/half.h"
 #include "cpu_kernel.h"
 
 namespace akunu {
@@ -49,6 +50,10 @@ inline __m256 reduce8_like_dot_f32(const __m256 a[8]) {
                          _mm256_add_ps(_mm256_add_ps(l4, l5), _mm256_add_ps(l6, l7)));
 }
 
+// A loaded vector that several FMAs use stays in a register: without this the
+// compiler folds its load into each FMA (a load per use), and loads bound the loop.
+inline void in_register(__m256& v) { asm("" : "+x"(v)); }
+
 // R queries x C keys (from key j) of 8-lane FMA accumulators in registers;
 // keys past n repeat the last one and are not stored.
 template <int R, int C>
@@ -60,15 +65,19 @@ inline void dot_tile(const float* const* qs, const float* rows, uint32_t j, uint
         for (int c = 0; c < C; c++) a[r][c] = _mm256_setzero_ps();
     for (uint32_t d = 0; d < hd; d += 8) {
         __m256 kv[C];
-        for (int c = 0; c < C; c++) kv[c] = _mm256_loadu_ps(ks[c] + d);
+        for (int c = 0; c < C; c++) {
+            kv[c] = _mm256_loadu_ps(ks[c] + d);
+            in_register(kv[c]);
+        }
         for (int r = 0; r < R; r++) {
-            const __m256 qv = _mm256_loadu_ps(qs[r] + d);
+            __m256 qv = _mm256_loadu_ps(qs[r] + d);
+            in_register(qv);
             for (int c = 0; c < C; c++) a[r][c] = _mm256_fmadd_ps(qv, kv[c], a[r][c]);
         }
     }
-    if constexpr (R * C == 8) {  // one transposed reduction for the whole tile
-        alignas(32) float sums[8];
-        _mm256_store_ps(sums, reduce8_like_dot_f32(&a[0][0]));
+    if constexpr (R * C % 8 == 0) {  // transposed reductions, eight sums at a time
+        alignas(32) float sums[R * C];
+        for (int g = 0; g < R * C / 8; g++) _mm256_store_ps(sums + 8 * g, reduce8_like_dot_f32(&a[0][0] + 8 * g));
         for (int r = 0; r < R; r++)
             for (int c = 0; c < C && j + c < n; c++) out[r][j + c] = sums[r * C + c];
     } else {
@@ -96,6 +105,42 @@ inline __m256 exp8(__m256 x) {
     return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 #endif
+
+// sc[j] = dots[j] * scale for j < n; returns the largest (a NaN never wins,
+// as with std::max; -inf for n = 0). Each value one rounding, as the scalar loop.
+inline float scale_and_max(const float* dots, float scale, uint32_t n, float* sc) {
+    float m = -INFINITY;
+    uint32_t j = 0;
+#if defined(__AVX2__) && defined(__FMA__)
+    const __m256 f = _mm256_set1_ps(scale);
+    __m256 mv = _mm256_set1_ps(-INFINITY);
+    for (; j + 8 <= n; j += 8) {
+        const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(dots + j), f);
+        _mm256_storeu_ps(sc + j, v);
+        mv = _mm256_max_ps(v, mv);  // (maxps gives its second operand where the first is NaN)
+    }
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, mv);
+    for (float v : lanes) m = std::max(m, v);
+#endif
+    for (; j < n; j++) {
+        sc[j] = dots[j] * scale;
+        m = std::max(m, sc[j]);
+    }
+    return m;
+}
+
+// w[j] = f16(e[j] * f) as a float for j < n: a key's softmax weight rounded
+// to F16 (round to nearest even, the bits of f32_to_f16), 8 at a time with F16C.
+inline void f16_weights(const float* e, float f, uint32_t n, float* w) {
+    uint32_t j = 0;
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+    const __m256 fv = _mm256_set1_ps(f);
+    for (; j + 8 <= n; j += 8)
+        _mm256_storeu_ps(w + j, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_mul_ps(_mm256_loadu_ps(e + j), fv), 0)));
+#endif
+    for (; j < n; j++) w[j] = f16_to_f32(f32_to_f16(e[j] * f));
+}
 
 // v[j] = exp(v[j] - mx) for j in [lo, hi]; returns their sum (accumulated in
 // double). Same lanes and order for a token whatever block it is in.
@@ -138,6 +183,11 @@ inline double exp_and_sum(float* v, uint32_t lo, uint32_t hi, float mx) {
 // dots[i][j] = q_i . row_j for nq queries and n key rows (converted to float),
 // each equal to dot_f32(q_i, row_j): with AVX2, register tiles of 4 queries x
 // 2 keys (1 x 4 for the last queries, decode's single one included).
+#if defined(__AVX512VL__)
+constexpr uint32_t kDotKeys = 4;  // 16 accumulators of the 32 vector registers
+#else
+constexpr uint32_t kDotKeys = 2;
+#endif
 inline void block_dots(const float* q, uint32_t nq, const float* rows, uint32_t n, uint32_t hd, float* dots) {
 #if defined(__AVX2__) && defined(__FMA__)
     if (hd % 8 == 0) {
@@ -149,7 +199,7 @@ inline void block_dots(const float* q, uint32_t nq, const float* rows, uint32_t 
                 qs[r] = q + (size_t)(i + r) * hd;
                 out[r] = dots + (size_t)(i + r) * kKeyChunk;
             }
-            for (uint32_t j = 0; j < n; j += 2) dot_tile<4, 2>(qs, rows, j, n, hd, out);
+            for (uint32_t j = 0; j < n; j += kDotKeys) dot_tile<4, kDotKeys>(qs, rows, j, n, hd, out);
         }
         for (; i < nq; i++) {
             const float* qs[1] = {q + (size_t)i * hd};
@@ -192,24 +242,35 @@ constexpr bool kHaveRows4 = true;
 // weighted_rows for four rows over the same keys [j0, j1), hd in 16s: each V
 // load serves the four, and every (row, lane) sum takes the same FMAs in the
 // same key order as weighted_rows gives it.
+template <int B>  // 8-lane vectors of the head a pass takes
+inline void weighted_rows4_span(const float* const w[4], const float* rows, uint32_t j0, uint32_t j1, uint32_t hd,
+                                uint32_t d0, float* const acc[4]) {
+    __m256 a[4][B];
+    for (int r = 0; r < 4; r++)
+        for (int b = 0; b < B; b++) a[r][b] = _mm256_loadu_ps(acc[r] + d0 + 8 * b);
+    for (uint32_t j = j0; j < j1; j++) {
+        const float* v = rows + (size_t)j * hd + d0;
+        __m256 vb[B];
+        for (int b = 0; b < B; b++) {
+            vb[b] = _mm256_loadu_ps(v + 8 * b);
+            in_register(vb[b]);
+        }
+        for (int r = 0; r < 4; r++) {
+            const __m256 wr = _mm256_set1_ps(w[r][j]);
+            for (int b = 0; b < B; b++) a[r][b] = _mm256_fmadd_ps(wr, vb[b], a[r][b]);
+        }
+    }
+    for (int r = 0; r < 4; r++)
+        for (int b = 0; b < B; b++) _mm256_storeu_ps(acc[r] + d0 + 8 * b, a[r][b]);
+}
+
 inline void weighted_rows4(const float* const w[4], const float* rows, uint32_t j0, uint32_t j1, uint32_t hd,
                     float* const acc[4]) {
-    for (uint32_t d0 = 0; d0 < hd; d0 += 16) {
-        __m256 a[4][2];
-        for (int r = 0; r < 4; r++)
-            for (int b = 0; b < 2; b++) a[r][b] = _mm256_loadu_ps(acc[r] + d0 + 8 * b);
-        for (uint32_t j = j0; j < j1; j++) {
-            const float* v = rows + (size_t)j * hd + d0;
-            const __m256 v0 = _mm256_loadu_ps(v), v1 = _mm256_loadu_ps(v + 8);
-            for (int r = 0; r < 4; r++) {
-                const __m256 wr = _mm256_set1_ps(w[r][j]);
-                a[r][0] = _mm256_fmadd_ps(wr, v0, a[r][0]);
-                a[r][1] = _mm256_fmadd_ps(wr, v1, a[r][1]);
-            }
-        }
-        for (int r = 0; r < 4; r++)
-            for (int b = 0; b < 2; b++) _mm256_storeu_ps(acc[r] + d0 + 8 * b, a[r][b]);
-    }
+    uint32_t d0 = 0;
+#if defined(__AVX512VL__)
+    for (; d0 + 32 <= hd; d0 += 32) weighted_rows4_span<4>(w, rows, j0, j1, hd, d0, acc);  // 16 accumulators
+#endif
+    for (; d0 < hd; d0 += 16) weighted_rows4_span<2>(w, rows, j0, j1, hd, d0, acc);
 }
 #else
 constexpr bool kHaveRows4 = false;
