@@ -27,25 +27,40 @@ void rmsnorm(const CpuArgs& a) {
 
 // LayerNorm with bias (BERT): y = (x - mean) / sqrt(var + eps) * w + b, with
 // the statistics accumulated in double (buffer 3: bias). In place is allowed.
+// Sum in double of f(x[i]) over i < n: eight partial sums (element i in sum
+// i % 8, which the compiler keeps in vector registers), added in a fixed tree.
+template <class F>
+double sum8(const float* x, uint32_t n, F f) {
+    double s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    uint32_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++) s[l] += f((double)x[i + l]);
+    for (int l = 0; i < n; i++, l++) s[l] += f((double)x[i]);
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+}
+
+// Mean and variance in double, each row on its own (rows spread over the threads).
 void layernorm(const CpuArgs& a) {
     NormParams p = a.p<NormParams>();
     const float* x = a.b<float>(0) + (size_t)p.row0 * p.x_stride;
     const float* w = a.b<float>(1);
     float* y = a.b<float>(2);
     const float* bias = a.b<float>(3);
-    for (uint32_t t = 0; t < p.n_tokens * p.rows_per_token; t++) {
-        const uint32_t tok = t / p.rows_per_token, r = t % p.rows_per_token;
-        const float* xr = x + (size_t)tok * p.x_stride + (size_t)r * p.dim;
-        float* yr = y + (size_t)tok * p.y_stride + (size_t)r * p.dim;
-        double sum = 0;
-        for (uint32_t i = 0; i < p.dim; i++) sum += xr[i];
-        const double mean = sum / p.dim;
-        double var = 0;
-        for (uint32_t i = 0; i < p.dim; i++) var += ((double)xr[i] - mean) * ((double)xr[i] - mean);
-        const float scale = (float)(1.0 / std::sqrt(var / p.dim + (double)p.eps));
-        const float m = (float)mean;
-        for (uint32_t i = 0; i < p.dim; i++) yr[i] = (xr[i] - m) * scale * w[i] + bias[i];
-    }
+    auto rows = [&](int t0, int t1) {
+        for (uint32_t t = (uint32_t)t0; t < (uint32_t)t1; t++) {
+            const uint32_t tok = t / p.rows_per_token, r = t % p.rows_per_token;
+            const float* xr = x + (size_t)tok * p.x_stride + (size_t)r * p.dim;
+            float* yr = y + (size_t)tok * p.y_stride + (size_t)r * p.dim;
+            const double mean = sum8(xr, p.dim, [](double v) { return v; }) / p.dim;
+            const double var = sum8(xr, p.dim, [mean](double v) { return (v - mean) * (v - mean); });
+            const float scale = (float)(1.0 / std::sqrt(var / p.dim + (double)p.eps));
+            const float m = (float)mean;
+            for (uint32_t i = 0; i < p.dim; i++) yr[i] = (xr[i] - m) * scale * w[i] + bias[i];
+        }
+    };
+    const int n = (int)(p.n_tokens * p.rows_per_token);
+    if (n < 2 || !a.pool) return rows(0, n);
+    a.pool->parallel_for(n, rows);
 }
 
 // Rotates pairs of each head of one token row in place: (2i, 2i+1) for the
