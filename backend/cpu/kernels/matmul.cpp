@@ -157,8 +157,32 @@ inline float hsum8(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
+// hsum8 of eight vectors at once (lane i of the result is hsum8(a[i])): the
+// vectors transposed (l[k] holds lane k of each), then added in hsum8's tree.
+inline __m256 hsum8x8(const float* a) {
+    __m256 v[8];
+    for (int i = 0; i < 8; i++) v[i] = _mm256_load_ps(a + 8 * i);
+    __m256 t[8], u[8], l[8];
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_ps(v[2 * i], v[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_ps(v[2 * i], v[2 * i + 1]);
+    }
+    for (int h = 0; h < 2; h++) {  // vectors 0-3, 4-7: u[4h + k] holds lanes k and k + 4
+        u[4 * h + 0] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0x44);
+        u[4 * h + 1] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0xEE);
+        u[4 * h + 2] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0x44);
+        u[4 * h + 3] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0xEE);
+    }
+    for (int k = 0; k < 4; k++) {
+        l[k] = _mm256_permute2f128_ps(u[k], u[4 + k], 0x20);
+        l[k + 4] = _mm256_permute2f128_ps(u[k], u[4 + k], 0x31);
+    }
+    return _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(l[0], l[4]), _mm256_add_ps(l[2], l[6])),
+                         _mm256_add_ps(_mm256_add_ps(l[1], l[5]), _mm256_add_ps(l[3], l[7])));
+}
+
 constexpr int kTileRows = 4;
-constexpr int kTileK = 256;       // K chunk decoded once per 4 rows and reused by every token of the block
+constexpr int kTileK = 512;       // K chunk decoded once per 4 rows and reused by every token of the block
 constexpr int kTokenBlock = 64;   // tokens whose activations (a K chunk of each) stay in L2 while rows pass
 #if defined(__AVX512VL__)
 constexpr int kTileTokens = 6;
@@ -218,10 +242,20 @@ void float_tile_rows(const MatmulParams& p, const uint8_t* W, const float* x, fl
                 for (; t + 2 <= m; t += 2) float_tile<2>(xk + (size_t)t * p.x_stride, p.x_stride, w, len, acc + t);
                 for (; t < m; t++) float_tile<1>(xk + (size_t)t * p.x_stride, p.x_stride, w, len, acc + t);
             }
+            int t_first = 0;
+            if (rows == kTileRows && K8 == K) {  // two tokens' four rows a reduction
+                const __m256 b = bias ? _mm256_set_m128(_mm_loadu_ps(bias + n), _mm_loadu_ps(bias + n))
+                                      : _mm256_setzero_ps();
+                for (; t_first + 2 <= m; t_first += 2) {
+                    const __m256 v = _mm256_add_ps(hsum8x8(&acc[t_first][0][0]), b);
+                    _mm_storeu_ps(y + (size_t)(t0 + t_first) * p.y_stride + n, _mm256_castps256_ps128(v));
+                    _mm_storeu_ps(y + (size_t)(t0 + t_first + 1) * p.y_stride + n, _mm256_extractf128_ps(v, 1));
+                }
+            }
             float tail_w[8];
             for (int r = 0; r < rows; r++) {
                 if (K8 < K) F::dec(W + ((size_t)(n + r) * K + K8) * F::ES, tail_w, K - K8);
-                for (int t = 0; t < m; t++) {
+                for (int t = t_first; t < m; t++) {
                     const float* xt = xb + (size_t)t * p.x_stride;
                     float v = hsum8(_mm256_load_ps(acc[t][r]));
                     for (int k = K8; k < K; k++) v += tail_w[k - K8] * xt[k];
