@@ -41,10 +41,12 @@ _DEVICES = ("cpu", "auto", "cuda", "metal")
 AUTO_PARALLEL = 16
 AUTO_KV_TOKENS = 16384
 # ...from how many generations at once: a batched step of a few rows costs about
-# their single-stream steps' sum on the CPU, and about three of them on a GPU
-# (Llama-3.2-1B F16 on an H200: 2.1-2.3 ms for 1-4 rows against 0.9 ms)
+# their single-stream steps' sum on the CPU, and less than two of them on a GPU
+# (Llama-3.2-1B F16 on an H200: 1.49 / 1.66 ms for 1 / 4 rows against 0.92 ms;
+# two threads on an H100, `bench.threads`: 1.10x their calls one after another
+# batched from two, 1.00x waiting for a third)
 AUTO_MIN_OVERLAP_CPU = 2
-AUTO_MIN_OVERLAP_GPU = 3
+AUTO_MIN_OVERLAP_GPU = 2
 
 
 def _known_device(device: str) -> bool:
@@ -124,7 +126,7 @@ class Model:
 
     - ``parallel=None`` (the default): a generation that finds the model free
       runs on the fast single-stream path; once ``AUTO_MIN_OVERLAP_*`` (2 on
-      the CPU, 3 on a GPU) overlap, they run together in continuously batched
+      the CPU and on a GPU) overlap, they run together in continuously batched
       passes (batching.py, created then, up to ``AUTO_PARALLEL`` at once), and
       the single-stream one joins them at its next decode chunk, taking its
       KV rows along; fewer wait their turn.
@@ -649,8 +651,8 @@ def load(path: str, device: str = "cpu", n_ctx: Optional[int] = None, n_threads:
     prefill pass (default: the device's, 64 on the CPU and 512 on CUDA); larger passes
     use more memory for activations and logits. `parallel`: generations served at once
     by continuous batching. None (default): a lone generation runs on the fast
-    single-stream path; when generations overlap (threads, asyncio tasks; from 2 on
-    the CPU, 3 on a GPU) they are batched together, up to 16 at once, the first
+    single-stream path; when two or more generations overlap (threads, asyncio
+    tasks) they are batched together, up to 16 at once, the first
     joining them between two decode chunks; N > 1: every generation in the batch, N at once; 1: one at a time on the
     single-stream path, the others waiting in arrival order. `kv_tokens`: the batched
     KV cache's size in tokens, shared by all of them (default: as much as parallel
