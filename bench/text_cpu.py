@@ -1,7 +1,7 @@
 """Text on the CPU, akunu beside llama.cpp: prompt processing and generation
-tok/s on Gemma 3 270M (Q4_K_M, from PyPI) and on a Qwen3-0.6B-shaped
-random-weight model in Q4_0 and Q8_0 (llama.cpp's quantizer), same threads,
-same machine, one run.
+tok/s on Gemma 3 270M (Q4_K_M, from PyPI) and on Qwen3-0.6B- and
+Llama-3.2-1B-shaped random-weight models in Q4_0, Q4_K_M, Q8_0 (llama.cpp's
+quantizer) and F16, same threads, same machine, one run.
 
   python -m bench.text_cpu [-r 5] [-p 128] [-n 64] [-t THREADS] [--llama-bench PATH | --llama-cpp SRC] [--json FILE]
 
@@ -31,8 +31,8 @@ def main() -> None:
     src.add_argument("--llama-bench", default=None, help="llama-bench binary or its folder")
     src.add_argument("--llama-cpp", metavar="SRC", default=None, help="llama.cpp sources to build llama-bench from")
     ap.add_argument("--models", default=os.path.join(common.CACHE, "models"), help="folder for the made models")
-    ap.add_argument("--only", default=None, help="comma-separated subset: gemma3-270m, qwen3-0.6b-q4_0, "
-                    "qwen3-0.6b-q8_0")
+    ap.add_argument("--only", default=None, help="comma-separated subset: gemma3-270m, qwen3-0.6b-FORMAT, "
+                    "llama-3.2-1b-FORMAT (FORMAT q4_0, q4_k_m, q8_0, f16)")
     ap.add_argument("--json", default=None, help="where to write every row (default ~/.cache/akunu-bench/)")
     a = ap.parse_args()
     if a.llama_cpp:
@@ -40,9 +40,10 @@ def main() -> None:
     bin_dir = a.llama_bench if a.llama_bench and os.path.isdir(a.llama_bench) else (
         os.path.dirname(a.llama_bench) if a.llama_bench else None)
     models = {"gemma3-270m": ("Gemma 3 270M", "Q4_K_M", lambda: "gemma3-270m")}
-    for q in ("Q4_0", "Q8_0"):
-        models[f"qwen3-0.6b-{q.lower()}"] = ("Qwen3-0.6B shape", q, lambda q=q: text_models.quantized_model(
-            a.models, "qwen3-0.6b", q, bin_dir))
+    for shape, name in (("qwen3-0.6b", "Qwen3-0.6B shape"), ("llama-3.2-1b", "Llama-3.2-1B shape")):
+        for q in ("Q4_0", "Q4_K_M", "Q8_0", "F16"):
+            models[f"{shape}-{q.lower()}"] = (name, q, lambda shape=shape, q=q: text_models.quantized_model(
+                a.models, shape, q, bin_dir))
     wanted = a.only.split(",") if a.only else list(models)
     args = ["--device", "cpu", "-t", str(a.threads), "-p", str(a.n_prompt), "-n", str(a.n_gen),
             "-r", str(a.repetitions), "--compare", "llama.cpp"]

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
-from typing import Optional
+from typing import List, Optional
 
 from tests.fixtures import random_gguf
 
@@ -89,6 +89,20 @@ def fetch_llama_cpp_sources(dest: str) -> str:
     return out
 
 
+def avx512_options() -> List[str]:
+    """llama.cpp's switches for the AVX-512 features this CPU reports (Linux /proc/cpuinfo; none elsewhere)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return []
+    if "avx512f" not in flags:
+        return []
+    wanted = {"avx512_vbmi": "GGML_AVX512_VBMI", "avx512vbmi": "GGML_AVX512_VBMI", "avx512_vnni": "GGML_AVX512_VNNI",
+              "avx512_bf16": "GGML_AVX512_BF16"}
+    return ["GGML_AVX512"] + sorted({opt for flag, opt in wanted.items() if flag in flags})
+
+
 def build_llama_cpp(src: str, cuda: bool, cuda_arch: str = "native",
                     targets=("llama-bench", "llama-quantize")) -> str:
     """`targets` (llama-bench, llama-quantize, llama-server) built from llama.cpp's sources at src (CUDA
@@ -102,8 +116,9 @@ def build_llama_cpp(src: str, cuda: bool, cuda_arch: str = "native",
              f"-DLLAMA_BUILD_SERVER={server}", "-DLLAMA_BUILD_EXAMPLES=OFF"]
     if cuda:
         flags += ["-DGGML_CUDA=ON", f"-DCMAKE_CUDA_ARCHITECTURES={cuda_arch}"]
-    else:  # llama.cpp's native CPU build crashes on some AMX machines
+    else:  # llama.cpp's native CPU build crashes on some AMX machines: the CPU's features named one by one
         flags += ["-DGGML_NATIVE=OFF", "-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON"]
+        flags += [f"-D{opt}=ON" for opt in avx512_options()]
     print(f"building llama.cpp in {build}", file=sys.stderr, flush=True)
     subprocess.run(["cmake", "-S", src, "-B", build, *flags], check=True, stdout=subprocess.DEVNULL)
     subprocess.run(["cmake", "--build", build, "-j", str(os.cpu_count() or 2), "--target", *targets], check=True,
