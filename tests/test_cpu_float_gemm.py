@@ -14,11 +14,10 @@ import numpy as np
 import pytest
 from gguf import GGMLQuantizationType as T
 
-from akunu import _testing
-from tests.fixtures import kernel_params as kp
+from tests.test_cpu_gemm import run  # NaN-poisoned outputs, y_stride past N, any thread count
 
 SEED = int(os.environ["AKUNU_TEST_SEED"])
-KERNELS = {T.F32: "f32", T.F16: "f16", T.BF16: "bf16"}
+FLOAT_FORMATS = [T.F32, T.F16, T.BF16]
 
 
 def rng_for(*key):
@@ -37,28 +36,13 @@ def weights(qtype, n, k, rng):
     return w.view(np.uint8), w.astype(np.float64)
 
 
-def run(qtype, raw, x, n, k, bias=None, n_threads=2, pad=3):
-    """y with y_stride = n + pad, poisoned with NaN first; the pad columns must stay NaN."""
-    m = x.shape[0]
-    y = np.full((m, n + pad), np.nan, np.float32)
-    bufs = [np.ascontiguousarray(raw), np.ascontiguousarray(x, np.float32), y]
-    if bias is not None:
-        bufs.append(bias.astype(np.float32))
-    kind = "gemv" if m == 1 else "gemm"
-    _testing.run_kernel(f"{kind}_{KERNELS[qtype]}", bufs,
-                        kp.matmul(n, k, m, int(qtype), k, n + pad, int(bias is not None)), n_threads=n_threads)
-    assert np.isnan(y[:, n:]).all(), "wrote past the row's N outputs"
-    assert np.isfinite(y[:, :n]).all(), "left outputs unwritten"
-    return y[:, :n]
-
-
 # (N, K, tokens): MiniLM's q and up / down at a packed pass, a decoder
 # projection, K with a tail of 5, N of 4k + 3 rows, token counts around the
 # 6-token tiles and the 64-token blocks
 CASES = [(384, 384, 130), (1536, 384, 70), (384, 1536, 64), (1027, 1000, 77), (13, 96, 1), (771, 517, 9)]
 
 
-@pytest.mark.parametrize("qtype", list(KERNELS), ids=lambda t: t.name)
+@pytest.mark.parametrize("qtype", FLOAT_FORMATS, ids=lambda t: t.name)
 @pytest.mark.parametrize("n,k,m", CASES)
 def test_matches_numpy(qtype, n, k, m):
     rng = rng_for("ref", qtype, n, k, m)
@@ -73,7 +57,7 @@ def test_matches_numpy(qtype, n, k, m):
     assert (err <= bound).all(), f"max err {err.max()} at {np.unravel_index(err.argmax(), err.shape)}"
 
 
-@pytest.mark.parametrize("qtype", list(KERNELS), ids=lambda t: t.name)
+@pytest.mark.parametrize("qtype", FLOAT_FORMATS, ids=lambda t: t.name)
 def test_a_row_is_the_same_bits_in_any_pass(qtype):
     n, k = 387, 392  # 96 tiles of 4 rows and one of 3; K past 8 x 48 with no tail
     rng = rng_for("invariance", qtype)
