@@ -212,12 +212,58 @@ inline void float_tile(const float* x, size_t x_stride, const float* const (&w)[
         for (int r = 0; r < kTileRows; r++) _mm256_store_ps(acc[j][r], a[j][r]);
 }
 
+// Eight weights of a row from column k, as floats (exact conversions).
+inline __m256 load8(F32, const uint8_t* row, int k) { return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + k); }
+inline __m256 load8(BF16, const uint8_t* row, int k) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * (size_t)k));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+#if defined(__F16C__)
+inline __m256 load8(F16, const uint8_t* row, int k) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * (size_t)k)));
+}
+template <class F> constexpr bool kOneTokenRows = true;
+#else
+template <class F> constexpr bool kOneTokenRows = !std::is_same<F, F16>::value;
+#endif
+
+// Decode (one token, K a multiple of 8): rows in eights, each eight weights
+// converted in registers rather than staged through the tile buffer, eight
+// FMA chains in flight. Every row takes the tile path's FMAs in the same
+// order and its tree (hsum8x8), so the bits are the same. Returns the first
+// row left to the tile path (n1 rounded down to eights).
+template <class F>
+int one_token_rows(const MatmulParams& p, const uint8_t* W, const float* x, float* y, const float* bias, int n0,
+                   int n1) {
+    const int K = (int)p.K;
+    const size_t row_bytes = (size_t)K * F::ES;
+    int n = n0;
+    for (; n + 8 <= n1; n += 8) {
+        __m256 a[8];
+        for (int r = 0; r < 8; r++) a[r] = _mm256_setzero_ps();
+        const uint8_t* w = W + (size_t)n * row_bytes;
+        for (int k = 0; k < K; k += 8) {
+            __m256 xv = _mm256_loadu_ps(x + k);
+            asm("" : "+x"(xv));
+            for (int r = 0; r < 8; r++) a[r] = _mm256_fmadd_ps(load8(F{}, w + r * row_bytes, k), xv, a[r]);
+        }
+        alignas(32) float acc[8][8];
+        for (int r = 0; r < 8; r++) _mm256_store_ps(acc[r], a[r]);
+        // (+ 0 without a bias, as the tile path: a sum of -0 is stored as +0 either way)
+        const __m256 b = bias ? _mm256_loadu_ps(bias + n) : _mm256_setzero_ps();
+        _mm256_storeu_ps(y + n, _mm256_add_ps(hsum8x8(&acc[0][0]), b));
+    }
+    return n;
+}
+
 // Rows [n0, n1) for every token of the pass: token blocks outside, rows
 // inside, so a block's activations are read from L2 by every row group.
 template <class F>
 void float_tile_rows(const MatmulParams& p, const uint8_t* W, const float* x, float* y, const float* bias, int n0,
                      int n1) {
     const int K = (int)p.K, K8 = K / 8 * 8, M = (int)p.n_tokens;
+    if constexpr (kOneTokenRows<F>)
+        if (M == 1 && K8 == K) n0 = one_token_rows<F>(p, W, x, y, bias, n0, n1);
     alignas(32) float wbuf[kTileRows][kTileK];
     alignas(32) float acc[kTokenBlock][kTileRows][8];  // lane accumulators per (token, row), across chunks
     for (int t0 = 0; t0 < M; t0 += kTokenBlock) {
