@@ -13,6 +13,7 @@
 
 #include "core/half.h"
 #include "cpu_kernel.h"
+#include "simd8.h"
 
 namespace akunu {
 namespace attention_math {
@@ -33,26 +34,13 @@ inline float reduce_like_dot_f32(__m256 v) {
 // eight accumulators transposed (vector l holds lane l of each), then added
 // in reduce_like_dot_f32's tree, so every sum is the same bits.
 inline __m256 reduce8_like_dot_f32(const __m256 a[8]) {
-    const __m256 t0 = _mm256_unpacklo_ps(a[0], a[1]), t1 = _mm256_unpackhi_ps(a[0], a[1]);
-    const __m256 t2 = _mm256_unpacklo_ps(a[2], a[3]), t3 = _mm256_unpackhi_ps(a[2], a[3]);
-    const __m256 t4 = _mm256_unpacklo_ps(a[4], a[5]), t5 = _mm256_unpackhi_ps(a[4], a[5]);
-    const __m256 t6 = _mm256_unpacklo_ps(a[6], a[7]), t7 = _mm256_unpackhi_ps(a[6], a[7]);
-    // u_l: lanes l and l + 4 of a[0..3] (low half) and a[4..7] (high half), by 128-bit half
-    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-    const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-    const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-    const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    const __m256 l0 = _mm256_permute2f128_ps(u0, u4, 0x20), l4 = _mm256_permute2f128_ps(u0, u4, 0x31);
-    const __m256 l1 = _mm256_permute2f128_ps(u1, u5, 0x20), l5 = _mm256_permute2f128_ps(u1, u5, 0x31);
-    const __m256 l2 = _mm256_permute2f128_ps(u2, u6, 0x20), l6 = _mm256_permute2f128_ps(u2, u6, 0x31);
-    const __m256 l3 = _mm256_permute2f128_ps(u3, u7, 0x20), l7 = _mm256_permute2f128_ps(u3, u7, 0x31);
-    return _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(l0, l1), _mm256_add_ps(l2, l3)),
-                         _mm256_add_ps(_mm256_add_ps(l4, l5), _mm256_add_ps(l6, l7)));
+    __m256 l[8];
+    simd8::transpose(a, l);
+    return _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(l[0], l[1]), _mm256_add_ps(l[2], l[3])),
+                         _mm256_add_ps(_mm256_add_ps(l[4], l[5]), _mm256_add_ps(l[6], l[7])));
 }
 
-// A loaded vector that several FMAs use stays in a register: without this the
-// compiler folds its load into each FMA (a load per use), and loads bound the loop.
-inline void in_register(__m256& v) { asm("" : "+x"(v)); }
+using simd8::in_register;
 
 // R queries x C keys (from key j) of 8-lane FMA accumulators in registers;
 // keys past n repeat the last one and are not stored.

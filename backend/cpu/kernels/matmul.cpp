@@ -15,6 +15,7 @@
 #include "int8_matmul.h"
 #include "quantized_dot.h"
 #include "quantized_rows_avx2.h"
+#include "simd8.h"
 
 namespace akunu {
 namespace {
@@ -160,23 +161,9 @@ inline float hsum8(__m256 v) {
 // hsum8 of eight vectors at once (lane i of the result is hsum8(a[i])): the
 // vectors transposed (l[k] holds lane k of each), then added in hsum8's tree.
 inline __m256 hsum8x8(const float* a) {
-    __m256 v[8];
+    __m256 v[8], l[8];
     for (int i = 0; i < 8; i++) v[i] = _mm256_load_ps(a + 8 * i);
-    __m256 t[8], u[8], l[8];
-    for (int i = 0; i < 4; i++) {
-        t[2 * i] = _mm256_unpacklo_ps(v[2 * i], v[2 * i + 1]);
-        t[2 * i + 1] = _mm256_unpackhi_ps(v[2 * i], v[2 * i + 1]);
-    }
-    for (int h = 0; h < 2; h++) {  // vectors 0-3, 4-7: u[4h + k] holds lanes k and k + 4
-        u[4 * h + 0] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0x44);
-        u[4 * h + 1] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0xEE);
-        u[4 * h + 2] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0x44);
-        u[4 * h + 3] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0xEE);
-    }
-    for (int k = 0; k < 4; k++) {
-        l[k] = _mm256_permute2f128_ps(u[k], u[4 + k], 0x20);
-        l[k + 4] = _mm256_permute2f128_ps(u[k], u[4 + k], 0x31);
-    }
+    simd8::transpose(v, l);
     return _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(l[0], l[4]), _mm256_add_ps(l[2], l[6])),
                          _mm256_add_ps(_mm256_add_ps(l[1], l[5]), _mm256_add_ps(l[3], l[7])));
 }
@@ -202,9 +189,7 @@ inline void float_tile(const float* x, size_t x_stride, const float* const (&w)[
         for (int r = 0; r < kTileRows; r++) wv[r] = _mm256_loadu_ps(w[r] + kk);
         for (int j = 0; j < T; j++) {
             __m256 v = _mm256_loadu_ps(x + (size_t)j * x_stride + kk);
-            // one load for the 4 rows: without this the compiler folds the load
-            // into each FMA (4 loads a token), and the loads bound the loop
-            asm("" : "+x"(v));
+            simd8::in_register(v);  // one load for the 4 rows
             for (int r = 0; r < kTileRows; r++) a[j][r] = _mm256_fmadd_ps(wv[r], v, a[j][r]);
         }
     }
@@ -244,7 +229,7 @@ int one_token_rows(const MatmulParams& p, const uint8_t* W, const float* x, floa
         const uint8_t* w = W + (size_t)n * row_bytes;
         for (int k = 0; k < K; k += 8) {
             __m256 xv = _mm256_loadu_ps(x + k);
-            asm("" : "+x"(xv));
+            simd8::in_register(xv);
             for (int r = 0; r < 8; r++) a[r] = _mm256_fmadd_ps(load8(F{}, w + r * row_bytes, k), xv, a[r]);
         }
         alignas(32) float acc[8][8];
