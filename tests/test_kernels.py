@@ -379,6 +379,12 @@ def test_layernorm_gelu_erf_add_rows():
     ref = np.vectorize(lambda v: 0.5 * v * (1 + erf(v / np.sqrt(2))))(g.astype(np.float64))
     _testing.run_kernel("gelu_erf", [g], kp.add(1536, 5))
     np.testing.assert_allclose(g, ref, rtol=1e-5, atol=1e-6)
+    # far tails and specials as torch's gelu gives them: +inf, large x itself, -0 / tiny below, NaN kept
+    s = np.array([[np.inf, 1e30, 40.0, -40.0, -1e30, 0.0, np.nan, -1.0]], np.float32)
+    _testing.run_kernel("gelu_erf", [s], kp.add(8, 1))
+    assert s[0, 0] == np.inf and s[0, 1] == np.float32(1e30) and s[0, 2] == 40.0
+    assert abs(s[0, 3]) < 1e-30 and abs(s[0, 4]) < 1e-30 and s[0, 5] == 0.0 and np.isnan(s[0, 6])
+    assert abs(s[0, 7] - 0.5 * -1.0 * (1 + erf(-1 / np.sqrt(2)))) < 1e-7
     h = rng.standard_normal((6, 384)).astype(np.float32)
     table = rng.standard_normal((512, 384)).astype(np.float32)
     ref = h + table[100:106]

@@ -114,7 +114,7 @@ inline float erfc_nonnegative(float z) {
 // x >= -2, 2e-6 down to -5 (below, the rounding of x / sqrt 2 grows in exp).
 inline float gelu_erf_value(float x) {
     const float c = erfc_nonnegative(std::fabs(x) * 0.70710678118654752f);
-    return x >= 0.0f ? x - 0.5f * x * c : 0.5f * x * c;
+    return x >= 0.0f ? x * (1.0f - 0.5f * c) : 0.5f * x * c;  // (+inf stays +inf, as torch's)
 }
 
 // x = gelu(x), erf form (BERT's "gelu", torch.nn.functional.gelu)
