@@ -42,6 +42,7 @@ SETTINGS = [
     "paged_prefill_tc=0",                      # paged prompt rows through the per-row attention kernel
     "blas_chunk_mb=1",                         # quantized prefill weights decoded 1 MiB of F16 rows a cuBLAS call
     "rows_half=0",                             # F16 / BF16 decode rows through gemm_rows.cuh's shared-memory tiles
+    "paged_split_tiles=1",                     # batched decode attention's keys in splits of one 64-key tile
 ]
 
 QWEN3_06B_WIDTHS = dict(dim=1024, ffn_dim=3072, n_heads=16, n_kv_heads=8, head_dim=128)
@@ -114,6 +115,7 @@ def test_decode_steps_match_cpu(models, tuning, monkeypatch):
     ("paged_prefill_tc=2", "bad value '2' for paged_prefill_tc"),
     ("rows_half=yes", "bad value 'yes' for rows_half"),
     ("blas_chunk_mb=0", "bad value '0' for blas_chunk_mb"),
+    ("paged_split_tiles=0", "bad value '0' for paged_split_tiles"),
     ("q8_link=attention+norm", "bad value 'attention+norm' for q8_link"),
     ("batch_decode=wide", "bad value 'wide' for batch_decode (auto, rows, tc or gemv)"),
     ("prefill_gemm", "is not key=value"),

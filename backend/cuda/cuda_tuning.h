@@ -82,6 +82,10 @@ struct CudaTuning {
     // Key splits of the contiguous cache's prefill attention (0: chosen per
     // pass to fill the GPU's waves, attention_prefill::key_splits; N: N).
     uint32_t prefill_splits = 0;
+    // Key tiles a split of the paged decode attention takes at least
+    // (attention_paged_split.cuh): a row's keys go to at most n / (this many
+    // tiles) splits. From the row's own span alone, so batch invariance holds.
+    uint32_t paged_split_tiles = 8;
     // Prompt rows of paged passes (continuous batching) over F16 pools on the
     // tensor-core prefill tiles (false, and quantized pools: the per-row
     // kernel, one block a row and head).
