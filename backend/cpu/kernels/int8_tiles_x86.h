@@ -259,15 +259,26 @@ struct TileQ4_K {
     static constexpr int kDOffset = 0, kDminOffset = 2;
     // Per run of 32 (one sub-block): its scale in every lane; and an int16
     // per sum of 16 for the pair term: the min of its sub-block.
+    // (in vector registers: one scale at a time through general registers and
+    // the stack made this the most of a decode GEMV's work per block)
     static void row_scales(const uint8_t* blk, __m256i sc[8], __m256i& pair_weights) {
-        alignas(32) int16_t m[16];
-        for (int j = 0; j < 8; j++) {
-            uint8_t s, mn;
-            blocks::q4k_scale_min(j, blk + 4, &s, &mn);
-            sc[j] = _mm256_set1_epi32(s);
-            m[2 * j] = m[2 * j + 1] = mn;
-        }
-        pair_weights = _mm256_load_si256((const __m256i*)m);
+        uint64_t s, mn;
+        scales_mins(blk + 4, s, mn);
+        const __m256i s32 = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)s));
+        for (int j = 0; j < 8; j++) sc[j] = _mm256_permutevar8x32_epi32(s32, _mm256_set1_epi32(j));
+        const __m256i m32 = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)mn));
+        pair_weights = _mm256_or_si256(m32, _mm256_slli_epi32(m32, 16));  // m_j as the int16 pair (m_j, m_j)
+    }
+    // The 12 bytes of 6-bit scales and mins (blocks::q4k_scale_min's layout) as
+    // 8 scale bytes and 8 min bytes: sub-blocks 0-3 keep 6 bits of bytes 0-3
+    // (4-7 for mins); 4-7 take 4 bits of bytes 8-11 (the high nibbles for mins)
+    // and 2 from the top of bytes 0-3 (4-7 for mins).
+    static void scales_mins(const uint8_t* q, uint64_t& s, uint64_t& mn) {
+        uint32_t u[3];
+        std::memcpy(u, q, 12);
+        constexpr uint32_t low6 = 0x3f3f3f3f, low4 = 0x0f0f0f0f, top2 = 0x03030303;
+        s = (uint64_t)(u[0] & low6) | (uint64_t)((u[2] & low4) | (((u[0] >> 6) & top2) << 4)) << 32;
+        mn = (uint64_t)(u[1] & low6) | (uint64_t)(((u[2] >> 4) & low4) | (((u[1] >> 6) & top2) << 4)) << 32;
     }
     static void meta(const uint8_t* blk, KTile& k, int s, int r) {
         k.d[s][r] = blocks::h(blk);
@@ -320,10 +331,11 @@ struct TileQ6_K {
     // the second's; and an int16 per sum of 16 for the pair term: its
     // sub-block's scale (times -32 after the reduction).
     static void row_scales(const uint8_t* blk, __m256i sc[8], __m256i& pair_weights) {
-        const int8_t* scl = (const int8_t*)(blk + 192);
+        const __m256i first = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)(blk + 192)));
+        const __m256i second = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)(blk + 200)));
         for (int j = 0; j < 8; j++) {
-            const int a = scl[2 * j], b = scl[2 * j + 1];
-            sc[j] = _mm256_setr_epi32(a, a, a, a, b, b, b, b);
+            const int a = 2 * (j % 4), b = a + 1;
+            sc[j] = _mm256_permutevar8x32_epi32(j < 4 ? first : second, _mm256_setr_epi32(a, a, a, a, b, b, b, b));
         }
         pair_weights = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i*)(blk + 192)));
     }
