@@ -16,7 +16,7 @@ rounds activations to 8 bits, Metal's do not, CUDA's decode GEMV does for
 Q4_0/Q8_0/Q4_K/Q6_K, which the bound adds; against the CPU 1e-5 float
 formats, 3e-2 quantized); attention 5e-4 (both round softmax weights to F16;
 float sums in another order move some by one F16 step, 2^-11, and the
-output with them; CUDA's split decode does not round the weights, which stays
+output with them; CUDA's per-head decode kernel does not round the weights, which stays
 inside that bound); sampler: equal
 processed logits and token at temperature 0, chi-square of 1500 draws
 against the exact distribution otherwise."""

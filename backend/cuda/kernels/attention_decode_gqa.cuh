@@ -6,30 +6,30 @@
 // its few resident warps: at 32768 positions, Llama-3.1-8B's attention read
 // its 134 MB of K / V a layer at under a third of the copy bandwidth.
 //
-// Layout: the split's K and V rows stream through shared memory in tiles of
-// 16 KB, kStages of them in flight (cp.async), so the loads of later tiles
-// overlap the arithmetic on this one; in a tile a lane holds 8 dimensions of
-// a key row, L = HD / 8 lanes a key, and each warp a quarter of the keys. q
-// of the GC heads (8 dims each) and their GC online softmaxes stay in
-// registers. The splits are many (about three blocks an SM when the cache is
-// full) and end as the per-head kernel's do: one used split writes the
-// output, several combine in the last block to finish.
+// Layout: warp w of a block takes the split's 16-key chunks w, w + kWarps,
+// ...; each warp streams its chunks through its own ring in shared memory
+// (cp.async, stages<HD>() in flight, no block barrier in the walk) and runs
+// the GC heads' online softmax on the tensor cores (attention_warp_chunk.cuh:
+// the heads are the rows of m16n8k16 products). The splits are many (about
+// three blocks an SM when the cache is full) and end as the per-head
+// kernel's do: one used split writes the output, several combine in the
+// last block to finish.
 //
-// Meaning and precision as attention_decode.cuh (Q rounded to F16; the
-// softmax weights are not). The fused variant does the prologue's work
-// (qk_norm_rope_kv) for its GC heads as the per-head kernel does for one.
+// Meaning as attention_warp_chunk.cuh states it (the per-head kernel does not
+// round the softmax weights; both stay within the CPU twin's tolerance). The
+// fused variant does the prologue's work (qk_norm_rope_kv) for its GC heads
+// as the per-head kernel does for one.
 //
 // Included once, by attention_decode.cuh (namespace attention_decode::gqa).
 #pragma once
 #include "async_copy.cuh"
-#include "attention_key_tile.cuh"
+#include "attention_warp_chunk.cuh"
 
 namespace akunu {
 namespace attention_decode {
 namespace gqa {
 
 constexpr int kWarps = 4;
-using attention_key_tile::kDims;  // dims of a key row a lane holds
 constexpr uint32_t kMaxSplits = 128;
 // Caches shorter than CudaTuning::gqa_min_span (16384 by default) keep the
 // per-head kernel: the split count follows the cache, and the combine of
@@ -115,50 +115,57 @@ __device__ void finish_heads(const AttentionParams& p, uint32_t h0, uint32_t spl
     if (threadIdx.x == 0) counters[h0] = 0;  // ready for the next layer
 }
 
+// A split's keys are whole tiles of kTileKeys (every warp a chunk); a warp's
+// ring holds stages<HD>() chunks.
+constexpr uint32_t kTileKeys = attention_warp_chunk::kKeys * kWarps;
 template <int HD>
-constexpr int tile_keys() { return 4096 / HD; }  // a stage's K and V rows: 16 KB
-constexpr int kStages = 3;
+constexpr int stages() { return HD == 64 ? 4 : 2; }
 template <int HD>
-constexpr size_t tile_bytes() { return (size_t)kStages * 2 * tile_keys<HD>() * HD * 2; }
+constexpr int warp_ring_halves() { return stages<HD>() * attention_warp_chunk::chunk_halves<HD>(); }
+template <int HD>
+constexpr size_t ring_bytes() { return (size_t)kWarps * warp_ring_halves<HD>() * 2; }
 
-// Grid (n_kv_heads x group / GC, n_splits), kWarps warps a block. The split's
-// keys stream through shared memory in tiles of tile_keys<HD>() rows, kStages
-// in flight (cp.async), so the loads of later tiles overlap the arithmetic on
-// this one; a warp takes a quarter of each tile, L = HD / 8 lanes a key.
+// Grid (n_kv_heads x group / GC, n_splits), kWarps warps a block.
 template <int HD, int GC, bool Fused>
 __global__ void __launch_bounds__(kWarps * 32)
     attention_decode_gqa_kernel(AttentionParams p, uint32_t n_splits, const float* q, uint16_t* kc, uint16_t* vc,
                                 float* out, float* partials, uint32_t* counters, const uint32_t* replay_pos, ActQ8 q8,
                                 HeadPrologue pro) {
-    constexpr int L = HD / kDims, KW = 32 / L, T = tile_keys<HD>(), U = T / kWarps / KW;
-    static_assert(U >= 1 && T % (kWarps * KW) == 0, "a warp's share of a tile is whole key steps");
-    extern __shared__ __align__(16) uint16_t tiles[];  // [kStages][2][T][HD]: K then V
+    namespace wc = attention_warp_chunk;
+    constexpr int S = stages<HD>(), LD = wc::row_halves<HD>(), CH = wc::chunk_halves<HD>(), K16 = wc::kKeys;
+    extern __shared__ __align__(16) uint16_t rings[];  // [kWarps][S] chunks: K rows then V rows
     const uint32_t group = p.n_heads / p.n_kv_heads, chunks = group / GC;
     const uint32_t kvh = blockIdx.x / chunks, chunk = blockIdx.x % chunks, h0 = kvh * group + chunk * GC;
     const uint32_t split = blockIdx.y;
     // a split is one tile at least: at a few hundred keys the tiles load side by side in several blocks
-    const SplitRange r = split_range(p, n_splits, split, replay_pos, T);
+    const SplitRange r = split_range(p, n_splits, split, replay_pos, kTileKeys);
     if (split >= r.used) return;  // touches nothing (see the per-head kernel)
     const uint32_t kv_dim = p.n_kv_heads * HD;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / L, sub = lane % L;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     // the KV head's slices of lo's rows, where the loads step from (SplitRange::step)
     uint16_t* krows = kc + (size_t)r.lo_row * kv_dim + (size_t)kvh * HD;
     uint16_t* vrows = vc + (size_t)r.lo_row * kv_dim + (size_t)kvh * HD;
-    const uint32_t jnew = r.pos - r.lo, n_tiles = (r.j1 - r.j0 + T - 1) / T;
-    // Tile t to stage b: rows of keys past the split, and this step's (the
-    // prologue's, read after the wait), are zeros. Every call commits a group,
-    // empty past the last tile, so the waits below count the same everywhere.
-    auto issue = [&](uint32_t t, int b) {
-        if (t < n_tiles) {
-            uint16_t* kt = tiles + (size_t)b * 2 * T * HD;
-            uint16_t* vt = kt + T * HD;
-            for (int c = threadIdx.x; c < T * HD / 8; c += kWarps * 32) {
+    const uint32_t jnew = r.pos - r.lo;
+    const uint32_t n_chunks = (r.j1 - r.j0 + K16 - 1) / K16;
+    const uint32_t mine = n_chunks > (uint32_t)warp ? (n_chunks - warp + kWarps - 1) / kWarps : 0;
+    uint16_t* ring = rings + warp * warp_ring_halves<HD>();
+    // The warp's chunk i (keys j0 + (warp + i kWarps) 16 + 0..15) to ring slot
+    // b: rows of keys past the split, and this step's (the prologue's, put in
+    // after the wait), are zeros. Every call commits a group, empty past the
+    // warp's last chunk, so the waits below count the same everywhere.
+    auto issue = [&](uint32_t i, int b) {
+        if (i < mine) {
+            uint16_t* kt = ring + b * CH;
+            uint16_t* vt = kt + K16 * LD;
+            const uint32_t c0 = r.j0 + (warp + i * kWarps) * K16;
+#pragma unroll
+            for (int c = lane; c < K16 * HD / 8; c += 32) {
                 const int key = c / (HD / 8), col = (c % (HD / 8)) * 8;
-                const uint32_t j = r.j0 + t * T + key;
+                const uint32_t j = c0 + key;
                 const bool valid = j < r.j1 && j != jnew;
                 const ptrdiff_t at = (valid ? r.step(j) : 0) * kv_dim + col;
-                copy16_async(kt + key * HD + col, krows + at, valid);
-                copy16_async(vt + key * HD + col, vrows + at, valid);
+                copy16_async(kt + key * LD + col, krows + at, valid);
+                copy16_async(vt + key * LD + col, vrows + at, valid);
             }
         }
         copy_commit();
@@ -166,7 +173,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     // the first stages before the wait: rows of earlier steps, written by
     // kernels that had finished before the one ahead of this started
 #pragma unroll
-    for (int t = 0; t < kStages - 1; t++) issue(t, t);
+    for (int i = 0; i < S - 1; i++) issue(i, i);
 
     __shared__ __align__(16) float qs[Fused ? GC : 1][Fused ? HD : 4];
     __shared__ __align__(16) float ks[Fused ? HD : 4];
@@ -221,62 +228,42 @@ __global__ void __launch_bounds__(kWarps * 32)
         qhead = &qs[0][0];
     }
 
-    // q of the GC heads, this lane's 8 dims, rounded to F16 as the CPU twin does
-    float qf[GC][kDims];
-#pragma unroll
-    for (int gh = 0; gh < GC; gh++) {
-        const float4* src = reinterpret_cast<const float4*>(qhead + gh * HD + sub * kDims);
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-            const float4 v = src[i];
-            qf[gh][4 * i] = __half2float(__float2half_rn(v.x));
-            qf[gh][4 * i + 1] = __half2float(__float2half_rn(v.y));
-            qf[gh][4 * i + 2] = __half2float(__float2half_rn(v.z));
-            qf[gh][4 * i + 3] = __half2float(__float2half_rn(v.w));
-        }
-    }
-    float m[GC], l[GC], acc[GC][kDims];
-    attention_key_tile::start_softmax<GC>(m, l, acc);
-    for (uint32_t t = 0; t < n_tiles; t++) {  // block-uniform
-        const uint16_t* kt = attention_key_tile::next_tile<kStages, T, HD>(tiles, t, issue);
-        const uint16_t* vt = kt + T * HD;
-        uint4 kr[U], vr[U];
-        uint32_t jk[U];
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-            const int key = warp * (T / kWarps) + u * KW + g;
-            jk[u] = r.j0 + t * T + key;
-            if (jk[u] != jnew) {
-                kr[u] = *reinterpret_cast<const uint4*>(kt + key * HD + sub * kDims);
-                vr[u] = *reinterpret_cast<const uint4*>(vt + key * HD + sub * kDims);
-            } else if (Fused && new_in_smem) {  // this step's key: Fused from shared memory, else the cache
-                kr[u] = *reinterpret_cast<const uint4*>(knew + sub * kDims);
-                vr[u] = *reinterpret_cast<const uint4*>(vnew + sub * kDims);
-            } else {
-                kr[u] = *reinterpret_cast<const uint4*>(krows + r.step(jnew) * kv_dim + sub * kDims);
-                vr[u] = *reinterpret_cast<const uint4*>(vrows + r.step(jnew) * kv_dim + sub * kDims);
+    uint32_t qa[HD / 16][4];
+    wc::load_q<HD, GC>(qhead, qa);
+    const float scale2 = p.scale * wc::kLog2e;
+    float m, l, o[HD / 8][4];
+    wc::start<HD>(m, l, o);
+    for (uint32_t i = 0; i < mine; i++) {  // warp-uniform
+        issue(i + S - 1, (i + S - 1) % S);  // (the slot consumed last iteration)
+        copy_wait<S - 1>();
+        __syncwarp();  // chunk i landed for every lane
+        uint16_t* kt = ring + (i % S) * CH;
+        const uint32_t c0 = r.j0 + (warp + i * kWarps) * K16;
+        if (jnew >= c0 && jnew < c0 + K16) {  // this step's key: Fused from shared memory, else the cache
+            const int key = jnew - c0;
+            for (int d = lane * 8; d < HD; d += 32 * 8) {
+                uint4 kv, vv;
+                if (Fused && new_in_smem) {
+                    kv = *reinterpret_cast<const uint4*>(knew + d);
+                    vv = *reinterpret_cast<const uint4*>(vnew + d);
+                } else {
+                    kv = *reinterpret_cast<const uint4*>(krows + r.step(jnew) * kv_dim + d);
+                    vv = *reinterpret_cast<const uint4*>(vrows + r.step(jnew) * kv_dim + d);
+                }
+                *reinterpret_cast<uint4*>(kt + key * LD + d) = kv;
+                *reinterpret_cast<uint4*>(kt + (K16 + key) * LD + d) = vv;
             }
+            __syncwarp();
         }
-        bool live[U];
-#pragma unroll
-        for (int u = 0; u < U; u++) live[u] = jk[u] < r.j1;
-        attention_key_tile::add_keys<GC, U, L>(kr, vr, live, qf, p.scale, m, l, acc);
+        wc::add_chunk<HD>(kt, (int)min((uint32_t)K16, r.j1 - c0), qa, scale2, m, l, o);
+        __syncwarp();  // every lane's reads of this slot done before it is refilled
     }
     copy_wait<0>();  // no copy outstanding at exit
-    attention_key_tile::merge_key_groups<GC, L>(m, l, acc);  // the warp's key groups meet
+    // The warps meet in shared memory (over the rings, now read); maxima back to natural logarithms.
+    __syncthreads();
     __shared__ float wm[kWarps][GC], wl[kWarps][GC];
-    __shared__ __align__(16) float wacc[kWarps][GC][HD];
-    if (lane == 0)
-#pragma unroll
-        for (int gh = 0; gh < GC; gh++) {
-            wm[warp][gh] = m[gh];
-            wl[warp][gh] = l[gh];
-        }
-    if (lane < L)
-#pragma unroll
-        for (int gh = 0; gh < GC; gh++)
-#pragma unroll
-            for (int d = 0; d < kDims; d++) wacc[warp][gh][sub * kDims + d] = acc[gh][d];
+    float(*wacc)[GC][HD] = reinterpret_cast<float(*)[GC][HD]>(rings);
+    wc::store_warp<HD, GC>(m, l, o, 0.6931471805599453f, wm[warp], wl[warp], &wacc[warp][0][0]);
     __syncthreads();
     finish_heads<HD, GC>(p, h0, split, r.used, n_splits, wm, wl, wacc, out, partials, counters, q8);
 }
@@ -309,8 +296,8 @@ void launch_shape(const CudaArgs& a, const AttentionParams& p, dim3 grid, uint32
                            nullptr};
         if (pro.p.has_freq_factors) pro.factors = qk.b<float>(5);
     }
-    allow_dynamic_shared((const void*)kernel, (int)tile_bytes<HD>());  // (tiles past the 48 KB default)
-    launch_pdl(kernel, grid, kWarps * 32, tile_bytes<HD>(), a, p, n_splits, a.b<float>(0), a.b<uint16_t>(1),
+    allow_dynamic_shared((const void*)kernel, (int)ring_bytes<HD>());  // (rings past the 48 KB default)
+    launch_pdl(kernel, grid, kWarps * 32, ring_bytes<HD>(), a, p, n_splits, a.b<float>(0), a.b<uint16_t>(1),
                a.b<uint16_t>(2), a.b<float>(3), partials, counters, a.replay_pos, a.q8_out, pro);
 }
 
@@ -331,8 +318,7 @@ inline void launch(const CudaArgs& a, const AttentionParams& p) {
     const uint32_t span = p.window ? std::min(p.window, p.max_ctx) : p.max_ctx;
     const uint32_t rows = p.n_heads / heads_per_block(p);  // blocks a split
     const uint32_t most = std::clamp<uint32_t>(3u * (uint32_t)a.tuning->sm_count / rows, 1, kMaxSplits);
-    const uint32_t tile = p.head_dim == 64 ? tile_keys<64>() : p.head_dim == 128 ? tile_keys<128>() : tile_keys<256>();
-    uint32_t n_splits = std::clamp<uint32_t>((span + tile - 1) / tile, 1, most);
+    uint32_t n_splits = std::clamp<uint32_t>((span + kTileKeys - 1) / kTileKeys, 1, most);
     if ((size_t)p.n_heads * 4 > kWorkspaceCounterBytes) throw Error("CUDA attention: more heads than the split counters hold");
     const size_t partials_at = kWorkspaceCounterBytes;
     auto fits = [&](uint32_t s) { return partials_at + (size_t)p.n_heads * s * (p.head_dim + 2) * 4 <= a.workspace_bytes; };

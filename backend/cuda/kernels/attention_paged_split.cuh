@@ -9,10 +9,7 @@
 // a split, warp w takes the 16-key chunks w, w + kWarps, ...: each warp
 // streams its own chunks through its own ring of shared memory (cp.async,
 // stages<HD>() in flight, no block barrier in the walk) and keeps an online
-// softmax over them as the prefill kernel does (attention_prefill.cuh): the G
-// heads are the rows of a 16-row m16n8k16 product (rows past G zero), S = Q
-// K^T from K's rows by ldmatrix, exponentials base 2 rounded to F16 as the A
-// fragment of O += P V, V's B fragments by ldmatrix.trans. The warps then
+// softmax over them on the tensor cores (attention_warp_chunk.cuh). The warps then
 // meet in warp order; with one used split the block writes the output, else
 // its record goes to the scratch and the last split of the (row, group) to
 // arrive (a counter) combines the records in ascending split order. So every
@@ -20,9 +17,7 @@
 // the head size, n_splits (fixed per model and scratch size) and min_tiles
 // (fixed per device), never on the rows of the pass: batch invariance holds.
 //
-// Meaning as attention_paged.cuh's CPU twin: Q rounded to F16, F32 scores
-// times the scale, softmax weights rounded to F16 (here the unnormalized
-// exp(s - running max), as in the prefill kernel), F32 sums.
+// Meaning as attention_warp_chunk.cuh states it.
 //
 // Included once, by attention_paged.cuh (launch_split).
 #pragma once
@@ -34,7 +29,7 @@
 #include "core/kv_layout.h"
 #include "cuda_kernel.h"
 #include "async_copy.cuh"
-#include "mma.cuh"
+#include "attention_warp_chunk.cuh"
 #include "paged_pool.cuh"
 
 namespace akunu {
@@ -50,14 +45,13 @@ constexpr size_t kCounterOffset = 32u << 10;
 constexpr size_t kCounterBytes = 32u << 10;
 constexpr size_t kPartialsOffset = 64u << 10;
 
-constexpr int kChunk = 16;                    // keys a warp takes at once: the k of P V
-constexpr int kTileKeys = kChunk * kWarps;    // a split's keys are whole tiles of these
-// Chunks a warp has in flight: its ring of (K, V) chunk pairs, rows of HD + 8
-// halves (the padding keeps ldmatrix rows free of bank conflicts).
+using attention_warp_chunk::kKeys;  // keys a warp takes at once
+constexpr int kTileKeys = kKeys * kWarps;  // a split's keys are whole tiles of these
+// Chunks a warp has in flight: its ring of (K, V) chunks.
 template <int HD>
 constexpr int stages() { return HD == 64 ? 4 : 2; }
 template <int HD>
-constexpr int warp_ring_halves() { return stages<HD>() * 2 * kChunk * (HD + 8); }
+constexpr int warp_ring_halves() { return stages<HD>() * attention_warp_chunk::chunk_halves<HD>(); }
 template <int HD>
 constexpr int shared_bytes() { return kWarps * warp_ring_halves<HD>() * 2; }
 
@@ -67,15 +61,16 @@ __global__ void __launch_bounds__(kWarps * 32)
                  const uint16_t* __restrict__ kc, const uint16_t* __restrict__ vc, float* __restrict__ out,
                  const int32_t* __restrict__ rows, const int32_t* __restrict__ tables, float* __restrict__ partials,
                  uint32_t* __restrict__ counters) {
-    constexpr int S = stages<HD>(), LD = HD + 8;
+    namespace wc = attention_warp_chunk;
+    constexpr int S = stages<HD>(), LD = wc::row_halves<HD>(), CH = wc::chunk_halves<HD>();
     static_assert(G <= 8, "a group's heads are rows g < 8 of the product");
-    extern __shared__ __align__(16) uint16_t rings[];  // [kWarps][S][2][kChunk][LD]: K then V
+    extern __shared__ __align__(16) uint16_t rings[];  // [kWarps][S] chunks
     // (a programmatic dependent: the projection after it is scheduled, and
     // streams its first weights, while this kernel runs)
     pdl_wait();
     pdl_launch_dependents();
     const uint32_t kvh = blockIdx.x, t = blockIdx.y, z = blockIdx.z;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, tq = lane % 4;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const uint32_t seq = (uint32_t)rows[2 * (size_t)t], pos = (uint32_t)rows[2 * (size_t)t + 1];
     const uint32_t lo = (p.window && pos + 1 > p.window) ? pos + 1 - p.window : 0;
     const uint32_t n = pos + 1 - lo;
@@ -90,20 +85,20 @@ __global__ void __launch_bounds__(kWarps * 32)
     const size_t kv_dim = (size_t)p.n_kv_heads * HD;
     const uint16_t* krows = kc + (size_t)kvh * HD;
     const uint16_t* vrows = vc + (size_t)kvh * HD;
-    const uint32_t n_chunks = (k1 - k0 + kChunk - 1) / kChunk;
+    const uint32_t n_chunks = (k1 - k0 + kKeys - 1) / kKeys;
     const uint32_t mine = n_chunks > (uint32_t)warp ? (n_chunks - warp + kWarps - 1) / kWarps : 0;
     uint16_t* ring = rings + warp * warp_ring_halves<HD>();
 
-    // The warp's chunk i (keys k0 + (warp + i kWarps) 16 + 0..15) to stage b;
+    // The warp's chunk i (keys k0 + (warp + i kWarps) 16 + 0..15) to ring slot b;
     // keys past the split: zeros (masked below). Every call commits a group,
     // empty past the warp's last chunk, so the waits count alike.
     auto issue = [&](uint32_t i, int b) {
         if (i < mine) {
-            uint16_t* ks = ring + b * 2 * kChunk * LD;
-            uint16_t* vs = ks + kChunk * LD;
-            const uint32_t c0 = k0 + (warp + i * kWarps) * kChunk;
+            uint16_t* ks = ring + b * CH;
+            uint16_t* vs = ks + kKeys * LD;
+            const uint32_t c0 = k0 + (warp + i * kWarps) * kKeys;
 #pragma unroll
-            for (int c = lane; c < kChunk * HD / 8; c += 32) {
+            for (int c = lane; c < kKeys * HD / 8; c += 32) {
                 const int key = c / (HD / 8), col = (c % (HD / 8)) * 8;
                 const uint32_t j = c0 + key;
                 const bool valid = j < k1;
@@ -117,103 +112,26 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
     for (int i = 0; i < S - 1; i++) issue(i, i);
 
-    // Q of the G heads as A fragments (row g = head g, rounded to F16; rows g >= G and g + 8 zero).
     uint32_t qa[HD / 16][4];
-    {
-        const float* qs = q + (size_t)t * p.q_stride + (size_t)(kvh * G + (g < G ? g : 0)) * HD + 2 * tq;
-#pragma unroll
-        for (int s16 = 0; s16 < HD / 16; s16++) {
-            const float2 a = *reinterpret_cast<const float2*>(qs + 16 * s16);
-            const float2 b = *reinterpret_cast<const float2*>(qs + 16 * s16 + 8);
-            qa[s16][0] = g < G ? pack_half2(a.x, a.y) : 0u;
-            qa[s16][2] = g < G ? pack_half2(b.x, b.y) : 0u;
-            qa[s16][1] = qa[s16][3] = 0u;
-        }
-    }
-    const float scale = p.scale * 1.4426950408889634f;  // log2 e: exp2 below
-    float o[HD / 8][4];
-#pragma unroll
-    for (int i = 0; i < HD / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
-    float m = -INFINITY, l = 0.0f;  // row g's running max (base 2) and this lane's share of its sum
-
+    wc::load_q<HD, G>(q + (size_t)t * p.q_stride + (size_t)kvh * G * HD, qa);
+    const float scale2 = p.scale * wc::kLog2e;
+    float m, l, o[HD / 8][4];
+    wc::start<HD>(m, l, o);
     for (uint32_t i = 0; i < mine; i++) {  // warp-uniform
-        issue(i + S - 1, (i + S - 1) % S);  // (the stage consumed last iteration)
+        issue(i + S - 1, (i + S - 1) % S);  // (the slot consumed last iteration)
         copy_wait<S - 1>();
         __syncwarp();  // chunk i landed for every lane
-        const uint16_t* ks = ring + (i % S) * 2 * kChunk * LD;
-        const uint16_t* vs = ks + kChunk * LD;
-
-        // S = Q K^T, 16 rows x 16 keys (B(k = d, n = key) = K[key][d]); one
-        // ldmatrix gives both key octets' B fragments of a 16-dim step.
-        float s[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-#pragma unroll
-        for (int d16 = 0; d16 < HD / 16; d16++) {
-            uint32_t b[4];
-            ldmatrix_x4(b, ks + ((lane / 16) * 8 + lane % 8) * LD + 16 * d16 + 8 * (lane / 8 % 2));
-            mma_16816(s[0], qa[d16], b[0], b[1]);
-            mma_16816(s[1], qa[d16], b[2], b[3]);
-        }
-        // Row g's scores (c = 0, 1 of each octet; c = 2, 3 are the zero rows g + 8): scaled, keys past
-        // the split masked; online softmax across the quad that holds the row.
-        const uint32_t cbase = k0 + (warp + i * kWarps) * kChunk;
-        float mx = -INFINITY;
-#pragma unroll
-        for (int nt = 0; nt < 2; nt++)
-#pragma unroll
-            for (int c = 0; c < 2; c++) {
-                const bool live = cbase + nt * 8 + 2 * tq + c < k1;
-                s[nt][c] = live ? __fmul_rn(s[nt][c], scale) : -INFINITY;
-                mx = fmaxf(mx, s[nt][c]);
-            }
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float mn = fmaxf(m, mx);  // (finite: a chunk has a live key)
-        const float alpha = exp2_ftz(m - mn);
-        m = mn;
-        float sum = 0.0f;
-#pragma unroll
-        for (int nt = 0; nt < 2; nt++)
-#pragma unroll
-            for (int c = 0; c < 2; c++) {
-                s[nt][c] = exp2_ftz(s[nt][c] - mn);
-                sum += s[nt][c];
-            }
-        l = l * alpha + sum;
-        if (__any_sync(0xffffffffu, alpha != 1.0f)) {
-#pragma unroll
-            for (int d = 0; d < HD / 8; d++) {
-                o[d][0] *= alpha;
-                o[d][1] *= alpha;
-            }
-        }
-        // O += P V (P's rows g + 8 zero).
-        const uint32_t pa[4] = {pack_half2(s[0][0], s[0][1]), 0u, pack_half2(s[1][0], s[1][1]), 0u};
-#pragma unroll
-        for (int nt = 0; nt < HD / 8; nt += 2) {
-            uint32_t b[4];
-            ldmatrix_x4_trans(b, vs + (lane % 16) * LD + (nt + lane / 16) * 8);
-            mma_16816(o[nt], pa, b[0], b[1]);
-            mma_16816(o[nt + 1], pa, b[2], b[3]);
-        }
-        __syncwarp();  // every lane's reads of this stage done before it is refilled
+        const uint32_t cbase = k0 + (warp + i * kWarps) * kKeys;
+        wc::add_chunk<HD>(ring + (i % S) * CH, (int)std::min<uint32_t>(kKeys, k1 - cbase), qa, scale2, m, l, o);
+        __syncwarp();  // every lane's reads of this slot done before it is refilled
     }
     copy_wait<0>();  // no copy outstanding at exit
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
 
     // The warps meet in shared memory (over the rings, now read) in warp order.
     __syncthreads();
     float* wacc = reinterpret_cast<float*>(rings);  // [kWarps][G][HD]
     __shared__ float wm[kWarps][G], wl[kWarps][G];
-    if (g < G) {
-        if (tq == 0) {
-            wm[warp][g] = m;
-            wl[warp][g] = l;
-        }
-        float* row = wacc + ((size_t)warp * G + g) * HD + 2 * tq;
-#pragma unroll
-        for (int d = 0; d < HD / 8; d++) *reinterpret_cast<float2*>(row + 8 * d) = make_float2(o[d][0], o[d][1]);
-    }
+    wc::store_warp<HD, G>(m, l, o, 1.0f, wm[warp], wl[warp], wacc + (size_t)warp * G * HD);
     __syncthreads();
     const size_t rec = HD + 2;
     __shared__ float bmax[G], bsum[G];
