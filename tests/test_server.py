@@ -101,6 +101,23 @@ def test_completions_with_text_and_token_prompts(client, models):
     assert "".join(c["choices"][0]["text"] for c in sse_events(r.text)) == a["choices"][0]["text"]
 
 
+def test_ignore_eos(client, models):
+    """ignore_eos: true (as load generators send it) generates max_tokens even
+    where an end-of-turn token is the likeliest; false or absent stops there."""
+    eos = {str(i): 100.0 for i in models["llama"].stop_ids}  # end-of-turn first, whatever the model says
+    for path, extra in (("/v1/completions", {"prompt": "Once upon"}),
+                        ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}]})):
+        body = {"model": "llama", "max_tokens": 6, "temperature": 0, "logit_bias": eos, **extra}
+        stopped = client.post(path, json=body).json()
+        assert stopped["choices"][0]["finish_reason"] == "stop"
+        assert stopped["usage"]["completion_tokens"] <= 1
+        full = client.post(path, json={**body, "ignore_eos": True}).json()
+        assert full["choices"][0]["finish_reason"] == "length"
+        assert full["usage"]["completion_tokens"] == 6
+    r = client.post("/v1/completions", json={"model": "llama", "prompt": "x", "ignore_eos": "yes"})
+    assert r.status_code == 400 and "ignore_eos" in r.json()["error"]["message"]
+
+
 def test_json_schema_response_format(client):
     schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"],
               "additionalProperties": False}

@@ -306,6 +306,7 @@ def create_app(models: Dict[str, Any], api_key: Optional[str] = None,
         slot = text_model(slot_for(rf.model_field(body)))
         messages = rf.messages_field(body)
         kwargs = rf.sampling_fields(body, limits.max_tokens)
+        rf.ignore_eos_field(body, kwargs, slot.model.stop_ids)
         kwargs.update(rf.tool_fields(body))
         kwargs.update(rf.chat_logprob_fields(body))
         kwargs.update(rf.reasoning_fields(body))
@@ -318,6 +319,7 @@ def create_app(models: Dict[str, Any], api_key: Optional[str] = None,
         slot = text_model(slot_for(rf.model_field(body)))
         prompt = rf.prompt_field(body)
         kwargs = rf.sampling_fields(body, limits.max_tokens)
+        rf.ignore_eos_field(body, kwargs, slot.model.stop_ids)
         kwargs.update(rf.completion_logprob_fields(body))
         if rf.echo_field(body):
             kwargs["echo"] = True

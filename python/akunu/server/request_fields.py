@@ -84,6 +84,19 @@ def sampling_fields(body: Dict[str, Any], max_tokens_limit: int) -> Dict[str, An
     return out
 
 
+def ignore_eos_field(body: Dict[str, Any], kwargs: Dict[str, Any], stop_ids) -> None:
+    """`ignore_eos: true` (vLLM's and llama-server's extension, which load
+    generators send for fixed output lengths): the model's end-of-turn tokens
+    never sampled, as the CLIs' --ignore-eos does, through logit_bias."""
+    v = body.get("ignore_eos")
+    if v is None:
+        return
+    if not isinstance(v, bool):
+        raise _bad("ignore_eos", f"expected true or false, got {v!r}")
+    if v:
+        kwargs["logit_bias"] = {**kwargs.get("logit_bias", {}), **{int(i): float("-inf") for i in stop_ids}}
+
+
 def chat_logprob_fields(body: Dict[str, Any]) -> Dict[str, Any]:
     """Chat's logprobs (true / false) and top_logprobs (0-20; needs logprobs true)."""
     out: Dict[str, Any] = {}
