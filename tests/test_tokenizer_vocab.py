@@ -49,3 +49,18 @@ def test_token_bytes_of_an_id_past_the_vocabulary_is_empty():
     t.kind, t.tokens, t.token_types = "llama", ["a", "\u2581b"], [1, 1]
     assert t.token_bytes(1) == b" b"
     assert t.token_bytes(2) == b"" and t.token_bytes(10**6) == b"" and t.token_bytes(-1) == b""
+
+
+@pytest.mark.parametrize("name", WANTED[:3])
+def test_saved_tokenizer_json_loads_in_transformers(vocab_dir, name, tmp_path):
+    """save_tokenizer_json: a folder transformers' AutoTokenizer loads and that
+    encodes the vocabulary's cases as the GGUF tokenizer does (load generators
+    build their prompts through it)."""
+    transformers = pytest.importorskip("transformers")
+    path = os.path.join(vocab_dir, f"ggml-vocab-{name}.gguf")
+    tok = GGUFTokenizer(_core.read_gguf(path)["metadata"])
+    tok.save_tokenizer_json(str(tmp_path))
+    hf = transformers.AutoTokenizer.from_pretrained(str(tmp_path))
+    with open(path + ".inp", encoding="utf-8") as f:
+        inputs = f.read().split(SEPARATOR)[:30]
+    assert [hf.encode(t, add_special_tokens=False) for t in inputs] == [tok.encode(t, add_bos=False) for t in inputs]

@@ -65,6 +65,18 @@ class TokenizerBase:
     def decode(self, ids: Sequence[int], skip_special: bool = True) -> str:
         return self._tok.decode(list(ids), skip_special_tokens=skip_special)
 
+    def save_tokenizer_json(self, folder: str) -> None:
+        """This tokenizer as a Hugging Face tokenizer folder (tokenizer.json and a
+        tokenizer_config.json naming the fast class), for tools that load one by
+        path (load generators counting tokens, transformers' AutoTokenizer)."""
+        import json
+        import os
+
+        os.makedirs(folder, exist_ok=True)
+        self._tok.save(os.path.join(folder, "tokenizer.json"))
+        with open(os.path.join(folder, "tokenizer_config.json"), "w") as f:
+            json.dump({"tokenizer_class": "PreTrainedTokenizerFast"}, f)
+
     def encode_batch(self, texts: Sequence[str], add_bos: bool = True) -> List[List[int]]:
         """encode() of each text; subclasses hand the list to `tokenizers`, which spreads it over the cores."""
         return [self.encode(t, add_bos) for t in texts]

@@ -1,0 +1,110 @@
+"""bench.serving's load generator against guidellm (an established one) on the
+same akunu-serve and the same load shape: concurrent streams, fixed prompt
+and output lengths (end-of-turn ignored), rounds alternating between the two
+so that a machine's drift shows in both. Output tokens/s, time to first token
+and inter-token latency (medians); the ratio column is ours / guidellm's.
+
+  pip install guidellm        # or in its own environment: --guidellm PATH/TO/bin/guidellm
+  python -m bench.serving_check [--model gemma3-270m] [--device cpu] [--clients 4] [--requests 16]
+                                [--input 128] [--output 64] [--rounds 2]
+
+guidellm makes its prompts from synthetic text through the model's own
+tokenizer (written here as a tokenizer.json folder); ours are random token
+ids of the same length.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from typing import Dict, List
+
+import numpy as np
+
+from . import common
+from .serving import akunu_cmd, free_port, run_load, serve, stop
+
+
+def guidellm_run(exe: str, url: str, tokenizer_dir: str, a: argparse.Namespace, work: str) -> Dict:
+    scenario = {
+        "metadata": {"name": "akunu-serving-check", "description": "fixed lengths, concurrent streams"},
+        "spec": {
+            "backend": {"kind": "openai_http", "target": url, "request_format": "/v1/completions"},
+            "profile": {"kind": "concurrent", "streams": a.clients},
+            "data": [{"kind": "synthetic_text", "prompt_tokens": a.input, "output_tokens": a.output}],
+            "constraints": [{"kind": "max_requests", "count": a.requests}],
+        },
+    }
+    path, out = os.path.join(work, "scenario.json"), os.path.join(work, "guidellm.json")
+    with open(path, "w") as f:
+        json.dump(scenario, f)
+    cmd = [exe, "run", "-c", path, "--tokenizer", f"kind=hf_auto,model={tokenizer_dir}",
+           "--output", f"kind=json,path={out}", "--disable-console"]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0 or not os.path.exists(out):
+        sys.exit(f"guidellm failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+    with open(out) as f:
+        m = json.load(f)["benchmarks"][0]["metrics"]
+    return {"tok_s": m["output_tokens_per_second"]["successful"]["mean"],
+            "ttft_p50_ms": m["time_to_first_token_ms"]["successful"]["median"],
+            "itl_p50_ms": m["inter_token_latency_ms"]["successful"]["median"],
+            "requests": m["time_to_first_token_ms"]["successful"]["count"]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(prog="python -m bench.serving_check", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default="gemma3-270m")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--clients", type=int, default=4)
+    ap.add_argument("--requests", type=int, default=16)
+    ap.add_argument("--input", type=int, default=128, help="prompt tokens a request")
+    ap.add_argument("--output", type=int, default=64, help="output tokens a request")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--guidellm", default=shutil.which("guidellm"), help="the guidellm executable")
+    a = ap.parse_args()
+    if not a.guidellm:
+        sys.exit("guidellm not found: pip install guidellm (or --guidellm PATH)")
+    import akunu
+
+    work = tempfile.mkdtemp(prefix="akunu-serving-check-")
+    model = akunu.load(a.model, n_ctx=256)  # (for its vocabulary and tokenizer only)
+    tokenizer_dir = os.path.join(work, "tokenizer")
+    model.tokenizer.save_tokenizer_json(tokenizer_dir)
+    vocab = model.config["vocab_size"]
+    model.close()
+    rng = np.random.default_rng(0)
+    prompts = [[int(t) for t in rng.integers(100, vocab - 100, size=a.input)] for _ in range(a.requests)]
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    proc, log = serve(akunu_cmd(a.model, port, a.device, a.clients, a.input + a.output + 256, None), port,
+                      os.path.join(work, "serve.log"))
+    rows: List[Dict] = []
+    try:
+        run_load(url, prompts[:2], min(a.clients, 2), 8, {"ignore_eos": True})  # warm-up
+        for rnd in range(a.rounds):
+            ours = run_load(url, prompts, a.clients, a.output, {"ignore_eos": True})
+            rows.append({"generator": "bench.serving", "round": rnd, **ours})
+            rows.append({"generator": "guidellm", "round": rnd, **guidellm_run(a.guidellm, url, tokenizer_dir, a, work)})
+            print(json.dumps(rows[-2:]), file=sys.stderr, flush=True)
+    finally:
+        stop(proc, log)
+    print(f"- Date / commit: {common.commit()}; {a.model} on {a.device}, {a.clients} streams, "
+          f"{a.requests} requests of {a.input} -> {a.output} tokens")
+    print(f"- Command: `{common.command_line('bench.serving_check')}`\n")
+    print("| round | bench.serving tok/s | guidellm tok/s | ratio | TTFT p50 ms ours / guidellm "
+          "| ITL p50 ms ours / guidellm |")
+    print("|---|---|---|---|---|---|")
+    for rnd in range(a.rounds):
+        o, g = rows[2 * rnd], rows[2 * rnd + 1]
+        print(f"| {rnd} | {o['tok_s']:.1f} | {g['tok_s']:.1f} | {o['tok_s'] / g['tok_s']:.2f}x | "
+              f"{o['ttft_p50_ms']:.0f} / {g['ttft_p50_ms']:.0f} | {o['itl_p50_ms']:.1f} / {g['itl_p50_ms']:.1f} |")
+    print(f"\nrows: {common.save_json('serving_check', None, rows)}")
+
+
+if __name__ == "__main__":
+    main()
