@@ -155,18 +155,14 @@ __global__ void __launch_bounds__(kWarps * 32)
     // warp's last chunk, so the waits below count the same everywhere.
     auto issue = [&](uint32_t i, int b) {
         if (i < mine) {
-            uint16_t* kt = ring + b * CH;
-            uint16_t* vt = kt + K16 * LD;
             const uint32_t c0 = r.j0 + (warp + i * kWarps) * K16;
-#pragma unroll
-            for (int c = lane; c < K16 * HD / 8; c += 32) {
-                const int key = c / (HD / 8), col = (c % (HD / 8)) * 8;
+            auto row = [&](int key, ptrdiff_t& off) {
                 const uint32_t j = c0 + key;
-                const bool valid = j < r.j1 && j != jnew;
-                const ptrdiff_t at = (valid ? r.step(j) : 0) * kv_dim + col;
-                copy16_async(kt + key * LD + col, krows + at, valid);
-                copy16_async(vt + key * LD + col, vrows + at, valid);
-            }
+                if (j >= r.j1 || j == jnew) return false;
+                off = r.step(j) * (ptrdiff_t)kv_dim;
+                return true;
+            };
+            wc::stage_chunk<HD>(ring + b * CH, krows, vrows, row);
         }
         copy_commit();
     };
@@ -233,13 +229,11 @@ __global__ void __launch_bounds__(kWarps * 32)
     const float scale2 = p.scale * wc::kLog2e;
     float m, l, o[HD / 8][4];
     wc::start<HD>(m, l, o);
-    for (uint32_t i = 0; i < mine; i++) {  // warp-uniform
-        issue(i + S - 1, (i + S - 1) % S);  // (the slot consumed last iteration)
-        copy_wait<S - 1>();
-        __syncwarp();  // chunk i landed for every lane
-        uint16_t* kt = ring + (i % S) * CH;
+    // A chunk's live keys, once it landed; this step's key put in: Fused from
+    // shared memory, else from the cache.
+    auto live = [&](uint32_t i, uint16_t* kt) {
         const uint32_t c0 = r.j0 + (warp + i * kWarps) * K16;
-        if (jnew >= c0 && jnew < c0 + K16) {  // this step's key: Fused from shared memory, else the cache
+        if (jnew >= c0 && jnew < c0 + K16) {
             const int key = jnew - c0;
             for (int d = lane * 8; d < HD; d += 32 * 8) {
                 uint4 kv, vv;
@@ -255,10 +249,9 @@ __global__ void __launch_bounds__(kWarps * 32)
             }
             __syncwarp();
         }
-        wc::add_chunk<HD>(kt, (int)min((uint32_t)K16, r.j1 - c0), qa, scale2, m, l, o);
-        __syncwarp();  // every lane's reads of this slot done before it is refilled
-    }
-    copy_wait<0>();  // no copy outstanding at exit
+        return (int)min((uint32_t)K16, r.j1 - c0);
+    };
+    wc::walk<HD, S>(ring, mine, issue, live, qa, scale2, m, l, o);
     // The warps meet in shared memory (over the rings, now read); maxima back to natural logarithms.
     __syncthreads();
     __shared__ float wm[kWarps][GC], wl[kWarps][GC];

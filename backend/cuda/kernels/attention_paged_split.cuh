@@ -62,7 +62,7 @@ __global__ void __launch_bounds__(kWarps * 32)
                  const int32_t* __restrict__ rows, const int32_t* __restrict__ tables, float* __restrict__ partials,
                  uint32_t* __restrict__ counters) {
     namespace wc = attention_warp_chunk;
-    constexpr int S = stages<HD>(), LD = wc::row_halves<HD>(), CH = wc::chunk_halves<HD>();
+    constexpr int S = stages<HD>(), CH = wc::chunk_halves<HD>();
     static_assert(G <= 8, "a group's heads are rows g < 8 of the product");
     extern __shared__ __align__(16) uint16_t rings[];  // [kWarps][S] chunks
     // (a programmatic dependent: the projection after it is scheduled, and
@@ -70,7 +70,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     pdl_wait();
     pdl_launch_dependents();
     const uint32_t kvh = blockIdx.x, t = blockIdx.y, z = blockIdx.z;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int warp = threadIdx.x / 32;
     const uint32_t seq = (uint32_t)rows[2 * (size_t)t], pos = (uint32_t)rows[2 * (size_t)t + 1];
     const uint32_t lo = (p.window && pos + 1 > p.window) ? pos + 1 - p.window : 0;
     const uint32_t n = pos + 1 - lo;
@@ -94,18 +94,13 @@ __global__ void __launch_bounds__(kWarps * 32)
     // empty past the warp's last chunk, so the waits count alike.
     auto issue = [&](uint32_t i, int b) {
         if (i < mine) {
-            uint16_t* ks = ring + b * CH;
-            uint16_t* vs = ks + kKeys * LD;
             const uint32_t c0 = k0 + (warp + i * kWarps) * kKeys;
-#pragma unroll
-            for (int c = lane; c < kKeys * HD / 8; c += 32) {
-                const int key = c / (HD / 8), col = (c % (HD / 8)) * 8;
-                const uint32_t j = c0 + key;
-                const bool valid = j < k1;
-                const size_t at = (valid ? pool_row(table, p.block_size, lo + j) * kv_dim : 0) + col;
-                copy16_async(ks + key * LD + col, krows + at, valid);
-                copy16_async(vs + key * LD + col, vrows + at, valid);
-            }
+            auto row = [&](int key, ptrdiff_t& off) {
+                if (c0 + key >= k1) return false;
+                off = (ptrdiff_t)(pool_row(table, p.block_size, lo + c0 + key) * kv_dim);
+                return true;
+            };
+            wc::stage_chunk<HD>(ring + b * CH, krows, vrows, row);
         }
         copy_commit();
     };
@@ -117,15 +112,10 @@ __global__ void __launch_bounds__(kWarps * 32)
     const float scale2 = p.scale * wc::kLog2e;
     float m, l, o[HD / 8][4];
     wc::start<HD>(m, l, o);
-    for (uint32_t i = 0; i < mine; i++) {  // warp-uniform
-        issue(i + S - 1, (i + S - 1) % S);  // (the slot consumed last iteration)
-        copy_wait<S - 1>();
-        __syncwarp();  // chunk i landed for every lane
-        const uint32_t cbase = k0 + (warp + i * kWarps) * kKeys;
-        wc::add_chunk<HD>(ring + (i % S) * CH, (int)std::min<uint32_t>(kKeys, k1 - cbase), qa, scale2, m, l, o);
-        __syncwarp();  // every lane's reads of this slot done before it is refilled
-    }
-    copy_wait<0>();  // no copy outstanding at exit
+    auto live = [&](uint32_t i, uint16_t*) {
+        return (int)std::min<uint32_t>(kKeys, k1 - (k0 + (warp + i * kWarps) * kKeys));
+    };
+    wc::walk<HD, S>(ring, mine, issue, live, qa, scale2, m, l, o);
 
     // The warps meet in shared memory (over the rings, now read) in warp order.
     __syncthreads();

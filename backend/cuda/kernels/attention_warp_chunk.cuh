@@ -17,8 +17,10 @@
 //
 // Used by attention_paged_split.cuh and attention_decode_gqa.cuh.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 
+#include "async_copy.cuh"
 #include "mma.cuh"
 
 namespace akunu {
@@ -32,6 +34,25 @@ constexpr int row_halves() { return HD + 8; }
 // A chunk's K rows then V rows.
 template <int HD>
 constexpr int chunk_halves() { return 2 * kKeys * row_halves<HD>(); }
+
+// A chunk's K and V rows (16 keys) into slot ks by cp.async, one 16-byte
+// piece a lane at a time: row(key, off) gives the element offset of the
+// key's row from krows / vrows, or false for a key to leave zero (past the
+// range, or put in later). Commits nothing (the caller's group).
+template <int HD, class Row>
+__device__ __forceinline__ void stage_chunk(uint16_t* ks, const uint16_t* krows, const uint16_t* vrows, Row& row) {
+    constexpr int LD = row_halves<HD>();
+    uint16_t* vs = ks + kKeys * LD;
+#pragma unroll
+    for (int c = threadIdx.x % 32; c < kKeys * HD / 8; c += 32) {
+        const int key = c / (HD / 8), col = (c % (HD / 8)) * 8;
+        ptrdiff_t off = 0;
+        const bool valid = row(key, off);
+        off = (valid ? off : 0) + col;
+        copy16_async(ks + key * LD + col, krows + off, valid);
+        copy16_async(vs + key * LD + col, vrows + off, valid);
+    }
+}
 
 // Head g < G of heads (g * HD floats apart) as A fragments, rounded to F16.
 template <int HD, int G>
@@ -114,6 +135,26 @@ __device__ __forceinline__ void add_chunk(const uint16_t* ks, int live_keys, con
         mma_16816(o[nt], pa, b[0], b[1]);
         mma_16816(o[nt + 1], pa, b[2], b[3]);
     }
+}
+
+// The warp's chunks 0 .. n - 1 through its ring of S slots, S - 1 of them
+// staged before the call: issue(i, slot) stages chunk i (and commits a
+// group, empty past the last chunk, so the waits count alike); live(i, ks),
+// once chunk i has landed, gives its live keys (and may write rows in, then
+// __syncwarp).
+template <int HD, int S, class Issue, class Live>
+__device__ __forceinline__ void walk(uint16_t* ring, uint32_t n, Issue& issue, Live& live,
+                                     const uint32_t (&qa)[HD / 16][4], float scale2, float& m, float& l,
+                                     float (&o)[HD / 8][4]) {
+    for (uint32_t i = 0; i < n; i++) {  // warp-uniform
+        issue(i + S - 1, (i + S - 1) % S);  // (the slot consumed last iteration)
+        copy_wait<S - 1>();
+        __syncwarp();  // chunk i landed for every lane
+        uint16_t* ks = ring + (i % S) * chunk_halves<HD>();
+        add_chunk<HD>(ks, live(i, ks), qa, scale2, m, l, o);
+        __syncwarp();  // every lane's reads of this slot done before it is refilled
+    }
+    copy_wait<0>();  // no copy outstanding at exit
 }
 
 // The warp's state for heads g < G to shared memory: wm[g] (times m_scale:
