@@ -11,8 +11,9 @@ Tolerances (relative L2):
   over K <= 14336 in another order; x normalized in float).
 - gemv_multi against the CPU: 1e-5 for F32 / F16 / BF16 weights; for the
   quantized formats the CPU rounds activations to 8 bits (as llama.cpp) and
-  Metal does not, so the bound is that rounding's: 3e-2, 4.5e-2 for gated
-  outputs (test_device_kernels.py: Q8_MULTI_TOL / Q8_GATED_TOL, measured).
+  Metal does not, so the bound is that rounding's: 3e-2 (test_device_kernels.py:
+  Q8_MULTI_TOL, measured), 8e-2 for gated outputs at gates of O(1)
+  (GATED_CPU_TOL, measured).
 - qk_norm_rope_kv: q and k 2e-5 (RoPE at ~1000 rad: an ulp of the angle),
   the V cache equal, the K cache within one F16 step, rows outside the
   token's untouched.
@@ -29,7 +30,7 @@ from akunu import _testing
 from tests.fixtures import kernel_params as kp
 from tests.fixtures.backend_compare import rel_l2
 from tests.fixtures.quant_samples import mlx_matrix, random_matrix
-from tests.test_device_kernels import FORMATS, Q8_GATED_TOL, Q8_MULTI_TOL, build_metal_emulation, rng_for
+from tests.test_device_kernels import FORMATS, Q8_MULTI_TOL, build_metal_emulation, rng_for
 
 METAL = os.environ.get("AKUNU_METAL_DEVICE", "metal-emu")
 FLOAT_FORMATS = {int(T.F32), int(T.F16), int(T.BF16)}
@@ -57,6 +58,13 @@ def reference(mode, ws, x, nw, norm, eps, residual, offset):
     if mode == kp.MULTI_SILU:
         return [g * 0.5 * (1 + np.tanh(g / 2)) * u]  # g sigmoid(g), without exp's overflow
     return [0.5 * g * (1 + np.tanh(0.7978845608028654 * g * (1 + 0.044715 * g * g))) * u]
+
+
+# Gated outputs at gate values of O(1) (check_multi) against the CPU's 8-bit
+# activations, relative L2 over 200 seeds (K = 768, 160 rows): Q5_K median
+# 0.0135, p95 0.027, max 0.059 (its 5-bit values less their mins cancel most);
+# Q4_K max 0.039, Q2_K / Q3_K 0.025. A wrong scale or row moves it past 0.3.
+GATED_CPU_TOL = 8e-2
 
 
 def run_multi(device, mode, raws, codes, Ns, K, x, nw, norm, residual, offset):
@@ -107,7 +115,7 @@ def check_multi(key, mode, formats, Ns, K, m, norm, offset=0.0):
     got = run_multi(METAL, mode, raws, codes, Ns, K, x, nw, norm, residual, offset)
     cpu = run_multi("cpu", mode, raws, codes, Ns, K, x, nw, norm, residual, offset)
     quantized = any(c not in FLOAT_FORMATS for c in codes)
-    cpu_tol = (Q8_GATED_TOL if mode in (kp.MULTI_SILU, kp.MULTI_GELU) else Q8_MULTI_TOL) if quantized else 1e-5
+    cpu_tol = (GATED_CPU_TOL if mode in (kp.MULTI_SILU, kp.MULTI_GELU) else Q8_MULTI_TOL) if quantized else 1e-5
     for i, (g, r, c) in enumerate(zip(got, ref, cpu)):
         assert not np.isnan(g).any(), f"output {i}: unwritten elements"
         assert rel_l2(g, r) < 1e-5, f"output {i} against float64: {rel_l2(g, r)}"
