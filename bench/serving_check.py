@@ -2,7 +2,9 @@
 same akunu-serve and the same load shape: concurrent streams, fixed prompt
 and output lengths (end-of-turn ignored), rounds alternating between the two
 so that a machine's drift shows in both. Output tokens/s, time to first token
-and inter-token latency (medians); the ratio column is ours / guidellm's.
+and inter-token latency (medians), and the CPU seconds each generator's own
+process took (on a machine of few cores they are taken from the server);
+the ratio column is ours / guidellm's.
 
   pip install guidellm        # or in its own environment: --guidellm PATH/TO/bin/guidellm
   python -m bench.serving_check [--model gemma3-270m] [--device cpu] [--clients 4] [--requests 16]
@@ -18,10 +20,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from typing import Dict, List
 
 import numpy as np
@@ -45,7 +49,9 @@ def guidellm_run(exe: str, url: str, tokenizer_dir: str, a: argparse.Namespace, 
         json.dump(scenario, f)
     cmd = [exe, "run", "-c", path, "--tokenizer", f"kind=hf_auto,model={tokenizer_dir}",
            "--output", f"kind=json,path={out}", "--disable-console"]
+    cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(cmd, capture_output=True, text=True)
+    cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0 or not os.path.exists(out):
         sys.exit(f"guidellm failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
     with open(out) as f:
@@ -53,7 +59,8 @@ def guidellm_run(exe: str, url: str, tokenizer_dir: str, a: argparse.Namespace, 
     return {"tok_s": m["output_tokens_per_second"]["successful"]["mean"],
             "ttft_p50_ms": m["time_to_first_token_ms"]["successful"]["median"],
             "itl_p50_ms": m["inter_token_latency_ms"]["successful"]["median"],
-            "requests": m["time_to_first_token_ms"]["successful"]["count"]}
+            "requests": m["time_to_first_token_ms"]["successful"]["count"],
+            "client_cpu_s": (cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime)}
 
 
 def main() -> None:
@@ -87,8 +94,9 @@ def main() -> None:
     try:
         run_load(url, prompts[:2], min(a.clients, 2), 8, {"ignore_eos": True})  # warm-up
         for rnd in range(a.rounds):
+            cpu0 = time.process_time()
             ours = run_load(url, prompts, a.clients, a.output, {"ignore_eos": True})
-            rows.append({"generator": "bench.serving", "round": rnd, **ours})
+            rows.append({"generator": "bench.serving", "round": rnd, **ours, "client_cpu_s": time.process_time() - cpu0})
             rows.append({"generator": "guidellm", "round": rnd, **guidellm_run(a.guidellm, url, tokenizer_dir, a, work)})
             print(json.dumps(rows[-2:]), file=sys.stderr, flush=True)
     finally:
@@ -97,12 +105,13 @@ def main() -> None:
           f"{a.requests} requests of {a.input} -> {a.output} tokens")
     print(f"- Command: `{common.command_line('bench.serving_check')}`\n")
     print("| round | bench.serving tok/s | guidellm tok/s | ratio | TTFT p50 ms ours / guidellm "
-          "| ITL p50 ms ours / guidellm |")
-    print("|---|---|---|---|---|---|")
+          "| ITL p50 ms ours / guidellm | client CPU s ours / guidellm |")
+    print("|---|---|---|---|---|---|---|")
     for rnd in range(a.rounds):
         o, g = rows[2 * rnd], rows[2 * rnd + 1]
         print(f"| {rnd} | {o['tok_s']:.1f} | {g['tok_s']:.1f} | {o['tok_s'] / g['tok_s']:.2f}x | "
-              f"{o['ttft_p50_ms']:.0f} / {g['ttft_p50_ms']:.0f} | {o['itl_p50_ms']:.1f} / {g['itl_p50_ms']:.1f} |")
+              f"{o['ttft_p50_ms']:.0f} / {g['ttft_p50_ms']:.0f} | {o['itl_p50_ms']:.1f} / {g['itl_p50_ms']:.1f} | "
+              f"{o['client_cpu_s']:.1f} / {g['client_cpu_s']:.1f} |")
     print(f"\nrows: {common.save_json('serving_check', None, rows)}")
 
 
