@@ -11,6 +11,7 @@ batching and flash attention, every layer on the GPU).
   python -m bench.serving --llama-server BIN_DIR ...      # prebuilt llama-server and llama-quantize
   python -m bench.serving --device cpu --clients 1,4,8 --shapes qwen3-0.6b --formats Q4_0 ...   # on a CPU
   ... --same-requests      # every level the same requests: the 1-client row is them one after another
+  ... --generator guidellm   # guidellm's clients instead of this script's (pip install guidellm)
 
 The load: one thread per client, each sending its share of a fixed prompt set
 (seed 0; prompt lengths uniform in [--min-input, --max-input] random token
@@ -35,7 +36,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from . import common, text_models
+from . import common, guidellm_load, text_models
 
 
 def free_port() -> int:
@@ -198,7 +199,13 @@ def main() -> None:
     ap.add_argument("--cuda-arch", default="native")
     ap.add_argument("--models", default=os.path.join(common.CACHE, "models"))
     ap.add_argument("--json", default=None)
+    ap.add_argument("--generator", default="ours", choices=["ours", "guidellm"],
+                    help="the load: this script's clients, or guidellm's (the same counts and lengths; prompts "
+                         "of synthetic text through the model's tokenizer, lengths from a clipped normal)")
+    ap.add_argument("--guidellm", default=shutil.which("guidellm"), help="the guidellm executable")
     a = ap.parse_args()
+    if a.generator == "guidellm" and not a.guidellm:
+        sys.exit("--generator guidellm: guidellm not found (pip install guidellm, or --guidellm PATH)")
     engines = a.engines.split(",")
     bins = None
     if a.llama_server:
@@ -216,6 +223,9 @@ def main() -> None:
         for fmt in a.formats.split(","):
             path = text_models.quantized_model(a.models, shape, fmt, bins)
             weight_bytes = os.path.getsize(path)
+            work = os.path.join(common.CACHE, "guidellm", f"{shape}-{fmt}")
+            if a.generator == "guidellm":
+                guidellm_load.tokenizer_folder(path, os.path.join(work, "tokenizer"))
             for clients in levels:
                 rng = np.random.default_rng(0)
                 n_req = max((max(levels) if a.same_requests else clients) * a.requests_per_client, 4)
@@ -234,13 +244,19 @@ def main() -> None:
                     proc, f = serve(cmd, port, log)
                     try:
                         run_load(f"http://127.0.0.1:{port}", prompts[:2], min(clients, 2), 8, extra)  # warm-up
-                        r = run_load(f"http://127.0.0.1:{port}", prompts, clients, a.max_tokens, extra)
+                        if a.generator == "guidellm":
+                            r = guidellm_load.run(a.guidellm, f"http://127.0.0.1:{port}", os.path.join(work, "tokenizer"),
+                                                  clients, n_req, (a.min_input + a.max_input) // 2, a.max_tokens,
+                                                  work, a.min_input, a.max_input)
+                        else:
+                            r = run_load(f"http://127.0.0.1:{port}", prompts, clients, a.max_tokens, extra)
                     finally:
                         stop(proc, f)
-                    r.update(engine=engine, shape=shape, format=fmt, ceiling_tok_s=ceiling)
+                    r.update(engine=engine, shape=shape, format=fmt, ceiling_tok_s=ceiling, generator=a.generator)
                     rows.append(r)
                     print(json.dumps(r), file=sys.stderr, flush=True)
     print(f"- Date / commit: {time.strftime('%Y-%m-%d')} / {common.commit()}")
+    print(f"- Load generator: {a.generator}")
     print(f"- Command: `{common.command_line('bench.serving')}`\n")
     print("| model | format | clients | akunu tok/s | llama-server tok/s | ratio | ceiling | akunu TTFT p50/p99 ms "
           "| llama-server TTFT p50/p99 ms | akunu ITL p50/p99 ms | llama-server ITL p50/p99 ms |")

@@ -20,9 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,37 +28,8 @@ from typing import Dict, List
 
 import numpy as np
 
-from . import common
+from . import common, guidellm_load
 from .serving import akunu_cmd, free_port, run_load, serve, stop
-
-
-def guidellm_run(exe: str, url: str, tokenizer_dir: str, a: argparse.Namespace, work: str) -> Dict:
-    scenario = {
-        "metadata": {"name": "akunu-serving-check", "description": "fixed lengths, concurrent streams"},
-        "spec": {
-            "backend": {"kind": "openai_http", "target": url, "request_format": "/v1/completions"},
-            "profile": {"kind": "concurrent", "streams": a.clients},
-            "data": [{"kind": "synthetic_text", "prompt_tokens": a.input, "output_tokens": a.output}],
-            "constraints": [{"kind": "max_requests", "count": a.requests}],
-        },
-    }
-    path, out = os.path.join(work, "scenario.json"), os.path.join(work, "guidellm.json")
-    with open(path, "w") as f:
-        json.dump(scenario, f)
-    cmd = [exe, "run", "-c", path, "--tokenizer", f"kind=hf_auto,model={tokenizer_dir}",
-           "--output", f"kind=json,path={out}", "--disable-console"]
-    cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if done.returncode != 0 or not os.path.exists(out):
-        sys.exit(f"guidellm failed ({done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
-    with open(out) as f:
-        m = json.load(f)["benchmarks"][0]["metrics"]
-    return {"tok_s": m["output_tokens_per_second"]["successful"]["mean"],
-            "ttft_p50_ms": m["time_to_first_token_ms"]["successful"]["median"],
-            "itl_p50_ms": m["inter_token_latency_ms"]["successful"]["median"],
-            "requests": m["time_to_first_token_ms"]["successful"]["count"],
-            "client_cpu_s": (cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime)}
 
 
 def main() -> None:
@@ -97,7 +66,8 @@ def main() -> None:
             cpu0 = time.process_time()
             ours = run_load(url, prompts, a.clients, a.output, {"ignore_eos": True})
             rows.append({"generator": "bench.serving", "round": rnd, **ours, "client_cpu_s": time.process_time() - cpu0})
-            rows.append({"generator": "guidellm", "round": rnd, **guidellm_run(a.guidellm, url, tokenizer_dir, a, work)})
+            g = guidellm_load.run(a.guidellm, url, tokenizer_dir, a.clients, a.requests, a.input, a.output, work)
+            rows.append({"generator": "guidellm", "round": rnd, **g})
             print(json.dumps(rows[-2:]), file=sys.stderr, flush=True)
     finally:
         stop(proc, log)
