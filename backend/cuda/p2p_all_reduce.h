@@ -1,9 +1,10 @@
 // A one-shot all-reduce over the peer-to-peer links (NVLink) of the GPUs of
 // one process, for the small reductions of decode steps, where NCCL's
 // per-operation latency (some 15-20 us) is most of their cost: each rank's
-// kernel writes its values into every rank's receive buffer, signals each
-// rank, waits for every rank's signal, then sums the buffers in rank order
-// (the same bits on every rank, whatever the message size or rank count).
+// kernel writes its values into every other rank's receive slots, waits
+// until every rank's values landed in its own (an empty slot holds a
+// sentinel: no separate signal), then sums them in rank order (the same bits
+// on every rank, whatever the message size or rank count).
 // One kernel, no host work: it is captured in the decode graphs like any
 // other. NCCL keeps the large reductions (prefill passes).
 #pragma once
@@ -36,8 +37,7 @@ public:
     void abort();
 
     struct Rank {
-        float* recv = nullptr;        // [2 parities][ranks][kMaxFloats]
-        uint32_t* flags = nullptr;    // [kBlocks][ranks]: the last epoch each rank signalled
+        float* recv = nullptr;        // [2 parities][ranks][kMaxFloats], empty slots -0.0f
         uint32_t* epochs = nullptr;   // [kBlocks]: this rank's last epoch (its own)
     };
 

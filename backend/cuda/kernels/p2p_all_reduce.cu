@@ -1,15 +1,20 @@
 // The kernel of P2PAllReduce (p2p_all_reduce.h) and its setup.
 //
-// Each of the kBlocks blocks owns a fixed chunk of the values and runs its
-// own barrier: it pushes its chunk into every rank's receive buffer (slot =
-// its rank, half = the epoch's parity), makes the writes visible system-wide,
-// raises its flag in every rank's flag array, waits until every rank's flag
-// for this block reached the epoch, then sums the ranks' slots in rank order.
-// Every launch runs all kBlocks blocks (a block's epochs then alternate
-// parity launch by launch), so a rank writing a half again (two launches
-// later) knows that every rank finished reading it: passing the barrier in
-// between needed every rank's next launch to have started, which begins only
-// once its launch before had ended (stream order).
+// Values carry their own arrival signal: every receive slot holds the
+// sentinel -0.0f (kEmpty) until a rank's value lands there, and values are
+// sent with -0.0f turned into +0.0f (which changes no sum but the sign of a
+// zero one). So a rank pushes its values into every other rank's slot for it
+// (half = the epoch's parity), then spins on its own slots until no value is
+// empty, sums the ranks' values in rank order (the same bits on every rank)
+// and empties the slots it read. No fence and no flag: the data's one-way
+// trip over NVLink is the whole wait, where a flag after a system-wide fence
+// costs a round trip more.
+//
+// Two halves suffice: a rank writes a half again two launches later, which
+// starts only once every rank passed the launch in between, which needed
+// this rank's values of that launch, sent after the launch before (that
+// emptied the half) had ended (stream order). Each thread reads and empties
+// the slots of its own values, whatever n was in the launch before.
 #include <cuda_runtime.h>
 
 #include <string>
@@ -21,59 +26,67 @@
 namespace akunu {
 namespace {
 
+constexpr uint32_t kEmpty = 0x80000000u;  // -0.0f: never sent
+
 struct P2PArgs {
     float* x;
     float* acc;  // nullptr: the sum goes to x
     uint32_t n;
     int rank, ranks;
-    float* recv[P2PAllReduce::kMaxRanks];       // every rank's receive buffer
-    uint32_t* flags[P2PAllReduce::kMaxRanks];   // every rank's flag array
-    uint32_t* epochs;                           // this rank's
+    float* recv[P2PAllReduce::kMaxRanks];  // every rank's receive buffer
+    uint32_t* epochs;                      // this rank's
     const volatile uint32_t* abort;
 };
 
-__device__ inline void store_release_sys(uint32_t* p, uint32_t v) {
-    asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+__device__ __forceinline__ float sendable(float v) { return __fadd_rn(v, 0.0f); }  // -0 -> +0, else v
+
+__device__ __forceinline__ void store_volatile(float* p, float v) {
+    asm volatile("st.volatile.global.f32 [%0], %1;" ::"l"(p), "f"(v) : "memory");
 }
 
-__device__ inline uint32_t load_acquire_sys(const uint32_t* p) {
-    uint32_t v;
-    asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
+// The value in slot p once a rank's value landed there, the slot emptied behind it.
+__device__ __forceinline__ float take(float* p, const volatile uint32_t* abort) {
+    uint32_t bits;
+    for (uint32_t spins = 0;; spins++) {
+        asm volatile("ld.volatile.global.u32 %0, [%1];" : "=r"(bits) : "l"(p) : "memory");
+        if (bits != kEmpty) break;
+        if ((spins & 1023) == 1023 && *abort) return 0.0f;  // a rank failed: nothing will come
+    }
+    *reinterpret_cast<volatile uint32_t*>(p) = kEmpty;
+    return __uint_as_float(bits);
 }
 
 __global__ void __launch_bounds__(512) p2p_all_reduce_kernel(P2PArgs a) {
     const uint32_t b = blockIdx.x, tid = threadIdx.x;
-    pdl_wait();  // (before anything: x, and the buffers the launch before this one read)
-    const uint32_t chunk = ((a.n + gridDim.x - 1) / gridDim.x + 3) & ~3u;
+    pdl_wait();  // (before anything: x, and the slots the launch before this one emptied)
+    const uint32_t chunk = (a.n + gridDim.x - 1) / gridDim.x;
     const uint32_t begin = min(a.n, b * chunk), end = min(a.n, begin + chunk);
-    __shared__ uint32_t epoch_s;
-    if (tid == 0) epoch_s = a.epochs[b] + 1;
+    const uint32_t epoch = a.epochs[b] + 1;  // (each thread reads it before thread 0 writes it below)
     __syncthreads();
-    const uint32_t epoch = epoch_s;
     const size_t half = (size_t)(epoch & 1) * a.ranks * P2PAllReduce::kMaxFloats;
-    for (int p = 0; p < a.ranks; p++) {
-        float* dst = a.recv[p] + half + (size_t)a.rank * P2PAllReduce::kMaxFloats;
-        for (uint32_t i = begin + tid; i < end; i += blockDim.x) dst[i] = a.x[i];
-    }
-    __threadfence_system();  // this thread's pushes before the flags (every thread: no reliance on cumulativity)
-    __syncthreads();
-    if (tid < (uint32_t)a.ranks) {
-        store_release_sys(a.flags[tid] + (size_t)b * a.ranks + a.rank, epoch);
-        const uint32_t* mine = a.flags[a.rank] + (size_t)b * a.ranks + tid;
-        for (uint32_t spins = 0; (int32_t)(load_acquire_sys(mine) - epoch) < 0; spins++)
-            if ((spins & 1023) == 1023 && *a.abort) break;  // a rank failed: nothing will come
-    }
-    __syncthreads();
-    const float* in = a.recv[a.rank] + half;
+    const size_t mine = (size_t)a.rank * P2PAllReduce::kMaxFloats;
     for (uint32_t i = begin + tid; i < end; i += blockDim.x) {
-        float s = __ldcv(in + i);
-        for (int r = 1; r < a.ranks; r++) s += __ldcv(in + (size_t)r * P2PAllReduce::kMaxFloats + i);
+        const float v = sendable(a.x[i]);
+        for (int p = 0; p < a.ranks; p++)
+            if (p != a.rank) store_volatile(a.recv[p] + half + mine + i, v);
+    }
+    float* in = a.recv[a.rank] + half;
+    for (uint32_t i = begin + tid; i < end; i += blockDim.x) {
+        float s = 0.0f;
+        for (int r = 0; r < a.ranks; r++) {
+            const float v = r == a.rank ? sendable(a.x[i]) : take(in + (size_t)r * P2PAllReduce::kMaxFloats + i, a.abort);
+            s = r == 0 ? v : s + v;
+        }
         if (a.acc) a.acc[i] += s;
         else a.x[i] = s;
     }
     if (tid == 0) a.epochs[b] = epoch;
     pdl_launch_dependents();
+}
+
+__global__ void fill_empty_kernel(uint32_t* p, size_t n) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        p[i] = kEmpty;
 }
 
 void check(cudaError_t e, const char* what) {
@@ -105,11 +118,10 @@ P2PAllReduce::P2PAllReduce(const std::vector<int>& ordinals) : devices_(ordinals
         Rank& r = ranks_[(size_t)i];
         cudaSetDevice(ordinals[(size_t)i]);
         fine = cudaMalloc(&r.recv, recv_bytes) == cudaSuccess &&
-               cudaMalloc(&r.flags, (size_t)kBlocks * n * sizeof(uint32_t)) == cudaSuccess &&
                cudaMalloc(&r.epochs, kBlocks * sizeof(uint32_t)) == cudaSuccess &&
-               cudaMemset(r.flags, 0, (size_t)kBlocks * n * sizeof(uint32_t)) == cudaSuccess &&
-               cudaMemset(r.epochs, 0, kBlocks * sizeof(uint32_t)) == cudaSuccess &&
-               cudaDeviceSynchronize() == cudaSuccess;
+               cudaMemset(r.epochs, 0, kBlocks * sizeof(uint32_t)) == cudaSuccess;
+        if (fine) fill_empty_kernel<<<256, 256>>>(reinterpret_cast<uint32_t*>(r.recv), recv_bytes / sizeof(uint32_t));
+        fine = fine && cudaGetLastError() == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess;
     }
     void* host = nullptr;
     fine = fine && cudaHostAlloc(&host, sizeof(uint32_t), cudaHostAllocMapped | cudaHostAllocPortable) == cudaSuccess;
@@ -136,7 +148,6 @@ void P2PAllReduce::release() {
     for (size_t i = 0; i < ranks_.size(); i++) {
         cudaSetDevice(devices_[i]);
         cudaFree(ranks_[i].recv);
-        cudaFree(ranks_[i].flags);
         cudaFree(ranks_[i].epochs);
     }
     ranks_.clear();
@@ -160,7 +171,6 @@ void P2PAllReduce::run(int rank, float* x, size_t n, cudaStream_t stream, float*
     a.ranks = (int)ranks_.size();
     for (size_t r = 0; r < ranks_.size(); r++) {
         a.recv[r] = ranks_[r].recv;
-        a.flags[r] = ranks_[r].flags;
     }
     a.epochs = ranks_[(size_t)rank].epochs;
     a.abort = abort_device_;
