@@ -62,7 +62,7 @@ def check(y, w, x, bias, qtype):
 
 
 @pytest.mark.parametrize("qtype", FORMATS, ids=lambda t: t.name)
-@pytest.mark.parametrize("m", [1, 5, 64])
+@pytest.mark.parametrize("m", [1, 2, 4, 5, 64])
 def test_matches_numpy_at_real_shapes(qtype, m):
     for n, k in shapes(qtype):
         rng = rng_for("ref", qtype, m, n, k)
@@ -75,7 +75,8 @@ def test_matches_numpy_at_real_shapes(qtype, m):
 @pytest.mark.parametrize("qtype", FORMATS, ids=lambda t: t.name)
 def test_decode_equals_rows_of_prefill_any_threads(qtype):
     """Speculative verification and batch invariance rest on this: a token's
-    row is the same bits whether it runs alone (GEMV) or among 13 or 64."""
+    row is the same bits whether it runs alone (GEMV), among 2-4 (the GEMV
+    over a few tokens) or among 13 or 64 (the tiles)."""
     n, k = shapes(qtype)[3]
     rng = rng_for("invariance", qtype)
     raw, _ = random_matrix(qtype, n, k, rng)
@@ -83,6 +84,8 @@ def test_decode_equals_rows_of_prefill_any_threads(qtype):
     bias = rng.standard_normal(n)
     full = run(qtype, raw, x, n, k, bias, n_threads=2)
     np.testing.assert_array_equal(run(qtype, raw, x[:13], n, k, bias, n_threads=3), full[:13])
+    for t0, m in ((0, 2), (20, 3), (60, 4)):
+        np.testing.assert_array_equal(run(qtype, raw, x[t0:t0 + m], n, k, bias, n_threads=2), full[t0:t0 + m])
     for t in (0, 12, 63):
         np.testing.assert_array_equal(run(qtype, raw, x[t:t + 1], n, k, bias, n_threads=1)[0], full[t])
 
@@ -151,7 +154,7 @@ def test_every_instruction_set_gives_the_same_bits(tmp_path):
         pytest.skip("only the portable path runs here")
     inputs = {}
     for qtype in FORMATS:
-        for (n, k), m in zip(shapes(qtype)[2:], (1, 9, 64)):
+        for (n, k), m in zip(shapes(qtype)[1:], (3, 1, 9, 64)):
             rng = rng_for("isa", qtype, n, k, m)
             raw, _ = random_matrix(qtype, n, k, rng)
             name = f"{int(qtype)}_{n}_{k}_{m}"
