@@ -153,6 +153,62 @@ inline void row_pointers(const Pass& p, int n0, size_t row_bytes, const uint8_t*
     for (int r = 0; r < 8; r++) rp[r] = p.W + (size_t)std::min(n0 + r, p.N - 1) * row_bytes;
 }
 
+// The pass's tokens in tiles of kTokenTile, the rest in tiles of 4, 2 and 1
+// (no register tile filled with copies of a token): f(tile, t0), tile an
+// std::integral_constant of the tile's size.
+template <class Fn>
+inline void for_token_tiles(int m, Fn&& f) {
+    int t0 = 0;
+    for (; t0 + kTokenTile <= m; t0 += kTokenTile) f(std::integral_constant<int, kTokenTile>(), t0);
+    if constexpr (kTokenTile > 4)
+        for (; t0 + 4 <= m; t0 += 4) f(std::integral_constant<int, 4>(), t0);
+    for (; t0 + 2 <= m; t0 += 2) f(std::integral_constant<int, 2>(), t0);
+    for (; t0 < m; t0++) f(std::integral_constant<int, 1>(), t0);
+}
+
+// Tokens [t0, t0 + T) against the chunk's tile (blocks [c0, c0 + cb)).
+template <class F, int T>
+void q32_token_tile(const Pass& p, const uint8_t (*wa)[8][32], const int8_t (*ws)[8][32], const float (*dw)[8],
+                    const float (*mw)[8], int c0, int cb, int t0, TileAcc& acc) {
+    const int nb = p.K / 32;
+    const int8_t* xq[T];
+    const float* xd[T];
+    const int16_t* xs[T];
+    __m256 fa[T];
+    for (int i = 0; i < T; i++) {
+        const int t = t0 + i;
+        xq[i] = p.xq + (size_t)t * p.K + (size_t)c0 * 32;
+        xd[i] = p.xd + (size_t)t * nb + c0;
+        xs[i] = p.xs + (size_t)t * nb + c0;
+        fa[i] = c0 ? _mm256_load_ps(acc.v[t]) : _mm256_setzero_ps();
+    }
+    for (int b = 0; b < cb; b++) {
+        __m256i ia[T];
+        for (int i = 0; i < T; i++) ia[i] = _mm256_setzero_si256();
+        for (int q = 0; q < 8; q++) {
+            const __m256i a = _mm256_load_si256((const __m256i*)wa[b][q]);
+            if constexpr (kSignTile<F>) {
+                const __m256i s = _mm256_load_si256((const __m256i*)ws[b][q]);
+                for (int i = 0; i < T; i++)
+                    ia[i] = dot4(ia[i], a, _mm256_sign_epi8(broadcast4(xq[i] + 32 * b + 4 * q), s));
+            } else {
+                for (int i = 0; i < T; i++)
+                    ia[i] = dot4(ia[i], a, broadcast4(xq[i] + 32 * b + 4 * q));
+            }
+        }
+        const __m256 d = _mm256_load_ps(dw[b]);
+        for (int i = 0; i < T; i++) {
+            __m256i s = ia[i];
+            if constexpr (kOffset<F> != 0) s = _mm256_sub_epi32(s, _mm256_set1_epi32(kOffset<F> * (int)xs[i][b]));
+            const __m256 dx = _mm256_set1_ps(xd[i][b]);
+            fa[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(d, dx), fa[i]);
+            if constexpr (F::kMin)
+                fa[i] = _mm256_fmadd_ps(_mm256_set1_ps((float)xs[i][b]), _mm256_mul_ps(_mm256_load_ps(mw[b]), dx), fa[i]);
+        }
+    }
+    for (int i = 0; i < T; i++) _mm256_store_ps(acc.v[t0 + i], fa[i]);
+}
+
 template <class F>
 void q32_groups(const Pass& p, int g0, int g1) {
     const int nb = p.K / 32;
@@ -184,44 +240,9 @@ void q32_groups(const Pass& p, int g0, int g1) {
                 transpose8x8(v);
                 for (int q = 0; q < 8; q++) _mm256_store_si256((__m256i*)wa[b][q], v[q]);
             }
-            for (int t0 = 0; t0 < p.m; t0 += kTokenTile) {
-                const int8_t* xq[kTokenTile];
-                const float* xd[kTokenTile];
-                const int16_t* xs[kTokenTile];
-                __m256 fa[kTokenTile];
-                for (int i = 0; i < kTokenTile; i++) {
-                    const int t = std::min(t0 + i, p.m - 1);
-                    xq[i] = p.xq + (size_t)t * p.K + (size_t)c0 * 32;
-                    xd[i] = p.xd + (size_t)t * nb + c0;
-                    xs[i] = p.xs + (size_t)t * nb + c0;
-                    fa[i] = c0 ? _mm256_load_ps(acc.v[t]) : _mm256_setzero_ps();
-                }
-                for (int b = 0; b < cb; b++) {
-                    __m256i ia[kTokenTile];
-                    for (int i = 0; i < kTokenTile; i++) ia[i] = _mm256_setzero_si256();
-                    for (int q = 0; q < 8; q++) {
-                        const __m256i a = _mm256_load_si256((const __m256i*)wa[b][q]);
-                        if constexpr (kSignTile<F>) {
-                            const __m256i s = _mm256_load_si256((const __m256i*)ws[b][q]);
-                            for (int i = 0; i < kTokenTile; i++)
-                                ia[i] = dot4(ia[i], a, _mm256_sign_epi8(broadcast4(xq[i] + 32 * b + 4 * q), s));
-                        } else {
-                            for (int i = 0; i < kTokenTile; i++)
-                                ia[i] = dot4(ia[i], a, broadcast4(xq[i] + 32 * b + 4 * q));
-                        }
-                    }
-                    const __m256 d = _mm256_load_ps(dw[b]);
-                    for (int i = 0; i < kTokenTile; i++) {
-                        __m256i s = ia[i];
-                        if constexpr (kOffset<F> != 0) s = _mm256_sub_epi32(s, _mm256_set1_epi32(kOffset<F> * (int)xs[i][b]));
-                        const __m256 dx = _mm256_set1_ps(xd[i][b]);
-                        fa[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(d, dx), fa[i]);
-                        if constexpr (F::kMin)
-                            fa[i] = _mm256_fmadd_ps(_mm256_set1_ps((float)xs[i][b]), _mm256_mul_ps(_mm256_load_ps(mw[b]), dx), fa[i]);
-                    }
-                }
-                for (int i = 0; i < kTokenTile && t0 + i < p.m; i++) _mm256_store_ps(acc.v[t0 + i], fa[i]);
-            }
+            for_token_tiles(p.m, [&](auto tile, int t0) {
+                q32_token_tile<F, decltype(tile)::value>(p, wa, ws, dw, mw, c0, cb, t0, acc);
+            });
         }
         store_rows(p, acc, n0, rows);
     }
@@ -414,6 +435,59 @@ struct TileQ3_K {
     }
 };
 
+// Tokens [t0, t0 + T) against the chunk's tile (super-blocks [c0, c0 + cs)).
+template <class F, int T>
+void k_token_tile(const Pass& p, const KTile& k, int c0, int cs, int t0, TileAcc& acc) {
+    const int nb = p.K / 256;
+    const int8_t* xq[T];
+    const float* xd[T];
+    const int16_t* xs[T];
+    __m256 fa[T];
+    for (int i = 0; i < T; i++) {
+        const int t = t0 + i;
+        xq[i] = p.xq + (size_t)t * p.K + (size_t)c0 * 256;
+        xd[i] = p.xd + (size_t)t * nb + c0;
+        xs[i] = p.xs + ((size_t)t * nb + c0) * 16;
+        fa[i] = c0 ? _mm256_load_ps(acc.v[t]) : _mm256_setzero_ps();
+    }
+    for (int s = 0; s < cs; s++) {
+        __m256i is[T];
+        for (int i = 0; i < T; i++) is[i] = _mm256_setzero_si256();
+        for (int j = 0; j < F::kSub; j++) {
+            __m256i da[T];
+            for (int i = 0; i < T; i++) da[i] = _mm256_setzero_si256();
+            for (int q = 0; q < F::kGroupsPerSub; q++) {
+                const int grp = j * F::kGroupsPerSub + q;
+                const __m256i a = _mm256_load_si256((const __m256i*)k.wa[s][grp]);
+                for (int i = 0; i < T; i++)
+                    da[i] = dot4(da[i], a, broadcast4(xq[i] + 256 * s + 4 * grp));
+            }
+            const __m256i sc = _mm256_load_si256((const __m256i*)k.sc[s][j]);
+            for (int i = 0; i < T; i++) is[i] = _mm256_add_epi32(is[i], _mm256_mullo_epi32(da[i], sc));
+        }
+        const __m256 d = _mm256_load_ps(k.d[s]);
+        for (int i = 0; i < T; i++) {
+            const int16_t* bs = xs[i] + 16 * s;
+            __m256i ps = _mm256_setzero_si256();
+            for (int j = 0; j < 8; j++) {
+                int32_t pair;
+                std::memcpy(&pair, bs + 2 * j, 4);
+                ps = _mm256_add_epi32(
+                    ps, _mm256_madd_epi16(_mm256_load_si256((const __m256i*)k.pairs[s][j]), _mm256_set1_epi32(pair)));
+            }
+            const __m256 dx = _mm256_set1_ps(xd[i][s]);
+            if constexpr (F::kMins) {
+                fa[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[i]), _mm256_mul_ps(d, dx), fa[i]);
+                fa[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ps), _mm256_mul_ps(_mm256_load_ps(k.dm[s]), dx), fa[i]);
+            } else {
+                const __m256i v = _mm256_sub_epi32(is[i], _mm256_slli_epi32(ps, F::kPairShift));
+                fa[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_mul_ps(d, dx), fa[i]);
+            }
+        }
+    }
+    for (int i = 0; i < T; i++) _mm256_store_ps(acc.v[t0 + i], fa[i]);
+}
+
 template <class F>
 void k_groups(const Pass& p, int g0, int g1) {
     const int nb = p.K / 256;
@@ -439,55 +513,9 @@ void k_groups(const Pass& p, int g0, int g1) {
                     for (int q = 0; q < 8; q++) _mm256_store_si256((__m256i*)k.wa[s][8 * j + q], v[q]);
                 }
             }
-            for (int t0 = 0; t0 < p.m; t0 += kTokenTile) {
-                const int8_t* xq[kTokenTile];
-                const float* xd[kTokenTile];
-                const int16_t* xs[kTokenTile];
-                __m256 fa[kTokenTile];
-                for (int i = 0; i < kTokenTile; i++) {
-                    const int t = std::min(t0 + i, p.m - 1);
-                    xq[i] = p.xq + (size_t)t * p.K + (size_t)c0 * 256;
-                    xd[i] = p.xd + (size_t)t * nb + c0;
-                    xs[i] = p.xs + ((size_t)t * nb + c0) * 16;
-                    fa[i] = c0 ? _mm256_load_ps(acc.v[t]) : _mm256_setzero_ps();
-                }
-                for (int s = 0; s < cs; s++) {
-                    __m256i is[kTokenTile];
-                    for (int i = 0; i < kTokenTile; i++) is[i] = _mm256_setzero_si256();
-                    for (int j = 0; j < F::kSub; j++) {
-                        __m256i da[kTokenTile];
-                        for (int i = 0; i < kTokenTile; i++) da[i] = _mm256_setzero_si256();
-                        for (int q = 0; q < F::kGroupsPerSub; q++) {
-                            const int grp = j * F::kGroupsPerSub + q;
-                            const __m256i a = _mm256_load_si256((const __m256i*)k.wa[s][grp]);
-                            for (int i = 0; i < kTokenTile; i++)
-                                da[i] = dot4(da[i], a, broadcast4(xq[i] + 256 * s + 4 * grp));
-                        }
-                        const __m256i sc = _mm256_load_si256((const __m256i*)k.sc[s][j]);
-                        for (int i = 0; i < kTokenTile; i++) is[i] = _mm256_add_epi32(is[i], _mm256_mullo_epi32(da[i], sc));
-                    }
-                    const __m256 d = _mm256_load_ps(k.d[s]);
-                    for (int i = 0; i < kTokenTile; i++) {
-                        const int16_t* bs = xs[i] + 16 * s;
-                        __m256i ps = _mm256_setzero_si256();
-                        for (int j = 0; j < 8; j++) {
-                            int32_t pair;
-                            std::memcpy(&pair, bs + 2 * j, 4);
-                            ps = _mm256_add_epi32(
-                                ps, _mm256_madd_epi16(_mm256_load_si256((const __m256i*)k.pairs[s][j]), _mm256_set1_epi32(pair)));
-                        }
-                        const __m256 dx = _mm256_set1_ps(xd[i][s]);
-                        if constexpr (F::kMins) {
-                            fa[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[i]), _mm256_mul_ps(d, dx), fa[i]);
-                            fa[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ps), _mm256_mul_ps(_mm256_load_ps(k.dm[s]), dx), fa[i]);
-                        } else {
-                            const __m256i v = _mm256_sub_epi32(is[i], _mm256_slli_epi32(ps, F::kPairShift));
-                            fa[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_mul_ps(d, dx), fa[i]);
-                        }
-                    }
-                }
-                for (int i = 0; i < kTokenTile && t0 + i < p.m; i++) _mm256_store_ps(acc.v[t0 + i], fa[i]);
-            }
+            for_token_tiles(p.m, [&](auto tile, int t0) {
+                k_token_tile<F, decltype(tile)::value>(p, k, c0, cs, t0, acc);
+            });
         }
         store_rows(p, acc, n0, rows);
     }
