@@ -166,22 +166,35 @@ inline void for_token_tiles(int m, Fn&& f) {
     for (; t0 < m; t0++) f(std::integral_constant<int, 1>(), t0);
 }
 
-// Tokens [t0, t0 + T) against the chunk's tile (blocks [c0, c0 + cb)).
-template <class F, int T>
-void q32_token_tile(const Pass& p, const uint8_t (*wa)[8][32], const int8_t (*ws)[8][32], const float (*dw)[8],
-                    const float (*mw)[8], int c0, int cb, int t0, TileAcc& acc) {
-    const int nb = p.K / 32;
+// Tokens [t0, t0 + T) of a tile from block c0 (blocks of E activations and
+// S sums each): their activations' pointers and their float accumulators
+// (zero at the first chunk, else carried in acc).
+template <int T>
+struct TokenTile {
     const int8_t* xq[T];
     const float* xd[T];
     const int16_t* xs[T];
     __m256 fa[T];
-    for (int i = 0; i < T; i++) {
-        const int t = t0 + i;
-        xq[i] = p.xq + (size_t)t * p.K + (size_t)c0 * 32;
-        xd[i] = p.xd + (size_t)t * nb + c0;
-        xs[i] = p.xs + (size_t)t * nb + c0;
-        fa[i] = c0 ? _mm256_load_ps(acc.v[t]) : _mm256_setzero_ps();
+    TokenTile(const Pass& p, int E, int S, int c0, int t0, const TileAcc& acc) {
+        const int nb = p.K / E;
+        for (int i = 0; i < T; i++) {
+            const int t = t0 + i;
+            xq[i] = p.xq + (size_t)t * p.K + (size_t)c0 * E;
+            xd[i] = p.xd + (size_t)t * nb + c0;
+            xs[i] = p.xs + ((size_t)t * nb + c0) * S;
+            fa[i] = c0 ? _mm256_load_ps(acc.v[t]) : _mm256_setzero_ps();
+        }
     }
+    void store(TileAcc& acc, int t0) const {
+        for (int i = 0; i < T; i++) _mm256_store_ps(acc.v[t0 + i], fa[i]);
+    }
+};
+
+// Tokens [t0, t0 + T) against the chunk's tile (blocks [c0, c0 + cb)).
+template <class F, int T>
+void q32_token_tile(const Pass& p, const uint8_t (*wa)[8][32], const int8_t (*ws)[8][32], const float (*dw)[8],
+                    const float (*mw)[8], int c0, int cb, int t0, TileAcc& acc) {
+    TokenTile<T> tt(p, 32, 1, c0, t0, acc);
     for (int b = 0; b < cb; b++) {
         __m256i ia[T];
         for (int i = 0; i < T; i++) ia[i] = _mm256_setzero_si256();
@@ -190,23 +203,23 @@ void q32_token_tile(const Pass& p, const uint8_t (*wa)[8][32], const int8_t (*ws
             if constexpr (kSignTile<F>) {
                 const __m256i s = _mm256_load_si256((const __m256i*)ws[b][q]);
                 for (int i = 0; i < T; i++)
-                    ia[i] = dot4(ia[i], a, _mm256_sign_epi8(broadcast4(xq[i] + 32 * b + 4 * q), s));
+                    ia[i] = dot4(ia[i], a, _mm256_sign_epi8(broadcast4(tt.xq[i] + 32 * b + 4 * q), s));
             } else {
                 for (int i = 0; i < T; i++)
-                    ia[i] = dot4(ia[i], a, broadcast4(xq[i] + 32 * b + 4 * q));
+                    ia[i] = dot4(ia[i], a, broadcast4(tt.xq[i] + 32 * b + 4 * q));
             }
         }
         const __m256 d = _mm256_load_ps(dw[b]);
         for (int i = 0; i < T; i++) {
             __m256i s = ia[i];
-            if constexpr (kOffset<F> != 0) s = _mm256_sub_epi32(s, _mm256_set1_epi32(kOffset<F> * (int)xs[i][b]));
-            const __m256 dx = _mm256_set1_ps(xd[i][b]);
-            fa[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(d, dx), fa[i]);
+            if constexpr (kOffset<F> != 0) s = _mm256_sub_epi32(s, _mm256_set1_epi32(kOffset<F> * (int)tt.xs[i][b]));
+            const __m256 dx = _mm256_set1_ps(tt.xd[i][b]);
+            tt.fa[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(d, dx), tt.fa[i]);
             if constexpr (F::kMin)
-                fa[i] = _mm256_fmadd_ps(_mm256_set1_ps((float)xs[i][b]), _mm256_mul_ps(_mm256_load_ps(mw[b]), dx), fa[i]);
+                tt.fa[i] = _mm256_fmadd_ps(_mm256_set1_ps((float)tt.xs[i][b]), _mm256_mul_ps(_mm256_load_ps(mw[b]), dx), tt.fa[i]);
         }
     }
-    for (int i = 0; i < T; i++) _mm256_store_ps(acc.v[t0 + i], fa[i]);
+    tt.store(acc, t0);
 }
 
 template <class F>
@@ -438,18 +451,7 @@ struct TileQ3_K {
 // Tokens [t0, t0 + T) against the chunk's tile (super-blocks [c0, c0 + cs)).
 template <class F, int T>
 void k_token_tile(const Pass& p, const KTile& k, int c0, int cs, int t0, TileAcc& acc) {
-    const int nb = p.K / 256;
-    const int8_t* xq[T];
-    const float* xd[T];
-    const int16_t* xs[T];
-    __m256 fa[T];
-    for (int i = 0; i < T; i++) {
-        const int t = t0 + i;
-        xq[i] = p.xq + (size_t)t * p.K + (size_t)c0 * 256;
-        xd[i] = p.xd + (size_t)t * nb + c0;
-        xs[i] = p.xs + ((size_t)t * nb + c0) * 16;
-        fa[i] = c0 ? _mm256_load_ps(acc.v[t]) : _mm256_setzero_ps();
-    }
+    TokenTile<T> tt(p, 256, 16, c0, t0, acc);
     for (int s = 0; s < cs; s++) {
         __m256i is[T];
         for (int i = 0; i < T; i++) is[i] = _mm256_setzero_si256();
@@ -460,14 +462,14 @@ void k_token_tile(const Pass& p, const KTile& k, int c0, int cs, int t0, TileAcc
                 const int grp = j * F::kGroupsPerSub + q;
                 const __m256i a = _mm256_load_si256((const __m256i*)k.wa[s][grp]);
                 for (int i = 0; i < T; i++)
-                    da[i] = dot4(da[i], a, broadcast4(xq[i] + 256 * s + 4 * grp));
+                    da[i] = dot4(da[i], a, broadcast4(tt.xq[i] + 256 * s + 4 * grp));
             }
             const __m256i sc = _mm256_load_si256((const __m256i*)k.sc[s][j]);
             for (int i = 0; i < T; i++) is[i] = _mm256_add_epi32(is[i], _mm256_mullo_epi32(da[i], sc));
         }
         const __m256 d = _mm256_load_ps(k.d[s]);
         for (int i = 0; i < T; i++) {
-            const int16_t* bs = xs[i] + 16 * s;
+            const int16_t* bs = tt.xs[i] + 16 * s;
             __m256i ps = _mm256_setzero_si256();
             for (int j = 0; j < 8; j++) {
                 int32_t pair;
@@ -475,17 +477,17 @@ void k_token_tile(const Pass& p, const KTile& k, int c0, int cs, int t0, TileAcc
                 ps = _mm256_add_epi32(
                     ps, _mm256_madd_epi16(_mm256_load_si256((const __m256i*)k.pairs[s][j]), _mm256_set1_epi32(pair)));
             }
-            const __m256 dx = _mm256_set1_ps(xd[i][s]);
+            const __m256 dx = _mm256_set1_ps(tt.xd[i][s]);
             if constexpr (F::kMins) {
-                fa[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[i]), _mm256_mul_ps(d, dx), fa[i]);
-                fa[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ps), _mm256_mul_ps(_mm256_load_ps(k.dm[s]), dx), fa[i]);
+                tt.fa[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is[i]), _mm256_mul_ps(d, dx), tt.fa[i]);
+                tt.fa[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ps), _mm256_mul_ps(_mm256_load_ps(k.dm[s]), dx), tt.fa[i]);
             } else {
                 const __m256i v = _mm256_sub_epi32(is[i], _mm256_slli_epi32(ps, F::kPairShift));
-                fa[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_mul_ps(d, dx), fa[i]);
+                tt.fa[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), _mm256_mul_ps(d, dx), tt.fa[i]);
             }
         }
     }
-    for (int i = 0; i < T; i++) _mm256_store_ps(acc.v[t0 + i], fa[i]);
+    tt.store(acc, t0);
 }
 
 template <class F>
