@@ -102,7 +102,8 @@ def model_file(folder: str, shape: str, fmt: str, bins: Optional[str]) -> str:
             os.makedirs(folder, exist_ok=True)
             arch, dims = OWN_SHAPES[shape]
             print(f"writing {path}", file=sys.stderr, flush=True)
-            random_gguf.write_model(path + ".part", arch, "F16", seed=1, shape=random_gguf.Shape(**dims))
+            random_gguf.write_model(path + ".part", arch, "F16", seed=1, shape=random_gguf.Shape(**dims),
+                                    fast_normals=True)
             os.replace(path + ".part", path)
     return text_models.quantized_model(folder, shape, fmt, bins)
 
