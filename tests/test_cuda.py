@@ -32,7 +32,7 @@ def cuda_or_skip(path, **kw):
 def float_models(tmp_path_factory):
     d = tmp_path_factory.mktemp("cuda")
     out = []
-    for arch in ("llama", "qwen2", "qwen3", "gemma", "gemma3"):
+    for arch in ("llama", "qwen2", "qwen3", "gemma", "gemma2", "gemma3"):
         for dtype in ("F32", "F16", "BF16"):
             p = str(d / f"{arch}-{dtype}.gguf")
             random_gguf.write_model(p, arch, dtype, seed=13)

@@ -1,5 +1,5 @@
 """Hugging Face directories of the dense families beyond the first five
-(granite, olmo2, smollm3, phi3; random weights saved by transformers) through akunu
+(granite, olmo2, smollm3, phi3, gemma2; random weights saved by transformers) through akunu
 against transformers: logits and greedy tokens; the config's own keys
 honoured (Granite's multipliers, SmolLM3's no_rope_layers); layouts akunu
 does not run are clear errors."""

@@ -337,6 +337,19 @@ def test_gated_activations(device, name):
     assert rel_l2(om, oc) < 1e-6
 
 
+def test_logit_softcap(device):
+    """Gemma 2's final logits: cap * tanh(x / cap), against float64 on the CPU and the device."""
+    rng = rng_for(12)
+    x = (rng.standard_normal((3, 50000)) * 40).astype(np.float32)
+    x[0, :4] = [np.inf, -np.inf, 0.0, -0.0]
+    ref = (30.0 * np.tanh(x.astype(np.float64) / 30.0)).astype(np.float32)
+    for dev in ("cpu", device):
+        y = x.copy()
+        _testing.run_kernel("softcap", [y], kp.softcap(50000, 3, 30.0), device=dev)
+        np.testing.assert_allclose(y, ref, rtol=2e-6, atol=2e-6, err_msg=dev)
+        assert y[0, 0] == 30.0 and y[0, 1] == -30.0
+
+
 def test_add_gelu_erf_add_rows_im2col(device):
     rng = rng_for(11)
     x, y = rng.standard_normal((2, 5, 384)).astype(np.float32) * 3

@@ -157,8 +157,9 @@ ATTN_CASES = {
 }
 
 
-def attention_ref(q, k, v, n_heads, n_kv, hd, pos0, window, scale):
+def attention_ref(q, k, v, n_heads, n_kv, hd, pos0, window, scale, softcap=0.0):
     """float64 causal GQA attention of n queries at pos0.. over float K/V rows,
+    scores soft-capped where softcap > 0 (softcap * tanh(s / softcap)),
     Q and the softmax weights rounded to F16 (the CPU's rounding), and each
     element's bound: tests/test_paged_kernels.py's (1e-4 relative + 1e-5, plus
     one F16 step of each weight that lies within 2^-12 of a rounding midpoint,
@@ -174,6 +175,8 @@ def attention_ref(q, k, v, n_heads, n_kv, hd, pos0, window, scale):
         kh = k[lo:pos + 1].astype(np.float64).reshape(-1, n_kv, hd)
         vh = v[lo:pos + 1].astype(np.float64).reshape(-1, n_kv, hd)
         sc = np.einsum("jkd,kgd->kgj", kh, q16[t]) * np.float64(np.float32(scale))
+        if softcap > 0:
+            sc = softcap * np.tanh(sc / softcap)
         e = np.exp(sc - sc.max(-1, keepdims=True))
         w64 = e / e.sum(-1, keepdims=True)
         w = w64.astype(np.float16).astype(np.float64)

@@ -87,7 +87,7 @@ MOE_MODELS = {
 }
 
 # Dense families beyond the first five (tests/test_dense_archs.py: granite,
-# olmo2, smollm3, phi3), recorded as tests/golden/dense-<name>.json and quantized
+# olmo2, smollm3, phi3, gemma2), recorded as tests/golden/dense-<name>.json and quantized
 # into tests/models/dense/.
 DENSE_QUANT_MODELS = os.path.join(MODELS, "dense")
 DENSE_MODELS = {
@@ -99,6 +99,8 @@ DENSE_MODELS = {
     "smollm3-q4_0": ("smollm3", ("quant", "Q4_0")),
     "phi3-f16": ("phi3", ("float", "F16")),
     "phi3-q4_k_m": ("phi3", ("quant", "Q4_K_M")),
+    "gemma2-f16": ("gemma2", ("float", "F16")),
+    "gemma2-q4_k_m": ("gemma2", ("quant", "Q4_K_M")),
 }
 
 # KV cache types (llama.cpp's -ctk / -ctv; flash attention on, which a

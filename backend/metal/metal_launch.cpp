@@ -318,6 +318,7 @@ const std::vector<MetalKernelSpec>& specs() {
             {"add_inplace", 2, {"add_inplace"}, flat},
             {"gather_rows", 3, {"gather_rows"}, gather_rows},
             {"gelu_erf", 1, {"gelu_erf"}, flat},
+            {"softcap", 1, {"softcap"}, flat},  // (SoftcapParams begins as AddParams)
             {"add_rows", 3, {"add_rows"}, add_rows},
             {"im2col_1d", 2, {"im2col_1d"}, im2col},
             {"argmax", 2, {"argmax"}, argmax},

@@ -80,6 +80,22 @@ static ArchDescriptor arch_gemma3() {
     return d;
 }
 
+// Gemma 2: Gemma with post-norms, local (4096-position window) and global
+// layers alternating from a local first one, and soft-capped attention
+// scores and logits; both layer kinds share the RoPE base.
+static ArchDescriptor arch_gemma2() {
+    ArchDescriptor d = arch_gemma();
+    d.name = "gemma2";
+    d.has_post_attn_norm = true;
+    d.has_post_ffn_norm = true;
+    d.swa_pattern = 2;
+    d.default_sliding_window = 4096;
+    d.default_swa_rope_base = 0.0f;
+    d.logit_softcapping = true;
+    d.attn_scale_dim_per_head_layers = 46;
+    return d;
+}
+
 // Granite: Llama with scaled embeddings, residual branches and logits, and
 // its own attention scale (attention.scale, read for every family).
 static ArchDescriptor arch_granite() {
@@ -145,6 +161,7 @@ ArchDescriptor arch_from_name(const std::string& name) {
     if (name == "qwen3moe") return arch_qwen3moe();
     if (name == "olmoe") return arch_olmoe();
     if (name == "gemma") return arch_gemma();
+    if (name == "gemma2") return arch_gemma2();
     if (name == "gemma3") return arch_gemma3();
     if (name == "granite") return arch_granite();
     if (name == "olmo2") return arch_olmo2();
@@ -152,7 +169,7 @@ ArchDescriptor arch_from_name(const std::string& name) {
     if (name == "phi3") return arch_phi3();
     if (name == "bert") return arch_bert();
     throw UnsupportedError("unsupported architecture '" + name +
-                           "' (supported: llama, qwen2, qwen3, qwen2moe, qwen3moe, olmoe, gemma, gemma3, granite, olmo2, smollm3, phi3, bert)");
+                           "' (supported: llama, qwen2, qwen3, qwen2moe, qwen3moe, olmoe, gemma, gemma2, gemma3, granite, olmo2, smollm3, phi3, bert)");
 }
 
 }  // namespace akunu

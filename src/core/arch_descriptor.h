@@ -20,7 +20,16 @@ struct ArchDescriptor {
     // Sliding-window pattern: every swa_pattern-th layer is global, the others
     // local (0 = every layer global). Only applies when the file sets a window.
     int swa_pattern = 0;
-    float default_swa_rope_base = 10000.0f;  // local layers' RoPE base unless the file says
+    // local layers' RoPE base unless the file says (0: the global layers' base)
+    float default_swa_rope_base = 10000.0f;
+    int default_sliding_window = 0;  // the window when the file names none (Gemma 2: 4096)
+    // Gemma 2: attention scores and the final logits are soft-capped
+    // (cap * tanh(x / cap)), with the file's caps or the family's 50 and 30.
+    bool logit_softcapping = false;
+    // Gemma 2: a model of this many layers (its 27B) scales attention by
+    // 1 / sqrt(dim / n_heads) instead of 1 / sqrt(head_dim), as llama.cpp
+    // decides it (the file carries no scale); 0: never.
+    int attn_scale_dim_per_head_layers = 0;
     bool attn_scale_by_head_dim = true;      // 1/sqrt(head_dim)
     // Hugging Face checkpoints store Gemma's norm weights as w - 1 (the GGUF
     // converter adds the 1 back); this offset is added when loading those.

@@ -90,7 +90,7 @@ void attention(Builder& b, int l, bool local) {
     const uint32_t qd = (uint32_t)c.q_dim();
     PagedAttentionParams p{(uint32_t)c.n_heads, (uint32_t)c.n_kv_heads, (uint32_t)c.head_dim, 1,
                            local ? (uint32_t)c.sliding_window : 0u, qd, qd, c.attn_scale,
-                           (uint32_t)pk.block_size, (uint32_t)pk.max_blocks, 0, pk.k_type, pk.v_type};
+                           (uint32_t)pk.block_size, (uint32_t)pk.max_blocks, 0, pk.k_type, pk.v_type, c.attn_softcap};
     Cmd(b.t, b.dev, "attention_paged", "attention")
         .buf(b.s.q).buf(pk.k[(size_t)l]).buf(pk.v[(size_t)l]).buf(b.s.attn).buf(b.batch->rows).buf(pk.tables)
         .params(p).patch_n(offsetof(PagedAttentionParams, n_tokens))

@@ -104,6 +104,9 @@ struct AttentionParams {
     // KV cache element types (core/kv_layout.h KvType; 0: F16)
     uint32_t k_type;
     uint32_t v_type;
+    // Logit soft-capping (Gemma 2): a score s = scale * q.k becomes
+    // softcap * tanh(s / softcap) before the softmax; 0: none.
+    float softcap;
 };
 
 // Paged KV cache (continuous batching). Each token row t of a pass belongs to
@@ -148,6 +151,7 @@ struct PagedAttentionParams {
     // KV cache element types (core/kv_layout.h KvType; 0: F16)
     uint32_t k_type;
     uint32_t v_type;
+    float softcap;  // as AttentionParams::softcap
 };
 
 // gather_rows: dst[r, :] = src[idx[r], :] for r < n_rows (the rows of a
@@ -309,6 +313,14 @@ struct MultiMatmulParams {
 struct AddParams {
     uint32_t n;
     uint32_t n_tokens;
+};
+
+// softcap: x = cap * tanh(x / cap) over n * n_tokens floats (Gemma 2's final
+// logit soft-capping, on the logits rows).
+struct SoftcapParams {
+    uint32_t n;
+    uint32_t n_tokens;
+    float cap;
 };
 
 // out[r] = argmax of logits row (row + r), r < n_rows (first index on ties).

@@ -186,9 +186,10 @@ ModelConfig config_from_file(const ModelFile& f, const ArchDescriptor& arch) {
     c.norm_eps = (float)f.get_float(a + "attention.layer_norm_rms_epsilon",
                                     f.get_float(a + "attention.layer_norm_epsilon", 1e-5));
     c.rope_base = (float)f.get_float(a + "rope.freq_base", 10000.0);
-    c.rope_base_swa = (float)f.get_float(a + "rope.freq_base_swa", arch.default_swa_rope_base);
+    c.rope_base_swa = (float)f.get_float(a + "rope.freq_base_swa",
+                                         arch.default_swa_rope_base > 0.0f ? arch.default_swa_rope_base : c.rope_base);
     read_rope_scaling(f, a, c);
-    c.sliding_window = checked_dim(f, a + "attention.sliding_window", 0, 0, 1 << 24);
+    c.sliding_window = checked_dim(f, a + "attention.sliding_window", arch.default_sliding_window, 0, 1 << 24);
     if (arch.ignores_sliding_window) c.sliding_window = 0;
     // Partial rotary embeddings (RoPE on the first n_rot dimensions) are not run.
     if (!arch.learned_positions && f.has(a + "rope.dimension_count") &&
@@ -198,7 +199,13 @@ ModelConfig config_from_file(const ModelFile& f, const ArchDescriptor& arch) {
     if (f.tensor("rope_factors_long.weight") || f.tensor("rope_factors_short.weight"))
         throw UnsupportedError("LongRoPE (rope_factors_long / rope_factors_short) is not supported");
     c.attn_scale = (float)f.get_float(a + "attention.scale", 0.0);
+    if (c.attn_scale == 0.0f && c.n_layers == arch.attn_scale_dim_per_head_layers)
+        c.attn_scale = 1.0f / std::sqrt((float)(c.dim / c.n_heads));
     if (c.attn_scale == 0.0f) c.attn_scale = 1.0f / std::sqrt((float)c.head_dim);
+    if (arch.logit_softcapping) {
+        c.attn_softcap = (float)checked_float(f, a + "attn_logit_softcapping", 50.0, 0.0, 1e6);
+        c.final_softcap = (float)checked_float(f, a + "final_logit_softcapping", 30.0, 0.0, 1e6);
+    }
 
     if (std::string(f.format()) != "gguf") c.norm_weight_offset = arch.hf_norm_weight_offset;
     if (arch.encoder) {

@@ -39,6 +39,10 @@ struct ModelConfig {
     float rope_attn_factor = 1.0f;
     int sliding_window = 0;        // 0 = none
     float attn_scale = 0.0f;
+    // Soft caps (ArchDescriptor::logit_softcapping) of the attention scores
+    // and of the output logits; 0: none.
+    float attn_softcap = 0.0f;
+    float final_softcap = 0.0f;
     std::vector<uint8_t> layer_is_local;  // per layer: uses the sliding window
     float norm_weight_offset = 0.0f;      // added to norm weights (HF Gemma checkpoints)
     // Per layer: rotates Q and K (0 on SmolLM3's NoPE layers, which run RoPE

@@ -150,6 +150,11 @@ DispatchTable build_dispatch_table(Device& device, const ModelConfig& c, const A
             Cmd(t, device, "all_gather_cols", "lm_head_gather").buf(s.logits_shard).buf(s.logits).buf(s.logits_stage)
                 .params(gp).patch_n_out(offsetof(AllGatherColsParams, n_rows)).emit();
         }
+        if (c.final_softcap > 0.0f) {
+            SoftcapParams sp{(uint32_t)c.vocab_size, 1, c.final_softcap};
+            Cmd(t, device, "softcap", "logit_softcap").buf(s.logits).params(sp)
+                .patch_n_out(offsetof(SoftcapParams, n_tokens)).emit();
+        }
         return t;
     }
 
@@ -163,6 +168,11 @@ DispatchTable build_dispatch_table(Device& device, const ModelConfig& c, const A
             .params(gp).head().patch_n(offsetof(AllGatherColsParams, n_rows)).emit();
     } else {
         b.matmul("lm_head", w.output, s.xn, dim, s.logits, (uint32_t)c.vocab_size, nullptr, true);
+    }
+    if (c.final_softcap > 0.0f) {
+        SoftcapParams sp{(uint32_t)c.vocab_size, 1, c.final_softcap};
+        Cmd(t, device, "softcap", "logit_softcap").buf(s.logits).params(sp).head()
+            .patch_n(offsetof(SoftcapParams, n_tokens)).emit();
     }
     {
         // Decode writes the next id into chain slot token_index + 1; prefill

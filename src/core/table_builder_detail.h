@@ -166,7 +166,8 @@ struct Builder {
             const PagedKVCache& pk = *batch->kv;
             PagedAttentionParams p{(uint32_t)c.n_heads, (uint32_t)c.n_kv_heads, (uint32_t)c.head_dim, 1,
                                    local ? (uint32_t)c.sliding_window : 0u, qd, qd, c.attn_scale,
-                                   (uint32_t)pk.block_size, (uint32_t)pk.max_blocks, 0, pk.k_type, pk.v_type};
+                                   (uint32_t)pk.block_size, (uint32_t)pk.max_blocks, 0, pk.k_type, pk.v_type,
+                                   c.attn_softcap};
             Cmd(t, dev, "attention_paged", "attention")
                 .buf(s.q).buf(pk.k[(size_t)l]).buf(pk.v[(size_t)l]).buf(s.attn).buf(batch->rows).buf(pk.tables)
                 .params(p).patch_n(offsetof(PagedAttentionParams, n_tokens)).emit();
@@ -174,7 +175,7 @@ struct Builder {
         }
         AttentionParams p{(uint32_t)c.n_heads, (uint32_t)c.n_kv_heads, (uint32_t)c.head_dim, 1, 0,
                           local ? (uint32_t)c.sliding_window : 0u, qd, qd, c.attn_scale, kv.rows_of(l), 1, 0, 0,
-                          kv.k_type, kv.v_type};
+                          kv.k_type, kv.v_type, c.attn_softcap};
         Cmd cmd(t, dev, "attention", "attention");
         cmd.buf(s.q).buf(kv.k[(size_t)l]).buf(kv.v[(size_t)l]).buf(s.attn);
         if (kv.stage_k.handle)  // 5 / 6: a typed cache's F16 staging rows (4: segments, unused here)

@@ -11,7 +11,9 @@
 namespace akunu {
 
 namespace {
-// The batch table's output head: gather_rows, output_norm, lm_head (table_builder.cpp).
+// The batch table's output head: gather_rows, output_norm, lm_head (table_builder.cpp);
+// then, split over tensor-parallel ranks, the gather of the vocabulary
+// slices, and with a final soft cap (Gemma 2) its map of the logits.
 constexpr size_t kBatchHeadCommands = 3;
 
 // One command built through the table builder's Cmd helper, returned alone.
@@ -65,10 +67,8 @@ BatchEngine::BatchEngine(Device& dev, const ModelConfig& cfg, const ArchDescript
 
     BatchBuffers bb{&kv_, rows_, out_rows_};
     table_ = build_dispatch_table(dev, cfg, arch, w, unused_kv_, scratch_, TableKind::Batch, &bb);
-    // The output head: gather_rows, output_norm, lm_head (and, split over
-    // tensor-parallel ranks, the gather of the vocabulary slices).
     const size_t n_cmds = table_.labels.size();
-    const size_t head_cmds = kBatchHeadCommands + (cfg.tp_ranks > 1 ? 1 : 0);
+    const size_t head_cmds = kBatchHeadCommands + (cfg.tp_ranks > 1 ? 1 : 0) + (cfg.final_softcap > 0.0f ? 1 : 0);
     if (n_cmds < head_cmds || table_.labels[n_cmds - head_cmds] != "gather_rows" ||
         table_.labels[n_cmds - head_cmds + 2] != "lm_head")
         throw Error("internal error: the batch table does not end with its output head");

@@ -34,12 +34,13 @@ std::string arch_for_model_type(const std::string& t) {
     if (t == "smollm3") return "smollm3";
     if (t == "phi3") return "phi3";
     if (t == "gemma") return "gemma";
+    if (t == "gemma2") return "gemma2";
     if (t == "gemma3" || t == "gemma3_text") return "gemma3";
     if (t == "bert") return "bert";
     if (t == "whisper") return "whisper";
     throw UnsupportedError("model_type '" + t +
                            "' in config.json is not supported (supported: llama, mistral, mixtral, qwen2, qwen3, "
-                           "qwen2_moe, qwen3_moe, olmoe, granite, olmo2, smollm3, phi3, gemma, gemma3, bert, whisper)");
+                           "qwen2_moe, qwen3_moe, olmoe, granite, olmo2, smollm3, phi3, gemma, gemma2, gemma3, bert, whisper)");
 }
 
 // HF module path (without the .weight/.bias suffix) -> GGUF tensor base name,
@@ -285,7 +286,8 @@ void HFDirectory::read_config() {
         kv_[a + "rope.freq_base_swa"] = gguf_float(c.number("rope_local_base_freq", 10000.0, what));
     else if (local)
         kv_[a + "rope.freq_base_swa"] = gguf_float(local->number("rope_theta", 10000.0, what));
-    if (const JsonValue* sw = c.get("sliding_window"); sw && sw->is_number() && arch_ == "gemma3") {
+    const bool gemma_windows = arch_ == "gemma2" || arch_ == "gemma3";
+    if (const JsonValue* sw = c.get("sliding_window"); sw && sw->is_number() && gemma_windows) {
         kv_[a + "attention.sliding_window"] = gguf_int(c.integer("sliding_window", 0, what));
         // which layers are local: layer_types, else every pattern-th layer is global
         const int64_t n_layers = c.integer("num_hidden_layers", 0, what);
@@ -299,7 +301,8 @@ void HFDirectory::read_config() {
                                   std::to_string(n_layers) + " layers");
             for (const JsonValue& t : types->arr) pattern.ints.push_back(t.is_string() && t.str == "sliding_attention");
         } else {
-            int64_t every = c.integer("sliding_window_pattern", c.integer("_sliding_window_pattern", 6, what), what);
+            const int64_t family = arch_ == "gemma2" ? 2 : 6;  // Gemma 2: local, global, local, ...
+            int64_t every = c.integer("sliding_window_pattern", c.integer("_sliding_window_pattern", family, what), what);
             if (every < 1) throw FormatError(what + ": bad sliding_window_pattern");
             for (int64_t l = 0; l < n_layers; l++) pattern.ints.push_back((l + 1) % every != 0);
         }
@@ -307,6 +310,10 @@ void HFDirectory::read_config() {
         kv_[a + "attention.sliding_window_layers"] = pattern;
     }
     read_family_keys(what);
+    if (arch_ == "gemma2")  // soft caps: null is none; absent, the family's (ModelConfig's defaults)
+        for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping"})
+            if (const JsonValue* v = c.get(key))
+                kv_[a + key] = gguf_float(v->is_number() ? c.number(key, 0.0, what) : 0.0);
     if (c.get("query_pre_attn_scalar"))
         kv_[a + "attention.scale"] = gguf_float(1.0 / std::sqrt(c.number("query_pre_attn_scalar", 1.0, what)));
     const JsonValue* rs = c.get("rope_scaling");

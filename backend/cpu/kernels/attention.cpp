@@ -139,7 +139,7 @@ inline void chunk_keys(const ItemRows& it, uint32_t ci, uint32_t& a, uint32_t& b
 // exponentials left in place of the scores. rows: kKeyChunk x hd scratch,
 // dots: kKeyChunk x kMaxRows.
 template <class KeyRow>
-void chunk_scores(const ItemRows& it, uint32_t ci, float scale, const CacheRows& cache, KeyRow key_row, float* rows,
+void chunk_scores(const ItemRows& it, uint32_t ci, attention_math::Score score, const CacheRows& cache, KeyRow key_row, float* rows,
                   float* dots) {
     uint32_t a, b;
     chunk_keys(it, ci, a, b);
@@ -150,7 +150,7 @@ void chunk_scores(const ItemRows& it, uint32_t ci, float scale, const CacheRows&
         float* sc = it.scores + r * it.stride();
         const float* dt = dots + (size_t)r * kKeyChunk;
         const uint32_t ra = std::max(a, it.lo[r]), rb = std::min(b, it.last[r]);
-        const float m = ra <= rb ? attention_math::scale_and_max(dt + (ra - a), scale, rb + 1 - ra, sc + (ra - base))
+        const float m = ra <= rb ? attention_math::scale_and_max(dt + (ra - a), score, rb + 1 - ra, sc + (ra - base))
                                  : -INFINITY;
         const size_t at = (size_t)r * it.n_chunks + ci;
         it.cmax[at] = m;
@@ -224,7 +224,7 @@ T* grown(std::vector<T>& v, size_t n) {
 // One item on one thread: its chunks' scores, the factors, then the chunks'
 // shares added in order.
 template <class QSrc, class KeyRow, class Dst>
-void attend(const HeadBlock& hb, uint32_t hd, uint32_t group, float scale, const CacheRows& cache, QSrc qsrc,
+void attend(const HeadBlock& hb, uint32_t hd, uint32_t group, attention_math::Score score, const CacheRows& cache, QSrc qsrc,
             KeyRow key_row, Dst dst) {
     thread_local std::vector<float> q, scores, cmax, rows, dots, wts, acc, part;
     thread_local std::vector<double> csum;
@@ -242,7 +242,7 @@ void attend(const HeadBlock& hb, uint32_t hd, uint32_t group, float scale, const
     float* ws = grown(wts, (size_t)4 * kKeyChunk);
     float* ac = grown(acc, (size_t)it.nq * hd);
     float* pt = grown(part, (size_t)it.nq * hd);
-    for (uint32_t ci = 0; ci < it.n_chunks; ci++) chunk_scores(it, ci, scale, cache, key_row, rw, dt);
+    for (uint32_t ci = 0; ci < it.n_chunks; ci++) chunk_scores(it, ci, score, cache, key_row, rw, dt);
     for (uint32_t r = 0; r < it.nq; r++) row_factors(it, r);
     std::fill(ac, ac + (size_t)it.nq * hd, 0.0f);
     for (uint32_t ci = 0; ci < it.n_chunks; ci++) {
@@ -331,7 +331,7 @@ void attention_split(const AttentionParams& p, const float* q, const CacheRows& 
         thread_local std::vector<float> rows, dots;
         float* rw = grown(rows, (size_t)kKeyChunk * hd);
         float* dt = grown(dots, (size_t)kKeyChunk * kMaxRows);
-        for (int t = t0; t < t1; t++) chunk_scores(its[t / nc], t % nc, p.scale, cache, key_row, rw, dt);
+        for (int t = t0; t < t1; t++) chunk_scores(its[t / nc], t % nc, {p.scale, p.softcap}, cache, key_row, rw, dt);
     });
     pool->parallel_for((int)(n_items * nq), [&](int r0, int r1) {
         for (int r = r0; r < r1; r++) row_factors(its[r / nq], r % nq);
@@ -378,7 +378,7 @@ void attention_rows(const AttentionParams& p, const float* q, const CacheRows& c
             const uint32_t h0 = ((uint32_t)it % items_a_block) * nh, t0 = ((uint32_t)it / items_a_block) * kTokenBlock;
             const uint32_t nt = std::min(kTokenBlock, p.n_tokens - t0);
             token_ranges(p, seg, t0, nt, lo, last);
-            attend(HeadBlock{h0, nh, nt, lo, last}, hd, group, p.scale, cache,
+            attend(HeadBlock{h0, nh, nt, lo, last}, hd, group, {p.scale, p.softcap}, cache,
                    [&](uint32_t i, uint32_t k) { return q + (size_t)(t0 + i) * p.q_stride + (size_t)(h0 + k) * hd; },
                    [&](uint32_t j) { return kv_ring_row(j, p.max_ctx); },
                    [&](uint32_t i, uint32_t k) { return out + (size_t)(t0 + i) * p.out_stride + (size_t)(h0 + k) * hd; });
@@ -448,7 +448,7 @@ void attention_paged(const CpuArgs& a) {
                     last[nt] = pos;
                     nt++;
                 }
-                attend(HeadBlock{h0, nh, nt, lo, last}, hd, group, p.scale, cache,
+                attend(HeadBlock{h0, nh, nt, lo, last}, hd, group, {p.scale, p.softcap}, cache,
                        [&](uint32_t i, uint32_t k) { return q + (size_t)(t0 + i) * p.q_stride + (size_t)(h0 + k) * hd; },
                        [&](uint32_t j) { return paged_row(tables, p.max_blocks, p.block_size, seq, j); },
                        [&](uint32_t i, uint32_t k) { return out + (size_t)(t0 + i) * p.out_stride + (size_t)(h0 + k) * hd; });

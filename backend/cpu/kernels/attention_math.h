@@ -94,11 +94,28 @@ inline __m256 exp8(__m256 x) {
 }
 #endif
 
-// sc[j] = dots[j] * scale for j < n; returns the largest (a NaN never wins,
-// as with std::max; -inf for n = 0). Each value one rounding, as the scalar loop.
-inline float scale_and_max(const float* dots, float scale, uint32_t n, float* sc) {
+// A key's score from its dot product with the query: dot * scale, or with a
+// soft cap (Gemma 2: cap > 0) cap * tanh(dot * (scale / cap)).
+struct Score {
+    float scale;
+    float cap;
+};
+
+// sc[j] = the score of dots[j] for j < n; returns the largest (a NaN never
+// wins, as with std::max; -inf for n = 0). Uncapped, each value one rounding,
+// as the scalar loop.
+inline float scale_and_max(const float* dots, Score score, uint32_t n, float* sc) {
     float m = -INFINITY;
     uint32_t j = 0;
+    if (score.cap > 0.0f) {
+        const float k = score.scale / score.cap;
+        for (; j < n; j++) {
+            sc[j] = score.cap * std::tanh(dots[j] * k);
+            m = std::max(m, sc[j]);
+        }
+        return m;
+    }
+    const float scale = score.scale;
 #if defined(__AVX2__) && defined(__FMA__)
     const __m256 f = _mm256_set1_ps(scale);
     __m256 mv = _mm256_set1_ps(-INFINITY);

@@ -126,6 +126,16 @@ void gelu_erf(const CpuArgs& a) {
     });
 }
 
+// x = cap * tanh(x / cap) (Gemma 2's final logit soft-capping)
+void softcap(const CpuArgs& a) {
+    SoftcapParams p = a.p<SoftcapParams>();
+    float* x = a.b<float>(0);
+    const float inv = 1.0f / p.cap;
+    a.pool->parallel_for((int)p.n_tokens, [&](int t0, int t1) {
+        for (size_t i = (size_t)t0 * p.n; i < (size_t)t1 * p.n; i++) x[i] = p.cap * std::tanh(x[i] * inv);
+    });
+}
+
 // x[t, :] += table[pos0 + t, :] (learned absolute positions)
 void add_rows(const CpuArgs& a) {
     AddRowsParams p = a.p<AddRowsParams>();
@@ -165,6 +175,7 @@ extern const CpuKernelEntry kElementwiseKernels[] = {
     {"add_inplace", add_inplace},
     {"gather_rows", gather_rows},
     {"gelu_erf", gelu_erf},
+    {"softcap", softcap},
     {"add_rows", add_rows},
     {"im2col_1d", im2col_1d},
     {nullptr, nullptr},

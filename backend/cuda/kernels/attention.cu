@@ -25,6 +25,7 @@
 #include "core/kernel_params.h"
 #include "core/kv_rows_check.h"
 #include "cuda_kernel.h"
+#include "device_math.cuh"
 #include "kv_cache.cuh"
 
 namespace akunu {
@@ -80,13 +81,15 @@ __global__ void attention_kernel(AttentionParams p, const float* q, const uint8_
     const size_t koff = (size_t)(h / group) * p.head_dim;
     // a warp per key, its lanes splitting the head dimension
     const uint32_t warp = threadIdx.x / 32, lane = threadIdx.x % 32, n_warps = blockDim.x / 32;
+    const ScoreMap score = score_map(p.scale, p.softcap, 1.0f);
     float mx = -FLT_MAX;
     for (uint32_t j = warp; j < n; j += n_warps) {
         const uint8_t* kr = kv_cache::row_at(kc, p.k_type, kv_dim, kv_cache::ring_add(lo_row, j, p.max_ctx));
         float s = 0.0f;
         for (uint32_t d = lane; d < p.head_dim; d += 32) s += qr[d] * kv_cache::load(p.k_type, kr, kv_dim, koff + d);
         for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-        s *= p.scale;
+        s = score.cap(s);
+        s *= score.mul;
         if (lane == 0) scores[j] = s;
         mx = fmaxf(mx, s);
     }

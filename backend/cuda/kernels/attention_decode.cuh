@@ -22,6 +22,7 @@
 #include <string>
 
 #include "act_q8.cuh"
+#include "device_math.cuh"
 #include "attention_key_tile.cuh"
 #include "core/error.h"
 #include "core/half.h"
@@ -192,6 +193,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
     for (int d = 0; d < D; d++) qv[d] = f16_to_f32(f32_to_f16(qsrc[d]));
 
+    const ScoreMap score = score_map(p.scale, p.softcap, 1.0f);
     float m = -FLT_MAX, l = 0.0f, acc[D];
 #pragma unroll
     for (int d = 0; d < D; d++) acc[d] = 0.0f;
@@ -217,7 +219,8 @@ __global__ void __launch_bounds__(kWarps * 32)
         float mnew = m;
 #pragma unroll
         for (int u = 0; u < kUnroll; u++) {
-            s[u] *= p.scale;
+            s[u] = score.cap(s[u]);
+            s[u] *= score.mul;
             if (jb + u < j1) mnew = fmaxf(mnew, s[u]);
         }
         const float corr = expf(m - mnew);
@@ -395,6 +398,7 @@ __global__ void __launch_bounds__(kWarps * 32)
         qh[2 * i] = __floats2half2_rn(v.x, v.y);
         qh[2 * i + 1] = __floats2half2_rn(v.z, v.w);
     }
+    const ScoreMap score = score_map(p.scale, p.softcap, 1.0f);
     float m = -FLT_MAX, l = 0.0f, acc[32];
 #pragma unroll
     for (int d = 0; d < 32; d++) acc[d] = 0.0f;
@@ -427,7 +431,8 @@ __global__ void __launch_bounds__(kWarps * 32)
             }
 #pragma unroll
             for (int o = 1; o < L; o <<= 1) s[u] += __shfl_xor_sync(0xffffffffu, s[u], o);
-            s[u] *= p.scale;
+            s[u] = score.cap(s[u]);
+            s[u] *= score.mul;
         }
         float mnew = m;
 #pragma unroll

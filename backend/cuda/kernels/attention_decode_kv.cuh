@@ -23,6 +23,7 @@
 #include <algorithm>
 
 #include "core/kernel_params.h"
+#include "device_math.cuh"
 #include "core/kv_layout.h"
 #include "cuda_kernel.h"
 #include "kv_cache.cuh"
@@ -75,7 +76,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     // key lo + j at ring row ring_add(lo_row, j) (n <= the cache's rows,
     // launch_attention checks: the span wraps at most once)
     const uint32_t lo_row = kv_ring_row(lo, p.max_ctx);
-    const float scale = p.scale * kLog2e;  // exponentials base 2
+    const ScoreMap score = score_map(p.scale, p.softcap, kLog2e);  // exponentials base 2
 
     float qv[HG][8];
 #pragma unroll
@@ -127,7 +128,7 @@ __global__ void __launch_bounds__(kWarps * 32)
                 if (!valid) continue;
 #pragma unroll
                 for (int i = 0; i < HG; i++) {
-                    const float sc = s[i] * scale, mn = fmaxf(m[i], sc);
+                    const float sc = score.cap(s[i]) * score.mul, mn = fmaxf(m[i], sc);
                     const float corr = exp2f(m[i] - mn), e = exp2f(sc - mn);
                     l[i] = l[i] * corr + e;
 #pragma unroll

@@ -27,6 +27,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "device_math.cuh"
 #include "core/half.h"
 #include "core/kernel_params.h"
 #include "core/kv_rows_check.h"
@@ -116,6 +117,7 @@ __global__ void __launch_bounds__(kWarps * 32)
         qv[i] = d < hd ? f16_to_f32(f32_to_f16(qsrc[d])) : 0.0f;
     }
 
+    const ScoreMap score = score_map(p.scale, p.softcap, 1.0f);
     float m = -FLT_MAX, l = 0.0f, acc[D];
 #pragma unroll
     for (int i = 0; i < D; i++) acc[i] = 0.0f;
@@ -152,7 +154,8 @@ __global__ void __launch_bounds__(kWarps * 32)
         float mnew = m;
 #pragma unroll
         for (int u = 0; u < kUnroll; u++) {
-            s[u] *= p.scale;
+            s[u] = score.cap(s[u]);
+            s[u] *= score.mul;
             if (jb + u < n) mnew = fmaxf(mnew, s[u]);
         }
         const float corr = expf(m - mnew);

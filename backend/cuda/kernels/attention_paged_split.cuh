@@ -109,7 +109,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 
     uint32_t qa[HD / 16][4];
     wc::load_q<HD, G>(q + (size_t)t * p.q_stride + (size_t)kvh * G * HD, qa);
-    const float scale2 = p.scale * wc::kLog2e;
+    const ScoreMap scale2 = score_map(p.scale, p.softcap, wc::kLog2e);
     float m, l, o[HD / 8][4];
     wc::start<HD>(m, l, o);
     auto live = [&](uint32_t i, uint16_t*) {

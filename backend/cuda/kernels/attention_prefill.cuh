@@ -32,6 +32,7 @@
 #include <climits>
 
 #include "core/kernel_params.h"
+#include "device_math.cuh"
 #include "cuda_kernel.h"
 #include "async_copy.cuh"
 #include "kv_cache.cuh"
@@ -118,7 +119,8 @@ __device__ __forceinline__ void flash_walk(const Keys& keys, const Seen& seen, c
         }
     };
 
-    const float scale = p.scale * 1.4426950408889634f;  // log2 e: exp2 below
+    const ScoreMap score = score_map(p.scale, p.softcap, 1.4426950408889634f);  // log2 e: exp2 below
+    const float scale = score.mul;
     const int kb0 = first / KV * KV;
     if (kAsync) {
         stage_tile(kb0, 0);
@@ -159,6 +161,11 @@ __device__ __forceinline__ void flash_walk(const Keys& keys, const Seen& seen, c
         // The product is rounded on its own in both branches (never fused into exp2's argument),
         // so a row's scores do not depend on whether its block's tile took the mask.
         float mx[2] = {-INFINITY, -INFINITY};
+        if (score.out != 0.0f)  // soft-capped scores (scale then 1)
+#pragma unroll
+            for (int nt = 0; nt < KV / 8; nt++)
+#pragma unroll
+                for (int c = 0; c < 4; c++) s[nt][c] = score.cap(s[nt][c]);
         if (kb + KV - 1 > whole_hi || kb < whole_lo) {
 #pragma unroll
             for (int nt = 0; nt < KV / 8; nt++)
@@ -448,6 +455,7 @@ __global__ void __launch_bounds__(kWarps * 32, D == 256 ? 1 : 3)
     p.n_heads = pp.n_heads;
     p.n_kv_heads = pp.n_kv_heads;
     p.scale = pp.scale;
+    p.softcap = pp.softcap;
     p.k_type = pp.k_type;
     p.v_type = pp.v_type;
     for (int r0 = 0; r0 < in_block;) {  // runs of one sequence (the same for every thread)

@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include "async_copy.cuh"
+#include "device_math.cuh"
 #include "mma.cuh"
 
 namespace akunu {
@@ -78,10 +79,11 @@ __device__ __forceinline__ void start(float& m, float& l, float (&o)[HD / 8][4])
 }
 
 // The chunk at ks (its V rows after its K rows); key i of it is live when
-// i < live_keys (the rest masked). scale2: the attention scale times log2 e.
+// i < live_keys (the rest masked). scale2: the scores' map (device_math.cuh),
+// base 2.
 template <int HD>
 __device__ __forceinline__ void add_chunk(const uint16_t* ks, int live_keys, const uint32_t (&qa)[HD / 16][4],
-                                          float scale2, float& m, float& l, float (&o)[HD / 8][4]) {
+                                          ScoreMap scale2, float& m, float& l, float (&o)[HD / 8][4]) {
     constexpr int LD = row_halves<HD>();
     const int lane = threadIdx.x % 32, t = lane % 4;
     const uint16_t* vs = ks + kKeys * LD;
@@ -102,7 +104,7 @@ __device__ __forceinline__ void add_chunk(const uint16_t* ks, int live_keys, con
     for (int nt = 0; nt < 2; nt++)
 #pragma unroll
         for (int c = 0; c < 2; c++) {
-            s[nt][c] = nt * 8 + 2 * t + c < live_keys ? __fmul_rn(s[nt][c], scale2) : -INFINITY;
+            s[nt][c] = nt * 8 + 2 * t + c < live_keys ? __fmul_rn(scale2.cap(s[nt][c]), scale2.mul) : -INFINITY;
             mx = fmaxf(mx, s[nt][c]);
         }
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
@@ -144,7 +146,7 @@ __device__ __forceinline__ void add_chunk(const uint16_t* ks, int live_keys, con
 // __syncwarp).
 template <int HD, int S, class Issue, class Live>
 __device__ __forceinline__ void walk(uint16_t* ring, uint32_t n, Issue& issue, Live& live,
-                                     const uint32_t (&qa)[HD / 16][4], float scale2, float& m, float& l,
+                                     const uint32_t (&qa)[HD / 16][4], ScoreMap scale2, float& m, float& l,
                                      float (&o)[HD / 8][4]) {
     for (uint32_t i = 0; i < n; i++) {  // warp-uniform
         issue(i + S - 1, (i + S - 1) % S);  // (the slot consumed last iteration)

@@ -100,4 +100,18 @@ __device__ inline void rope_pair(uint32_t i, uint32_t head_dim, bool neox, float
     out[i1] = o1;
 }
 
+// A key's score from its dot product with the query (AttentionParams::scale
+// and softcap), in the base of a kernel's exponentials (1, or log2 e where it
+// takes exp2). A kernel applies cap(), then multiplies by mul where it always
+// did:
+//   uncapped: cap(dot) = dot, mul = scale * base (the multiplication as before)
+//   capped (Gemma 2): cap(dot) = cap * base * tanh(dot * scale / cap), mul = 1
+struct ScoreMap {
+    float mul, in, out;
+    __device__ __forceinline__ float cap(float dot) const { return out != 0.0f ? out * tanhf(dot * in) : dot; }
+};
+__host__ __device__ inline ScoreMap score_map(float scale, float softcap, float base) {
+    return softcap > 0.0f ? ScoreMap{1.0f, scale / softcap, softcap * base} : ScoreMap{scale * base, 0.0f, 0.0f};
+}
+
 }  // namespace akunu

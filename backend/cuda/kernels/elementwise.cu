@@ -68,6 +68,17 @@ void launch_gelu_erf(const CudaArgs& a) {
     gelu_erf_kernel<<<blocks_for(n, 256), 256, 0, a.stream>>>(n, a.b<float>(0));
 }
 
+__global__ void softcap_kernel(size_t n, float cap, float inv, float* x) {
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = cap * tanhf(x[i] * inv);
+}
+
+void launch_softcap(const CudaArgs& a) {
+    SoftcapParams p = a.p<SoftcapParams>();
+    const size_t n = (size_t)p.n * p.n_tokens;
+    if (n) softcap_kernel<<<blocks_for(n, 256), 256, 0, a.stream>>>(n, p.cap, 1.0f / p.cap, a.b<float>(0));
+}
+
 __global__ void add_rows_kernel(AddRowsParams p, float* x, const float* table, const int32_t* seg) {
     const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (size_t)p.dim * p.n_tokens) return;
@@ -108,6 +119,7 @@ extern const CudaKernelEntry kCudaElementwiseKernels[] = {
     {"add_inplace", launch_add},
     {"gather_rows", launch_gather_rows},
     {"gelu_erf", launch_gelu_erf},
+    {"softcap", launch_softcap},
     {"add_rows", launch_add_rows},
     {"im2col_1d", launch_im2col_1d},
     {nullptr, nullptr},

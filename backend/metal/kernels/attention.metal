@@ -113,9 +113,16 @@ AK_EXPORT_KERNEL(kv_write_paged)
 // the chunk in key order. The result depends only on q, the keys and [lo, last]
 // (no other row of the pass takes part), which keeps batched passes invariant.
 // Threadgroup memory: q [256], weights [128], cache rows [128], reduction scratch [32].
+// A key's score from its dot product with the query: scale * dot, or with a
+// soft cap (Gemma 2) cap * tanh(dot * (scale / cap)).
+struct Score {
+    float scale, cap;
+    float of(float dot) const { return cap > 0.0f ? cap * tanh(dot * (scale / cap)) : dot * scale; }
+};
+
 template <typename Keys>
 inline void attend_row(device const float* qsrc, KvRows kc, KvRows vc, device float* o, uint hd, uint koff,
-                       uint lo, uint last, float scale, Keys keys, threadgroup float* shared, uint tid,
+                       uint lo, uint last, Score score, Keys keys, threadgroup float* shared, uint tid,
                        uint n_threads, uint lane, uint sg, uint n_sg) {
     threadgroup float* qs = shared;
     threadgroup float* wts = shared + kAttnMaxHeadDim;
@@ -125,10 +132,10 @@ inline void attend_row(device const float* qsrc, KvRows kc, KvRows vc, device fl
     threadgroup_barrier(mem_flags::mem_threadgroup);
 
     float mx = -INFINITY;
-    for (uint j = lo + tid; j <= last; j += n_threads) mx = max(mx, qk_dot(qs, kc, kc.row(keys.row(j)), koff, hd) * scale);
+    for (uint j = lo + tid; j <= last; j += n_threads) mx = max(mx, score.of(qk_dot(qs, kc, kc.row(keys.row(j)), koff, hd)));
     mx = tg_max(mx, scratch, lane, sg, n_sg);
     float sum = 0.0f;
-    for (uint j = lo + tid; j <= last; j += n_threads) sum += exp(qk_dot(qs, kc, kc.row(keys.row(j)), koff, hd) * scale - mx);
+    for (uint j = lo + tid; j <= last; j += n_threads) sum += exp(score.of(qk_dot(qs, kc, kc.row(keys.row(j)), koff, hd)) - mx);
     const float inv_sum = 1.0f / tg_sum(sum, scratch, lane, sg, n_sg);
 
     float acc[kAttnMaxHeadDim / kAttnThreads];  // this thread's output dimensions d = tid + i * n_threads
@@ -138,7 +145,7 @@ inline void attend_row(device const float* qsrc, KvRows kc, KvRows vc, device fl
         if (j <= last) {
             const ulong r = keys.row(j);
             krows[tid] = (uint)r;
-            wts[tid] = round_f16(exp(qk_dot(qs, kc, kc.row(r), koff, hd) * scale - mx) * inv_sum);
+            wts[tid] = round_f16(exp(score.of(qk_dot(qs, kc, kc.row(r), koff, hd)) - mx) * inv_sum);
         }
         threadgroup_barrier(mem_flags::mem_threadgroup);
         const uint n = min(n_threads, last - c0 + 1);
@@ -183,7 +190,7 @@ kernel void attention(device const float* q [[buffer(0)]], device const uint8_t*
     }
     attend_row(q + (ulong)t * p.q_stride + (ulong)h * hd, key_cache(kc, p.k_type, kv_dim),
                key_cache(vc, p.v_type, kv_dim), out + (ulong)t * p.out_stride + (ulong)h * hd, hd, (h / group) * hd,
-               lo, last, p.scale, ContiguousKeys{p.max_ctx}, shared, tiitg, ntg, tiisg, sgitg, nsg);
+               lo, last, Score{p.scale, p.softcap}, ContiguousKeys{p.max_ctx}, shared, tiitg, ntg, tiisg, sgitg, nsg);
 }
 AK_EXPORT_KERNEL(attention)
 
@@ -202,6 +209,6 @@ kernel void attention_paged(device const float* q [[buffer(0)]], device const ui
     const PagedKeys keys{tables + (ulong)seq * p.max_blocks, p.block_size};
     attend_row(q + (ulong)t * p.q_stride + (ulong)h * hd, key_cache(kc, p.k_type, kv_dim),
                key_cache(vc, p.v_type, kv_dim), out + (ulong)t * p.out_stride + (ulong)h * hd, hd, (h / group) * hd,
-               lo, pos, p.scale, keys, shared, tiitg, ntg, tiisg, sgitg, nsg);
+               lo, pos, Score{p.scale, p.softcap}, keys, shared, tiitg, ntg, tiisg, sgitg, nsg);
 }
 AK_EXPORT_KERNEL(attention_paged)

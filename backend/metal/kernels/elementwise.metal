@@ -42,6 +42,13 @@ kernel void gelu_erf(device float* x [[buffer(0)]], constant AddParams& p [[buff
 }
 AK_EXPORT_KERNEL(gelu_erf)
 
+// x = cap * tanh(x / cap) (Gemma 2's final logit soft-capping)
+kernel void softcap(device float* x [[buffer(0)]], constant SoftcapParams& p [[buffer(AK_PARAMS)]], AK_THREAD_ARGS) {
+    const ulong i = (ulong)tgpig.x * ntg + tiitg;
+    if (i < (ulong)p.n * p.n_tokens) x[i] = p.cap * tanh(x[i] * (1.0f / p.cap));
+}
+AK_EXPORT_KERNEL(softcap)
+
 // x[t, :] += table[pos0 + t (- start of its sequence), :]; grid (ceil(dim / threads), n_tokens)
 kernel void add_rows(device float* x [[buffer(0)]], device const float* table [[buffer(1)]],
                      device const int* seg [[buffer(2)]], constant AddRowsParams& p [[buffer(AK_PARAMS)]],
