@@ -13,6 +13,7 @@
 #include "cuda_kernel.h"
 #include "decode_block.cuh"
 #include "device_math.cuh"
+#include "gemv_formats.cuh"
 #include "moe_select.cuh"
 
 namespace akunu {
@@ -33,8 +34,11 @@ void launch_moe_route(const CudaArgs& a) {
 }
 
 constexpr int kWarps = 8;           // rows of W a block (one warp each)
-constexpr int kChunk = 8;           // routed rows a warp accumulates at once (registers)
+constexpr int kChunk = 8;           // routed rows a warp multiplies at once (registers)
 constexpr uint32_t kWindow = 4096;  // tokens whose routed rows a block lists at once (shared memory)
+// Shared memory for a chunk's activation rows (kChunk x K floats) on the
+// lane-layout path; longer rows take the general path.
+constexpr size_t kMaxStagedBytes = 160 * 1024;
 
 struct MoeGeometry {
     DecodeUnit unit;
@@ -47,20 +51,98 @@ __device__ inline int32_t route_id(const uint8_t* route, uint32_t stride, uint32
     return reinterpret_cast<const int32_t*>(route + (size_t)t * stride * 4)[j] - (int32_t)first;
 }
 
+// A chunk of routed rows: entries (token - t0) * n_used + slot of a window,
+// their activation rows and their number m <= kChunk.
+struct Chunk {
+    const float* xs[kChunk];
+    int m;
+};
+
+__device__ inline Chunk chunk_at(const MoeMatmulParams& p, const float* x, const uint32_t* rows, uint32_t t0,
+                                 uint32_t c0, uint32_t c1) {
+    Chunk c;
+    c.m = (int)min((uint32_t)kChunk, c1 - c0);
+    for (int i = 0; i < kChunk; i++) {
+        const uint32_t r = i < c.m ? rows[c0 + i] : rows[c0];
+        c.xs[i] = x + (size_t)(t0 + r / p.n_used) * p.x_stride + (size_t)(r % p.n_used) * p.x_slot_stride;
+    }
+    return c;
+}
+
+// The chunk's products, per lane (the caller reduces over the warp):
+// acc[i] += W row . x of routed row i < m. Two ways, chosen per launch from
+// the format, K and the alignment alone (never from the routed rows, so a
+// row's result does not depend on the other rows):
+// - GeneralDot: any format, a lane decoding whole units (decode_block.cuh);
+// - LaneDot<F>: the decode GEMV's lane layouts (gemv_formats.cuh: every lane
+//   of the warp on each block, coalesced loads); the block first stages the
+//   chunk's activation rows in shared memory, every warp's row then reads
+//   them as one strided matrix, each weight decoded once for the chunk. A
+//   launch of one token (decode: one row an expert) whose x rows are 16-byte
+//   aligned reads its row in place instead (staged == nullptr): the same
+//   products in the same order.
+struct GeneralDot {
+    static constexpr bool kStaged = false;
+    __device__ static void dots(const MoeMatmulParams& p, const MoeGeometry& g, const uint8_t* wrow, const Chunk& c,
+                                const float*, float (&acc)[kChunk]) {
+        const int nb = (int)(p.K / g.unit.elems);
+        float tmp[kMaxBlockElems];
+        for (int b = threadIdx.x % 32; b < nb; b += 32) {
+            decode_unit(p.dtype, wrow, b, g.unit.bytes, tmp);
+            for (int i = 0; i < c.m; i++) {
+                const float* xb = c.xs[i] + (size_t)b * g.unit.elems;
+                float s = 0.0f;
+                for (int k = 0; k < g.unit.elems; k++) s += tmp[k] * xb[k];
+                acc[i] += s;
+            }
+        }
+    }
+};
+
+template <class F>
+struct LaneDot {
+    static constexpr bool kStaged = true;
+    __device__ static void dots(const MoeMatmulParams& p, const MoeGeometry&, const uint8_t* wrow, const Chunk& c,
+                                const float* staged, float (&acc)[kChunk]) {
+        gemv_formats::row_dot<F, kChunk>(wrow, (int)p.K, staged ? staged : c.xs[0], p.K, c.m, acc);
+    }
+};
+
+// The chunk's activation rows into shared memory (row i at staged + i K; x's
+// rows need no alignment), every thread of the block taking part; the
+// previous chunk's readers are done first.
+__device__ inline void stage_chunk(const Chunk& c, uint32_t K, float* staged) {
+    __syncthreads();
+    for (uint32_t i = threadIdx.x; i < (uint32_t)c.m * K; i += blockDim.x) staged[i] = c.xs[i / K][i % K];
+    __syncthreads();
+}
+
+// This warp's row n of W[e] against the chunk: the sums of its m rows, in lane 0.
+template <class Dot>
+__device__ inline void chunk_products(const MoeMatmulParams& p, const MoeGeometry& g, const uint8_t* wrow,
+                                      const Chunk& c, const float* staged, float (&v)[kChunk]) {
+    float acc[kChunk];
+    for (int i = 0; i < kChunk; i++) acc[i] = 0.0f;
+    Dot::dots(p, g, wrow, c, staged, acc);
+    for (int i = 0; i < kChunk; i++) v[i] = gemv_formats::warp_sum(acc[i]);
+}
+
 // Per slot (weighted = 0): block (row group, expert e) lists the (token,
 // slot) rows routed to e, in ascending order, and each warp multiplies its
-// row of W[e] with them, decoding each unit of the row once for up to kChunk
-// of them. Blocks of experts no token chose read nothing of W.
+// row of W[e] with them, kChunk at a time. Blocks of experts no token chose
+// read nothing of W.
+template <class Dot>
 __global__ void moe_matmul_slots_kernel(MoeMatmulParams p, MoeGeometry g, const uint8_t* W, const float* x,
-                                        float* y, const uint8_t* route) {
+                                        float* y, const uint8_t* route, bool stage) {
+    extern __shared__ float4 staged_rows[];
     __shared__ uint32_t rows[kWindow];
     __shared__ uint32_t warp_counts[32];
     __shared__ uint32_t total;
     const uint32_t e = blockIdx.y;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const uint32_t n = blockIdx.x * kWarps + warp;
-    const int nb = (int)(p.K / g.unit.elems);
     const uint8_t* wrow = W + (size_t)e * g.expert_bytes + (size_t)n * g.row_bytes;
+    float* staged = stage ? reinterpret_cast<float*>(staged_rows) : nullptr;
     for (uint32_t t0 = 0; t0 < p.n_tokens; t0 += kWindow) {
         // the window's rows routed to e, in ascending (token, slot) order
         const uint32_t t1 = min(p.n_tokens, t0 + kWindow);
@@ -86,37 +168,17 @@ __global__ void moe_matmul_slots_kernel(MoeMatmulParams p, MoeGeometry g, const 
             __syncthreads();
         }
         const uint32_t count = min(total, kWindow);  // ids are distinct within a token: at most one row a token
-        if (n < p.N) {
-            for (uint32_t c0 = 0; c0 < count; c0 += kChunk) {
-                const int m = (int)min((uint32_t)kChunk, count - c0);
-                float acc[kChunk];
-                const float* xs[kChunk];
-                for (int i = 0; i < kChunk; i++) {
-                    acc[i] = 0.0f;
-                    if (i < m) {
-                        const uint32_t r = rows[c0 + i], t = t0 + r / p.n_used, j = r % p.n_used;
-                        xs[i] = x + (size_t)t * p.x_stride + (size_t)j * p.x_slot_stride;
-                    }
+        for (uint32_t c0 = 0; c0 < count; c0 += kChunk) {
+            const Chunk c = chunk_at(p, x, rows, t0, c0, count);
+            if (stage) stage_chunk(c, p.K, staged);
+            if (n >= p.N) continue;
+            float v[kChunk];
+            chunk_products<Dot>(p, g, wrow, c, staged, v);
+            for (int i = 0; i < c.m; i++)
+                if (lane == 0) {
+                    const uint32_t r = rows[c0 + i], t = t0 + r / p.n_used, j = r % p.n_used;
+                    y[(size_t)t * p.y_stride + (size_t)j * p.y_slot_stride + n] = v[i];
                 }
-                float tmp[kMaxBlockElems];
-                for (int b = lane; b < nb; b += 32) {
-                    decode_unit(p.dtype, wrow, b, g.unit.bytes, tmp);
-                    for (int i = 0; i < m; i++) {
-                        const float* xb = xs[i] + (size_t)b * g.unit.elems;
-                        float s = 0.0f;
-                        for (int k = 0; k < g.unit.elems; k++) s += tmp[k] * xb[k];
-                        acc[i] += s;
-                    }
-                }
-                for (int i = 0; i < m; i++) {
-                    float v = acc[i];
-                    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-                    if (lane == 0) {
-                        const uint32_t r = rows[c0 + i], t = t0 + r / p.n_used, j = r % p.n_used;
-                        y[(size_t)t * p.y_stride + (size_t)j * p.y_slot_stride + n] = v;
-                    }
-                }
-            }
         }
         __syncthreads();  // the list is rebuilt for the next window
     }
@@ -124,19 +186,21 @@ __global__ void moe_matmul_slots_kernel(MoeMatmulParams p, MoeGeometry g, const 
 
 // Weighted sum (weighted = 1): block (row group) sorts the routed (token,
 // slot) rows by expert, then goes through the experts in ascending id; each
-// warp multiplies its row of W[e] with e's rows (each unit of the row
-// decoded once for up to kChunk of them) and adds weight * dot to its
-// element of each token's output, so every output sums its slots in
-// ascending expert id (the CPU's order) whatever the other tokens are.
+// warp multiplies its row of W[e] with e's rows (kChunk at a time) and adds
+// weight * dot to its element of each token's output, so every output sums
+// its slots in ascending expert id (the CPU's order) whatever the other
+// tokens are.
 constexpr uint32_t kMaxExperts = 4096;  // ModelConfig's bound on expert_count
 
+template <class Dot>
 __global__ void moe_matmul_sum_kernel(MoeMatmulParams p, MoeGeometry g, const uint8_t* W, const float* x, float* y,
-                                      const uint8_t* route) {
+                                      const uint8_t* route, bool stage) {
+    extern __shared__ float4 staged_rows[];
     __shared__ uint32_t ends[kMaxExperts];  // per expert: the end of its rows in `rows`
     __shared__ uint32_t rows[kWindow];      // window entries (token - t0) * n_used + slot, by expert
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const uint32_t n = blockIdx.x * kWarps + warp;
-    const int nb = (int)(p.K / g.unit.elems);
+    float* staged = stage ? reinterpret_cast<float*>(staged_rows) : nullptr;
     const uint32_t window = max(1u, kWindow / p.n_used);  // tokens a window: their entries fit `rows`
     for (uint32_t t0 = 0; t0 < p.n_tokens; t0 += window) {
         const uint32_t t1 = min(p.n_tokens, t0 + window), entries = (t1 - t0) * p.n_used;
@@ -163,46 +227,62 @@ __global__ void moe_matmul_sum_kernel(MoeMatmulParams p, MoeGeometry g, const ui
             if (e >= 0 && (uint32_t)e < p.n_experts) rows[atomicAdd(&ends[e], 1u)] = i;
         }
         __syncthreads();
-        if (n < p.N) {
-            for (uint32_t e = 0; e < p.n_experts; e++) {
-                const uint32_t r0 = e ? ends[e - 1] : 0, r1 = ends[e];
-                if (r0 == r1) continue;
-                const uint8_t* wrow = W + (size_t)e * g.expert_bytes + (size_t)n * g.row_bytes;
-                for (uint32_t c0 = r0; c0 < r1; c0 += kChunk) {
-                    const int m = (int)min((uint32_t)kChunk, r1 - c0);
-                    float acc[kChunk];
-                    const float* xs[kChunk];
-                    for (int i = 0; i < kChunk; i++) {
-                        acc[i] = 0.0f;
-                        if (i < m) {
-                            const uint32_t r = rows[c0 + i], t = t0 + r / p.n_used, j = r % p.n_used;
-                            xs[i] = x + (size_t)t * p.x_stride + (size_t)j * p.x_slot_stride;
-                        }
+        for (uint32_t e = 0; e < p.n_experts; e++) {
+            const uint32_t r0 = e ? ends[e - 1] : 0, r1 = ends[e];
+            const uint8_t* wrow = W + (size_t)e * g.expert_bytes + (size_t)n * g.row_bytes;
+            for (uint32_t c0 = r0; c0 < r1; c0 += kChunk) {
+                const Chunk c = chunk_at(p, x, rows, t0, c0, r1);
+                if (stage) stage_chunk(c, p.K, staged);
+                if (n >= p.N) continue;
+                float v[kChunk];
+                chunk_products<Dot>(p, g, wrow, c, staged, v);
+                for (int i = 0; i < c.m; i++)
+                    if (lane == 0) {
+                        const uint32_t r = rows[c0 + i], t = t0 + r / p.n_used, j = r % p.n_used;
+                        const float w = reinterpret_cast<const float*>(
+                            route + (size_t)t * p.route_stride * 4)[p.n_used + j];
+                        y[(size_t)t * p.y_stride + n] += w * v[i];
                     }
-                    float tmp[kMaxBlockElems];
-                    for (int b = lane; b < nb; b += 32) {
-                        decode_unit(p.dtype, wrow, b, g.unit.bytes, tmp);
-                        for (int i = 0; i < m; i++) {
-                            const float* xb = xs[i] + (size_t)b * g.unit.elems;
-                            float d = 0.0f;
-                            for (int k = 0; k < g.unit.elems; k++) d += tmp[k] * xb[k];
-                            acc[i] += d;
-                        }
-                    }
-                    for (int i = 0; i < m; i++) {
-                        float v = acc[i];
-                        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-                        if (lane == 0) {
-                            const uint32_t r = rows[c0 + i], t = t0 + r / p.n_used, j = r % p.n_used;
-                            const float w = reinterpret_cast<const float*>(
-                                route + (size_t)t * p.route_stride * 4)[p.n_used + j];
-                            y[(size_t)t * p.y_stride + n] += w * v;
-                        }
-                    }
-                }
             }
         }
         __syncthreads();  // `ends` and `rows` are rebuilt for the next window
+    }
+}
+
+template <class Dot>
+void launch_moe_kernels(const CudaArgs& a, const MoeMatmulParams& p, const MoeGeometry& g) {
+    const unsigned row_blocks = blocks_for(p.N, kWarps);
+    const uintptr_t x = reinterpret_cast<uintptr_t>(a.buf[1]);
+    const bool in_place = p.n_tokens == 1 && x % 16 == 0 && p.x_slot_stride % 4 == 0;
+    const bool stage = Dot::kStaged && !in_place;
+    const size_t shared = stage ? (size_t)kChunk * p.K * sizeof(float) : 0;
+    if (p.weighted) {
+        if (shared) allow_dynamic_shared((const void*)moe_matmul_sum_kernel<Dot>, (int)shared);
+        moe_matmul_sum_kernel<Dot><<<row_blocks, kWarps * 32, shared, a.stream>>>(
+            p, g, a.b<uint8_t>(0), a.b<float>(1), a.b<float>(2), a.b<uint8_t>(3), stage);
+    } else {
+        if (shared) allow_dynamic_shared((const void*)moe_matmul_slots_kernel<Dot>, (int)shared);
+        moe_matmul_slots_kernel<Dot><<<dim3(row_blocks, p.n_experts), kWarps * 32, shared, a.stream>>>(
+            p, g, a.b<uint8_t>(0), a.b<float>(1), a.b<float>(2), a.b<uint8_t>(3), stage);
+    }
+}
+
+// The lane-layout path where the format has one (and the decode GEMV's
+// alignment holds) and a chunk of x's rows fits shared memory; false otherwise.
+bool launch_lane_moe(const CudaArgs& a, const MoeMatmulParams& p, const MoeGeometry& g) {
+    using namespace gemv_formats;
+    const uintptr_t w = reinterpret_cast<uintptr_t>(a.buf[0]);
+    if ((size_t)kChunk * p.K * sizeof(float) > kMaxStagedBytes) return false;
+    switch (p.dtype) {
+        case GGML_Q4_0: if (w % 2) return false; launch_moe_kernels<LaneDot<Q4_0>>(a, p, g); return true;
+        case GGML_Q8_0: if (w % 2) return false; launch_moe_kernels<LaneDot<Q8_0>>(a, p, g); return true;
+        case GGML_Q4_K: if (w % 16) return false; launch_moe_kernels<LaneDot<Q4_K>>(a, p, g); return true;
+        case GGML_Q6_K: if (w % 2) return false; launch_moe_kernels<LaneDot<Q6_K>>(a, p, g); return true;
+        case GGML_MXFP4: launch_moe_kernels<LaneDot<MXFP4>>(a, p, g); return true;
+        case GGML_F16: if (w % 16 || p.K % 8) return false; launch_moe_kernels<LaneDot<Half<false>>>(a, p, g); return true;
+        case GGML_BF16: if (w % 16 || p.K % 8) return false; launch_moe_kernels<LaneDot<Half<true>>>(a, p, g); return true;
+        case GGML_F32: if (w % 16 || p.K % 4) return false; launch_moe_kernels<LaneDot<F32>>(a, p, g); return true;
+        default: return false;
     }
 }
 
@@ -216,16 +296,9 @@ void launch_moe_matmul(const CudaArgs& a) {
     g.unit = decode_unit_of(p.dtype, (int)dt->block_elems, (int)dt->block_bytes);
     g.row_bytes = (size_t)p.K / dt->block_elems * dt->block_bytes;
     g.expert_bytes = g.row_bytes * p.N;
-    const unsigned row_blocks = blocks_for(p.N, kWarps);
     if (p.n_experts > kMaxExperts || p.n_used > kWindow)
         throw Error("moe_matmul: at most " + std::to_string(kMaxExperts) + " experts");
-    if (p.weighted) {
-        moe_matmul_sum_kernel<<<row_blocks, kWarps * 32, 0, a.stream>>>(
-            p, g, a.b<uint8_t>(0), a.b<float>(1), a.b<float>(2), a.b<uint8_t>(3));
-    } else {
-        moe_matmul_slots_kernel<<<dim3(row_blocks, p.n_experts), kWarps * 32, 0, a.stream>>>(
-            p, g, a.b<uint8_t>(0), a.b<float>(1), a.b<float>(2), a.b<uint8_t>(3));
-    }
+    if (!launch_lane_moe(a, p, g)) launch_moe_kernels<GeneralDot>(a, p, g);
 }
 
 __global__ void moe_shared_add_kernel(MoeSharedAddParams p, const float* x, const float* gate, float* y) {
