@@ -99,8 +99,9 @@ def test_greedy_tokens_match_llama_cpp(case):
         assert got == want or gap <= tie, f"step {j}: akunu {got}, llama.cpp {want}, logit gap {gap:.4f}"
 
 
-def relabelled(src, dst, arch):
-    """The GGUF file src with its architecture (and its keys' prefix) renamed to arch."""
+def relabelled(src, dst, arch, values=None):
+    """The GGUF file src with its architecture (and its keys' prefix) renamed
+    to arch, and the keys of `values` (named after the renaming) set to them."""
     import gguf
     r = gguf.GGUFReader(src)
     old = r.fields["general.architecture"].contents()
@@ -109,7 +110,8 @@ def relabelled(src, dst, arch):
         if name.startswith("GGUF.") or name == "general.architecture":
             continue
         key = arch + name[len(old):] if name.startswith(old + ".") else name
-        w.add_key_value(key, field.contents(), field.types[0],
+        value = (values or {}).get(key, field.contents())
+        w.add_key_value(key, value, field.types[0],
                         sub_type=field.types[-1] if len(field.types) > 1 else None)
     for t in r.tensors:
         w.add_tensor(t.name, np.array(t.data))
@@ -134,6 +136,27 @@ def test_the_family_features_change_the_logits(tmp_path, arch):
     if arch == "smollm3":
         # the first position is RoPE's angle 0 on every layer: only the layers' differences there
         np.testing.assert_allclose(ours[0], as_llama[0], atol=1e-4)
+
+
+@pytest.mark.parametrize("key", ["attn_logit_softcapping", "final_logit_softcapping"])
+@pytest.mark.parametrize("value", [-1.0, float("nan"), 1e9])
+def test_gemma2_bad_soft_caps_are_clear_errors(tmp_path, key, value):
+    p = str(tmp_path / "gemma2.gguf")
+    random_gguf.write_model(p, "gemma2", "F32", seed=7)
+    bad = relabelled(p, str(tmp_path / "bad.gguf"), "gemma2", {f"gemma2.{key}": value})
+    with pytest.raises(akunu.AkunuError, match=key):
+        akunu.load(bad, n_ctx=64)
+
+
+def test_gemma2_soft_caps_change_the_logits(tmp_path):
+    """The file's caps are read: a cap of 0 (none) gives other logits."""
+    p = str(tmp_path / "gemma2.gguf")
+    random_gguf.write_model(p, "gemma2", "F32", seed=7)
+    seq = np.random.default_rng([SEED, 2]).integers(3, 512, 24).tolist()
+    capped = akunu.load(p, n_ctx=64).logits(seq)
+    for key in ("attn_logit_softcapping", "final_logit_softcapping"):
+        free = relabelled(p, str(tmp_path / f"{key}.gguf"), "gemma2", {f"gemma2.{key}": 0.0})
+        assert np.abs(akunu.load(free, n_ctx=64).logits(seq) - capped).max() > 20 * FLOAT_LOGIT_TOL, key
 
 
 @pytest.fixture(scope="module")

@@ -11,10 +11,17 @@
 namespace akunu {
 
 namespace {
-// The batch table's output head: gather_rows, output_norm, lm_head (table_builder.cpp);
-// then, split over tensor-parallel ranks, the gather of the vocabulary
-// slices, and with a final soft cap (Gemma 2) its map of the logits.
-constexpr size_t kBatchHeadCommands = 3;
+// The batch table's output head starts at its last gather_rows (then
+// output_norm, lm_head and whatever maps the logits: the vocabulary slices'
+// gather over tensor-parallel ranks, Gemma 2's soft cap; table_builder.cpp).
+size_t head_start(const DispatchTable& t) {
+    for (size_t i = t.labels.size(); i-- > 0;)
+        if (t.labels[i] == "gather_rows") {
+            if (i + 2 >= t.labels.size() || t.labels[i + 2] != "lm_head") break;
+            return i;
+        }
+    throw Error("internal error: the batch table does not end with its output head");
+}
 
 // One command built through the table builder's Cmd helper, returned alone.
 template <class F>
@@ -67,13 +74,8 @@ BatchEngine::BatchEngine(Device& dev, const ModelConfig& cfg, const ArchDescript
 
     BatchBuffers bb{&kv_, rows_, out_rows_};
     table_ = build_dispatch_table(dev, cfg, arch, w, unused_kv_, scratch_, TableKind::Batch, &bb);
-    const size_t n_cmds = table_.labels.size();
-    const size_t head_cmds = kBatchHeadCommands + (cfg.tp_ranks > 1 ? 1 : 0) + (cfg.final_softcap > 0.0f ? 1 : 0);
-    if (n_cmds < head_cmds || table_.labels[n_cmds - head_cmds] != "gather_rows" ||
-        table_.labels[n_cmds - head_cmds + 2] != "lm_head")
-        throw Error("internal error: the batch table does not end with its output head");
     body_ = table_;
-    body_.commands.resize(body_.commands.size() - head_cmds);
+    body_.commands.resize(head_start(table_));
     body_.labels.resize(body_.commands.size());
     body_.renew_id();
     argmax_cmd_ = single_command(dev, "argmax", [&](Cmd& c) {
