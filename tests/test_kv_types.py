@@ -157,9 +157,10 @@ ATTN_CASES = {
 }
 
 
-def attention_ref(q, k, v, n_heads, n_kv, hd, pos0, window, scale, softcap=0.0):
+def attention_ref(q, k, v, n_heads, n_kv, hd, pos0, window, scale, softcap=0.0, sinks=None):
     """float64 causal GQA attention of n queries at pos0.. over float K/V rows,
-    scores soft-capped where softcap > 0 (softcap * tanh(s / softcap)),
+    scores soft-capped where softcap > 0 (softcap * tanh(s / softcap)), each
+    head's softmax spanning its sink logit too where sinks (n_heads) is given,
     Q and the softmax weights rounded to F16 (the CPU's rounding), and each
     element's bound: tests/test_paged_kernels.py's (1e-4 relative + 1e-5, plus
     one F16 step of each weight that lies within 2^-12 of a rounding midpoint,
@@ -177,8 +178,14 @@ def attention_ref(q, k, v, n_heads, n_kv, hd, pos0, window, scale, softcap=0.0):
         sc = np.einsum("jkd,kgd->kgj", kh, q16[t]) * np.float64(np.float32(scale))
         if softcap > 0:
             sc = softcap * np.tanh(sc / softcap)
-        e = np.exp(sc - sc.max(-1, keepdims=True))
-        w64 = e / e.sum(-1, keepdims=True)
+        if sinks is None:
+            e = np.exp(sc - sc.max(-1, keepdims=True))
+            w64 = e / e.sum(-1, keepdims=True)
+        else:  # one more logit a head, whose value vector is zeros
+            sk = np.asarray(sinks, np.float64).reshape(n_kv, group, 1)
+            m = np.maximum(sc.max(-1, keepdims=True), sk)
+            e = np.exp(sc - m)
+            w64 = e / (e.sum(-1, keepdims=True) + np.exp(sk - m))
         w = w64.astype(np.float16).astype(np.float64)
         step = np.spacing(w64.astype(np.float16)).astype(np.float64)
         near = np.abs(np.abs(w64 - w) - step / 2) <= w64 * 2.0 ** -12

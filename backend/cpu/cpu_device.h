@@ -59,7 +59,7 @@ private:
     struct Bound {
         const CpuKernelEntry* fn = nullptr;
         uint8_t* buf[DispatchCmd::MAX_BUFFERS] = {};
-        uint8_t params[64] = {};
+        uint8_t params[DispatchCmd::MAX_PARAM_BYTES] = {};
     } bound_;
     std::unique_ptr<ThreadPool> pool_;
     Collective* collective_ = nullptr;

@@ -108,7 +108,7 @@ private:
     struct Bound {
         const CudaKernelEntry* fn = nullptr;
         uint8_t* buf[DispatchCmd::MAX_BUFFERS] = {};
-        uint8_t params[64] = {};
+        uint8_t params[DispatchCmd::MAX_PARAM_BYTES] = {};
     } bound_;
 };
 

@@ -13,7 +13,7 @@ namespace akunu {
 
 struct DispatchCmd {
     static constexpr int MAX_BUFFERS = 10;
-    static constexpr int MAX_PARAM_BYTES = 64;
+    static constexpr int MAX_PARAM_BYTES = 80;
 
     Pipeline pso;
     Buffer buffers[MAX_BUFFERS];

@@ -107,6 +107,12 @@ struct AttentionParams {
     // Logit soft-capping (Gemma 2): a score s = scale * q.k becomes
     // softcap * tanh(s / softcap) before the softmax; 0: none.
     float softcap;
+    // Attention sinks (gpt-oss): 1: buffer 7 holds n_heads float logits, one
+    // a query head, and each query's softmax also spans that head's logit
+    // sink[h] (taken as it is: not scaled, not capped) with a value vector of
+    // zeros: out = sum_j e^(s_j) v_j / (sum_j e^(s_j) + e^(sink[h])).
+    // Buffers 4 to 6 are bound (to anything) when it is set. 0: none.
+    uint32_t sinks;
 };
 
 // Paged KV cache (continuous batching). Each token row t of a pass belongs to
@@ -152,6 +158,7 @@ struct PagedAttentionParams {
     uint32_t k_type;
     uint32_t v_type;
     float softcap;  // as AttentionParams::softcap
+    uint32_t sinks;  // as AttentionParams::sinks, the logits in buffer 6
 };
 
 // gather_rows: dst[r, :] = src[idx[r], :] for r < n_rows (the rows of a
@@ -207,7 +214,11 @@ struct Im2ColParams {
     uint32_t pad;
 };
 
-// out[t, i] = act(gate[t, i]) * up[t, i]
+// out[t, i] = act(gate[t, i]) * up[t, i]. swiglu_oai (gpt-oss's experts)
+// with the same parameters: g = min(gate, L), u = clamp(up, -L, L),
+// out = g * sigmoid(kSwigluOaiAlpha * g) * (u + 1), L = kSwigluOaiLimit.
+constexpr float kSwigluOaiAlpha = 1.702f;
+constexpr float kSwigluOaiLimit = 7.0f;
 struct GatedActParams {
     uint32_t n;
     uint32_t n_tokens;
@@ -382,7 +393,9 @@ struct MoeRouteParams {
 //   weighted = 0: y[t * y_stride + j * y_slot_stride, :] = r
 //   weighted = 1: y[t * y_stride, :] = sum over the slots of weight(t, j) * r,
 //                 summed in ascending expert id (an order fixed by the row alone)
-// Only the selected experts' rows are read. invariant / generated_rows as in
+// bias = 1: buffer 4 holds float biases, N a matrix of the tensor (expert e
+// at (e - first_expert) * N), added to r before it is stored or weighted
+// (gpt-oss). Only the selected experts' rows are read. invariant / generated_rows as in
 // MatmulParams (batch tables), for the per-expert matmuls. first_expert:
 // the tensor holds experts [first_expert, first_expert + n_experts) of the
 // model (a tensor-parallel rank's whole experts; 0 elsewhere): a route id e
@@ -403,6 +416,7 @@ struct MoeMatmulParams {
     uint32_t invariant;
     uint32_t generated_rows;
     uint32_t first_expert;
+    uint32_t bias;
 };
 
 // moe_shared_add: y[t, :] += g(t) * x[t, :] over dim floats, the shared

@@ -92,6 +92,10 @@ struct ItemRows {
     float* scores = nullptr;  // nq x stride(): row r's key j at r * stride() + j - c_first * kKeyChunk
     float* cmax = nullptr;    // nq x n_chunks: a chunk's maximum score, then its weight factor
     double* csum = nullptr;   // nq x n_chunks: a chunk's sum of exponentials
+    // Attention sinks (AttentionParams::sinks): row r's logit is sink[r % nh]
+    // (the item's heads from h0); nullptr: none.
+    const float* sink = nullptr;
+    uint32_t nh = 1;
     size_t stride() const { return (size_t)n_chunks * kKeyChunk; }
     size_t score_sizes() const { return nq * stride(); }
 };
@@ -101,6 +105,7 @@ struct ItemRows {
 template <class QSrc>
 void fill_rows(const HeadBlock& hb, uint32_t hd, uint32_t group, QSrc qsrc, ItemRows& it) {
     it.nq = hb.nt * hb.nh;
+    it.nh = hb.nh;
     it.hd = hd;
     it.koff = (hb.h0 / group) * hd;
     it.kmin = UINT32_MAX;
@@ -159,12 +164,14 @@ void chunk_scores(const ItemRows& it, uint32_t ci, attention_math::Score score, 
 }
 
 // Row r's weight factor of each chunk, e^(m_c - M) / sum, in place of m_c.
+// A sink's logit joins the maximum and the sum (its value vector is zeros).
 void row_factors(const ItemRows& it, uint32_t r) {
     float* m = it.cmax + (size_t)r * it.n_chunks;
     const double* s = it.csum + (size_t)r * it.n_chunks;
     float mx = -INFINITY;
     for (uint32_t c = 0; c < it.n_chunks; c++) mx = std::max(mx, m[c]);
-    double sum = 0;
+    if (it.sink) mx = std::max(mx, it.sink[r % it.nh]);
+    double sum = it.sink ? std::exp((double)it.sink[r % it.nh] - mx) : 0.0;
     for (uint32_t c = 0; c < it.n_chunks; c++)
         if (m[c] != -INFINITY) sum += s[c] * std::exp((double)m[c] - mx);
     for (uint32_t c = 0; c < it.n_chunks; c++)
@@ -224,8 +231,8 @@ T* grown(std::vector<T>& v, size_t n) {
 // One item on one thread: its chunks' scores, the factors, then the chunks'
 // shares added in order.
 template <class QSrc, class KeyRow, class Dst>
-void attend(const HeadBlock& hb, uint32_t hd, uint32_t group, attention_math::Score score, const CacheRows& cache, QSrc qsrc,
-            KeyRow key_row, Dst dst) {
+void attend(const HeadBlock& hb, uint32_t hd, uint32_t group, attention_math::Score score, const CacheRows& cache,
+            const float* sinks, QSrc qsrc, KeyRow key_row, Dst dst) {
     thread_local std::vector<float> q, scores, cmax, rows, dots, wts, acc, part;
     thread_local std::vector<double> csum;
     uint32_t lo[kMaxRows], last[kMaxRows];
@@ -234,6 +241,7 @@ void attend(const HeadBlock& hb, uint32_t hd, uint32_t group, attention_math::Sc
     it.lo = lo;
     it.last = last;
     fill_rows(hb, hd, group, qsrc, it);
+    it.sink = sinks ? sinks + hb.h0 : nullptr;
     it.scores = grown(scores, it.score_sizes());
     it.cmax = grown(cmax, (size_t)it.nq * it.n_chunks);
     it.csum = grown(csum, (size_t)it.nq * it.n_chunks);
@@ -292,7 +300,7 @@ constexpr size_t kMaxShareBytes = 32u << 20;
 // threads (flash-decoding), then each row's factors, each chunk's share, and
 // the shares added in chunk order: the bits attend gives.
 void attention_split(const AttentionParams& p, const float* q, const CacheRows& cache, float* out, const int32_t* seg,
-                     uint32_t nh, ThreadPool* pool) {
+                     const float* sinks, uint32_t nh, ThreadPool* pool) {
     thread_local std::vector<float> qs, scores, cmax, parts;
     thread_local std::vector<double> csum;
     thread_local std::vector<uint32_t> bounds;
@@ -312,6 +320,7 @@ void attention_split(const AttentionParams& p, const float* q, const CacheRows& 
         const uint32_t h0 = i * nh;
         fill_rows(HeadBlock{h0, nh, nt, lo, last}, hd, group,
                   [&](uint32_t t, uint32_t k) { return q + (size_t)t * p.q_stride + (size_t)(h0 + k) * hd; }, it);
+        it.sink = sinks ? sinks + h0 : nullptr;
     }
     ItemRows* its = items.data();  // (a thread_local named in the lambdas below would be each worker's own)
     const uint32_t nc = its[0].n_chunks;  // every item reads the same keys
@@ -356,7 +365,7 @@ void attention_split(const AttentionParams& p, const float* q, const CacheRows& 
 }
 
 void attention_rows(const AttentionParams& p, const float* q, const CacheRows& cache, float* out, const int32_t* seg,
-                    ThreadPool* pool) {
+                    const float* sinks, ThreadPool* pool) {
     const uint32_t hd = p.head_dim, group = p.n_heads / p.n_kv_heads;
     const uint32_t n_blocks = (p.n_tokens + kTokenBlock - 1) / kTokenBlock;
     const int n_threads = pool->size();
@@ -368,7 +377,7 @@ void attention_rows(const AttentionParams& p, const float* q, const CacheRows& c
         const size_t n_chunks = kmax / kKeyChunk - kmin / kKeyChunk + 1;
         const size_t share_bytes = n_chunks * p.n_tokens * p.n_heads * hd * sizeof(float);  // every chunk's shares
         if (p.n_heads / whole < 2u * (uint32_t)n_threads && n_chunks > 1 && share_bytes <= kMaxShareBytes)
-            return attention_split(p, q, cache, out, seg, whole, pool);
+            return attention_split(p, q, cache, out, seg, sinks, whole, pool);
     }
     const uint32_t nh = heads_per_item(group, p.n_kv_heads, n_blocks, n_threads);
     const uint32_t items_a_block = p.n_heads / nh;
@@ -378,7 +387,7 @@ void attention_rows(const AttentionParams& p, const float* q, const CacheRows& c
             const uint32_t h0 = ((uint32_t)it % items_a_block) * nh, t0 = ((uint32_t)it / items_a_block) * kTokenBlock;
             const uint32_t nt = std::min(kTokenBlock, p.n_tokens - t0);
             token_ranges(p, seg, t0, nt, lo, last);
-            attend(HeadBlock{h0, nh, nt, lo, last}, hd, group, {p.scale, p.softcap}, cache,
+            attend(HeadBlock{h0, nh, nt, lo, last}, hd, group, {p.scale, p.softcap}, cache, sinks,
                    [&](uint32_t i, uint32_t k) { return q + (size_t)(t0 + i) * p.q_stride + (size_t)(h0 + k) * hd; },
                    [&](uint32_t j) { return kv_ring_row(j, p.max_ctx); },
                    [&](uint32_t i, uint32_t k) { return out + (size_t)(t0 + i) * p.out_stride + (size_t)(h0 + k) * hd; });
@@ -390,7 +399,8 @@ void attention(const CpuArgs& a) {
     AttentionParams p = a.p<AttentionParams>();
     if (const char* why = kv_rows_problem(p)) throw Error(std::string("attention: ") + why);
     const CacheRows cache{a.b<uint8_t>(1), a.b<uint8_t>(2), p.k_type, p.v_type, p.n_kv_heads * p.head_dim};
-    attention_rows(p, a.b<float>(0), cache, a.b<float>(3), p.segmented ? a.b<int32_t>(4) : nullptr, a.pool);
+    attention_rows(p, a.b<float>(0), cache, a.b<float>(3), p.segmented ? a.b<int32_t>(4) : nullptr,
+                   p.sinks ? a.b<float>(7) : nullptr, a.pool);
 }
 
 // Pool row of position `pos` of sequence `seq` (PagedKVWriteParams).
@@ -449,7 +459,7 @@ void attention_paged(const CpuArgs& a) {
                     nt++;
                 }
                 attend(HeadBlock{h0, nh, nt, lo, last}, hd, group, {p.scale, p.softcap}, cache,
-                       [&](uint32_t i, uint32_t k) { return q + (size_t)(t0 + i) * p.q_stride + (size_t)(h0 + k) * hd; },
+                       p.sinks ? a.b<float>(6) : nullptr, [&](uint32_t i, uint32_t k) { return q + (size_t)(t0 + i) * p.q_stride + (size_t)(h0 + k) * hd; },
                        [&](uint32_t j) { return paged_row(tables, p.max_blocks, p.block_size, seq, j); },
                        [&](uint32_t i, uint32_t k) { return out + (size_t)(t0 + i) * p.out_stride + (size_t)(h0 + k) * hd; });
                 t0 += nt;

@@ -71,6 +71,30 @@ void gated(const CpuArgs& a) {
     a.pool->parallel_for((int)p.n_tokens, [&](int t0, int t1) { gated_rows<Act>(p, g, u, o, t0, t1); });
 }
 
+// gpt-oss's gated activation (GatedActParams: kSwigluOaiAlpha, kSwigluOaiLimit),
+// with exp as silu's.
+void swiglu_oai_rows(const GatedActParams& p, const float* g, const float* u, float* o, uint32_t t0, uint32_t t1) {
+    for (uint32_t t = t0; t < t1; t++) {
+        const float* gt = g + (size_t)t * p.gate_stride;
+        const float* ut = u + (size_t)t * p.up_stride;
+        float* ot = o + (size_t)t * p.out_stride;
+        for (uint32_t i = 0; i < p.n; i++) {
+            const float x = std::min(gt[i], kSwigluOaiLimit);
+            const float y = std::min(std::max(ut[i], -kSwigluOaiLimit), kSwigluOaiLimit);
+            ot[i] = x / (1.0f + exp_approx(-kSwigluOaiAlpha * x)) * (y + 1.0f);
+        }
+    }
+}
+
+void swiglu_oai(const CpuArgs& a) {
+    GatedActParams p = a.p<GatedActParams>();
+    const float* g = a.b<float>(0);
+    const float* u = a.b<float>(1);
+    float* o = a.b<float>(2);
+    if (p.n_tokens < 2 || !a.pool) return swiglu_oai_rows(p, g, u, o, 0, p.n_tokens);
+    a.pool->parallel_for((int)p.n_tokens, [&](int t0, int t1) { swiglu_oai_rows(p, g, u, o, t0, t1); });
+}
+
 void add_inplace(const CpuArgs& a) {
     AddParams p = a.p<AddParams>();
     float* x = a.b<float>(0);
@@ -172,6 +196,7 @@ void im2col_1d(const CpuArgs& a) {
 extern const CpuKernelEntry kElementwiseKernels[] = {
     {"silu_gate", gated<silu>},
     {"gelu_gate", gated<gelu>},
+    {"swiglu_oai", swiglu_oai},
     {"add_inplace", add_inplace},
     {"gather_rows", gather_rows},
     {"gelu_erf", gelu_erf},

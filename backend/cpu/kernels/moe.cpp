@@ -155,9 +155,12 @@ void moe_matmul(const CpuArgs& a) {
         sub.params = reinterpret_cast<const uint8_t*>(&mp);
         sub.pool = a.pool;
         fn(sub);
+        const float* bias = p.bias ? a.b<float>(4) + (size_t)e * p.N : nullptr;  // expert e's (gpt-oss)
         for (uint32_t i = 0; i < cnt; i++) {
             const uint32_t r = order[r0 + i], t = r / p.n_used, j = r % p.n_used;
-            const float* src = yg.data() + (size_t)i * p.N;
+            float* src = yg.data() + (size_t)i * p.N;
+            if (bias)
+                for (uint32_t n = 0; n < p.N; n++) src[n] += bias[n];
             if (p.weighted) {
                 const float w = weight_of(t, j);
                 float* dst = y + (size_t)t * p.y_stride;

@@ -68,7 +68,7 @@ struct Q8Link {
 // A command's bound buffers (already offset) and patched parameter bytes.
 struct CommandBytes {
     uint8_t* buf[10];  // DispatchCmd::MAX_BUFFERS
-    uint8_t params[64];
+    uint8_t params[80];  // DispatchCmd::MAX_PARAM_BYTES
 
     template <typename T>
     T p() const {
