@@ -1,5 +1,6 @@
 """Mixture-of-experts models (qwen3moe, qwen2moe with its shared expert,
-Mixtral as llama with experts, OLMoE) with random weights, written as
+Mixtral as llama with experts, OLMoE, gpt-oss with its sinks, biases and
+clamped SwiGLU) with random weights, written as
 llama.cpp's converter writes them, against llama.cpp's logits and greedy
 tokens (tests/golden/moe-*.json, from python -m tools.make_golden); then the
 other tables on the same models: the fused decode tables and the batch
@@ -41,10 +42,23 @@ FLOAT_NUMPY_TOL = 0.01
 # experts swapped at gaps of 0.05 and 0.063).
 FLOAT_ROUTER_GAP, QUANT_ROUTER_GAP = 0.02, 0.1
 MAX_EXCUSED = 0.2
+# gpt-oss's random experts reach swiglu_oai's clamps, so its values are wide
+# (activations up to 56): a softmax weight the engine rounds to the other F16
+# neighbour than the reference does (their roundings of e^(s - max) / sum
+# differ in the last bits) moves its logits by up to 0.03 over 300 tokens,
+# and 8-bit activation blocks move them by up to 3.7 (llama.cpp's as much:
+# its MXFP4 and Q8_0 records are compared with llama.cpp instead).
+LONG_FLOAT_NUMPY_TOL = {"gpt-oss": 0.05}
+QUANT_NUMPY_CHECKED = set(random_gguf.MOE_ARCHS) - {"gpt-oss"}
+
+
+def float_weights(rec):
+    """Whether the record's matrices are float (the writer's MXFP4 files are not)."""
+    return rec["made_by"][0] == "float" and rec["made_by"][1] in ("F32", "F16", "BF16")
 
 
 def tolerances(rec):
-    return (FLOAT_TIE, FLOAT_LOGIT_TOL) if rec["made_by"][0] == "float" else (QUANT_TIE, QUANT_LOGIT_TOL)
+    return (FLOAT_TIE, FLOAT_LOGIT_TOL) if float_weights(rec) else (QUANT_TIE, QUANT_LOGIT_TOL)
 
 
 def model_path(rec, cache_dir):
@@ -68,17 +82,24 @@ def case(request, cache_dir):
     m = akunu.load(path, n_ctx=256)
     seq = rec["prompt_tokens"] + rec["greedy_tokens"][:-1]
     ref, gaps = moe_reference.forward(path, seq)
-    gap = FLOAT_ROUTER_GAP if rec["made_by"][0] == "float" else QUANT_ROUTER_GAP
+    gap = FLOAT_ROUTER_GAP if float_weights(rec) else QUANT_ROUTER_GAP
     excused = gaps.min(0) < gap
     assert excused.mean() <= MAX_EXCUSED, f"{excused.sum()} of {len(seq)} tokens are router near-ties"
     return rec, m, ref, excused
 
 
 def check_logits(ours, ref, excused, tol, what):
+    """tol: one bound, or one a position."""
     err = np.abs(ours - ref).max(1)
-    worst = int(np.where(excused, 0, err).argmax())
-    assert err[worst] < tol, (f"max |logit - {what}| = {err[worst]:.4f} at position {worst} (tolerance {tol}; "
-                              f"positions excused as router near-ties: {np.flatnonzero(excused).tolist()})")
+    tol = np.broadcast_to(np.asarray(tol, np.float64), err.shape)
+    worst = int(np.where(excused, -np.inf, err - tol).argmax())
+    assert err[worst] < tol[worst], (
+        f"max |logit - {what}| = {err[worst]:.4f} at position {worst} (tolerance {tol[worst]:.4f}; "
+        f"positions excused as router near-ties: {np.flatnonzero(excused).tolist()})")
+
+
+def llama_cpp_logits(rec):
+    return np.load(os.path.join(GOLDEN, f"moe-{rec['name']}-logits.npy")).astype(np.float32)
 
 
 def test_records_cover_every_moe_family():
@@ -87,19 +108,31 @@ def test_records_cover_every_moe_family():
 
 
 def test_logits_match_llama_cpp(case):
-    rec, m, _, excused = case
+    """Within the family's tolerance of llama.cpp, or of llama.cpp's own
+    distance from the float64 result where that is larger (gpt-oss's wide
+    logits: llama.cpp's F16 activations move them by up to 0.04)."""
+    rec, m, exact, excused = case
     seq = rec["prompt_tokens"] + rec["greedy_tokens"][:-1]
-    ref = np.load(os.path.join(GOLDEN, f"moe-{rec['name']}-logits.npy")).astype(np.float32)
-    check_logits(m.logits(seq), ref, excused, tolerances(rec)[1], "llama.cpp")
+    ref = llama_cpp_logits(rec)
+    tol = tolerances(rec)[1]
+    if float_weights(rec):
+        tol = max(tol, 1.2 * float(np.where(excused[:, None], 0, np.abs(ref - exact)).max()))
+    check_logits(m.logits(seq), ref, excused, tol, "llama.cpp")
 
 
 def test_logits_match_the_float64_reference(case):
     """Float weights: float32 sums against float64 (FLOAT_NUMPY_TOL); quantized
-    ones: the 8-bit activations of the quantized matmuls (as against llama.cpp)."""
+    ones: the 8-bit activations of the quantized matmuls (QUANT_LOGIT_TOL).
+    Where llama.cpp's own logits are farther from float64 than that (over the
+    positions compared), a quarter more than llama.cpp's distance: gpt-oss's
+    experts give activations of heavy tails (its clamped SwiGLU reaches 56)
+    whose F16 or 8-bit rounding moves both engines' logits (llama.cpp's by up
+    to 0.05 with F16 weights, 1.6 with Q8_0)."""
     rec, m, ref, excused = case
     seq = rec["prompt_tokens"] + rec["greedy_tokens"][:-1]
-    tol = FLOAT_NUMPY_TOL if rec["made_by"][0] == "float" else QUANT_LOGIT_TOL
-    check_logits(m.logits(seq), ref, excused, tol, "numpy float64")
+    tol = FLOAT_NUMPY_TOL if float_weights(rec) else QUANT_LOGIT_TOL
+    llama_err = np.where(excused, 0, np.abs(llama_cpp_logits(rec) - ref).max(1)).max()
+    check_logits(m.logits(seq), ref, excused, max(tol, 1.25 * float(llama_err)), "numpy float64")
 
 
 def test_greedy_tokens_match_llama_cpp(case):
@@ -216,7 +249,8 @@ def test_mxfp4_models_match_the_float64_reference(tmp_path, arch):
     else:  # (as the float models' test: nothing left to compare, not a wrong number)
         pytest.skip(f"router near-ties in every draw (AKUNU_TEST_SEED={SEED})")
     full = m.logits(seq)
-    check_logits(full, ref, excused, QUANT_LOGIT_TOL, "numpy float64")
+    if arch in QUANT_NUMPY_CHECKED:
+        check_logits(full, ref, excused, QUANT_LOGIT_TOL, "numpy float64")
     m.reset()
     m._core().prefill(seq[:-1])
     np.testing.assert_allclose(np.ravel(m._core().decode_logits(seq[-1])), full[-1], rtol=0, atol=1e-4)
@@ -274,7 +308,7 @@ def test_long_prefill_matches_the_float64_reference(tmp_path, arch):
         ref, gaps = moe_reference.forward(p, seq)
         ties = gaps.min(0) < FLOAT_ROUTER_GAP
         err = np.abs(model.logits(seq) - ref).max(1)
-        apart = np.flatnonzero(ties & (err >= FLOAT_NUMPY_TOL))
+        apart = np.flatnonzero(ties & (err >= LONG_FLOAT_NUMPY_TOL.get(arch, FLOAT_NUMPY_TOL)))
         compared = np.ones(len(seq), bool)
         for t in np.flatnonzero(ties):
             compared[t:t + 17] = False
@@ -289,8 +323,9 @@ def test_long_prefill_matches_the_float64_reference(tmp_path, arch):
         pytest.skip(f"router near-ties leave fewer than 64 positions to compare in every draw "
                     f"(AKUNU_TEST_SEED={SEED})")
     worst = int(np.where(compared, err, 0).argmax())
-    assert err[worst] < FLOAT_NUMPY_TOL, (
-        f"max |logit - numpy float64| = {err[worst]:.4f} at position {worst} (tolerance {FLOAT_NUMPY_TOL}; "
+    tol = LONG_FLOAT_NUMPY_TOL.get(arch, FLOAT_NUMPY_TOL)
+    assert err[worst] < tol, (
+        f"max |logit - numpy float64| = {err[worst]:.4f} at position {worst} (tolerance {tol}; "
         f"{compared.sum()} positions compared; near-ties: {np.flatnonzero(ties).tolist()}; routed apart: "
         f"{apart.tolist()})")
 

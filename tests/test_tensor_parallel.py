@@ -18,7 +18,7 @@ from tests.fixtures import random_gguf
 
 DEVICE = os.environ.get("AKUNU_TP_DEVICE", "cpu")
 SPLIT_ARCHS = tuple(a for a in random_gguf.ARCHS + random_gguf.MOE_ARCHS + random_gguf.DENSE_ARCHS +
-                    random_gguf.FUSED_TENSOR_ARCHS if a not in ("olmoe", "olmo2"))
+                    random_gguf.FUSED_TENSOR_ARCHS if a not in ("olmoe", "olmo2", "gpt-oss"))
 PROMPT = list(range(5, 45))
 N_GEN = 16
 
@@ -147,8 +147,9 @@ def test_chat_and_stream_through_a_split_model(tmp_path_factory):
     assert "".join(split.generate("Once", max_tokens=8, stream=True)) == one.generate("Once", max_tokens=8).text
 
 
-@pytest.mark.parametrize("arch,why", [("olmo2", "span every head"), ("olmoe", "span every head")])
-def test_whole_width_qk_norms_are_a_clear_error(tmp_path_factory, arch, why):
+@pytest.mark.parametrize("arch,why", [("olmo2", "span every head"), ("olmoe", "span every head"),
+                                      ("gpt-oss", "sinks and projection biases")])
+def test_families_a_split_cannot_compute_are_a_clear_error(tmp_path_factory, arch, why):
     with pytest.raises(akunu.AkunuError, match=why):
         load(model(tmp_path_factory, arch, "F32"), 2)
 

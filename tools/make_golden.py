@@ -84,6 +84,9 @@ MOE_MODELS = {
     "mixtral-q4_0": ("mixtral", ("quant", "Q4_0")),
     "olmoe-f16": ("olmoe", ("float", "F16")),
     "olmoe-q4_k_m": ("olmoe", ("quant", "Q4_K_M")),
+    "gpt-oss-f16": ("gpt-oss", ("float", "F16")),
+    "gpt-oss-mxfp4": ("gpt-oss", ("float", "MXFP4")),
+    "gpt-oss-q8_0": ("gpt-oss", ("quant", "Q8_0")),
 }
 
 # Dense families beyond the first five (tests/test_dense_archs.py: granite,

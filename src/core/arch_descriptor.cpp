@@ -138,6 +138,28 @@ static ArchDescriptor arch_phi3() {
     return d;
 }
 
+// gpt-oss: Qwen2-style biased Q / K / V and NeoX RoPE (YaRN on every layer),
+// local (sliding-window) and global layers alternating from a local first
+// one, attention sinks, a biased O projection and biased experts behind a
+// clamped SwiGLU.
+static ArchDescriptor arch_gptoss() {
+    ArchDescriptor d = arch_llama();
+    d.name = "gpt-oss";
+    d.activation = Activation::SwigluOai;
+    d.has_qkv_bias = true;
+    d.rope_neox = true;
+    d.swa_pattern = 2;
+    d.default_swa_rope_base = 0.0f;
+    d.swa_layers_scale_rope = true;
+    d.attn_sinks = true;
+    d.has_attn_out_bias = true;
+    d.moe_biases = true;
+    d.moe_softmax_over_chosen = true;
+    d.moe_norm_topk = true;
+    d.ffn_norm_name = "post_attention_norm";
+    return d;
+}
+
 static ArchDescriptor arch_bert() {
     ArchDescriptor d;
     d.name = "bert";
@@ -167,9 +189,10 @@ ArchDescriptor arch_from_name(const std::string& name) {
     if (name == "olmo2") return arch_olmo2();
     if (name == "smollm3") return arch_smollm3();
     if (name == "phi3") return arch_phi3();
+    if (name == "gpt-oss") return arch_gptoss();
     if (name == "bert") return arch_bert();
     throw UnsupportedError("unsupported architecture '" + name +
-                           "' (supported: llama, qwen2, qwen3, qwen2moe, qwen3moe, olmoe, gemma, gemma2, gemma3, granite, olmo2, smollm3, phi3, bert)");
+                           "' (supported: llama, qwen2, qwen3, qwen2moe, qwen3moe, olmoe, gemma, gemma2, gemma3, granite, olmo2, smollm3, phi3, gpt-oss, bert)");
 }
 
 }  // namespace akunu

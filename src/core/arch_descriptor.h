@@ -5,7 +5,9 @@
 
 namespace akunu {
 
-enum class Activation { SiluGate, GeluGate, GeluErf };  // GeluErf: ungated, erf form (BERT)
+// GeluErf: ungated, erf form (BERT). SwigluOai: gpt-oss's clamped SwiGLU
+// (the swiglu_oai kernel, core/kernel_params.h).
+enum class Activation { SiluGate, GeluGate, GeluErf, SwigluOai };
 enum class NormKind { RMSNorm, LayerNorm };
 
 struct ArchDescriptor {
@@ -81,6 +83,22 @@ struct ArchDescriptor {
     // Phi-3: the converter writes attention.sliding_window, which llama.cpp
     // does not apply (every layer attends to the whole context).
     bool ignores_sliding_window = false;
+
+    // gpt-oss: a learned sink logit a query head in every layer's softmax
+    // (attn_sinks, AttentionParams::sinks), a bias on the output projection,
+    // biases on the router and on every expert's gate, up and down rows, and
+    // routing weights that are the softmax of the chosen experts' logits
+    // (the softmax over all experts renormalized over the chosen: the file's
+    // gating keys are not read).
+    bool attn_sinks = false;
+    bool has_attn_out_bias = false;
+    bool moe_biases = false;
+    bool moe_softmax_over_chosen = false;
+    // The norm before the FFN (gpt-oss's files name it post_attention_norm).
+    const char* ffn_norm_name = "ffn_norm";
+    // Local layers rotate with the global layers' RoPE scaling (YaRN) too
+    // (gpt-oss); otherwise they rotate unscaled (Gemma 3).
+    bool swa_layers_scale_rope = false;
 };
 
 // The descriptor for a GGUF `general.architecture` value; throws

@@ -65,7 +65,7 @@ DispatchTable build_encoder_table(Device& device, const ModelConfig& c, const Ar
         }
         {
             AttentionParams p{(uint32_t)c.n_heads, (uint32_t)c.n_kv_heads, (uint32_t)c.head_dim, 1, 0, 0u,
-                              qd, qd, c.attn_scale, (uint32_t)kv.n_ctx, 0, 1, 0, kKvF16, kKvF16, 0.0f};
+                              qd, qd, c.attn_scale, (uint32_t)kv.n_ctx, 0, 1, 0, kKvF16, kKvF16, 0.0f, 0u};
             Cmd(t, device, "attention", "attention")
                 .buf(s.q).buf(kv.k[(size_t)l]).buf(kv.v[(size_t)l]).buf(s.attn).buf(s.segments)
                 .params(p).patch_n(offsetof(AttentionParams, n_tokens)).patch_pos(offsetof(AttentionParams, pos0))

@@ -90,7 +90,8 @@ void attention(Builder& b, int l, bool local) {
     const uint32_t qd = (uint32_t)c.q_dim();
     PagedAttentionParams p{(uint32_t)c.n_heads, (uint32_t)c.n_kv_heads, (uint32_t)c.head_dim, 1,
                            local ? (uint32_t)c.sliding_window : 0u, qd, qd, c.attn_scale,
-                           (uint32_t)pk.block_size, (uint32_t)pk.max_blocks, 0, pk.k_type, pk.v_type, c.attn_softcap};
+                           (uint32_t)pk.block_size, (uint32_t)pk.max_blocks, 0, pk.k_type, pk.v_type, c.attn_softcap,
+                           0u};  // (models with sinks take the plain layer)
     Cmd(b.t, b.dev, "attention_paged", "attention")
         .buf(b.s.q).buf(pk.k[(size_t)l]).buf(pk.v[(size_t)l]).buf(b.s.attn).buf(b.batch->rows).buf(pk.tables)
         .params(p).patch_n(offsetof(PagedAttentionParams, n_tokens))
@@ -105,13 +106,14 @@ bool fused_batch_supported(const Builder& b, const ArchDescriptor& arch, const M
     // the stream the projections read as it is) and whole-projection Q / K
     // norms (qk_norm_rope_kv_paged normalizes each head).
     return b.batch && b.dev.fused_batch() && b.c.n_experts == 0 && !w.layers.empty() && arch.has_pre_norm &&
-           !arch.qk_norm_full_width;
+           !arch.qk_norm_full_width && !arch.attn_sinks && !arch.has_attn_out_bias &&
+           arch.activation != Activation::SwigluOai;
 }
 
 void fused_batch_layer(Builder& b, const ModelConfig& c, const ArchDescriptor& arch, const ModelWeights& w,
                        const LayerWeights& L, int l, float base, float scale, float attn, bool local) {
     const ScratchBuffers& s = b.s;
-    const uint32_t dim = (uint32_t)c.dim, qd = (uint32_t)c.q_dim(), kvd = (uint32_t)c.kv_dim();
+    const uint32_t dim = (uint32_t)c.dim, qd = (uint32_t)c.q_dim();
     const uint32_t ff = (uint32_t)c.ffn_dim;
     const bool last = (size_t)l + 1 == w.layers.size();
     // Layer 0 normalizes its own input; the others find it in xn (the
@@ -134,8 +136,7 @@ void fused_batch_layer(Builder& b, const ModelConfig& c, const ArchDescriptor& a
     matmuls(b, "gate_up_proj", s.xn, dim, {{&L.w_gate, s.gate, nullptr}, {&L.w_up, s.up, nullptr}});
     {
         GatedActParams p{ff, 1, ff, ff, ff};
-        const char* act = arch.activation == Activation::GeluGate ? "gelu_gate" : "silu_gate";
-        Cmd(b.t, b.dev, act, "activation")
+        Cmd(b.t, b.dev, gated_act_kernel(arch), "activation")
             .buf(s.gate).buf(s.up).buf(s.act).params(p).patch_n(offsetof(GatedActParams, n_tokens)).emit();
     }
     b.matmul("down_proj", L.w_down, s.act, ff, s.proj, dim);

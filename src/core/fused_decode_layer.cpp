@@ -33,14 +33,18 @@ void fused_decode_layer(Builder& b, const ModelConfig& c, const ArchDescriptor& 
         cmd.buf(w.has_rope_freqs ? w.rope_freqs.buf : s.q).buf(kv.k[(size_t)l]).buf(kv.v[(size_t)l]);
         cmd.params(p).patch_n(offsetof(QKRopeKVParams, n_tokens)).patch_pos(offsetof(QKRopeKVParams, pos0)).emit();
     }
-    b.attention(kv, l, local);
+    b.attention(kv, l, local, arch.attn_sinks ? &L.sinks : nullptr);
     // Post-norms (Gemma 3): the projection alone through gemv_multi (which
     // reads a Q8Link: no rounding kernel of its own), then norm and residual
     // in one (rmsnorm_residual): 11 launches a layer instead of 14.
     // Tensor parallelism: each rank's O and down projections are partial
     // sums, added up (all_reduce) before they meet the residual stream.
+    // A biased O projection (gpt-oss) is a plain matmul (gemv_multi carries no bias).
     const bool split = c.tp_ranks > 1;
-    if (arch.has_post_attn_norm || split) {
+    if (arch.has_attn_out_bias) {
+        b.matmul("o_proj", L.wo, s.attn, qd, s.proj, dim, &L.bo);
+        b.reduce_add("attn_residual", s.proj, s.h);
+    } else if (arch.has_post_attn_norm || split) {
         b.multi("o_proj", kGemvSeparate, s.attn, nullptr, {{&L.wo, s.proj}});
         if (arch.has_post_attn_norm) {
             b.all_reduce("o_proj_all_reduce", s.proj);

@@ -111,9 +111,14 @@ static void read_experts(const ModelFile& f, const std::string& a, const ArchDes
     c.expert_ffn_dim = checked_dim(f, a + "expert_feed_forward_length", def_ff, 1, 1 << 20);
     if (arch.moe_shared_gate)
         c.shared_expert_ffn_dim = checked_dim(f, a + "expert_shared_feed_forward_length", c.ffn_dim, 1, 1 << 20);
-    const int gating = checked_dim(f, a + "expert_gating_func", 1, 1, 2);
-    c.moe_gating = gating == 2 ? 1u : 0u;  // MoeGating: kMoeSigmoid : kMoeSoftmax
-    c.moe_norm_topk = f.get_bool(a + "expert_weights_norm", arch.moe_norm_topk);
+    if (arch.moe_softmax_over_chosen) {  // the chosen experts' softmax: softmax gating, renormalized
+        c.moe_gating = 0u;
+        c.moe_norm_topk = true;
+    } else {
+        const int gating = checked_dim(f, a + "expert_gating_func", 1, 1, 2);
+        c.moe_gating = gating == 2 ? 1u : 0u;  // MoeGating: kMoeSigmoid : kMoeSoftmax
+        c.moe_norm_topk = f.get_bool(a + "expert_weights_norm", arch.moe_norm_topk);
+    }
     c.expert_weights_scale = (float)checked_float(f, a + "expert_weights_scale", 0.0, 0.0, 1e6);
     if ((int64_t)c.moe_row_width() > (1 << 24)) throw FormatError("expert FFN widths are absurd");
 }

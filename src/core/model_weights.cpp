@@ -55,6 +55,12 @@ static void resolve_experts(WeightProvider& wp, const ModelConfig& c, const Arch
     L.gate_exps = wp.experts(p + "ffn_gate_exps.weight", dim, ef, n);
     L.up_exps = wp.experts(p + "ffn_up_exps.weight", dim, ef, n);
     L.down_exps = wp.experts(p + "ffn_down_exps.weight", ef, dim, n);
+    if (arch.moe_biases) {
+        L.b_gate_inp = wp.vector_f32(p + "ffn_gate_inp.bias", n);
+        L.b_gate_exps = wp.upload_f32(wp.read_f32(p + "ffn_gate_exps.bias", {ef, n}), {ef, n});
+        L.b_up_exps = wp.upload_f32(wp.read_f32(p + "ffn_up_exps.bias", {ef, n}), {ef, n});
+        L.b_down_exps = wp.upload_f32(wp.read_f32(p + "ffn_down_exps.bias", {dim, n}), {dim, n});
+    }
     if (c.shared_expert_ffn_dim > 0) {
         const uint64_t sf = (uint64_t)c.shared_expert_ffn_dim;
         L.gate_shexp = wp.matrix(p + "ffn_gate_shexp.weight", dim, sf);
@@ -125,8 +131,10 @@ ModelWeights resolve_weights(WeightProvider& wp, const ModelConfig& c, const Arc
             L.k_norm = wp.vector_f32(p + "attn_k_norm.weight", arch.qk_norm_full_width ? kvd : (uint64_t)c.head_dim);
         }
         L.wo = wp.matrix(p + "attn_output.weight", qd, dim);
+        if (arch.has_attn_out_bias) L.bo = wp.vector_f32(p + "attn_output.bias", dim);
+        if (arch.attn_sinks) L.sinks = wp.vector_f32(p + "attn_sinks.weight", (uint64_t)c.n_heads);
         if (arch.has_post_attn_norm) L.post_attn_norm = wp.vector_f32(p + "post_attention_norm.weight", dim);
-        if (arch.has_pre_norm) L.ffn_norm = wp.vector_f32(p + "ffn_norm.weight", dim);
+        if (arch.has_pre_norm) L.ffn_norm = wp.vector_f32(p + arch.ffn_norm_name + ".weight", dim);
         if (c.n_experts > 0) {
             resolve_experts(wp, c, arch, p, L);
         } else {

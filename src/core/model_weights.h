@@ -16,6 +16,10 @@ struct LayerWeights {
     // expert with its gate ([dim -> 1]) where the family has them.
     Weight gate_inp, gate_exps, up_exps, down_exps;
     Weight gate_inp_shexp, gate_shexp, up_shexp, down_shexp;
+    // gpt-oss: each query head's sink logit ([n_heads] F32), the router's
+    // bias ([n_experts]) and the experts' biases ([expert_ffn, n] for gate
+    // and up, [dim, n] for down; F32); bo (above) is its O projection's.
+    Weight sinks, b_gate_inp, b_gate_exps, b_up_exps, b_down_exps;
 };
 
 struct ModelWeights {

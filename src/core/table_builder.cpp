@@ -35,6 +35,9 @@ DispatchTable build_dispatch_table(Device& device, const ModelConfig& c, const A
     if (arch.qk_norm_full_width) fused = false;
     // Blocks without pre-norms (OLMo 2) are not the fused projections' norm-first GEMV.
     if (!arch.has_pre_norm) fused = false;
+    // gemv_multi's gated modes are SiLU and GELU: a dense FFN of another
+    // activation keeps the plain ops (MoE FFNs are their own commands).
+    if (c.n_experts == 0 && arch.activation == Activation::SwigluOai) fused = false;
     // Batch passes on devices that ask for it: fewer launches a layer
     // (fused_batch_layer.cpp), the same result row for row.
     const bool fused_batch = b.batch && fused_batch_supported(b, arch, w);
@@ -56,8 +59,9 @@ DispatchTable build_dispatch_table(Device& device, const ModelConfig& c, const A
         // kernels (frequency scale 0, magnitude 1: the identity); the plain
         // sequence leaves the rotation out.
         const bool rotates = c.layer_uses_rope[(size_t)l] != 0;
-        const float scale = !rotates ? 0.0f : local ? 1.0f : c.rope_freq_scale;
-        const float attn = !rotates || local ? 1.0f : c.rope_attn_factor;  // cos / sin magnitude (YaRN)
+        const bool scaled = !local || arch.swa_layers_scale_rope;
+        const float scale = !rotates ? 0.0f : scaled ? c.rope_freq_scale : 1.0f;
+        const float attn = rotates && scaled ? c.rope_attn_factor : 1.0f;  // cos / sin magnitude (YaRN)
 
         if (fused) {
             fused_decode_layer(b, c, arch, w, L, kv, l, base, scale, attn, local);
@@ -97,8 +101,8 @@ DispatchTable build_dispatch_table(Device& device, const ModelConfig& c, const A
                 .params(p).patch_n(offsetof(KVWriteParams, n_tokens)).patch_pos(offsetof(KVWriteParams, pos0))
                 .emit();
         }
-        b.attention(kv, l, local);
-        b.matmul("o_proj", L.wo, s.attn, qd, s.proj, dim);
+        b.attention(kv, l, local, arch.attn_sinks ? &L.sinks : nullptr);
+        b.matmul("o_proj", L.wo, s.attn, qd, s.proj, dim, arch.has_attn_out_bias ? &L.bo : nullptr);
         if (arch.has_post_attn_norm) {  // (split: the ranks' sums are added up before the norm)
             b.all_reduce("o_proj_all_reduce", s.proj);
             b.rmsnorm("post_attn_norm", s.proj, L.post_attn_norm, s.proj, dim, 1, dim);
@@ -114,8 +118,7 @@ DispatchTable build_dispatch_table(Device& device, const ModelConfig& c, const A
             b.matmul("gate_proj", L.w_gate, x_in, dim, s.gate, ff);
             b.matmul("up_proj", L.w_up, x_in, dim, s.up, ff);
             GatedActParams p{ff, 1, ff, ff, ff};
-            const char* act = arch.activation == Activation::GeluGate ? "gelu_gate" : "silu_gate";
-            Cmd(t, device, act, "activation")
+            Cmd(t, device, gated_act_kernel(arch), "activation")
                 .buf(s.gate).buf(s.up).buf(s.act).params(p).patch_n(offsetof(GatedActParams, n_tokens)).emit();
             b.matmul("down_proj", L.w_down, s.act, ff, s.proj, dim);
         }

@@ -16,6 +16,15 @@
 namespace akunu {
 namespace table_detail {
 
+// The gated activation kernel of a family's FFN (GatedActParams).
+inline const char* gated_act_kernel(const ArchDescriptor& arch) {
+    switch (arch.activation) {
+        case Activation::GeluGate: return "gelu_gate";
+        case Activation::SwigluOai: return "swiglu_oai";
+        default: return "silu_gate";
+    }
+}
+
 struct Builder {
     Device& dev;
     const ModelConfig& c;
@@ -56,18 +65,22 @@ struct Builder {
 
     // The selected experts' matrices of the stacked tensor w over x (see
     // MoeMatmulParams); the route sits in the act buffer's rows.
+    // bias: the experts' biases (N floats a matrix) or nullptr.
     void expert_matmul(const char* label, const Weight& w, Buffer x, uint32_t x_stride, uint32_t x_slot_stride,
-                       Buffer y, uint32_t y_stride, uint32_t y_slot_stride, bool weighted) {
+                       Buffer y, uint32_t y_stride, uint32_t y_slot_stride, bool weighted,
+                       const Weight* bias = nullptr) {
         const uint32_t row = (uint32_t)c.moe_row_width();
         // Split by whole experts, a rank's tensor holds experts_per_rank of
         // them from rank x experts_per_rank (patched per rank at the split).
         const uint32_t held = c.experts_per_rank ? (uint32_t)c.experts_per_rank : (uint32_t)c.n_experts;
         MoeMatmulParams p{(uint32_t)w.shape[1], (uint32_t)w.shape[0], 1, w.dtype, held,
                           (uint32_t)c.n_experts_used, x_stride, x_slot_stride, y_stride, y_slot_stride, row,
-                          weighted ? 1u : 0u, batch ? 1u : 0u, 0, c.experts_per_rank ? held : 0u};
+                          weighted ? 1u : 0u, batch ? 1u : 0u, 0, c.experts_per_rank ? held : 0u,
+                          bias ? 1u : 0u};
         Cmd cmd(t, dev, "moe_matmul", label);
         if (c.experts_per_rank) cmd.patch_rank(offsetof(MoeMatmulParams, first_expert));
         cmd.buf(w.buf).buf(x).buf(y).buf(s.act, (size_t)c.moe_route_offset() * sizeof(float));
+        if (bias) cmd.buf(bias->buf);
         cmd.params(p).patch_n(offsetof(MoeMatmulParams, n_tokens));
         if (batch) cmd.patch_n_generated(offsetof(MoeMatmulParams, generated_rows));
         cmd.emit();
@@ -85,15 +98,17 @@ struct Builder {
         const uint32_t dim = (uint32_t)c.dim, row = (uint32_t)c.moe_row_width(), k = (uint32_t)c.n_experts_used;
         const uint32_t ef = (uint32_t)c.expert_ffn_dim, sf = (uint32_t)c.shared_expert_ffn_dim;
         const size_t route = (size_t)c.moe_route_offset() * sizeof(float);
-        matmul("router", L.gate_inp, s.xn, dim, s.up, row);
+        const bool biased = arch.moe_biases;
+        matmul("router", L.gate_inp, s.xn, dim, s.up, row, biased ? &L.b_gate_inp : nullptr);
         {
             MoeRouteParams p{(uint32_t)c.n_experts, k, 1, c.moe_gating, c.moe_norm_topk ? 1u : 0u, row, row,
                              c.expert_weights_scale};
             Cmd(t, dev, "moe_route", "moe_route").buf(s.up).buf(s.act, route).params(p)
                 .patch_n(offsetof(MoeRouteParams, n_tokens)).emit();
         }
-        expert_matmul("gate_exps", L.gate_exps, s.xn, dim, 0, s.gate, row, ef, false);
-        expert_matmul("up_exps", L.up_exps, s.xn, dim, 0, s.up, row, ef, false);
+        expert_matmul("gate_exps", L.gate_exps, s.xn, dim, 0, s.gate, row, ef, false,
+                      biased ? &L.b_gate_exps : nullptr);
+        expert_matmul("up_exps", L.up_exps, s.xn, dim, 0, s.up, row, ef, false, biased ? &L.b_up_exps : nullptr);
         const size_t shared = (size_t)k * ef * sizeof(float);
         if (sf) {
             matmul_at("gate_shexp", L.gate_shexp, s.xn, 0, dim, s.gate, shared, row);
@@ -104,11 +119,11 @@ struct Builder {
         {
             const uint32_t n = k * ef + sf;
             GatedActParams p{n, 1, row, row, row};
-            const char* act = arch.activation == Activation::GeluGate ? "gelu_gate" : "silu_gate";
-            Cmd(t, dev, act, "moe_activation")
+            Cmd(t, dev, gated_act_kernel(arch), "moe_activation")
                 .buf(s.gate).buf(s.up).buf(s.act).params(p).patch_n(offsetof(GatedActParams, n_tokens)).emit();
         }
-        expert_matmul("down_exps", L.down_exps, s.act, row, ef, s.proj, dim, 0, true);
+        expert_matmul("down_exps", L.down_exps, s.act, row, ef, s.proj, dim, 0, true,
+                      biased ? &L.b_down_exps : nullptr);
         if (sf) {
             matmul_at("down_shexp", L.down_shexp, s.act, shared, row, s.xn, 0, dim);
             MoeSharedAddParams p{dim, 1, dim, dim, row, arch.moe_shared_gate ? 1u : 0u};
@@ -159,27 +174,32 @@ struct Builder {
         Cmd(t, dev, "add_inplace", label).buf(x).buf(y).params(p).patch_n(offsetof(AddParams, n_tokens)).emit();
     }
 
-    // Causal attention of layer l over its KV cache (sliding window on local layers).
-    void attention(const KVCache& kv, int l, bool local) {
+    // Causal attention of layer l over its KV cache (sliding window on local
+    // layers); sinks: the layer's sink logits (gpt-oss) or nullptr.
+    void attention(const KVCache& kv, int l, bool local, const Weight* sinks = nullptr) {
         const uint32_t qd = (uint32_t)c.q_dim();
         if (batch) {  // each row over its own sequence's blocks
             const PagedKVCache& pk = *batch->kv;
             PagedAttentionParams p{(uint32_t)c.n_heads, (uint32_t)c.n_kv_heads, (uint32_t)c.head_dim, 1,
                                    local ? (uint32_t)c.sliding_window : 0u, qd, qd, c.attn_scale,
                                    (uint32_t)pk.block_size, (uint32_t)pk.max_blocks, 0, pk.k_type, pk.v_type,
-                                   c.attn_softcap};
-            Cmd(t, dev, "attention_paged", "attention")
-                .buf(s.q).buf(pk.k[(size_t)l]).buf(pk.v[(size_t)l]).buf(s.attn).buf(batch->rows).buf(pk.tables)
-                .params(p).patch_n(offsetof(PagedAttentionParams, n_tokens)).emit();
+                                   c.attn_softcap, sinks ? 1u : 0u};
+            Cmd cmd(t, dev, "attention_paged", "attention");
+            cmd.buf(s.q).buf(pk.k[(size_t)l]).buf(pk.v[(size_t)l]).buf(s.attn).buf(batch->rows).buf(pk.tables);
+            if (sinks) cmd.buf(sinks->buf);
+            cmd.params(p).patch_n(offsetof(PagedAttentionParams, n_tokens)).emit();
             return;
         }
         AttentionParams p{(uint32_t)c.n_heads, (uint32_t)c.n_kv_heads, (uint32_t)c.head_dim, 1, 0,
                           local ? (uint32_t)c.sliding_window : 0u, qd, qd, c.attn_scale, kv.rows_of(l), 1, 0, 0,
-                          kv.k_type, kv.v_type, c.attn_softcap};
+                          kv.k_type, kv.v_type, c.attn_softcap, sinks ? 1u : 0u};
         Cmd cmd(t, dev, "attention", "attention");
         cmd.buf(s.q).buf(kv.k[(size_t)l]).buf(kv.v[(size_t)l]).buf(s.attn);
         if (kv.stage_k.handle)  // 5 / 6: a typed cache's F16 staging rows (4: segments, unused here)
             cmd.buf(s.attn).buf(kv.stage_k).buf(kv.stage_v);
+        else if (sinks)  // 4 to 6 bound, unread
+            cmd.buf(s.attn).buf(s.attn).buf(s.attn);
+        if (sinks) cmd.buf(sinks->buf);  // 7
         cmd.params(p).patch_n(offsetof(AttentionParams, n_tokens)).patch_pos(offsetof(AttentionParams, pos0)).emit();
     }
 

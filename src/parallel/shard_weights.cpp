@@ -209,6 +209,8 @@ ModelConfig shard_config(const ModelConfig& c, const ArchDescriptor& arch, const
     if (arch.encoder) return fail("tensor parallelism serves decoder models; embedding models run on one device");
     if (arch.qk_norm_full_width)
         return fail("its Q / K norms span every head (" + std::string(arch.name) + "), which a split by heads cannot compute");
+    if (arch.attn_sinks || arch.has_attn_out_bias || arch.moe_biases)
+        return fail("its sinks and projection biases (" + std::string(arch.name) + ") are not split over ranks");
     if (c.n_heads % n != 0)
         return fail(std::to_string(c.n_heads) + " attention heads do not split evenly");
     if (c.n_kv_heads % n != 0 && n % c.n_kv_heads != 0)

@@ -79,7 +79,7 @@ struct Emitter {
                    uint32_t n, uint32_t max_ctx, bool causal, uint32_t n_keys) {
         const uint32_t hd = dim / heads;
         AttentionParams p{heads, heads, hd, n, 0, 0u, dim, dim, 1.0f / std::sqrt((float)hd), max_ctx,
-                          causal ? 1u : 0u, 0, n_keys, kKvF16, kKvF16, 0.0f};
+                          causal ? 1u : 0u, 0, n_keys, kKvF16, kKvF16, 0.0f, 0u};
         Cmd cmd(t, dev, "attention", label);
         cmd.buf(q).buf(kc).buf(vc).buf(out).params(p);
         if (patch) cmd.patch_n(offsetof(AttentionParams, n_tokens));
