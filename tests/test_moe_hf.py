@@ -1,6 +1,6 @@
 """Hugging Face directories of the mixture-of-experts families (qwen3_moe,
-qwen2_moe, mixtral, olmoe; random weights saved by transformers, one module
-per expert) through akunu against transformers: logits and greedy tokens,
+qwen2_moe, mixtral, olmoe: random weights saved by transformers, one module
+per expert; gpt_oss: its experts fused in one tensor a layer) through akunu against transformers: logits and greedy tokens,
 with router near-ties (from transformers' own router logits) excused; the
 config's routing (norm_topk_prob) honoured; layouts akunu does not run are
 clear errors; akunu-inspect's active parameter count."""
@@ -23,6 +23,10 @@ PROMPT = [3, 17, 42, 99, 7, 123, 5, 250, 64, 1]
 N_NEW = 24
 # F16 KV cache and float32 sums in another order: logits within this of transformers'
 LOGIT_TOL = 0.03
+# gpt-oss's random experts pass its SwiGLU clamps (values up to 56) and its
+# logits span about 16 (the others' about 7): the same F16 rounding moves
+# them by up to 0.037 (three seeds, 34 positions each)
+ARCH_LOGIT_TOL = {"gpt_oss": 0.06}
 # a token whose router choice is this close in transformers (router logit units, any layer) may be
 # routed either way by akunu: its own logits are excused (at most a fifth of them)
 ROUTER_GAP = 0.01
@@ -49,14 +53,16 @@ def check_logits(ours, ref, gaps, what):
     excused = gaps.min(0) < ROUTER_GAP
     assert excused.mean() <= 0.2, f"{excused.sum()} of {len(excused)} tokens are router near-ties"
     err = np.where(excused, 0, np.abs(ours - ref).max(1))
-    assert err.max() < LOGIT_TOL, f"{what}: max |logit - transformers| {err.max():.4f} at {int(err.argmax())}"
+    tol = ARCH_LOGIT_TOL.get(what.partition("-")[0], LOGIT_TOL)
+    assert err.max() < tol, f"{what}: max |logit - transformers| {err.max():.4f} at {int(err.argmax())}"
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_logits_and_greedy_tokens_match_transformers(dirs, case):
     d, model = dirs(case)
     m = akunu.load(d, n_ctx=256)
-    want_arch = {"qwen3_moe": "qwen3moe", "qwen2_moe": "qwen2moe", "mixtral": "llama", "olmoe": "olmoe"}
+    want_arch = {"qwen3_moe": "qwen3moe", "qwen2_moe": "qwen2moe", "mixtral": "llama", "olmoe": "olmoe",
+                 "gpt_oss": "gpt-oss"}
     assert m.config["architecture"] == want_arch[case.partition("-")[0]]
     with torch.no_grad():
         out = model.generate(torch.tensor([PROMPT]), max_new_tokens=N_NEW, min_new_tokens=N_NEW, do_sample=False,

@@ -29,6 +29,7 @@ std::string arch_for_model_type(const std::string& t) {
     if (t == "qwen3_moe") return "qwen3moe";
     if (t == "mixtral") return "llama";  // Llama with experts, as llama.cpp's converter writes it
     if (t == "olmoe") return "olmoe";
+    if (t == "gpt_oss") return "gpt-oss";
     if (t == "granite") return "granite";
     if (t == "olmo2") return "olmo2";
     if (t == "smollm3") return "smollm3";
@@ -40,7 +41,8 @@ std::string arch_for_model_type(const std::string& t) {
     if (t == "whisper") return "whisper";
     throw UnsupportedError("model_type '" + t +
                            "' in config.json is not supported (supported: llama, mistral, mixtral, qwen2, qwen3, "
-                           "qwen2_moe, qwen3_moe, olmoe, granite, olmo2, smollm3, phi3, gemma, gemma2, gemma3, bert, whisper)");
+                           "qwen2_moe, qwen3_moe, olmoe, gpt_oss, granite, olmo2, smollm3, phi3, gemma, gemma2, gemma3, bert, "
+                           "whisper)");
 }
 
 // HF module path (without the .weight/.bias suffix) -> GGUF tensor base name,
@@ -92,6 +94,7 @@ std::string gguf_module(std::string m, bool post_attention_is_post_norm) {
             {"mlp.up_proj", "ffn_up"},
             {"mlp.down_proj", "ffn_down"},
             {"mlp.gate", "ffn_gate_inp"},  // MoE routers
+            {"mlp.router", "ffn_gate_inp"},  // (gpt-oss)
             {"block_sparse_moe.gate", "ffn_gate_inp"},
             {"mlp.shared_expert.gate_proj", "ffn_gate_shexp"},
             {"mlp.shared_expert.up_proj", "ffn_up_shexp"},
@@ -286,7 +289,7 @@ void HFDirectory::read_config() {
         kv_[a + "rope.freq_base_swa"] = gguf_float(c.number("rope_local_base_freq", 10000.0, what));
     else if (local)
         kv_[a + "rope.freq_base_swa"] = gguf_float(local->number("rope_theta", 10000.0, what));
-    const bool gemma_windows = arch_ == "gemma2" || arch_ == "gemma3";
+    const bool gemma_windows = arch_ == "gemma2" || arch_ == "gemma3" || arch_ == "gpt-oss";
     if (const JsonValue* sw = c.get("sliding_window"); sw && sw->is_number() && gemma_windows) {
         kv_[a + "attention.sliding_window"] = gguf_int(c.integer("sliding_window", 0, what));
         // which layers are local: layer_types, else every pattern-th layer is global
@@ -301,7 +304,7 @@ void HFDirectory::read_config() {
                                   std::to_string(n_layers) + " layers");
             for (const JsonValue& t : types->arr) pattern.ints.push_back(t.is_string() && t.str == "sliding_attention");
         } else {
-            const int64_t family = arch_ == "gemma2" ? 2 : 6;  // Gemma 2: local, global, local, ...
+            const int64_t family = arch_ == "gemma3" ? 6 : 2;  // Gemma 2, gpt-oss: local, global, local, ...
             int64_t every = c.integer("sliding_window_pattern", c.integer("_sliding_window_pattern", family, what), what);
             if (every < 1) throw FormatError(what + ": bad sliding_window_pattern");
             for (int64_t l = 0; l < n_layers; l++) pattern.ints.push_back((l + 1) % every != 0);
@@ -565,10 +568,12 @@ void HFDirectory::map_tensors() {
         ti.data = dst;
         add_tensor(std::move(ti));
     }
+    if (arch_ == "gpt-oss") map_fused_experts();
+    // gpt-oss's post_attention_layernorm is its FFN norm, which its GGUF names post_attention_norm
+    const bool post_norm_name = has_pre_ffn_norm || arch_ == "olmo2" || arch_ == "gpt-oss";
     for (const auto& kv : modules) {
         const std::string base =
-            arch_ == "whisper" ? whisper_name_from_hf(kv.first)
-                               : gguf_module(kv.first, has_pre_ffn_norm || arch_ == "olmo2");
+            arch_ == "whisper" ? whisper_name_from_hf(kv.first) : gguf_module(kv.first, post_norm_name);
         if (base.empty()) continue;
         const Parts& p = kv.second;
         if (p.weight && p.scales) {

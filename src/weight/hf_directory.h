@@ -28,6 +28,7 @@ private:
     void read_family_keys(const std::string& what);
     void read_pooling();
     void map_tensors();
+    void map_fused_experts();  // gpt-oss's experts and sinks (hf_fused_experts.cpp)
     void add_rope_freqs(const JsonValue& scaling, double base);
     uint8_t* own(size_t bytes);
 
