@@ -30,7 +30,7 @@ TEXT = SEP.join(chr(c) for c in PROBED)
 
 # flag bits, as src/text/tokenizer/unicode.h names them
 FLAGS = ["LETTER", "NUMBER", "SPACE", "WHITESPACE", "BERT_CONTROL", "BERT_PUNCT", "NUMERIC", "NONSPACING_MARK",
-         "MARK", "WORD"]
+         "MARK", "WORD", "UPPER_OR_CASELESS", "LOWER_OR_CASELESS"]
 BIT = {name: 1 << i for i, name in enumerate(FLAGS)}
 
 
@@ -121,9 +121,15 @@ def main() -> None:
     report("combining marks", marks, category_set("M"))
     word = word_chars()
     report("\\w", word, category_set(("L", "M", "Nd", "Pc")))
+    # the two letter classes of OpenAI's o200k pattern (gpt-4o, gpt-oss)
+    upper_class = regex_members(r"[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]")
+    report("[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]", upper_class, category_set(("Lu", "Lt", "Lm", "Lo", "M")))
+    lower_class = regex_members(r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]")
+    report("[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]", lower_class, category_set(("Ll", "Lm", "Lo", "M")))
     for name, members in (("LETTER", letter), ("NUMBER", number), ("SPACE", space), ("WHITESPACE", white),
                           ("BERT_CONTROL", control), ("BERT_PUNCT", punct), ("NUMERIC", numeric),
-                          ("NONSPACING_MARK", nonspacing), ("MARK", marks), ("WORD", word)):
+                          ("NONSPACING_MARK", nonspacing), ("MARK", marks), ("WORD", word),
+                          ("UPPER_OR_CASELESS", upper_class), ("LOWER_OR_CASELESS", lower_class)):
         add(name, members)
 
     ranges = []

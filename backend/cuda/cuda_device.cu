@@ -24,6 +24,12 @@ extern const CudaKernelEntry kCudaFusedBatchKernels[];
 extern const CudaKernelEntry kCudaMoeKernels[];
 extern const CudaKernelEntry kCudaCollectiveKernels[];
 
+// The launchers' view of a command (cuda_kernel.h spells its sizes out) holds
+// every buffer and parameter byte a command has.
+static_assert(sizeof(CommandBytes::buf) == DispatchCmd::MAX_BUFFERS * sizeof(uint8_t*), "CommandBytes::buf");
+static_assert(sizeof(CudaArgs::buf_bytes) == DispatchCmd::MAX_BUFFERS * sizeof(size_t), "CudaArgs::buf_bytes");
+static_assert(sizeof(CommandBytes::params) == DispatchCmd::MAX_PARAM_BYTES, "CommandBytes::params");
+
 namespace {
 void check(cudaError_t e, const char* what) {
     if (e != cudaSuccess) throw Error(std::string("CUDA error in ") + what + ": " + cudaGetErrorString(e));
@@ -182,15 +188,27 @@ void CudaDevice::sync() {
     check(cudaGetLastError(), "kernel launch");
 }
 
-void CudaDevice::set_buffer(Buffer buf, size_t offset, int index) {
-    bound_.buf[index] = buf.handle ? (uint8_t*)buf.handle + offset : nullptr;
+// Bytes of `buf` from `offset` to its end (0: unbound, or past its end).
+static size_t bytes_past(const Buffer& buf, size_t offset) {
+    return buf.handle && buf.size > offset ? buf.size - offset : 0;
 }
 
-void CudaDevice::set_bytes(const void* data, int size, int) { std::memcpy(bound_.params, data, (size_t)size); }
+void CudaDevice::set_buffer(Buffer buf, size_t offset, int index) {
+    bound_.buf[index] = buf.handle ? (uint8_t*)buf.handle + offset : nullptr;
+    bound_.bytes[index] = bytes_past(buf, offset);
+}
+
+void CudaDevice::set_bytes(const void* data, int size, int) {
+    if (size < 0 || (size_t)size > sizeof(bound_.params))
+        throw Error("CUDA: a parameter block of " + std::to_string(size) + " bytes (at most " +
+                    std::to_string(sizeof(bound_.params)) + ")");
+    std::memcpy(bound_.params, data, (size_t)size);
+}
 
 void CudaDevice::dispatch(Dim3, Dim3) {
     CudaArgs a = scratch_args();
     std::memcpy(a.buf, bound_.buf, sizeof(a.buf));
+    std::memcpy(a.buf_bytes, bound_.bytes, sizeof(a.buf_bytes));
     std::memcpy(a.params, bound_.params, sizeof(a.params));
     bound_.fn->launch(a);
 }
@@ -245,7 +263,10 @@ void CudaDevice::encode_dispatch_table(const DispatchTable& table, const ReplayS
 // A command's launch arguments: buffers offset, parameters patched.
 CudaArgs CudaDevice::command_args(const DispatchCmd& cmd, const ReplayState& st, bool in_graph) const {
     CudaArgs a = scratch_args();
-    for (int i = 0; i < cmd.buffer_count; i++) a.buf[i] = replay_address(cmd, i, st, cmd.buffers[i].handle);
+    for (int i = 0; i < cmd.buffer_count; i++) {
+        a.buf[i] = replay_address(cmd, i, st, cmd.buffers[i].handle);
+        a.buf_bytes[i] = bytes_past(cmd.buffers[i], replay_offset(cmd, i, st));
+    }
     for (int i = cmd.buffer_count; i < DispatchCmd::MAX_BUFFERS; i++) a.buf[i] = nullptr;  // (launchers test optional ones)
     patch_params(cmd, st, a.params);
     a.replay_pos = in_graph && cmd.patch_pos0 >= 0 ? replay_state_ : nullptr;

@@ -108,6 +108,7 @@ private:
     struct Bound {
         const CudaKernelEntry* fn = nullptr;
         uint8_t* buf[DispatchCmd::MAX_BUFFERS] = {};
+        size_t bytes[DispatchCmd::MAX_BUFFERS] = {};  // CudaArgs::buf_bytes
         uint8_t params[DispatchCmd::MAX_PARAM_BYTES] = {};
     } bound_;
 };

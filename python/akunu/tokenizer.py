@@ -30,6 +30,20 @@ _QWEN2 = (
     r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"""
     r"""|\s*[\r\n]+|\s+(?!\S)|\s+"""
 )
+# OpenAI's o200k pattern (gpt-4o, gpt-oss) as llama.cpp rewrites it for GGUF "gpt-4o"
+# vocabularies. tokenizer.json holds the original,
+#   [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|...;
+# the rewrite spells the upper run as letters that are not a-z and the lower run as letters
+# that are not A-Z, so a letter outside ASCII belongs to both and a combining mark to
+# neither (it splits off as punctuation does), and its contractions fold ASCII case only.
+# llama.cpp's ids follow the rewrite, and so do these.
+_GPT4O = (
+    r"""[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+"""
+    r"""(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?"""
+    r"""|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*"""
+    r"""(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?"""
+    r"""|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+)
 # tokenizer.ggml.pre -> list of regexes applied in sequence (llama.cpp's table)
 _PRE_REGEXES: Dict[str, List[str]] = {
     "default": [_GPT2],
@@ -46,6 +60,7 @@ _PRE_REGEXES: Dict[str, List[str]] = {
     "refact": [r"\p{N}", _GPT2],
     "command-r": [r"\p{N}", _GPT2],
     "smollm": [r"\p{N}", _GPT2],
+    "gpt-4o": [_GPT4O],
 }
 _IGNORE_MERGES = {"llama-bpe", "llama3", "dbrx", "smaug-bpe"}
 

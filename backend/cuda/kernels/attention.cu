@@ -13,6 +13,9 @@
 // The paged-KV twins of attention and kv_write (attention_paged,
 // kv_write_paged: each row at its own sequence and position, K/V read through
 // block tables) are in attention_paged.cuh.
+// Attention sinks (AttentionParams::sinks, gpt-oss: buffer 7) reach every one
+// of these kernels, each joining a head's sink once a row where the row's
+// softmax is final (device_math.cuh join_sink).
 #include <cfloat>
 #include <cstring>
 
@@ -52,8 +55,9 @@ __device__ float block_reduce(float v, float* red, bool is_max) {
     return r;
 }
 
+// sinks: the heads' sink logits (AttentionParams::sinks), or nullptr.
 __global__ void attention_kernel(AttentionParams p, const float* q, const uint8_t* kc, const uint8_t* vc,
-                                 float* out, const int32_t* seg) {
+                                 float* out, const int32_t* seg, const float* sinks) {
     extern __shared__ float smem[];
     __shared__ float red[kThreads / 32];
     const uint32_t t = blockIdx.x / p.n_heads, h = blockIdx.x % p.n_heads;
@@ -102,7 +106,9 @@ __global__ void attention_kernel(AttentionParams p, const float* q, const uint8_
         sum += e;
     }
     sum = block_reduce(sum, red, false);
-    const float inv = 1.0f / sum;
+    // a sink joins the max and the sum: every weight e^(s - mx) / sum times c
+    const float c = sink_factor<false>(sinks, h, mx, sum);
+    const float inv = c / sum;
     for (uint32_t j = threadIdx.x; j < n; j += blockDim.x) scores[j] = f16_to_f32(f32_to_f16(scores[j] * inv));
     __syncthreads();
     // weighted sum of V: warps split the keys, lanes the head dimension (up to
@@ -151,10 +157,14 @@ __global__ void stage_f16_kernel(AttentionParams p, uint32_t first, uint32_t fir
 // A many-token pass over a typed cache with staging rows (buffers 5 / 6,
 // KVCache::stage_k / stage_v): the keys the pass reads converted to F16 once,
 // then the F16 tensor-core kernel over them (converting in every tile costs
-// each key once per 64 queries of every head).
+// each key once per 64 queries of every head). Buffers 5 / 6 are staging
+// rows only where they hold the pass's positions (with sinks, buffers 4 to 6
+// may be bound to anything).
 bool launch_staged_prefill(const CudaArgs& a, const AttentionParams& p) {
     if ((p.k_type == kKvF16 && p.v_type == kKvF16) || p.n_tokens < 2 || !a.buf[5] || !a.buf[6]) return false;
     if (p.segmented || p.n_keys || !p.causal || (p.n_kv_heads * p.head_dim) % 8) return false;
+    const size_t stage_bytes = ((size_t)p.pos0 + p.n_tokens) * p.n_kv_heads * p.head_dim * sizeof(uint16_t);
+    if (a.buf_bytes[5] < stage_bytes || a.buf_bytes[6] < stage_bytes) return false;
     const uint32_t first = (p.window && p.pos0 + 1 > p.window) ? p.pos0 + 1 - p.window : 0;
     const uint32_t rows = p.pos0 + p.n_tokens - first;
     const size_t n = (size_t)rows * (p.n_kv_heads * p.head_dim / 8);
@@ -194,7 +204,8 @@ void launch_attention(const CudaArgs& a) {
         throw Error("CUDA attention: context of " + std::to_string(span) + " positions exceeds this kernel's " +
                     std::to_string(kMaxShared / 4 - p.head_dim));
     attention_kernel<<<p.n_tokens * p.n_heads, kThreads, shared, a.stream>>>(
-        p, a.b<float>(0), a.b<uint8_t>(1), a.b<uint8_t>(2), a.b<float>(3), p.segmented ? a.b<int32_t>(4) : nullptr);
+        p, a.b<float>(0), a.b<uint8_t>(1), a.b<uint8_t>(2), a.b<float>(3), p.segmented ? a.b<int32_t>(4) : nullptr,
+        p.sinks ? a.b<float>(7) : nullptr);
 }
 
 // Q8Link writer: one-token decode attention rounds its output for the next

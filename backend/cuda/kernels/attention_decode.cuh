@@ -75,6 +75,12 @@ struct SplitSlot {
     __device__ float& l() const { return base[head_dim + 1]; }
 };
 
+// The heads' sink logits of an attention command (AttentionParams::sinks:
+// buffer 7), or nullptr without sinks.
+inline const float* sinks_of(const CudaArgs& a, const AttentionParams& p) {
+    return p.sinks ? a.b<float>(7) : nullptr;
+}
+
 // Output d of head h, and with q8.q its 8-bit rounding for the next command
 // (a Q8Link: the output projection's GEMV then skips its rounding kernel).
 // Called by whole warps over 32 consecutive d (head_dim % 32 == 0).
@@ -88,20 +94,23 @@ __device__ __forceinline__ void write_out(const AttentionParams& p, uint32_t h, 
 // The block's end, from its warps' softmax states in shared memory (max wm,
 // sum wl, weighted-V sums wacc, `ld` floats a warp): a head of one used split
 // writes its output; otherwise the split's partial goes to the workspace and
-// the last split of the head to finish combines them all.
+// the last split of the head to finish combines them all. Head h's sink
+// (sinks: AttentionParams::sinks' logits, or nullptr) joins where the output
+// is written: in the one split, or in the combine (never in a partial).
 __device__ void finish_head(const AttentionParams& p, uint32_t h, uint32_t split, uint32_t used, uint32_t n_splits,
                             const float* wm, const float* wl, const float* wacc, int ld, float* out, float* partials,
-                            uint32_t* counters, ActQ8 q8) {
+                            uint32_t* counters, ActQ8 q8, const float* sinks) {
     float bm = -FLT_MAX;
     for (int w = 0; w < kWarps; w++) bm = fmaxf(bm, wm[w]);
     float bl = 0.0f;
     for (int w = 0; w < kWarps; w++) bl += wl[w] * expf(wm[w] - bm);
 
     if (used == 1) {
+        const float c = sink_factor<false>(sinks, h, bm, bl);
         for (uint32_t d = threadIdx.x; d < p.head_dim; d += blockDim.x) {
             float v = 0.0f;
             for (int w = 0; w < kWarps; w++) v += wacc[w * ld + d] * expf(wm[w] - bm);
-            write_out(p, h, d, v / bl, out, q8);
+            write_out(p, h, d, v * c / bl, out, q8);
         }
         return;
     }
@@ -131,13 +140,14 @@ __device__ void finish_head(const AttentionParams& p, uint32_t h, uint32_t split
         const float* slot = partials + ((size_t)h * n_splits + s) * (p.head_dim + 2);
         gl += __ldcg(&slot[p.head_dim + 1]) * expf(__ldcg(&slot[p.head_dim]) - gm);
     }
+    const float c = sink_factor<false>(sinks, h, gm, gl);
     for (uint32_t d = threadIdx.x; d < p.head_dim; d += blockDim.x) {
         float v = 0.0f;
         for (uint32_t s = 0; s < used; s++) {
             const float* slot = partials + ((size_t)h * n_splits + s) * (p.head_dim + 2);
             v += __ldcg(&slot[d]) * expf(__ldcg(&slot[p.head_dim]) - gm);
         }
-        write_out(p, h, d, v / gl, out, q8);
+        write_out(p, h, d, v * c / gl, out, q8);
     }
     if (threadIdx.x == 0) counters[h] = 0;  // ready for the next layer
 }
@@ -177,7 +187,7 @@ template <int D>
 __global__ void __launch_bounds__(kWarps * 32)
     attention_decode_kernel(AttentionParams p, uint32_t n_splits, const float* q, const uint16_t* kc,
                             const uint16_t* vc, float* out, float* partials, uint32_t* counters,
-                            const uint32_t* replay_pos, ActQ8 q8) {
+                            const uint32_t* replay_pos, ActQ8 q8, const float* sinks) {
     const uint32_t h = blockIdx.x, split = blockIdx.y;
     const SplitRange r = split_range(p, n_splits, split, replay_pos);
     const uint32_t j0 = r.j0, j1 = r.j1, used = r.used;  // keys [j0, j1) after lo
@@ -247,7 +257,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
     for (int d = 0; d < D; d++) wacc[warp][lane * D + d] = acc[d];
     __syncthreads();
-    finish_head(p, h, split, used, n_splits, wm, wl, &wacc[0][0], 32 * D, out, partials, counters, q8);
+    finish_head(p, h, split, used, n_splits, wm, wl, &wacc[0][0], 32 * D, out, partials, counters, q8, sinks);
 }
 
 // Grid (n_heads, n_splits), kWarps warps per block (the default kernel): a
@@ -300,7 +310,7 @@ template <int HD, bool Fused>
 __global__ void __launch_bounds__(kWarps * 32)
     attention_decode_groups_kernel(AttentionParams p, uint32_t n_splits, const float* q, uint16_t* kc,
                                    uint16_t* vc, float* out, float* partials, uint32_t* counters,
-                                   const uint32_t* replay_pos, ActQ8 q8, HeadPrologue pro) {
+                                   const uint32_t* replay_pos, ActQ8 q8, HeadPrologue pro, const float* sinks) {
     constexpr int L = HD / 32, KW = 32 / L, U = kKeyUnroll;
     const uint32_t h = blockIdx.x, split = blockIdx.y;
     const SplitRange r = split_range(p, n_splits, split, replay_pos);
@@ -477,7 +487,7 @@ __global__ void __launch_bounds__(kWarps * 32)
         for (int d = 0; d < 32; d++) wacc[warp][sub * 32 + d] = acc[d];
     }
     __syncthreads();
-    finish_head(p, h, split, r.used, n_splits, wm, wl, &wacc[0][0], HD, out, partials, counters, q8);
+    finish_head(p, h, split, r.used, n_splits, wm, wl, &wacc[0][0], HD, out, partials, counters, q8, sinks);
 }
 
 // Whether launch takes `p`: a one-token causal pass of head_dim 32, 64, 128
@@ -505,7 +515,7 @@ template <int HD>
 void launch_groups(const CudaArgs& a, const AttentionParams& p, dim3 grid, uint32_t n_splits, float* partials,
                    uint32_t* counters) {
     void (*kernel)(AttentionParams, uint32_t, const float*, uint16_t*, uint16_t*, float*, float*, uint32_t*,
-                   const uint32_t*, ActQ8, HeadPrologue) = attention_decode_groups_kernel<HD, false>;
+                   const uint32_t*, ActQ8, HeadPrologue, const float*) = attention_decode_groups_kernel<HD, false>;
     HeadPrologue pro{};
     if (a.absorbed.set) {
         kernel = attention_decode_groups_kernel<HD, true>;
@@ -515,7 +525,7 @@ void launch_groups(const CudaArgs& a, const AttentionParams& p, dim3 grid, uint3
         if (pro.p.has_freq_factors) pro.factors = qk.b<float>(5);
     }
     launch_pdl(kernel, grid, kWarps * 32, 0, a, p, n_splits, a.b<float>(0), a.b<uint16_t>(1),
-               a.b<uint16_t>(2), a.b<float>(3), partials, counters, a.replay_pos, a.q8_out, pro);
+               a.b<uint16_t>(2), a.b<float>(3), partials, counters, a.replay_pos, a.q8_out, pro, sinks_of(a, p));
 }
 
 // CudaKernelEntry::absorbs for the attention: a one-token decode pass right
@@ -575,11 +585,12 @@ inline bool launch(const CudaArgs& a, const AttentionParams& p) {
     const uint16_t* kc = a.b<uint16_t>(1);
     const uint16_t* vc = a.b<uint16_t>(2);
     float* out = a.b<float>(3);
+    const float* sinks = sinks_of(a, p);
     switch (dims_per_lane) {
-        case 1: launch_pdl(attention_decode_kernel<1>, grid, kWarps * 32, 0, a, p, n_splits, q, kc, vc, out, partials, counters, a.replay_pos, a.q8_out); break;
-        case 2: launch_pdl(attention_decode_kernel<2>, grid, kWarps * 32, 0, a, p, n_splits, q, kc, vc, out, partials, counters, a.replay_pos, a.q8_out); break;
-        case 4: launch_pdl(attention_decode_kernel<4>, grid, kWarps * 32, 0, a, p, n_splits, q, kc, vc, out, partials, counters, a.replay_pos, a.q8_out); break;
-        case 8: launch_pdl(attention_decode_kernel<8>, grid, kWarps * 32, 0, a, p, n_splits, q, kc, vc, out, partials, counters, a.replay_pos, a.q8_out); break;
+        case 1: launch_pdl(attention_decode_kernel<1>, grid, kWarps * 32, 0, a, p, n_splits, q, kc, vc, out, partials, counters, a.replay_pos, a.q8_out, sinks); break;
+        case 2: launch_pdl(attention_decode_kernel<2>, grid, kWarps * 32, 0, a, p, n_splits, q, kc, vc, out, partials, counters, a.replay_pos, a.q8_out, sinks); break;
+        case 4: launch_pdl(attention_decode_kernel<4>, grid, kWarps * 32, 0, a, p, n_splits, q, kc, vc, out, partials, counters, a.replay_pos, a.q8_out, sinks); break;
+        case 8: launch_pdl(attention_decode_kernel<8>, grid, kWarps * 32, 0, a, p, n_splits, q, kc, vc, out, partials, counters, a.replay_pos, a.q8_out, sinks); break;
         default: return false;
     }
     return true;

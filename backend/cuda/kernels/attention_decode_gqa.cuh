@@ -40,11 +40,13 @@ constexpr uint32_t kMaxSplits = 128;
 
 // The softmax state of the block's warps in shared memory, and the output of
 // head h0 + gh: a single used split writes it; otherwise partials to the
-// workspace and the last block of the head group combines every split.
+// workspace and the last block of the head group combines every split. A
+// head's sink (sinks, or nullptr) joins where its output is written
+// (finish_head).
 template <int HD, int GC>
 __device__ void finish_heads(const AttentionParams& p, uint32_t h0, uint32_t split, uint32_t used, uint32_t n_splits,
                              const float (*wm)[GC], const float (*wl)[GC], const float (*wacc)[GC][HD], float* out,
-                             float* partials, uint32_t* counters, ActQ8 q8) {
+                             float* partials, uint32_t* counters, ActQ8 q8, const float* sinks) {
     float bm[GC], bl[GC];
 #pragma unroll
     for (int gh = 0; gh < GC; gh++) {
@@ -60,10 +62,13 @@ __device__ void finish_heads(const AttentionParams& p, uint32_t h0, uint32_t spl
     };
     // whole warps over 32 consecutive dims of one head (write_out's 8-bit rounding)
     if (used == 1) {
+        float c[GC];
+#pragma unroll
+        for (int gh = 0; gh < GC; gh++) c[gh] = sink_factor<false>(sinks, h0 + gh, bm[gh], bl[gh]);
         for (uint32_t i = threadIdx.x; i < GC * HD; i += blockDim.x) {
             const int gh = i / HD;
             const uint32_t d = i % HD;
-            write_out(p, h0 + gh, d, block_value(gh, d) / bl[gh], out, q8);
+            write_out(p, h0 + gh, d, block_value(gh, d) * c[gh] / bl[gh], out, q8);
         }
         return;
     }
@@ -98,6 +103,10 @@ __device__ void finish_heads(const AttentionParams& p, uint32_t h0, uint32_t spl
         }
 #pragma unroll
         for (int o = 16; o > 0; o /= 2) gl += __shfl_xor_sync(0xffffffffu, gl, o);
+        if (sinks) {  // the head's sink joins the combined max and sum
+            const float c = join_sink<false>(gm, gl, sinks[h0 + gh]);
+            for (uint32_t s = lane; s < used; s += 32) weight[gh][s] *= c;
+        }
         for (uint32_t s = lane; s < used; s += 32) weight[gh][s] /= gl;
     }
     __syncthreads();
@@ -130,7 +139,7 @@ template <int HD, int GC, bool Fused>
 __global__ void __launch_bounds__(kWarps * 32)
     attention_decode_gqa_kernel(AttentionParams p, uint32_t n_splits, const float* q, uint16_t* kc, uint16_t* vc,
                                 float* out, float* partials, uint32_t* counters, const uint32_t* replay_pos, ActQ8 q8,
-                                HeadPrologue pro) {
+                                HeadPrologue pro, const float* sinks) {
     namespace wc = attention_warp_chunk;
     constexpr int S = stages<HD>(), LD = wc::row_halves<HD>(), CH = wc::chunk_halves<HD>(), K16 = wc::kKeys;
     extern __shared__ __align__(16) uint16_t rings[];  // [kWarps][S] chunks: K rows then V rows
@@ -258,7 +267,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     float(*wacc)[GC][HD] = reinterpret_cast<float(*)[GC][HD]>(rings);
     wc::store_warp<HD, GC>(m, l, o, 0.6931471805599453f, wm[warp], wl[warp], &wacc[warp][0][0]);
     __syncthreads();
-    finish_heads<HD, GC>(p, h0, split, r.used, n_splits, wm, wl, wacc, out, partials, counters, q8);
+    finish_heads<HD, GC>(p, h0, split, r.used, n_splits, wm, wl, wacc, out, partials, counters, q8, sinks);
 }
 
 // Query heads a block takes: 4 where the group divides by 4, else 2, else 1
@@ -280,7 +289,7 @@ template <int HD, int GC>
 void launch_shape(const CudaArgs& a, const AttentionParams& p, dim3 grid, uint32_t n_splits, float* partials,
                   uint32_t* counters) {
     void (*kernel)(AttentionParams, uint32_t, const float*, uint16_t*, uint16_t*, float*, float*, uint32_t*,
-                   const uint32_t*, ActQ8, HeadPrologue) = attention_decode_gqa_kernel<HD, GC, false>;
+                   const uint32_t*, ActQ8, HeadPrologue, const float*) = attention_decode_gqa_kernel<HD, GC, false>;
     HeadPrologue pro{};
     if (a.absorbed.set) {
         kernel = attention_decode_gqa_kernel<HD, GC, true>;
@@ -291,7 +300,7 @@ void launch_shape(const CudaArgs& a, const AttentionParams& p, dim3 grid, uint32
     }
     allow_dynamic_shared((const void*)kernel, (int)ring_bytes<HD>());  // (rings past the 48 KB default)
     launch_pdl(kernel, grid, kWarps * 32, ring_bytes<HD>(), a, p, n_splits, a.b<float>(0), a.b<uint16_t>(1),
-               a.b<uint16_t>(2), a.b<float>(3), partials, counters, a.replay_pos, a.q8_out, pro);
+               a.b<uint16_t>(2), a.b<float>(3), partials, counters, a.replay_pos, a.q8_out, pro, sinks_of(a, p));
 }
 
 template <int HD>

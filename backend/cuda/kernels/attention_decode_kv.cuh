@@ -173,13 +173,15 @@ __global__ void __launch_bounds__(kWarps * 32)
 // out[h] = the splits' sums, rescaled to one max, over their summed weights;
 // only the splits that hold keys at this position. A block a head: its
 // threads find the max and each split's weight together (shared memory), then
-// kCombineThreads / HD threads a dimension sum interleaved splits.
+// kCombineThreads / HD threads a dimension sum interleaved splits. The head's
+// sink (sinks, or nullptr) joins here, once, with the combined max and sum.
 constexpr int kCombineThreads = 256;
 
 template <int HD>
 __global__ void __launch_bounds__(kCombineThreads)
     combine_kernel(AttentionParams p, uint32_t n_splits,
-                   const float* __restrict__ partials, float* __restrict__ out, const uint32_t* replay_pos) {
+                   const float* __restrict__ partials, float* __restrict__ out, const uint32_t* replay_pos,
+                   const float* __restrict__ sinks) {
     constexpr int G = kCombineThreads / HD;  // threads a dimension
     __shared__ float w[kMaxSplits], red[kCombineThreads];
     const uint32_t h = blockIdx.x, tid = threadIdx.x;
@@ -211,8 +213,9 @@ __global__ void __launch_bounds__(kCombineThreads)
         if (tid < (uint32_t)o) red[tid] += red[tid + o];
         __syncthreads();
     }
-    const float bl = red[0];
+    float bl = red[0];
     __syncthreads();
+    const float c = sink_factor<true>(sinks, h, bm, bl);  // (maxima in base 2)
     const uint32_t d = tid % HD, g = tid / HD;
     float v = 0.0f;
 #pragma unroll 4
@@ -221,7 +224,7 @@ __global__ void __launch_bounds__(kCombineThreads)
     __syncthreads();
     if (g == 0) {
         for (int k = 1; k < G; k++) v += red[k * HD + d];
-        out[(size_t)h * HD + d] = v / bl;
+        out[(size_t)h * HD + d] = v * c / bl;
     }
 }
 
@@ -240,7 +243,7 @@ void launch_types(const CudaArgs& a, const AttentionParams& p, uint32_t fit, flo
     launch_pdl(split_kernel<HD, HG, KT, VT>, grid, kWarps * 32, 0, a, p, n_splits, a.b<float>(0), a.b<uint8_t>(1),
                a.b<uint8_t>(2), partials, a.replay_pos);
     launch_pdl(combine_kernel<HD>, p.n_heads, kCombineThreads, 0, a, p, n_splits, (const float*)partials,
-               a.b<float>(3), a.replay_pos);
+               a.b<float>(3), a.replay_pos, p.sinks ? (const float*)a.b<float>(7) : nullptr);
 }
 
 // One type for K and V (the usual -ctk / -ctv) gets its own kernel; a mixed

@@ -90,12 +90,15 @@ inline void launch_kv_write(const CudaArgs& a) {
 // Grid (n_heads, n_tokens), kWarps warps a block. Lane `lane` holds the
 // dimensions lane + 32 * i (i < D, those below head_dim): D = ceil(head_dim / 32),
 // so one kernel a D serves every head size up to 32 * D, and each of the D
-// loads of a row is 64 contiguous bytes across the warp.
+// loads of a row is 64 contiguous bytes across the warp. sinks: the heads'
+// sink logits (PagedAttentionParams::sinks), joined once the warps have met;
+// nullptr: none.
 template <int D>
 __global__ void __launch_bounds__(kWarps * 32)
     attention_paged_kernel(PagedAttentionParams p, const float* __restrict__ q, const uint8_t* __restrict__ kc,
                            const uint8_t* __restrict__ vc, float* __restrict__ out,
-                           const int32_t* __restrict__ rows, const int32_t* __restrict__ tables) {
+                           const int32_t* __restrict__ rows, const int32_t* __restrict__ tables,
+                           const float* __restrict__ sinks) {
     const uint32_t h = blockIdx.x, t = blockIdx.y;
     const uint32_t hd = p.head_dim;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -187,7 +190,8 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int w = 0; w < kWarps; w++) bm = fmaxf(bm, wm[w]);
     float bl = 0.0f;
     for (int w = 0; w < kWarps; w++) bl += wl[w] * expf(wm[w] - bm);
-    const float inv = 1.0f / bl;
+    const float c = sink_factor<false>(sinks, h, bm, bl);
+    const float inv = c / bl;
     float* o = out + (size_t)t * p.out_stride + (size_t)h * hd;
     for (uint32_t d = threadIdx.x; d < hd; d += blockDim.x) {
         float v = 0.0f;
@@ -224,15 +228,16 @@ inline void launch(const CudaArgs& a) {
     float* out = a.b<float>(3) + (size_t)first * p.out_stride;
     const int32_t* rows = a.b<int32_t>(4) + 2 * (size_t)first;
     const int32_t* tables = a.b<int32_t>(5);
+    const float* sinks = p.sinks ? a.b<float>(6) : nullptr;  // PagedAttentionParams::sinks
     switch ((p.head_dim + 31) / 32) {
-        case 1: attention_paged_kernel<1><<<grid, kWarps * 32, 0, a.stream>>>(p, q, kc, vc, out, rows, tables); break;
-        case 2: attention_paged_kernel<2><<<grid, kWarps * 32, 0, a.stream>>>(p, q, kc, vc, out, rows, tables); break;
-        case 3: attention_paged_kernel<3><<<grid, kWarps * 32, 0, a.stream>>>(p, q, kc, vc, out, rows, tables); break;
-        case 4: attention_paged_kernel<4><<<grid, kWarps * 32, 0, a.stream>>>(p, q, kc, vc, out, rows, tables); break;
-        case 5: attention_paged_kernel<5><<<grid, kWarps * 32, 0, a.stream>>>(p, q, kc, vc, out, rows, tables); break;
-        case 6: attention_paged_kernel<6><<<grid, kWarps * 32, 0, a.stream>>>(p, q, kc, vc, out, rows, tables); break;
-        case 7: attention_paged_kernel<7><<<grid, kWarps * 32, 0, a.stream>>>(p, q, kc, vc, out, rows, tables); break;
-        default: attention_paged_kernel<8><<<grid, kWarps * 32, 0, a.stream>>>(p, q, kc, vc, out, rows, tables); break;
+        case 1: attention_paged_kernel<1><<<grid, kWarps * 32, 0, a.stream>>>(p, q, kc, vc, out, rows, tables, sinks); break;
+        case 2: attention_paged_kernel<2><<<grid, kWarps * 32, 0, a.stream>>>(p, q, kc, vc, out, rows, tables, sinks); break;
+        case 3: attention_paged_kernel<3><<<grid, kWarps * 32, 0, a.stream>>>(p, q, kc, vc, out, rows, tables, sinks); break;
+        case 4: attention_paged_kernel<4><<<grid, kWarps * 32, 0, a.stream>>>(p, q, kc, vc, out, rows, tables, sinks); break;
+        case 5: attention_paged_kernel<5><<<grid, kWarps * 32, 0, a.stream>>>(p, q, kc, vc, out, rows, tables, sinks); break;
+        case 6: attention_paged_kernel<6><<<grid, kWarps * 32, 0, a.stream>>>(p, q, kc, vc, out, rows, tables, sinks); break;
+        case 7: attention_paged_kernel<7><<<grid, kWarps * 32, 0, a.stream>>>(p, q, kc, vc, out, rows, tables, sinks); break;
+        default: attention_paged_kernel<8><<<grid, kWarps * 32, 0, a.stream>>>(p, q, kc, vc, out, rows, tables, sinks); break;
     }
 }
 

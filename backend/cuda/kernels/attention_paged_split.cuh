@@ -16,6 +16,8 @@
 // sum a row's result goes through depends only on its sequence, position,
 // the head size, n_splits (fixed per model and scratch size) and min_tiles
 // (fixed per device), never on the rows of the pass: batch invariance holds.
+// A head's sink (PagedAttentionParams::sinks) joins once, where the row's
+// output is written: in the one used split, or in the combine.
 //
 // Meaning as attention_warp_chunk.cuh states it.
 //
@@ -60,7 +62,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     split_kernel(PagedAttentionParams p, uint32_t n_splits, uint32_t min_tiles, const float* __restrict__ q,
                  const uint16_t* __restrict__ kc, const uint16_t* __restrict__ vc, float* __restrict__ out,
                  const int32_t* __restrict__ rows, const int32_t* __restrict__ tables, float* __restrict__ partials,
-                 uint32_t* __restrict__ counters) {
+                 uint32_t* __restrict__ counters, const float* __restrict__ sinks) {
     namespace wc = attention_warp_chunk;
     constexpr int S = stages<HD>(), CH = wc::chunk_halves<HD>();
     static_assert(G <= 8, "a group's heads are rows g < 8 of the product");
@@ -124,13 +126,16 @@ __global__ void __launch_bounds__(kWarps * 32)
     wc::store_warp<HD, G>(m, l, o, 1.0f, wm[warp], wl[warp], wacc + (size_t)warp * G * HD);
     __syncthreads();
     const size_t rec = HD + 2;
-    __shared__ float bmax[G], bsum[G];
+    __shared__ float bmax[G], bsum[G], bfactor[G];
     if (threadIdx.x < G) {
         const int h = threadIdx.x;
         float bm = -INFINITY;
         for (int w = 0; w < kWarps; w++) bm = fmaxf(bm, wm[w][h]);
         float bl = 0.0f;
         for (int w = 0; w < kWarps; w++) bl += wm[w][h] == -INFINITY ? 0.0f : wl[w][h] * exp2f(wm[w][h] - bm);
+        // one split holds the row's whole softmax: the sink joins it here (the
+        // records of several keep theirs for the combine)
+        bfactor[h] = active == 1 ? sink_factor<true>(sinks, kvh * G + h, bm, bl) : 1.0f;
         bmax[h] = bm;
         bsum[h] = bl;
     }
@@ -139,7 +144,7 @@ __global__ void __launch_bounds__(kWarps * 32)
         const float bm = bmax[h];
         float* r = partials + (((size_t)t * p.n_heads + kvh * G + h) * n_splits + z) * rec;
         float* orow = out + (size_t)t * p.out_stride + (size_t)(kvh * G + h) * HD;
-        const float inv = active == 1 ? 1.0f / bsum[h] : 1.0f;
+        const float inv = active == 1 ? bfactor[h] / bsum[h] : 1.0f;
         for (int d = threadIdx.x; d < HD; d += kWarps * 32) {
             float v = 0.0f;
             for (int w = 0; w < kWarps; w++)
@@ -187,7 +192,8 @@ __global__ void __launch_bounds__(kWarps * 32)
                 weight[h][s] = e;
                 bl += ls[s] * e;
             }
-        const float inv = 1.0f / bl;
+        const float c = sink_factor<true>(sinks, kvh * G + h, bm, bl);  // the row's sink joins here, once
+        const float inv = c / bl;
         for (uint32_t s = 0; s < active; s++) weight[h][s] *= inv;
     }
     __syncthreads();
@@ -236,7 +242,7 @@ void launch_dg(const CudaArgs& a, const PagedAttentionParams& p, uint32_t n_spli
         launch_pdl(split_kernel<HD, G>, dim3(p.n_kv_heads, nt, n_splits), kWarps * 32, shared_bytes<HD>(), a,
             p, n_splits, a.tuning ? std::max(1u, a.tuning->paged_split_tiles) : 1u, a.b<float>(0) + (size_t)t0 * p.q_stride, a.b<uint16_t>(1), a.b<uint16_t>(2),
             a.b<float>(3) + (size_t)t0 * p.out_stride, a.b<int32_t>(4) + 2 * (size_t)t0, a.b<int32_t>(5), partials,
-            counters);
+            counters, p.sinks ? (const float*)a.b<float>(6) : nullptr);
     }
 }
 

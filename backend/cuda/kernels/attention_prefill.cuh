@@ -11,7 +11,8 @@
 // exponentials base 2, the scale carrying log2 e; tiles that every row sees
 // whole skip the mask);
 // the exponentials, rounded to F16, are the A fragments of O += P V, with V's
-// B fragments read transposed by ldmatrix. Rows are normalized at the end.
+// B fragments read transposed by ldmatrix. Rows are normalized at the end,
+// where a head's attention sink (AttentionParams::sinks) joins their softmax.
 //
 // Meaning (the CPU twin, backend/cpu/kernels/attention.cpp): Q rounded to F16,
 // scores in F32 times `scale`, softmax weights rounded to F16, F32 sums. Here
@@ -251,16 +252,20 @@ __device__ __forceinline__ void load_q(const float* const (&qr)[2], uint32_t (&q
             }
 }
 
-// The two rows' normalized outputs (orow[r] null: a row past the pass).
+// The two rows' normalized outputs (orow[r] null: a row past the pass), with
+// head h's sink joined to each row's softmax (sinks: the heads' logits,
+// AttentionParams::sinks; nullptr: none). m: the rows' maxima (base 2).
 template <int D>
-__device__ __forceinline__ void store_rows(float* const (&orow)[2], const float (&o)[D / 8][4], float (&l)[2]) {
+__device__ __forceinline__ void store_rows(float* const (&orow)[2], const float (&o)[D / 8][4], const float (&m)[2],
+                                           float (&l)[2], const float* sinks, int h) {
     const int t = threadIdx.x % 4;
 #pragma unroll
     for (int r = 0; r < 2; r++) {
         l[r] += __shfl_xor_sync(kFull, l[r], 1);
         l[r] += __shfl_xor_sync(kFull, l[r], 2);
         if (!orow[r]) continue;
-        const float inv = 1.0f / l[r];
+        const float c = sink_factor<true>(sinks, (uint32_t)h, m[r], l[r]);
+        const float inv = c / l[r];
 #pragma unroll
         for (int i = 0; i < D / 8; i++)
             *reinterpret_cast<float2*>(orow[r] + 8 * i + 2 * t) = make_float2(o[i][2 * r] * inv, o[i][2 * r + 1] * inv);
@@ -297,10 +302,11 @@ __device__ __forceinline__ void store_records(float* const (&rec)[2], const floa
 
 // out[row, head] from the n records of a row and head: one block a (row,
 // head), thread d its output dimension; the maxima are base-2 (the walk's
-// scale carries log2 e).
+// scale carries log2 e). The head's sink (sinks, or nullptr) joins here, once
+// the records are combined.
 template <int D>
 __global__ void __launch_bounds__(D) combine_kernel(AttentionParams p, int n, const float* __restrict__ partials,
-                                                    float* __restrict__ out) {
+                                                    float* __restrict__ out, const float* __restrict__ sinks) {
     const int row = blockIdx.x, h = blockIdx.y, d = threadIdx.x;
     const size_t stride = (size_t)p.n_tokens * p.n_heads * (D + 2);
     const float* rec = partials + ((size_t)row * p.n_heads + h) * (D + 2);
@@ -313,17 +319,19 @@ __global__ void __launch_bounds__(D) combine_kernel(AttentionParams p, int n, co
         sum += w * r[D + 1];
         acc += w * r[d];
     }
-    out[(size_t)row * p.out_stride + (size_t)h * D + d] = acc / sum;
+    const float c = sink_factor<true>(sinks, (uint32_t)h, mx, sum);
+    out[(size_t)row * p.out_stride + (size_t)h * D + d] = acc * c / sum;
 }
 
 // kAsync: both caches F16, tiles copied by cp.async two deep; otherwise one
 // tile, loaded and converted through registers. Grid (query tiles, heads,
-// key splits).
+// key splits). sinks: the heads' sink logits (AttentionParams::sinks), joined
+// as the rows are stored (with key splits, in combine_kernel); nullptr: none.
 template <int D, int KV, bool kAsync>
 __global__ void __launch_bounds__(kWarps * 32, D == 256 ? 1 : 3)
     attention_prefill_kernel(AttentionParams p, const float* __restrict__ q, const uint8_t* __restrict__ kc,
                              const uint8_t* __restrict__ vc, float* __restrict__ out, const int32_t* __restrict__ seg,
-                             KeySplit split) {
+                             KeySplit split, const float* __restrict__ sinks) {
     extern __shared__ __align__(16) uint16_t tiles[];
     const int warp = threadIdx.x / 32, g = (threadIdx.x % 32) / 4;
     const int h = blockIdx.y, kvh = h / (int)(p.n_heads / p.n_kv_heads);
@@ -407,7 +415,7 @@ __global__ void __launch_bounds__(kWarps * 32, D == 256 ? 1 : 3)
     }
 #pragma unroll
     for (int r = 0; r < 2; r++) orow[r] = row[r] < n ? out + (size_t)row[r] * p.out_stride + (size_t)h * D : nullptr;
-    store_rows<D>(orow, o, l);
+    store_rows<D>(orow, o, m, l, sinks, h);
 }
 
 // Prompt rows of a paged pass (continuous batching): row t of the pass is
@@ -415,12 +423,14 @@ __global__ void __launch_bounds__(kWarps * 32, D == 256 ? 1 : 3)
 // through the sequence's block table. A block takes 64 consecutive rows of
 // the pass and walks once for each run of rows of one sequence among them
 // (a chunk of a prompt is one run; a block where chunks meet walks twice or
-// more), each row seeing only its own sequence's keys.
+// more), each row seeing only its own sequence's keys. sinks: the heads' sink
+// logits (PagedAttentionParams::sinks), joined as the rows are stored; nullptr: none.
 template <int D, int KV, bool kAsync>
 __global__ void __launch_bounds__(kWarps * 32, D == 256 ? 1 : 3)
     attention_paged_prefill_kernel(PagedAttentionParams pp, const float* __restrict__ q, const uint8_t* __restrict__ kc,
                                    const uint8_t* __restrict__ vc, float* __restrict__ out,
-                                   const int32_t* __restrict__ rows, const int32_t* __restrict__ tables) {
+                                   const int32_t* __restrict__ rows, const int32_t* __restrict__ tables,
+                                   const float* __restrict__ sinks) {
     extern __shared__ __align__(16) uint16_t tiles[];
     __shared__ int seq_of[kQueries], pos_of[kQueries];
     const int warp = threadIdx.x / 32, g = (threadIdx.x % 32) / 4;
@@ -485,7 +495,7 @@ __global__ void __launch_bounds__(kWarps * 32, D == 256 ? 1 : 3)
 #pragma unroll
     for (int r = 0; r < 2; r++)
         orow[r] = row[r] < n ? out + (size_t)row[r] * pp.out_stride + (size_t)h * D : nullptr;
-    store_rows<D>(orow, o, l);
+    store_rows<D>(orow, o, m, l, sinks, h);
 }
 
 // Launches the tensor-core kernel and returns true when `p` is a many-token
@@ -544,11 +554,13 @@ void launch_as(const CudaArgs& a, const AttentionParams& p) {
     KeySplit split;
     split.n = (int)key_splits(a, p, tiles * p.n_heads, per_sm, KV);
     if (split.n > 1) split.partials = reinterpret_cast<float*>(a.workspace + kWorkspaceCounterBytes);
+    const float* sinks = p.sinks ? a.b<float>(7) : nullptr;  // AttentionParams::sinks
     kernel<<<dim3(tiles, p.n_heads, split.n), kWarps * 32, shared, a.stream>>>(
         p, a.b<float>(0), a.b<uint8_t>(1), a.b<uint8_t>(2), a.b<float>(3), p.segmented ? a.b<int32_t>(4) : nullptr,
-        split);
+        split, sinks);
     if (split.n > 1)
-        combine_kernel<D><<<dim3(p.n_tokens, p.n_heads), D, 0, a.stream>>>(p, split.n, split.partials, a.b<float>(3));
+        combine_kernel<D><<<dim3(p.n_tokens, p.n_heads), D, 0, a.stream>>>(p, split.n, split.partials, a.b<float>(3),
+                                                                           sinks);
 }
 
 template <int D, int KV>
@@ -579,7 +591,8 @@ void launch_paged_as(const CudaArgs& a, const PagedAttentionParams& p, uint32_t 
     const dim3 grid(blocks_for(rest.n_tokens, kQueries), p.n_heads);
     attention_paged_prefill_kernel<D, KV, kAsync><<<grid, kWarps * 32, shared, a.stream>>>(
         rest, a.b<float>(0) + (size_t)first * p.q_stride, a.b<uint8_t>(1), a.b<uint8_t>(2),
-        a.b<float>(3) + (size_t)first * p.out_stride, a.b<int32_t>(4) + 2 * (size_t)first, a.b<int32_t>(5));
+        a.b<float>(3) + (size_t)first * p.out_stride, a.b<int32_t>(4) + 2 * (size_t)first, a.b<int32_t>(5),
+        p.sinks ? (const float*)a.b<float>(6) : nullptr);  // PagedAttentionParams::sinks
 }
 
 // Rows [first, n_tokens) of a paged pass (its prompt rows) on the tensor

@@ -86,6 +86,10 @@ constexpr size_t kWorkspaceCounterBytes = 4096;
 
 struct CudaArgs : CommandBytes {
     cudaStream_t stream;
+    // Bytes from each bound buffer's address (buf, its offset applied) to the
+    // buffer's end; 0: unbound or not known. A launcher that writes a buffer
+    // whose binding is optional checks it holds what it would write.
+    size_t buf_bytes[10] = {};  // DispatchCmd::MAX_BUFFERS
     // The device's tuning (cuda_tuning.h), decided when it was made.
     const CudaTuning* tuning = nullptr;
     // Set only while a decode step is captured into a CUDA graph (one graph

@@ -1,6 +1,7 @@
 // Device helpers several CUDA kernels share, so fused kernels compute exactly
 // what the kernels they replace compute (same formulas, same reduction order).
 #pragma once
+#include <cmath>
 #include <cstdint>
 
 namespace akunu {
@@ -112,6 +113,34 @@ struct ScoreMap {
 };
 __host__ __device__ inline ScoreMap score_map(float scale, float softcap, float base) {
     return softcap > 0.0f ? ScoreMap{1.0f, scale / softcap, softcap * base} : ScoreMap{scale * base, 0.0f, 0.0f};
+}
+
+// Attention sinks (AttentionParams::sinks, gpt-oss): one more logit in a
+// query head's softmax, taken as it is (neither scaled nor capped), whose
+// value vector is zeros: out = sum_j e^(s_j) v_j / (sum_j e^(s_j) + e^sink).
+// A kernel joins it exactly once a (row, head), where that row's softmax is
+// final: in the block that saw all its keys, or in the combine of its key
+// splits (never in a split's partial, which would count it once a split).
+// The state is the running max m, the sum l of e^(s - m) and the weighted
+// values against m; with m' = max(m, sink) this returns c = e^(m - m') and
+// sets l to l * c + e^(sink - m'), so the output acc / l becomes
+// acc * c / l. Base2: the kernel's exponentials are base 2 (its scores
+// carry log2 e, ScoreMap's base), and the logit is taken to that base too.
+// A state without keys (l = 0, m = -inf or -FLT_MAX) keeps its zero output.
+template <bool Base2>
+__device__ __forceinline__ float join_sink(float m, float& l, float sink) {
+    if (Base2) sink *= 1.4426950408889634f;
+    const float mx = fmaxf(m, sink);
+    if (mx == -INFINITY) return 1.0f;  // (no key and a sink of -inf: nothing to join)
+    const float c = Base2 ? exp2f(m - mx) : expf(m - mx);
+    l = l * c + (Base2 ? exp2f(sink - mx) : expf(sink - mx));
+    return c;
+}
+// The output's factor with head h's sink joined (sinks: the n_heads logits,
+// nullptr: none, then l is left as it is and the factor is 1).
+template <bool Base2>
+__device__ __forceinline__ float sink_factor(const float* sinks, uint32_t h, float m, float& l) {
+    return sinks ? join_sink<Base2>(m, l, sinks[h]) : 1.0f;
 }
 
 }  // namespace akunu

@@ -1,5 +1,6 @@
-// Activations, residual adds, row adds, row gathers and im2col with the CPU
-// kernels' meaning (backend/cpu/kernels/elementwise.cpp), one thread per element.
+// Activations (gated: silu_gate, gelu_gate, gpt-oss's swiglu_oai), residual
+// adds, row adds, row gathers and im2col with the CPU kernels' meaning
+// (backend/cpu/kernels/elementwise.cpp), one thread per element.
 #include <cmath>
 
 #include "core/error.h"
@@ -27,6 +28,30 @@ void launch_gated(const CudaArgs& a) {
     GatedActParams p = a.p<GatedActParams>();
     const size_t n = (size_t)p.n * p.n_tokens;
     launch_pdl(gated_kernel<Gelu>, blocks_for(n, 256), 256, 0, a, p, a.b<float>(0), a.b<float>(1), a.b<float>(2));
+}
+
+// gpt-oss's gated activation (swiglu_oai, GatedActParams): the gate clamped
+// above, the up value on both sides, at kSwigluOaiLimit (as the CPU's
+// std::min / std::max: a NaN stays NaN); the gate's sigmoid at
+// kSwigluOaiAlpha times it, with expf as silu's.
+__global__ void swiglu_oai_kernel(GatedActParams p, const float* g, const float* u, float* o) {
+    pdl_wait();
+    pdl_launch_dependents();
+    const size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (idx >= (size_t)p.n * p.n_tokens) return;
+    const size_t t = idx / p.n, i = idx % p.n;
+    const float L = kSwigluOaiLimit, gv = g[t * p.gate_stride + i], uv = u[t * p.up_stride + i];
+    const float x = L < gv ? L : gv;
+    const float lo = uv < -L ? -L : uv;
+    const float y = L < lo ? L : lo;
+    o[t * p.out_stride + i] = x / (1.0f + expf(-kSwigluOaiAlpha * x)) * (y + 1.0f);
+}
+
+void launch_swiglu_oai(const CudaArgs& a) {
+    GatedActParams p = a.p<GatedActParams>();
+    const size_t n = (size_t)p.n * p.n_tokens;
+    if (n == 0) return;
+    launch_pdl(swiglu_oai_kernel, blocks_for(n, 256), 256, 0, a, p, a.b<float>(0), a.b<float>(1), a.b<float>(2));
 }
 
 __global__ void add_kernel(size_t n, float* x, const float* y) {
@@ -116,6 +141,7 @@ void launch_im2col_1d(const CudaArgs& a) {
 extern const CudaKernelEntry kCudaElementwiseKernels[] = {
     {"silu_gate", launch_gated<false>},
     {"gelu_gate", launch_gated<true>},
+    {"swiglu_oai", launch_swiglu_oai},
     {"add_inplace", launch_add},
     {"gather_rows", launch_gather_rows},
     {"gelu_erf", launch_gelu_erf},

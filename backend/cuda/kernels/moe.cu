@@ -130,10 +130,11 @@ __device__ inline void chunk_products(const MoeMatmulParams& p, const MoeGeometr
 // Per slot (weighted = 0): block (row group, expert e) lists the (token,
 // slot) rows routed to e, in ascending order, and each warp multiplies its
 // row of W[e] with them, kChunk at a time. Blocks of experts no token chose
-// read nothing of W.
+// read nothing of W. bias: the experts' biases (MoeMatmulParams::bias, N a
+// matrix), added to each product before it is stored; nullptr: none.
 template <class Dot>
 __global__ void moe_matmul_slots_kernel(MoeMatmulParams p, MoeGeometry g, const uint8_t* W, const float* x,
-                                        float* y, const uint8_t* route, bool stage) {
+                                        float* y, const uint8_t* route, bool stage, const float* bias) {
     extern __shared__ float4 staged_rows[];
     __shared__ uint32_t rows[kWindow];
     __shared__ uint32_t warp_counts[32];
@@ -174,10 +175,11 @@ __global__ void moe_matmul_slots_kernel(MoeMatmulParams p, MoeGeometry g, const 
             if (n >= p.N) continue;
             float v[kChunk];
             chunk_products<Dot>(p, g, wrow, c, staged, v);
+            const float b = bias ? bias[(size_t)e * p.N + n] : 0.0f;
             for (int i = 0; i < c.m; i++)
                 if (lane == 0) {
                     const uint32_t r = rows[c0 + i], t = t0 + r / p.n_used, j = r % p.n_used;
-                    y[(size_t)t * p.y_stride + (size_t)j * p.y_slot_stride + n] = v[i];
+                    y[(size_t)t * p.y_stride + (size_t)j * p.y_slot_stride + n] = bias ? v[i] + b : v[i];
                 }
         }
         __syncthreads();  // the list is rebuilt for the next window
@@ -189,12 +191,13 @@ __global__ void moe_matmul_slots_kernel(MoeMatmulParams p, MoeGeometry g, const 
 // warp multiplies its row of W[e] with e's rows (kChunk at a time) and adds
 // weight * dot to its element of each token's output, so every output sums
 // its slots in ascending expert id (the CPU's order) whatever the other
-// tokens are.
+// tokens are. bias (or nullptr): as the slots kernel's, added to each product
+// before it is weighted.
 constexpr uint32_t kMaxExperts = 4096;  // ModelConfig's bound on expert_count
 
 template <class Dot>
 __global__ void moe_matmul_sum_kernel(MoeMatmulParams p, MoeGeometry g, const uint8_t* W, const float* x, float* y,
-                                      const uint8_t* route, bool stage) {
+                                      const uint8_t* route, bool stage, const float* bias) {
     extern __shared__ float4 staged_rows[];
     __shared__ uint32_t ends[kMaxExperts];  // per expert: the end of its rows in `rows`
     __shared__ uint32_t rows[kWindow];      // window entries (token - t0) * n_used + slot, by expert
@@ -236,12 +239,13 @@ __global__ void moe_matmul_sum_kernel(MoeMatmulParams p, MoeGeometry g, const ui
                 if (n >= p.N) continue;
                 float v[kChunk];
                 chunk_products<Dot>(p, g, wrow, c, staged, v);
+                const float b = bias ? bias[(size_t)e * p.N + n] : 0.0f;
                 for (int i = 0; i < c.m; i++)
                     if (lane == 0) {
                         const uint32_t r = rows[c0 + i], t = t0 + r / p.n_used, j = r % p.n_used;
                         const float w = reinterpret_cast<const float*>(
                             route + (size_t)t * p.route_stride * 4)[p.n_used + j];
-                        y[(size_t)t * p.y_stride + n] += w * v[i];
+                        y[(size_t)t * p.y_stride + n] += w * (bias ? v[i] + b : v[i]);
                     }
             }
         }
@@ -256,14 +260,15 @@ void launch_moe_kernels(const CudaArgs& a, const MoeMatmulParams& p, const MoeGe
     const bool in_place = p.n_tokens == 1 && x % 16 == 0 && p.x_slot_stride % 4 == 0;
     const bool stage = Dot::kStaged && !in_place;
     const size_t shared = stage ? (size_t)kChunk * p.K * sizeof(float) : 0;
+    const float* bias = p.bias ? a.b<float>(4) : nullptr;  // MoeMatmulParams::bias
     if (p.weighted) {
         if (shared) allow_dynamic_shared((const void*)moe_matmul_sum_kernel<Dot>, (int)shared);
         moe_matmul_sum_kernel<Dot><<<row_blocks, kWarps * 32, shared, a.stream>>>(
-            p, g, a.b<uint8_t>(0), a.b<float>(1), a.b<float>(2), a.b<uint8_t>(3), stage);
+            p, g, a.b<uint8_t>(0), a.b<float>(1), a.b<float>(2), a.b<uint8_t>(3), stage, bias);
     } else {
         if (shared) allow_dynamic_shared((const void*)moe_matmul_slots_kernel<Dot>, (int)shared);
         moe_matmul_slots_kernel<Dot><<<dim3(row_blocks, p.n_experts), kWarps * 32, shared, a.stream>>>(
-            p, g, a.b<uint8_t>(0), a.b<float>(1), a.b<float>(2), a.b<uint8_t>(3), stage);
+            p, g, a.b<uint8_t>(0), a.b<float>(1), a.b<float>(2), a.b<uint8_t>(3), stage, bias);
     }
 }
 

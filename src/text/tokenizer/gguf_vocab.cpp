@@ -135,9 +135,10 @@ std::vector<std::string> pre_regexes(const std::string& pre) {
     if (pre == "qwen2") return {kQwen2Regex};
     if (pre == "starcoder" || pre == "refact" || pre == "command-r" || pre == "smollm")
         return {kDigitRegex, kGpt2RegexNoTrailing};
+    if (pre == "gpt-4o") return {kGpt4oRegex};  // OpenAI's o200k (gpt-oss), as llama.cpp rewrites it
     throw UnsupportedError("pre-tokenizer '" + pre +
-                           "' is not supported (known: command-r, dbrx, default, gpt-2, gpt2, llama-bpe, llama3, mpt, "
-                           "olmo, qwen2, refact, smaug-bpe, smollm, starcoder)");
+                           "' is not supported (known: command-r, dbrx, default, gpt-2, gpt-4o, gpt2, llama-bpe, llama3, "
+                           "mpt, olmo, qwen2, refact, smaug-bpe, smollm, starcoder)");
 }
 
 void build_bpe(Pipeline& p, const Meta& md, const Vocabulary& v) {
@@ -154,7 +155,8 @@ void build_bpe(Pipeline& p, const Meta& md, const Vocabulary& v) {
     std::string pre = "default";
     if (const GGUFValue* pv = get(md, "tokenizer.ggml.pre"); pv && pv->type == GGUFType::STRING) pre = pv->s;
     BpeOptions opt;
-    // Llama 3 takes a pre-token that is itself in the vocabulary as is (llama.cpp's ignore_merges)
+    // Llama 3 takes a pre-token that is itself in the vocabulary as is (llama.cpp's ignore_merges;
+    // not set for gpt-4o, whose pre-tokens all go through the merges)
     opt.ignore_merges = pre == "llama-bpe" || pre == "llama3" || pre == "dbrx" || pre == "smaug-bpe";
     std::vector<std::string> regexes = pre_regexes(pre);
     p.model = make_bpe(last_id_vocab(v.tokens), merges, opt);

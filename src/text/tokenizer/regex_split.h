@@ -29,5 +29,9 @@ extern const char* const kGpt2RegexNoTrailing;
 extern const char* const kLlama3Regex;
 extern const char* const kQwen2Regex;
 extern const char* const kDigitRegex;
+// OpenAI's o200k pattern as tokenizer.json files hold it, and llama.cpp's rewrite of it
+// for GGUF "gpt-4o" vocabularies (which differs on letters outside ASCII and on marks).
+extern const char* const kO200kRegex;
+extern const char* const kGpt4oRegex;
 
 }  // namespace akunu::text::tok

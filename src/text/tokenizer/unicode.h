@@ -19,6 +19,8 @@ enum Flag : uint16_t {
     NONSPACING_MARK = 1 << 7,  // dropped by BertNormalizer's strip_accents after NFD
     MARK = 1 << 8,             // dropped by StripAccents
     WORD = 1 << 9,             // Rust regex \w
+    UPPER_OR_CASELESS = 1 << 10,  // Oniguruma [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}] (o200k's first letter run)
+    LOWER_OR_CASELESS = 1 << 11,  // Oniguruma [\p{Ll}\p{Lm}\p{Lo}\p{M}] (o200k's second letter run)
 };
 
 uint16_t flags(char32_t cp);
