@@ -329,7 +329,7 @@ def test_rope(device, neox, factors):
     assert rel_l2(out[1], out[0]) < 2e-5
 
 
-@pytest.mark.parametrize("name", ["silu_gate", "gelu_gate"])
+@pytest.mark.parametrize("name", ["silu_gate", "gelu_gate", "swiglu_oai"])
 def test_gated_activations(device, name):
     rng = rng_for(len(name))
     g, u = (rng.standard_normal((6, 3072)).astype(np.float32) * 4 for _ in range(2))

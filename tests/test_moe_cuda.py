@@ -188,7 +188,14 @@ def tolerances(path):
     """(logit tolerance, router near-tie gap): float weights, or quantized ones
     (the CPU rounds activations to 8 bits, CUDA's general path does not)."""
     quant = "q" in os.path.basename(path).split("-")[-1]
-    return (3e-2, QUANT_ROUTER_GAP) if quant else (2e-3, FLOAT_ROUTER_GAP)
+    # gpt-oss's random experts pass its SwiGLU clamps (values up to 56): the
+    # CPU's F16 softmax weights and CUDA's float ones part by up to 2.2e-3,
+    # its 8-bit activation blocks (the CPU's everywhere, CUDA's in decode) by 3.6e-2
+    # (other families: 3.0e-2 for olmoe-q4_k_m and 4.5e-2 for mixtral-q4_0 at some seeds)
+    wide = os.path.basename(path).startswith("gpt-oss")
+    if quant:
+        return (6e-2 if wide else 5e-2), QUANT_ROUTER_GAP
+    return (5e-3 if wide else 2e-3), FLOAT_ROUTER_GAP
 
 
 @pytest.mark.parametrize("arch", ["qwen3moe", "mixtral"])

@@ -310,11 +310,12 @@ const std::vector<MetalKernelSpec>& specs() {
             {"rope", 2, {"rope"}, rope},
             {"rope_rows", 3, {"rope_rows"}, rope},
             {"kv_write", 4, {"kv_write"}, kv_write},
-            {"attention", 5, {"attention"}, attention},
+            {"attention", 8, {"attention"}, attention},  // (5 / 6: the CUDA staging rows, 7: sinks)
             {"kv_write_paged", 6, {"kv_write_paged"}, kv_write_paged},
-            {"attention_paged", 6, {"attention_paged"}, attention_paged},
+            {"attention_paged", 7, {"attention_paged"}, attention_paged},
             {"silu_gate", 3, {"silu_gate"}, gated},
             {"gelu_gate", 3, {"gelu_gate"}, gated},
+            {"swiglu_oai", 3, {"swiglu_oai"}, gated},
             {"add_inplace", 2, {"add_inplace"}, flat},
             {"gather_rows", 3, {"gather_rows"}, gather_rows},
             {"gelu_erf", 1, {"gelu_erf"}, flat},
@@ -330,7 +331,7 @@ const std::vector<MetalKernelSpec>& specs() {
             {"add_rmsnorm", 4, {"add_rmsnorm"}, add_rmsnorm},
             {"matmul_multi", 10, {"matmul_multi"}, matmul_multi},
             {"moe_route", 2, {"moe_route"}, moe_route},
-            {"moe_matmul", 4, {"moe_matmul_slots_gemv", "moe_matmul_sum_gemv", "moe_matmul_slots", "moe_matmul_sum"},
+            {"moe_matmul", 5, {"moe_matmul_slots_gemv", "moe_matmul_sum_gemv", "moe_matmul_slots", "moe_matmul_sum"},
              moe_matmul},
             {"moe_shared_add", 3, {"moe_shared_add"}, moe_shared_add},
         };

@@ -120,10 +120,12 @@ struct Score {
     float of(float dot) const { return cap > 0.0f ? cap * tanh(dot * (scale / cap)) : dot * scale; }
 };
 
+// sink: the head's sink logit (gpt-oss) when has_sink, which joins the
+// maximum and the softmax sum once, with a value vector of zeros.
 template <typename Keys>
 inline void attend_row(device const float* qsrc, KvRows kc, KvRows vc, device float* o, uint hd, uint koff,
-                       uint lo, uint last, Score score, Keys keys, threadgroup float* shared, uint tid,
-                       uint n_threads, uint lane, uint sg, uint n_sg) {
+                       uint lo, uint last, Score score, Keys keys, bool has_sink, float sink,
+                       threadgroup float* shared, uint tid, uint n_threads, uint lane, uint sg, uint n_sg) {
     threadgroup float* qs = shared;
     threadgroup float* wts = shared + kAttnMaxHeadDim;
     threadgroup uint* krows = (threadgroup uint*)(wts + kAttnThreads);
@@ -134,9 +136,12 @@ inline void attend_row(device const float* qsrc, KvRows kc, KvRows vc, device fl
     float mx = -INFINITY;
     for (uint j = lo + tid; j <= last; j += n_threads) mx = max(mx, score.of(qk_dot(qs, kc, kc.row(keys.row(j)), koff, hd)));
     mx = tg_max(mx, scratch, lane, sg, n_sg);
+    if (has_sink) mx = max(mx, sink);
     float sum = 0.0f;
     for (uint j = lo + tid; j <= last; j += n_threads) sum += exp(score.of(qk_dot(qs, kc, kc.row(keys.row(j)), koff, hd)) - mx);
-    const float inv_sum = 1.0f / tg_sum(sum, scratch, lane, sg, n_sg);
+    sum = tg_sum(sum, scratch, lane, sg, n_sg);
+    if (has_sink) sum += exp(sink - mx);
+    const float inv_sum = 1.0f / sum;
 
     float acc[kAttnMaxHeadDim / kAttnThreads];  // this thread's output dimensions d = tid + i * n_threads
     for (uint i = 0; i < kAttnMaxHeadDim / kAttnThreads; i++) acc[i] = 0.0f;
@@ -170,10 +175,14 @@ inline KvRows key_cache(device const uint8_t* base, uint type, uint kv_dim) {
 
 // One threadgroup per (head, token), grid (n_heads, n_tokens). Keys are read
 // at their ring rows of the max_ctx-row caches; the launch checks that the
-// rows still hold every key the pass reads (core/kv_rows_check.h).
+// rows still hold every key the pass reads (core/kv_rows_check.h). Buffers 5
+// and 6 (another backend's staging rows) are declared, unread, so that the
+// sinks are the eighth argument (the emulation binds buffers by position).
 kernel void attention(device const float* q [[buffer(0)]], device const uint8_t* kc [[buffer(1)]],
                       device const uint8_t* vc [[buffer(2)]], device float* out [[buffer(3)]],
-                      device const int* seg [[buffer(4)]], constant AttentionParams& p [[buffer(AK_PARAMS)]],
+                      device const int* seg [[buffer(4)]], device const uint8_t* [[buffer(5)]],
+                      device const uint8_t* [[buffer(6)]], device const float* sinks [[buffer(7)]],
+                      constant AttentionParams& p [[buffer(AK_PARAMS)]],
                       threadgroup float* shared AK_THREADGROUP_MEMORY, AK_THREAD_ARGS) {
     const uint h = tgpig.x, t = tgpig.y, hd = p.head_dim;
     const uint kv_dim = p.n_kv_heads * hd, group = p.n_heads / p.n_kv_heads;
@@ -190,7 +199,8 @@ kernel void attention(device const float* q [[buffer(0)]], device const uint8_t*
     }
     attend_row(q + (ulong)t * p.q_stride + (ulong)h * hd, key_cache(kc, p.k_type, kv_dim),
                key_cache(vc, p.v_type, kv_dim), out + (ulong)t * p.out_stride + (ulong)h * hd, hd, (h / group) * hd,
-               lo, last, Score{p.scale, p.softcap}, ContiguousKeys{p.max_ctx}, shared, tiitg, ntg, tiisg, sgitg, nsg);
+               lo, last, Score{p.scale, p.softcap}, ContiguousKeys{p.max_ctx}, p.sinks != 0, p.sinks ? sinks[h] : 0.0f,
+               shared, tiitg, ntg, tiisg, sgitg, nsg);
 }
 AK_EXPORT_KERNEL(attention)
 
@@ -200,7 +210,7 @@ AK_EXPORT_KERNEL(attention)
 kernel void attention_paged(device const float* q [[buffer(0)]], device const uint8_t* kc [[buffer(1)]],
                             device const uint8_t* vc [[buffer(2)]], device float* out [[buffer(3)]],
                             device const int* rows [[buffer(4)]], device const int* tables [[buffer(5)]],
-                            constant PagedAttentionParams& p [[buffer(AK_PARAMS)]],
+                            device const float* sinks [[buffer(6)]], constant PagedAttentionParams& p [[buffer(AK_PARAMS)]],
                             threadgroup float* shared AK_THREADGROUP_MEMORY, AK_THREAD_ARGS) {
     const uint h = tgpig.x, t = tgpig.y, hd = p.head_dim;
     const uint kv_dim = p.n_kv_heads * hd, group = p.n_heads / p.n_kv_heads;
@@ -209,6 +219,7 @@ kernel void attention_paged(device const float* q [[buffer(0)]], device const ui
     const PagedKeys keys{tables + (ulong)seq * p.max_blocks, p.block_size};
     attend_row(q + (ulong)t * p.q_stride + (ulong)h * hd, key_cache(kc, p.k_type, kv_dim),
                key_cache(vc, p.v_type, kv_dim), out + (ulong)t * p.out_stride + (ulong)h * hd, hd, (h / group) * hd,
-               lo, pos, Score{p.scale, p.softcap}, keys, shared, tiitg, ntg, tiisg, sgitg, nsg);
+               lo, pos, Score{p.scale, p.softcap}, keys, p.sinks != 0, p.sinks ? sinks[h] : 0.0f, shared, tiitg, ntg,
+               tiisg, sgitg, nsg);
 }
 AK_EXPORT_KERNEL(attention_paged)

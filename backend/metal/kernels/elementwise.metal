@@ -16,6 +16,19 @@ kernel void gated_act(device const float* gate [[buffer(0)]], device const float
 AK_EXPORT("silu_gate", gated_act<0>)
 AK_EXPORT("gelu_gate", gated_act<1>)
 
+// gpt-oss's clamped SwiGLU (GatedActParams: g = min(gate, L), u = clamp(up,
+// -L, L), out = g * sigmoid(alpha g) * (u + 1)); grid as gated_act
+kernel void swiglu_oai(device const float* gate [[buffer(0)]], device const float* up [[buffer(1)]],
+                       device float* out [[buffer(2)]], constant GatedActParams& p [[buffer(AK_PARAMS)]],
+                       AK_THREAD_ARGS) {
+    const uint i = tgpig.x * ntg + tiitg, t = tgpig.y;
+    if (i >= p.n) return;
+    const float g = min(gate[(ulong)t * p.gate_stride + i], kSwigluOaiLimit);
+    const float u = min(max(up[(ulong)t * p.up_stride + i], -kSwigluOaiLimit), kSwigluOaiLimit);
+    out[(ulong)t * p.out_stride + i] = g / (1.0f + exp(-kSwigluOaiAlpha * g)) * (u + 1.0f);
+}
+AK_EXPORT_KERNEL(swiglu_oai)
+
 // x += y over n * n_tokens floats
 kernel void add_inplace(device float* x [[buffer(0)]], device const float* y [[buffer(1)]],
                         constant AddParams& p [[buffer(AK_PARAMS)]], AK_THREAD_ARGS) {

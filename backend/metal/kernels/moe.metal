@@ -148,6 +148,10 @@ inline ulong moe_row_bytes(constant MoeMatmulParams& p) {
 inline device const float* moe_x(device const float* x, constant MoeMatmulParams& p, uint t, uint j) {
     return x + (ulong)t * p.x_stride + (ulong)j * p.x_slot_stride;
 }
+// Matrix e's bias of output n (MoeMatmulParams::bias, gpt-oss), 0 without.
+inline float moe_bias(device const float* bias, constant MoeMatmulParams& p, int e, uint n) {
+    return p.bias ? bias[(ulong)e * p.N + n] : 0.0f;
+}
 
 // acc[i] += this lane's share of row . xs[i] for i < m: the lanes take the
 // row's blocks lane, lane + 32, ... and decode each once for the m vectors.
@@ -191,7 +195,7 @@ inline void moe_simd_sums(thread float* acc, uint m) {
 // One (token, slot) a threadgroup row of the grid (y), one output row a SIMD
 // group. Grid: (ceil(N / SIMD groups), n_tokens * n_used).
 kernel void moe_matmul_slots_gemv(device const uint8_t* W [[buffer(0)]], device const float* x [[buffer(1)]],
-                                  device float* y [[buffer(2)]], device const uint8_t* route [[buffer(3)]],
+                                  device float* y [[buffer(2)]], device const uint8_t* route [[buffer(3)]], device const float* bias [[buffer(4)]],
                                   constant MoeMatmulParams& p [[buffer(AK_PARAMS)]], AK_THREAD_ARGS) {
     const uint n = tgpig.x * nsg + sgitg, t = tgpig.y / p.n_used, j = tgpig.y % p.n_used;
     const int e = moe_expert(route, p, t, j);
@@ -201,7 +205,7 @@ kernel void moe_matmul_slots_gemv(device const uint8_t* W [[buffer(0)]], device 
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     moe_dots(W + ((ulong)e * p.N + n) * rb, p.dtype, p.K, xs, 1, tiisg, acc);
     moe_simd_sums(acc, 1);
-    if (tiisg == 0) y[(ulong)t * p.y_stride + (ulong)j * p.y_slot_stride + n] = acc[0];
+    if (tiisg == 0) y[(ulong)t * p.y_stride + (ulong)j * p.y_slot_stride + n] = acc[0] + moe_bias(bias, p, e, n);
 }
 AK_EXPORT_KERNEL(moe_matmul_slots_gemv)
 
@@ -209,7 +213,7 @@ AK_EXPORT_KERNEL(moe_matmul_slots_gemv)
 // the slots in ascending (expert id, slot), each found as the least after the
 // previous one (no per-token array). Grid: (ceil(N / SIMD groups), n_tokens).
 kernel void moe_matmul_sum_gemv(device const uint8_t* W [[buffer(0)]], device const float* x [[buffer(1)]],
-                                device float* y [[buffer(2)]], device const uint8_t* route [[buffer(3)]],
+                                device float* y [[buffer(2)]], device const uint8_t* route [[buffer(3)]], device const float* bias [[buffer(4)]],
                                 constant MoeMatmulParams& p [[buffer(AK_PARAMS)]], AK_THREAD_ARGS) {
     const uint n = tgpig.x * nsg + sgitg, t = tgpig.y;
     if (n >= p.N) return;
@@ -233,7 +237,7 @@ kernel void moe_matmul_sum_gemv(device const uint8_t* W [[buffer(0)]], device co
         float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         moe_dots(W + ((ulong)be * p.N + n) * rb, p.dtype, p.K, xs, 1, tiisg, acc);
         moe_simd_sums(acc, 1);
-        sum += moe_weight(route, p, t, bj) * acc[0];
+        sum += moe_weight(route, p, t, bj) * (acc[0] + moe_bias(bias, p, be, n));
         prev_e = be;
         prev_j = bj;
     }
@@ -248,7 +252,7 @@ AK_EXPORT_KERNEL(moe_matmul_sum_gemv)
 // kMoeChunk at a time. Threadgroups of experts no token chose read nothing of W.
 // Threadgroup memory: 32 hit counts, then kMoeWindow 16-bit list entries.
 kernel void moe_matmul_slots(device const uint8_t* W [[buffer(0)]], device const float* x [[buffer(1)]],
-                             device float* y [[buffer(2)]], device const uint8_t* route [[buffer(3)]],
+                             device float* y [[buffer(2)]], device const uint8_t* route [[buffer(3)]], device const float* bias [[buffer(4)]],
                              constant MoeMatmulParams& p [[buffer(AK_PARAMS)]],
                              threadgroup uint* shared AK_THREADGROUP_MEMORY, AK_THREAD_ARGS) {
     threadgroup uint* counts = shared;
@@ -289,7 +293,8 @@ kernel void moe_matmul_slots(device const uint8_t* W [[buffer(0)]], device const
                 moe_simd_sums(acc, m);
                 for (uint i = 0; i < m; i++) {
                     const uint r = w0 + list[c0 + i], t = r / p.n_used, j = r % p.n_used;
-                    if (tiisg == 0) y[(ulong)t * p.y_stride + (ulong)j * p.y_slot_stride + n] = acc[i];
+                    if (tiisg == 0)
+                        y[(ulong)t * p.y_stride + (ulong)j * p.y_slot_stride + n] = acc[i] + moe_bias(bias, p, (int)e, n);
                 }
             }
         }
@@ -311,7 +316,7 @@ AK_EXPORT_KERNEL(moe_matmul_slots)
 // expert ids (16-bit, 0xFFFF: none held), its sorted rows, then n_experts + 1
 // starts.
 kernel void moe_matmul_sum(device const uint8_t* W [[buffer(0)]], device const float* x [[buffer(1)]],
-                           device float* y [[buffer(2)]], device const uint8_t* route [[buffer(3)]],
+                           device float* y [[buffer(2)]], device const uint8_t* route [[buffer(3)]], device const float* bias [[buffer(4)]],
                            constant MoeMatmulParams& p [[buffer(AK_PARAMS)]],
                            threadgroup ushort* shared AK_THREADGROUP_MEMORY, AK_THREAD_ARGS) {
     threadgroup ushort* ids = shared;
@@ -363,7 +368,8 @@ kernel void moe_matmul_sum(device const uint8_t* W [[buffer(0)]], device const f
                     moe_simd_sums(acc, m);
                     for (uint i = 0; i < m; i++) {
                         const uint r = rows[c0 + i], t = t0 + r / p.n_used, j = r % p.n_used;
-                        if (tiisg == 0) y[(ulong)t * p.y_stride + n] += moe_weight(route, p, t, j) * acc[i];
+                        if (tiisg == 0)
+                            y[(ulong)t * p.y_stride + n] += moe_weight(route, p, t, j) * (acc[i] + moe_bias(bias, p, (int)e, n));
                     }
                 }
             }
