@@ -253,6 +253,88 @@ __global__ void moe_matmul_sum_kernel(MoeMatmulParams p, MoeGeometry g, const ui
     }
 }
 
+// Launches of few routed rows (decode: at most one a expert on average)
+// take a grid over the routed rows instead of the experts, so that no block
+// is one of an expert nobody chose (the expert-major grids above have a
+// block row for every expert, most of them empty at one token). Each row's
+// products are chunks of one routed row, which the expert-major kernels'
+// chunks give a row too (a row's dot does not depend on the chunk's other
+// rows), and the weighted sum adds a token's slots in ascending (expert id,
+// slot) order from zero, as the expert-major kernel adds them: either grid
+// gives a row the same bits.
+
+// The single-row chunk of routed row (t, j).
+__device__ inline Chunk row_chunk(const MoeMatmulParams& p, const float* x, uint32_t t, uint32_t j) {
+    Chunk c;
+    c.m = 1;
+    for (int i = 0; i < kChunk; i++) c.xs[i] = x + (size_t)t * p.x_stride + (size_t)j * p.x_slot_stride;
+    return c;
+}
+
+// Per slot: block (row group, routed row t * n_used + j).
+template <class Dot>
+__global__ void moe_matmul_slots_few_kernel(MoeMatmulParams p, MoeGeometry g, const uint8_t* W, const float* x,
+                                            float* y, const uint8_t* route, bool stage, const float* bias) {
+    extern __shared__ float4 staged_rows[];
+    const uint32_t t = blockIdx.y / p.n_used, j = blockIdx.y % p.n_used;
+    const int32_t e = route_id(route, p.route_stride, t, j, p.first_expert);
+    if (e < 0 || (uint32_t)e >= p.n_experts) return;  // (the same in the whole block)
+    const int lane = threadIdx.x % 32;
+    const uint32_t n = blockIdx.x * kWarps + threadIdx.x / 32;
+    float* staged = stage ? reinterpret_cast<float*>(staged_rows) : nullptr;
+    const Chunk c = row_chunk(p, x, t, j);
+    if (stage) stage_chunk(c, p.K, staged);
+    if (n >= p.N) return;
+    float v[kChunk];
+    chunk_products<Dot>(p, g, W + (size_t)e * g.expert_bytes + (size_t)n * g.row_bytes, c, staged, v);
+    if (lane == 0) {
+        const float b = bias ? bias[(size_t)e * p.N + n] : 0.0f;
+        y[(size_t)t * p.y_stride + (size_t)j * p.y_slot_stride + n] = bias ? v[0] + b : v[0];
+    }
+}
+
+// Weighted sum: block (row group, token t); each warp's row goes through
+// the token's slots in ascending (expert id, slot), each found as the least
+// after the previous one (the same choice in every thread of the block).
+template <class Dot>
+__global__ void moe_matmul_sum_few_kernel(MoeMatmulParams p, MoeGeometry g, const uint8_t* W, const float* x,
+                                          float* y, const uint8_t* route, bool stage, const float* bias) {
+    extern __shared__ float4 staged_rows[];
+    const uint32_t t = blockIdx.y;
+    const int lane = threadIdx.x % 32;
+    const uint32_t n = blockIdx.x * kWarps + threadIdx.x / 32;
+    float* staged = stage ? reinterpret_cast<float*>(staged_rows) : nullptr;
+    const float* weights = reinterpret_cast<const float*>(route + (size_t)t * p.route_stride * 4) + p.n_used;
+    float sum = 0.0f;
+    int32_t prev_e = -1;
+    uint32_t prev_j = 0;
+    for (uint32_t q = 0; q < p.n_used; q++) {
+        int32_t be = INT32_MAX;
+        uint32_t bj = UINT32_MAX;
+        for (uint32_t j = 0; j < p.n_used; j++) {
+            const int32_t e = route_id(route, p.route_stride, t, j, p.first_expert);
+            const bool held = e >= 0 && (uint32_t)e < p.n_experts;
+            const bool after = e > prev_e || (e == prev_e && j > prev_j);
+            if (held && after && (e < be || (e == be && j < bj))) {
+                be = e;
+                bj = j;
+            }
+        }
+        if (bj == UINT32_MAX) break;
+        const Chunk c = row_chunk(p, x, t, bj);
+        if (stage) stage_chunk(c, p.K, staged);
+        if (n < p.N) {
+            float v[kChunk];
+            chunk_products<Dot>(p, g, W + (size_t)be * g.expert_bytes + (size_t)n * g.row_bytes, c, staged, v);
+            const float b = bias ? bias[(size_t)be * p.N + n] : 0.0f;
+            sum += weights[bj] * (bias ? v[0] + b : v[0]);
+        }
+        prev_e = be;
+        prev_j = bj;
+    }
+    if (n < p.N && lane == 0) y[(size_t)t * p.y_stride + n] = sum;
+}
+
 template <class Dot>
 void launch_moe_kernels(const CudaArgs& a, const MoeMatmulParams& p, const MoeGeometry& g) {
     const unsigned row_blocks = blocks_for(p.N, kWarps);
@@ -261,6 +343,14 @@ void launch_moe_kernels(const CudaArgs& a, const MoeMatmulParams& p, const MoeGe
     const bool stage = Dot::kStaged && !in_place;
     const size_t shared = stage ? (size_t)kChunk * p.K * sizeof(float) : 0;
     const float* bias = p.bias ? a.b<float>(4) : nullptr;  // MoeMatmulParams::bias
+    if ((uint64_t)p.n_tokens * p.n_used <= p.n_experts) {  // few routed rows: a grid over them
+        const auto kernel = p.weighted ? moe_matmul_sum_few_kernel<Dot> : moe_matmul_slots_few_kernel<Dot>;
+        if (shared) allow_dynamic_shared((const void*)kernel, (int)shared);
+        const dim3 grid(row_blocks, p.weighted ? p.n_tokens : p.n_tokens * p.n_used);
+        kernel<<<grid, kWarps * 32, shared, a.stream>>>(p, g, a.b<uint8_t>(0), a.b<float>(1), a.b<float>(2),
+                                                        a.b<uint8_t>(3), stage, bias);
+        return;
+    }
     if (p.weighted) {
         if (shared) allow_dynamic_shared((const void*)moe_matmul_sum_kernel<Dot>, (int)shared);
         moe_matmul_sum_kernel<Dot><<<row_blocks, kWarps * 32, shared, a.stream>>>(
