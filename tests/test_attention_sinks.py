@@ -25,6 +25,7 @@ from akunu import _testing
 from tests.fixtures import kernel_params as kp
 from tests.test_device_kernels import rel_l2, rng_for
 from tests.test_kv_types import KV_TYPES, attention_case, attention_ref, decode_rows, seed_msg
+from tests.test_attention_softcap import CAP, CUDA_CASES, TYPES
 from tests.test_paged_kernels import AttentionCase, check_batch_invariance
 from tests.test_paged_kernels import device  # noqa: F401  (Metal emulated, CUDA; skipped when absent)
 
@@ -36,13 +37,8 @@ CASES = {
     "gptoss-prefill-window": (64, 8, 64, 450, 130, 128),
     "gqa8-hd128-prefill": (32, 4, 128, 300, 70, 0),
 }
-# CUDA's kernels for deep caches (the emulated Metal kernel would take minutes)
-CUDA_CASES = {
-    "gqa-kernel-deep": (32, 8, 128, 20000, 1, 0),
-    "prefill-key-splits": (32, 8, 128, 3000, 100, 0),
-}
-TYPES = [("f16", "f16"), ("q8_0", "q4_0")]
-CAP = 1.5  # the soft cap some cases add (Gemma 2's map, independent of the sinks)
+# CUDA_CASES (deep caches), TYPES and CAP as the soft-capped attention's
+# tests (a cap some cases add: the scores' map and the sinks are independent)
 
 
 def sinks_near(case, lse):

@@ -70,6 +70,16 @@ size_t space_not_before_text(const std::u32string& s, size_t i) {
     return k - 1;
 }
 
+// The patterns' whitespace alternatives, in their order: \s*[\r\n]+ (the
+// whitespace run up to its last \r or \n), then \s+(?!\S), then \s+.
+size_t whitespace_piece(const std::u32string& s, size_t i) {
+    size_t k = run(s, i, is_s);
+    for (size_t j = i + k; j > i; --j)
+        if (is_crlf(s[j - 1])) return j - i;
+    if (size_t m = space_not_before_text(s, i)) return m;
+    return k;
+}
+
 class Gpt2 : public SplitRegex {
 public:
     explicit Gpt2(bool trailing) : trailing_(trailing) {}
@@ -110,13 +120,7 @@ public:
             j += run(s, j, is_crlf);
             return j - i;
         }
-        // \s*[\r\n]+: the whitespace run up to its last \r or \n
-        size_t k = run(s, i, is_s);
-        for (size_t j = i + k; j > i; --j)
-            if (is_crlf(s[j - 1])) return j - i;
-        // \s+(?!\S) | \s+
-        if (size_t m = space_not_before_text(s, i)) return m;
-        return k;
+        return whitespace_piece(s, i);
     }
 
 private:
@@ -161,13 +165,7 @@ public:
             while (j < s.size() && (is_crlf(s[j]) || s[j] == '/')) ++j;
             return j - i;
         }
-        // \s*[\r\n]+: the whitespace run up to its last \r or \n
-        size_t k = run(s, i, is_s);
-        for (size_t j = i + k; j > i; --j)
-            if (is_crlf(s[j - 1])) return j - i;
-        // \s+(?!\S) | \s+
-        if (size_t m = space_not_before_text(s, i)) return m;
-        return k;
+        return whitespace_piece(s, i);
     }
 
 private:
