@@ -12,7 +12,8 @@ SECONDS_TO_RUN="${1:-60}"
 CXX="${CXX_FUZZ:-clang++}"
 BUILD=build-fuzz
 mkdir -p "$BUILD" fuzz/findings
-SRC="src/weight/gguf_file.cpp src/weight/model_file.cpp src/weight/hf_directory.cpp src/weight/safetensors_file.cpp \
+SRC="src/weight/gguf_file.cpp src/weight/model_file.cpp src/weight/hf_directory.cpp src/weight/hf_fused_experts.cpp \
+     src/weight/safetensors_file.cpp \
      src/weight/ct2_directory.cpp src/weight/whisper_names.cpp src/weight/json.cpp src/core/arch_descriptor.cpp src/core/dtype_descriptor.cpp src/core/model_config.cpp"
 "$CXX" -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
     -Isrc -Iinclude fuzz/gguf_fuzz.cpp $SRC -o "$BUILD/gguf_fuzz"
