@@ -25,8 +25,9 @@ from akunu import _testing
 from tests.fixtures import kernel_params as kp
 from tests.test_device_kernels import rel_l2, rng_for
 from tests.test_kv_types import KV_TYPES, attention_case, attention_ref, decode_rows, seed_msg
-from tests.test_attention_softcap import CAP, CUDA_CASES, TYPES
-from tests.test_paged_kernels import AttentionCase, check_batch_invariance
+from tests.test_attention_softcap import CAP, CUDA_CASES, PAGED, TYPES, check_paged_device
+from tests.test_attention_softcap import check_paged_equals_contiguous
+from tests.test_paged_kernels import AttentionCase
 from tests.test_paged_kernels import device  # noqa: F401  (Metal emulated, CUDA; skipped when absent)
 
 # heads, KV heads, head_dim, cached positions, new tokens, window
@@ -161,34 +162,14 @@ class SinkPagedCase(AttentionCase):
         return out
 
 
-PAGED = ["hd256-gqa4-window", "hd128-gqa8-bs32", "hd64-gqa4-prefill-chunk"]
-
 
 @pytest.mark.parametrize("case", PAGED)
 def test_sink_paged_equals_contiguous_cpu(case):
     ac = SinkPagedCase(case)
-    paged = ac.run("cpu")
-    for s, n in enumerate(ac.cache.lens):
-        mine = np.flatnonzero(ac.rows[:, 0] == s)
-        if not len(mine):
-            continue
-        kc, vc = ac.cache.contiguous(s)
-        out = np.full((len(mine), ac.H * ac.D), np.nan, np.float32)
-        spare = np.zeros(2, np.int32)
-        _testing.run_kernel("attention", [ac.q[mine].copy(), kc, vc, out, spare, spare, spare, ac.sinks],
-                            kp.attention(ac.H, ac.KVH, ac.D, len(mine), int(ac.rows[mine[0], 1]), ac.window,
-                                         ac.q_stride, ac.H * ac.D, ac.scale, n, sinks=1))
-        np.testing.assert_array_equal(paged[mine], out, err_msg=f"sequence {s}: {ac.msg}")
+    spare = np.zeros(2, np.int32)  # buffers 4 to 6, unread here
+    check_paged_equals_contiguous(ac, [spare, spare, spare, ac.sinks], sinks=1)
 
 
 @pytest.mark.parametrize("case", PAGED)
 def test_sink_paged_device(device, case):
-    ac = SinkPagedCase(case)
-    gen = np.array([[s, n - 1] for s, n in enumerate(ac.cache.lens)], np.int32)
-    rows = np.concatenate([gen, ac.rows]).astype(np.int32)
-    q = np.concatenate([ac.rng.standard_normal((len(gen), ac.q_stride)).astype(np.float32), ac.q])
-    cpu = ac.run("cpu", rows, q)
-    dev = ac.run(device, rows, q, generated=len(gen))
-    assert not np.isnan(dev).any(), ac.msg
-    assert rel_l2(dev, cpu) < 5e-4, ac.msg
-    check_batch_invariance(ac, device)
+    check_paged_device(SinkPagedCase(case), device, 1.0)

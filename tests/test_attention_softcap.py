@@ -129,9 +129,10 @@ class CappedPagedCase(AttentionCase):
 PAGED = ["hd256-gqa4-window", "hd128-gqa8-bs32", "hd64-gqa4-prefill-chunk"]
 
 
-@pytest.mark.parametrize("case", PAGED)
-def test_capped_paged_equals_contiguous_cpu(case):
-    ac = CappedPagedCase(case)
+def check_paged_equals_contiguous(ac, extra_buffers, **attention_fields):
+    """On the CPU, each sequence's rows of the paged pass are the contiguous
+    kernel's bits over that sequence's keys (extra_buffers: buffers 4... of the
+    contiguous command; attention_fields: its AttentionParams beyond the case's)."""
     paged = ac.run("cpu")
     for s, n in enumerate(ac.cache.lens):
         mine = np.flatnonzero(ac.rows[:, 0] == s)
@@ -139,21 +140,30 @@ def test_capped_paged_equals_contiguous_cpu(case):
             continue
         kc, vc = ac.cache.contiguous(s)
         out = np.full((len(mine), ac.H * ac.D), np.nan, np.float32)
-        _testing.run_kernel("attention", [ac.q[mine].copy(), kc, vc, out],
+        _testing.run_kernel("attention", [ac.q[mine].copy(), kc, vc, out] + list(extra_buffers),
                             kp.attention(ac.H, ac.KVH, ac.D, len(mine), int(ac.rows[mine[0], 1]), ac.window,
-                                         ac.q_stride, ac.H * ac.D, ac.scale, n, softcap=CAP))
+                                         ac.q_stride, ac.H * ac.D, ac.scale, n, **attention_fields))
         np.testing.assert_array_equal(paged[mine], out, err_msg=f"sequence {s}: {ac.msg}")
 
 
-@pytest.mark.parametrize("case", PAGED)
-def test_capped_paged_device(device, case):
-    ac = CappedPagedCase(case)
+def check_paged_device(ac, device, q_scale):
+    """Generated rows (one a sequence, queries times q_scale) beside the prompt
+    rows: the device within 5e-4 of the CPU, and batch invariant."""
     gen = np.array([[s, n - 1] for s, n in enumerate(ac.cache.lens)], np.int32)
     rows = np.concatenate([gen, ac.rows]).astype(np.int32)
-    q = np.concatenate([ac.rng.standard_normal((len(gen), ac.q_stride)).astype(np.float32) * 2, ac.q])
+    q = np.concatenate([ac.rng.standard_normal((len(gen), ac.q_stride)).astype(np.float32) * q_scale, ac.q])
     cpu = ac.run("cpu", rows, q)
     dev = ac.run(device, rows, q, generated=len(gen))
     assert not np.isnan(dev).any(), ac.msg
     assert rel_l2(dev, cpu) < 5e-4, ac.msg
     check_batch_invariance(ac, device)
 
+
+@pytest.mark.parametrize("case", PAGED)
+def test_capped_paged_equals_contiguous_cpu(case):
+    check_paged_equals_contiguous(CappedPagedCase(case), [], softcap=CAP)
+
+
+@pytest.mark.parametrize("case", PAGED)
+def test_capped_paged_device(device, case):
+    check_paged_device(CappedPagedCase(case), device, 2.0)  # (scores of a few units, as the prompt rows')

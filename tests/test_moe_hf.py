@@ -139,3 +139,26 @@ def test_inspect_counts_active_parameters(dirs, capsys):
     assert s["totals"]["params"] == total
     assert s["totals"]["active_params"] == total - experts + experts * 2 // 8
     assert s["model"]["expert_count"] == 8 and s["model"]["expert_used_count"] == 2
+
+
+@pytest.mark.parametrize("tensor,match", [
+    ("model.layers.0.mlp.experts.gate_up_proj", "MXFP4-packed"),  # renamed to the packed checkpoints' name
+    ("model.layers.1.mlp.experts.down_proj", "not \\[experts, ff, dim\\]"),  # cut to two dimensions
+])
+def test_gpt_oss_experts_it_cannot_read_are_clear_errors(dirs, tmp_path, tensor, match):
+    """gpt-oss checkpoints with MXFP4-packed experts (..._blocks / _scales),
+    and fused expert tensors of the wrong shape: a clear error at load."""
+    from safetensors.numpy import load_file, save_file
+
+    d_src, _ = dirs("gpt_oss")
+    d = str(tmp_path / "bad")
+    shutil.copytree(d_src, d)
+    t = load_file(os.path.join(d, "model.safetensors"))
+    if "gate_up" in tensor:
+        t[tensor + "_blocks"] = np.zeros((8, 64, 2, 16), np.uint8)
+        del t[tensor]
+    else:
+        t[tensor] = t[tensor].reshape(t[tensor].shape[0], -1)
+    save_file(t, os.path.join(d, "model.safetensors"))
+    with pytest.raises(akunu.AkunuError, match=match):
+        akunu.load(d)

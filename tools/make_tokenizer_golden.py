@@ -92,27 +92,15 @@ def gpt4o_vocab(src: str, dst: str) -> str:
     return dst
 
 
-def bytes_to_unicode() -> dict:
-    """GPT-2's byte-level alphabet: byte -> the character that stands for it."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("\u00a1"), ord("\u00ac") + 1)) \
-        + list(range(ord("\u00ae"), ord("\u00ff") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return {b: chr(c) for b, c in zip(bs, cs)}
-
-
 def piece_vocab(text: str, path: str) -> str:
     """A gpt-4o byte-level BPE vocabulary in which each pre-token of `text` merges into one
     token: every substring of the text (in byte-level characters) is a token, and every two
     adjacent substrings merge, so BPE stops only at the pre-tokenizer's cuts."""
     import gguf
 
-    b2u = bytes_to_unicode()
+    from akunu.tokenizer import _bytes_to_unicode  # GPT-2's byte-level alphabet
+
+    b2u = _bytes_to_unicode()
     mapped = "".join(b2u[b] for b in text.encode("utf-8"))
     subs = {mapped[i:j] for i in range(len(mapped)) for j in range(i + 2, len(mapped) + 1)}
     tokens = sorted(set(b2u.values())) + sorted(subs)
