@@ -184,6 +184,18 @@ def test_profile_names_the_operations(small):
     assert abs(sum(o["share"] for o in d["ops"]) - 1) < 1e-6
 
 
+def test_profile_of_a_prefill_pass(small):
+    r = cli("profile", small, "--prompt", "24", "--position", "8", "-r", "2", "--json")
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    ops = {o["op"]: o for o in d["ops"]}
+    assert d["prompt"] == 24 and {"q_proj", "attention", "lm_head"} <= set(ops) and ops["q_proj"]["count"] == 2
+    assert abs(sum(o["share"] for o in d["ops"]) - 1) < 1e-6
+    # more than one pass's tokens (64 on the CPU) is a clear error
+    r = cli("profile", small, "--prompt", "100", "-r", "1")
+    assert r.returncode == 1 and "one pass" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
 def test_chat_from_a_pipe(small):
     r = cli("chat", small, "-n", "8", "--temp", "0", stdin="What is up?\n")
     assert r.returncode == 0, r.stderr

@@ -105,6 +105,9 @@ struct CudaTuning {
     // Q4_0 / Q8_0 / Q6_K weights regrouped at load into their x8 layouts
     // (CudaDevice::weight_layout); false keeps GGUF's layout.
     bool repack = true;
+    // Expert matmuls of prefill passes (16 tokens and more outside batch
+    // tables) on the tensor cores (moe_gemm_tc.cuh); false: the float kernels.
+    bool moe_tensor_cores = true;
 
     // The tuning for a GPU with these properties.
     static CudaTuning for_gpu(const GpuProperties& gpu);

@@ -80,10 +80,12 @@ struct ModelConfig {
     // up and act buffers): [n_experts_used slots of expert_ffn_dim][shared
     // expert] ... padded so the router's n_experts logits fit, then the route
     // (n_experts_used ids, n_experts_used weights, the shared gate's logit) in
-    // the act buffer's tail, which the activation does not write.
+    // the act buffer's tail, which the activation does not write. Rows are
+    // a multiple of 4 floats, so every row starts 16-byte aligned wherever
+    // the first does (the vector loads of CUDA's prefill expert GEMM).
     int moe_active_width() const { return n_experts_used * expert_ffn_dim + shared_expert_ffn_dim; }
     int moe_route_offset() const { return std::max(moe_active_width(), n_experts); }
-    int moe_row_width() const { return moe_route_offset() + 2 * n_experts_used + 1; }
+    int moe_row_width() const { return (moe_route_offset() + 2 * n_experts_used + 1 + 3) / 4 * 4; }
 
     // Floats a token in the gate, up and act scratch buffers: the dense FFN's
     // activations, or a MoE model's scratch row (moe_row_width).

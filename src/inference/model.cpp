@@ -428,6 +428,28 @@ std::vector<std::pair<std::string, double>> Model::profile_decode(int32_t token)
     return out;  // n_past unchanged: the step's KV entry is overwritten by the next real one
 }
 
+std::vector<std::pair<std::string, double>> Model::profile_prefill(const std::vector<int32_t>& tokens) {
+    require_decoder("prefill");
+    BusyGuard g(busy_, shared_);
+    if (tokens.empty() || tokens.size() > (size_t)prefill_chunk_)
+        throw Error("profile_prefill takes one pass: 1 to " + std::to_string(prefill_chunk_) + " tokens, not " +
+                    std::to_string(tokens.size()));
+    check_tokens(tokens);
+    check_room(tokens.size());
+    device_->write_buffer(scratch_.prompt_ids, tokens.data(), tokens.size() * 4);
+    record_history(tokens.data(), tokens.size(), n_past_);
+    ReplayState st;
+    st.pos0 = (uint32_t)n_past_;
+    st.n_tokens = (uint32_t)tokens.size();
+    st.last_row_only = true;
+    std::vector<double> t = device_->time_commands(prefill_table_, st);
+    n_past_ += (int)tokens.size();
+    note_written(n_past_);
+    std::vector<std::pair<std::string, double>> out;
+    for (size_t i = 0; i < t.size(); i++) out.emplace_back(prefill_table_.labels[i], t[i]);
+    return out;
+}
+
 std::vector<float> Model::last_logits() {
     require_decoder("compute logits");
     BusyGuard g(busy_, shared_);

@@ -100,6 +100,10 @@ public:
     // One decode step of `token` run command by command: (label, seconds) per
     // dispatch-table command. The step is undone afterwards.
     std::vector<std::pair<std::string, double>> profile_decode(int32_t token);
+    // One prefill pass of `tokens` (at most a pass's worth) run command by
+    // command, as prefill(): (label, seconds) per command. The tokens stay
+    // in the cache, as prefill's do.
+    std::vector<std::pair<std::string, double>> profile_prefill(const std::vector<int32_t>& tokens);
 
     // Continuous batching: creates (or replaces) the batch engine with its
     // paged KV cache beside the single-stream cache; its steps and the calls

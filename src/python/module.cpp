@@ -174,6 +174,7 @@ PYBIND11_MODULE(_core, m) {
             m.set_mask(w);
         }, "One bit per token (1 = allowed), as uint32 words; an empty array clears the mask.")
         .def("profile_decode", &Model::profile_decode, py::call_guard<py::gil_scoped_release>())
+        .def("profile_prefill", &Model::profile_prefill, py::call_guard<py::gil_scoped_release>())
         .def("profile_embed", &Model::profile_embed, py::call_guard<py::gil_scoped_release>())
         .def("sample_next", &Model::sample_next, py::call_guard<py::gil_scoped_release>())
         .def("decode_sampled", &Model::decode_sampled, py::call_guard<py::gil_scoped_release>())

@@ -78,36 +78,37 @@ __device__ __forceinline__ bool last_split_to_arrive(uint32_t* counter) {
     return last;
 }
 
+// The k loop of one block's tile, shared by this file's kernel and the
+// expert GEMM (moe_gemm_tc.cuh): k steps [kt0, kt0 + nk) of this thread's
+// weight row wrow (units wu of row wr = tid / 2) against the BM activation
+// rows whose float4 columns xp[i] point at (row tid / kQuads + i kThreads /
+// kQuads of the tile, at column 4 (tid % kQuads)), into the warps'
+// accumulators. before_activations() runs after the first step's weight
+// loads are issued and before any activation is read (the programmatic
+// dependent launch's wait). smem: tile_shared_bytes<BN, BK, BM>().
+template <int BM>
+using TileAcc = wmma::fragment<wmma::accumulator, 16, 16, 16, float>[BM / 32][2];
+
 template <class F, int BN, int BK, int BM>
-__global__ void __launch_bounds__(2 * BN)
-    gemm_tc_kernel(MatmulParams p, Segments sg, const float* __restrict__ x, SplitK split) {
-    constexpr int kThreads = 2 * BN, kWarpsN = BN / kWarpTile, kWarpM = BM / 2, kFragsM = kWarpM / 16;
-    constexpr int kLds = BK + 8;                     // halves per shared row: fragment loads conflict-free
-    constexpr int kUnits = BK / 32;                  // weight unit pairs of a row per step
-    constexpr int kQuads = BK / 4;                   // activation float4s per token row per step
-    constexpr int kXVec = BM * kQuads / kThreads;   // activation float4s per thread per step
-    extern __shared__ __align__(128) uint8_t smem[];  // tile_shared_bytes<BN, BK, BM>()
+struct TileShape {
+    static constexpr int kThreads = 2 * BN, kWarpsN = BN / kWarpTile, kWarpM = BM / 2, kFragsM = kWarpM / 16;
+    static constexpr int kLds = BK + 8;                    // halves per shared row: fragment loads conflict-free
+    static constexpr int kUnits = BK / 32;                 // weight unit pairs of a row per step
+    static constexpr int kQuads = BK / 4;                  // activation float4s per token row per step
+    static constexpr int kXVec = BM * kQuads / kThreads;  // activation float4s per thread per step
+};
+
+template <class F, int BN, int BK, int BM, class Before>
+__device__ __forceinline__ void tile_k_loop(const uint8_t* __restrict__ wrow, const float* const (&xp)[TileShape<F, BN, BK, BM>::kXVec],
+                                            int kt0, int nk, uint8_t* smem, TileAcc<BM>& acc, Before&& before_activations) {
+    using S = TileShape<F, BN, BK, BM>;
+    constexpr int kThreads = S::kThreads, kWarpsN = S::kWarpsN, kWarpM = S::kWarpM, kFragsM = S::kFragsM;
+    constexpr int kLds = S::kLds, kUnits = S::kUnits, kQuads = S::kQuads, kXVec = S::kXVec;
     __half* xs = reinterpret_cast<__half*>(smem);  // [2][BM][kLds]
     __half* ws = xs + 2 * BM * kLds;               // [2][BN][kLds]
-
-    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int tid = threadIdx.x, warp = tid / 32;
     const int wm = warp / kWarpsN, wn = warp % kWarpsN;
-    const uint32_t seg = sg.count > 1 && blockIdx.x >= sg.tile0[1] ? (sg.count > 2 && blockIdx.x >= sg.tile0[2] ? 2 : 1) : 0;
-    const uint8_t* __restrict__ W = AKUNU_SEGMENT_FIELD(sg, W, seg);
-    float* __restrict__ y = AKUNU_SEGMENT_FIELD(sg, y, seg);
-    const float* __restrict__ bias = AKUNU_SEGMENT_FIELD(sg, bias, seg);
-    const size_t y_stride = AKUNU_SEGMENT_FIELD(sg, y_stride, seg);
-    const int n0 = (int)(blockIdx.x - AKUNU_SEGMENT_FIELD(sg, tile0, seg)) * BN, t0 = blockIdx.y * BM;
-    const int M = (int)p.n_tokens, N = (int)AKUNU_SEGMENT_FIELD(sg, N, seg), K = (int)p.K;
-    // This thread's weight units (16 elements each: u of every 32); rows past
-    // N and tokens past M read the last one (computed, never written).
-    const int wr = tid / 2, wu = tid % 2;
-    const uint8_t* wrow = W + (size_t)min(n0 + wr, N - 1) * (K / F::kElems) * F::kBytes;
-    const int quad = tid % kQuads;
-    const float* xp[kXVec];
-#pragma unroll
-    for (int i = 0; i < kXVec; i++)
-        xp[i] = x + (size_t)min(t0 + tid / kQuads + i * (kThreads / kQuads), M - 1) * p.x_stride + 4 * quad;
+    const int wr = tid / 2, wu = tid % 2, quad = tid % kQuads;
 
     typename F::Raw wraw[kUnits];
     float4 xr[kXVec];
@@ -128,22 +129,14 @@ __global__ void __launch_bounds__(2 * BN)
                            pack_half2(saturate_f16(v.z), saturate_f16(v.w)));
         }
     };
-    const int nk_all = K / BK;
-    const int kt0 = split.steps ? (int)blockIdx.z * split.steps : 0;
-    const int nk = split.steps ? min(nk_all - kt0, split.steps) : nk_all;
-    // Launched as a programmatic dependent (launch_pdl): the first step's
-    // weights (immutable) load while the previous kernel finishes; the
-    // activations and the split scratch only after the wait.
 #pragma unroll
     for (int u = 0; u < kUnits; u++) wraw[u] = F::load(wrow, kt0 * BK + 32 * u, wu);
-    pdl_wait();
-    pdl_launch_dependents();
+    before_activations();
 #pragma unroll
     for (int i = 0; i < kXVec; i++) xr[i] = *reinterpret_cast<const float4*>(xp[i] + kt0 * BK);
     stage(0, kt0 * BK);
     __syncthreads();
 
-    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[kFragsM][2];
 #pragma unroll
     for (int i = 0; i < kFragsM; i++)
 #pragma unroll
@@ -171,16 +164,65 @@ __global__ void __launch_bounds__(2 * BN)
         if (more) stage(cur ^ 1, (kt0 + kt + 1) * BK);
         __syncthreads();
     }
+}
 
-    // Outputs through shared memory (the tiles are no longer read): a lane
-    // writes one row n for the warp's 32 tokens, coalesced along n.
-    float* cw = reinterpret_cast<float*>(smem) + warp * kWarpM * kCld;
+// A warp's accumulators into its output staging in shared memory (the tiles
+// are no longer read); returns the staging: row tt of the warp's BM / 2
+// tokens at + tt * kCld, column l of the warp's 32 weight rows at + l.
+template <int BN, int BM>
+__device__ __forceinline__ float* stage_outputs(uint8_t* smem, TileAcc<BM>& acc) {
+    const int warp = threadIdx.x / 32;
+    float* cw = reinterpret_cast<float*>(smem) + warp * (BM / 2) * kCld;
 #pragma unroll
-    for (int i = 0; i < kFragsM; i++)
+    for (int i = 0; i < BM / 32; i++)
 #pragma unroll
         for (int j = 0; j < 2; j++)
             wmma::store_matrix_sync(cw + 16 * i * kCld + 16 * j, acc[i][j], kCld, wmma::mem_row_major);
     __syncwarp();
+    return cw;
+}
+
+template <class F, int BN, int BK, int BM>
+__global__ void __launch_bounds__(2 * BN)
+    gemm_tc_kernel(MatmulParams p, Segments sg, const float* __restrict__ x, SplitK split) {
+    using S = TileShape<F, BN, BK, BM>;
+    constexpr int kThreads = S::kThreads, kWarpsN = S::kWarpsN, kWarpM = S::kWarpM;
+    constexpr int kQuads = S::kQuads, kXVec = S::kXVec;
+    extern __shared__ __align__(128) uint8_t smem[];  // tile_shared_bytes<BN, BK, BM>()
+
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int wm = warp / kWarpsN, wn = warp % kWarpsN;
+    const uint32_t seg = sg.count > 1 && blockIdx.x >= sg.tile0[1] ? (sg.count > 2 && blockIdx.x >= sg.tile0[2] ? 2 : 1) : 0;
+    const uint8_t* __restrict__ W = AKUNU_SEGMENT_FIELD(sg, W, seg);
+    float* __restrict__ y = AKUNU_SEGMENT_FIELD(sg, y, seg);
+    const float* __restrict__ bias = AKUNU_SEGMENT_FIELD(sg, bias, seg);
+    const size_t y_stride = AKUNU_SEGMENT_FIELD(sg, y_stride, seg);
+    const int n0 = (int)(blockIdx.x - AKUNU_SEGMENT_FIELD(sg, tile0, seg)) * BN, t0 = blockIdx.y * BM;
+    const int M = (int)p.n_tokens, N = (int)AKUNU_SEGMENT_FIELD(sg, N, seg), K = (int)p.K;
+    // This thread's weight units (16 elements each: u of every 32); rows past
+    // N and tokens past M read the last one (computed, never written).
+    const uint8_t* wrow = W + (size_t)min(n0 + tid / 2, N - 1) * (K / F::kElems) * F::kBytes;
+    const int quad = tid % kQuads;
+    const float* xp[kXVec];
+#pragma unroll
+    for (int i = 0; i < kXVec; i++)
+        xp[i] = x + (size_t)min(t0 + tid / kQuads + i * (kThreads / kQuads), M - 1) * p.x_stride + 4 * quad;
+
+    const int nk_all = K / BK;
+    const int kt0 = split.steps ? (int)blockIdx.z * split.steps : 0;
+    const int nk = split.steps ? min(nk_all - kt0, split.steps) : nk_all;
+    // Launched as a programmatic dependent (launch_pdl): the first step's
+    // weights (immutable) load while the previous kernel finishes; the
+    // activations and the split scratch only after the wait.
+    TileAcc<BM> acc;
+    tile_k_loop<F, BN, BK, BM>(wrow, xp, kt0, nk, smem, acc, [] {
+        pdl_wait();
+        pdl_launch_dependents();
+    });
+
+    // Outputs through shared memory: a lane writes one row n for the warp's
+    // tokens, coalesced along n.
+    const float* cw = stage_outputs<BN, BM>(smem, acc);
     const int n = n0 + wn * kWarpTile + lane;
     if (split.steps == 0) {
         if (n >= N) return;

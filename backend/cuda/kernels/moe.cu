@@ -14,6 +14,7 @@
 #include "decode_block.cuh"
 #include "device_math.cuh"
 #include "gemv_formats.cuh"
+#include "moe_gemm_tc.cuh"
 #include "moe_select.cuh"
 
 namespace akunu {
@@ -194,6 +195,7 @@ __global__ void moe_matmul_slots_kernel(MoeMatmulParams p, MoeGeometry g, const 
 // tokens are. bias (or nullptr): as the slots kernel's, added to each product
 // before it is weighted.
 constexpr uint32_t kMaxExperts = 4096;  // ModelConfig's bound on expert_count
+constexpr uint32_t kTensorCoreTokens = 16;  // a pass's tokens from which prefill takes the tensor cores
 
 template <class Dot>
 __global__ void moe_matmul_sum_kernel(MoeMatmulParams p, MoeGeometry g, const uint8_t* W, const float* x, float* y,
@@ -393,6 +395,13 @@ void launch_moe_matmul(const CudaArgs& a) {
     g.expert_bytes = g.row_bytes * p.N;
     if (p.n_experts > kMaxExperts || p.n_used > kWindow)
         throw Error("moe_matmul: at most " + std::to_string(kMaxExperts) + " experts");
+    // Passes of 16 tokens and more outside batch tables (prefill) on the
+    // tensor cores, as the dense matmul (moe_gemm_tc.cuh). Batch tables'
+    // rows (invariant) keep the kernels below at any count, whose row
+    // results do not depend on the pass.
+    if (!p.invariant && p.n_tokens >= kTensorCoreTokens && a.tuning->moe_tensor_cores &&
+        launch_moe_gemm_tc(a, p, g.row_bytes))
+        return;
     if (!launch_lane_moe(a, p, g)) launch_moe_kernels<GeneralDot>(a, p, g);
 }
 
