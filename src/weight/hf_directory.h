@@ -29,6 +29,8 @@ private:
     void read_pooling();
     void map_tensors();
     void map_fused_experts();  // gpt-oss's experts and sinks (hf_fused_experts.cpp)
+    void map_packed_experts(const std::string& blk, const std::string& part, const SafeTensor& blocks,
+                            const SafeTensor& scales);
     void add_rope_freqs(const JsonValue& scaling, double base);
     uint8_t* own(size_t bytes);
 
