@@ -13,7 +13,9 @@
 // through a scratch of the window's slot products, each already multiplied
 // by its weight; moe_slot_sum_kernel then adds a token's slots in ascending
 // (expert id, slot), the order of the CPU and of moe.cu's other kernels, so
-// a row's result rests on its own activations and route alone.
+// a row's result rests on its own activations and route alone. (Each
+// weighted product is rounded to F32 before the sum, where the float kernels
+// may fuse the multiply into the add: at most an ulp a slot apart.)
 //
 // Precision: F16 operands and F32 sums, as the dense prefill GEMM (gemm_tc.cuh).
 // Included once, by moe.cu.
@@ -183,7 +185,7 @@ void launch(const CudaArgs& a, const MoeMatmulParams& p, const Window& w, uint32
 // scratch); false leaves the pass to moe.cu's float kernels.
 inline bool launch_moe_gemm_tc(const CudaArgs& a, const MoeMatmulParams& p, size_t row_bytes) {
     using namespace moe_tc;
-    if (p.K % kBK != 0 || p.n_used > kMaxUsed || p.n_used > kListRows) return false;
+    if (p.K == 0 || p.K % kBK != 0 || p.n_used > kMaxUsed || p.n_used > kListRows) return false;
     const uintptr_t x = reinterpret_cast<uintptr_t>(a.b<float>(1));
     if (x % 16 || p.x_stride % 4 || p.x_slot_stride % 4) return false;
     Window w{};
