@@ -171,6 +171,40 @@ def test_moe_matmul_tensor_cores_match_float64(qtype, shape):
         assert np.isnan(tail).all(), "wrote past its rows"
 
 
+@pytest.mark.parametrize("qtype", [T.F16, T.Q4_K], ids=lambda t: t.name)
+@pytest.mark.parametrize("weighted", [0, 1])
+def test_moe_matmul_tensor_cores_read_a_ranks_experts(qtype, weighted, device="cuda"):
+    """A tensor-parallel rank's tensor (first_expert = 3: experts 3 .. 3 + E - 1
+    of the model): route ids outside it add nothing (weighted) or leave their
+    slot's row unwritten (per slot)."""
+    n_tok, n_exp, n_used, N, K, first = 40, 8, 4, 128, 256, 3
+    rng = rng_for(("tc-rank", int(qtype), weighted))
+    raw, ref = make_experts(qtype, n_exp, N, K, rng)
+    ids = np.stack([rng.choice(n_exp + 6, n_used, replace=False) for _ in range(n_tok)])  # model ids 0 .. 13
+    held = (ids >= first) & (ids < first + n_exp)
+    local = np.where(held, ids - first, 0)
+    rs = 2 * n_used
+    weights = rng.uniform(0.1, 1, ids.shape).astype(np.float32)
+    route = route_buffer(ids, weights, rs)
+    xs = n_used * K if weighted else K
+    x = rng.standard_normal((n_tok, xs)).astype(np.float32)
+    x_rows = x.reshape(n_tok, n_used, K) if weighted else np.repeat(x[:, None, :], n_used, 1)
+    r, bound = expert_products(ref, local, x_rows.astype(np.float64), None)
+    ys = N if weighted else n_used * N
+    y = np.full((n_tok, ys), np.nan, np.float32)
+    _testing.run_kernel("moe_matmul", [raw, x, y, route],
+                        kp.moe_matmul(N, K, n_tok, int(qtype), n_exp, n_used, xs, K if weighted else 0, ys,
+                                      0 if weighted else N, rs, weighted, first_expert=first), device=device)
+    if weighted:
+        w = np.where(held, weights, 0)[..., None]
+        want, limit = (w * r).sum(1), (w * bound).sum(1) + 1e-5
+        assert (np.abs(y - want) <= limit).all(), SEED
+    else:
+        got = y.reshape(n_tok, n_used, N)
+        assert np.isnan(got[~held]).all(), "wrote the row of an expert the tensor does not hold"
+        assert (np.abs(got[held] - r[held]) <= bound[held]).all(), SEED
+
+
 def test_moe_matmul_rows_do_not_depend_on_the_batch():
     rng = rng_for("invariance")
     n_exp, n_used, N, K = 8, 2, 256, 512
