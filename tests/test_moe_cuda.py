@@ -61,7 +61,7 @@ def on_both(name, bufs, out_index, params):
 @pytest.mark.parametrize("norm", [0, 1])
 def test_route_matches_cpu(gating, norm):
     rng = rng_for(("route", gating, norm))
-    for n_exp, n_used, n_tok in ((128, 8, 300), (8, 2, 5), (60, 4, 1)):
+    for n_exp, n_used, n_tok in ((128, 8, 300), (8, 2, 5), (60, 4, 1), (33, 3, 7), (4096, 16, 6)):
         logits = (rng.standard_normal((n_tok, n_exp)) * 3).astype(np.float32)
         logits[0, :4] = logits[0, 4]  # a tie
         rs = 2 * n_used + 2

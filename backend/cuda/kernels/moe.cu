@@ -5,6 +5,7 @@
 // comes from the parameters alone and no kernel reads the host, so the
 // commands replay inside captured decode graphs. Each output row's sums run
 // in an order fixed by the row alone (batch invariance).
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -20,18 +21,26 @@
 namespace akunu {
 namespace {
 
-// One thread a token (moe_select.cuh: the selection without a per-expert array).
+// One warp a token (moe_select.cuh), each with n_experts floats of shared memory.
+constexpr uint32_t kRouteSharedFloats = 12288;  // 48 KiB: the dynamic shared memory a block gets without opt-in
+
 __global__ void moe_route_kernel(MoeRouteParams p, const float* logits, uint8_t* route) {
-    const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
+    extern __shared__ float route_probs[];
+    const uint32_t warp = threadIdx.x / 32, t = blockIdx.x * (blockDim.x / 32) + warp;
     if (t >= p.n_tokens) return;
-    moe_route_token(p, logits + (size_t)t * p.logit_stride, route + (size_t)t * p.route_stride * 4);
+    moe_route_token_warp(p, logits + (size_t)t * p.logit_stride, route + (size_t)t * p.route_stride * 4,
+                         route_probs + (size_t)warp * p.n_experts);
 }
 
 void launch_moe_route(const CudaArgs& a) {
     const MoeRouteParams p = a.p<MoeRouteParams>();
     if (p.n_tokens == 0 || p.n_experts == 0 || p.n_used == 0) return;
     if (p.n_used > kMoeMaxUsed) throw Error("moe_route: at most " + std::to_string(kMoeMaxUsed) + " experts a token");
-    moe_route_kernel<<<blocks_for(p.n_tokens, 64), 64, 0, a.stream>>>(p, a.b<float>(0), a.b<uint8_t>(1));
+    if (p.n_experts > kRouteSharedFloats)
+        throw Error("moe_route: at most " + std::to_string(kRouteSharedFloats) + " experts");
+    const uint32_t warps = std::min<uint32_t>(4, kRouteSharedFloats / p.n_experts);
+    moe_route_kernel<<<(p.n_tokens + warps - 1) / warps, warps * 32, warps * p.n_experts * sizeof(float), a.stream>>>(
+        p, a.b<float>(0), a.b<uint8_t>(1));
 }
 
 constexpr int kWarps = 8;           // rows of W a block (one warp each)

@@ -1,10 +1,11 @@
-// The router's top-k choice of one token on the GPU, with moe_route's
-// meaning (core/kernel_params.h, backend/cpu/kernels/moe.cpp): probabilities
-// by softmax (the sum in double, as the CPU) or sigmoid, the n_used largest
-// with ties to the lower expert id, then the weights' normalization and
-// scale. The choice walks the experts in (probability descending, id
-// ascending) order, each pick the first expert after the previous one in
-// that order, so it needs no per-expert array (n_experts up to 4096).
+// The router's top-k choice of one token on the GPU, one warp a token, with
+// moe_route's meaning (core/kernel_params.h, backend/cpu/kernels/moe.cpp):
+// probabilities by softmax (the sum in double, in expert order, as the CPU)
+// or sigmoid, the n_used largest with ties to the lower expert id, then the
+// weights' normalization and scale. The lanes compute the probabilities into
+// shared memory and each pick is a warp arg-max over the experts after the
+// previous pick in (probability descending, id ascending) order; the sums
+// whose order fixes their rounding run on lane 0.
 #pragma once
 #include <cstdint>
 
@@ -14,18 +15,38 @@ namespace akunu {
 
 constexpr uint32_t kMoeMaxUsed = 64;
 
-__device__ inline void moe_route_token(const MoeRouteParams& p, const float* l, uint8_t* out) {
-    const uint32_t n = p.n_experts, k = min(p.n_used, p.n_experts);
-    float m = l[0], inv = 1.0f;
-    if (p.gating != kMoeSigmoid) {
-        for (uint32_t e = 1; e < n; e++) m = fmaxf(m, l[e]);
-        double sum = 0.0;
-        for (uint32_t e = 0; e < n; e++) sum += (double)expf(l[e] - m);
-        inv = (float)(1.0 / sum);
+// The warp's arg-max of (probability, -id); best < 0: no candidate.
+__device__ inline void warp_best_expert(int32_t& best, float& bp) {
+    for (int off = 16; off > 0; off >>= 1) {
+        const int32_t ob = __shfl_xor_sync(0xffffffffu, best, off);
+        const float op = __shfl_xor_sync(0xffffffffu, bp, off);
+        if (ob >= 0 && (best < 0 || op > bp || (op == bp && ob < best))) {
+            best = ob;
+            bp = op;
+        }
     }
-    auto prob = [&](uint32_t e) {
-        return p.gating == kMoeSigmoid ? 1.0f / (1.0f + expf(-l[e])) : expf(l[e] - m) * inv;
-    };
+}
+
+// q: n_experts floats of shared memory for this warp.
+__device__ inline void moe_route_token_warp(const MoeRouteParams& p, const float* l, uint8_t* out, float* q) {
+    const uint32_t lane = threadIdx.x & 31u, n = p.n_experts, k = min(p.n_used, p.n_experts);
+    const bool softmax = p.gating != kMoeSigmoid;
+    float m = __int_as_float(0x7fc00000);  // NaN: fmaxf keeps the other operand
+    for (uint32_t e = lane; e < n; e += 32) m = fmaxf(m, l[e]);
+    for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+    for (uint32_t e = lane; e < n; e += 32) q[e] = softmax ? expf(l[e] - m) : 1.0f / (1.0f + expf(-l[e]));
+    __syncwarp();
+    if (softmax) {
+        float inv = 0.0f;
+        if (lane == 0) {
+            double sum = 0.0;
+            for (uint32_t e = 0; e < n; e++) sum += (double)q[e];
+            inv = (float)(1.0 / sum);
+        }
+        inv = __shfl_sync(0xffffffffu, inv, 0);
+        for (uint32_t e = lane; e < n; e += 32) q[e] *= inv;
+        __syncwarp();
+    }
     int32_t* ids = reinterpret_cast<int32_t*>(out);
     float* w = reinterpret_cast<float*>(ids + p.n_used);
     float prev_p = 0.0f;
@@ -33,27 +54,38 @@ __device__ inline void moe_route_token(const MoeRouteParams& p, const float* l, 
     for (uint32_t j = 0; j < k; j++) {
         int32_t best = -1;
         float bp = 0.0f;
-        for (uint32_t e = 0; e < n; e++) {
-            const float pe = prob(e);
-            const bool after = prev_id < 0 || pe < prev_p || (pe == prev_p && (int32_t)e > prev_id);
-            if (after && (best < 0 || pe > bp)) {
-                best = (int32_t)e;
-                bp = pe;
+        if (prev_id < 0 && q[0] != q[0]) {
+            best = 0;  // the CPU's scan keeps a NaN first candidate
+            bp = q[0];
+        } else {
+            for (uint32_t e = lane; e < n; e += 32) {
+                const float pe = q[e];
+                const bool after = prev_id < 0 || pe < prev_p || (pe == prev_p && (int32_t)e > prev_id);
+                if (after && pe == pe && (best < 0 || pe > bp)) {
+                    best = (int32_t)e;
+                    bp = pe;
+                }
             }
+            warp_best_expert(best, bp);
         }
         if (best < 0) {  // NaN probabilities: the lowest id not chosen yet
-            for (uint32_t e = 0; e < n && best < 0; e++) {
-                bool taken = false;
-                for (uint32_t q = 0; q < j; q++) taken |= ids[q] == (int32_t)e;
-                if (!taken) best = (int32_t)e;
-            }
-            bp = prob((uint32_t)best);
+            if (lane == 0)
+                for (uint32_t e = 0; e < n && best < 0; e++) {
+                    bool taken = false;
+                    for (uint32_t r = 0; r < j; r++) taken |= ids[r] == (int32_t)e;
+                    if (!taken) best = (int32_t)e;
+                }
+            best = __shfl_sync(0xffffffffu, best, 0);
+            bp = q[best];
         }
-        ids[j] = best;
-        w[j] = bp;
+        if (lane == 0) {
+            ids[j] = best;
+            w[j] = bp;
+        }
         prev_id = best;
         prev_p = bp;
     }
+    if (lane != 0) return;
     if (p.norm_topk) {
         float s = 0.0f;
         for (uint32_t j = 0; j < k; j++) s += w[j];
