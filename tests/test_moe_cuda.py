@@ -205,6 +205,78 @@ def test_moe_matmul_tensor_cores_read_a_ranks_experts(qtype, weighted, device="c
         assert (np.abs(got[held] - r[held]) <= bound[held]).all(), SEED
 
 
+# A decode token's expert matmuls (outside batch tables) multiply its
+# activations rounded to 8 bits in these formats (moe_gemv_q8.cuh).
+INT8_DECODE_EXPERTS = [T.Q4_0, T.Q8_0, T.Q4_K, T.Q6_K, T.Q4_1, T.Q5_0, T.Q5_1, T.MXFP4]
+
+
+def int8_products(ref, ids, xs, bias):
+    """float64 products r[j] = W[ids[j]] x_j (+ bias) of one token and their
+    bound with x rounded to 8 bits per 32 values (error up to half a step,
+    step = amax / 127, plus its F16 rounding times up to 127 steps) and float32 sums."""
+    K = xs.shape[-1]
+    step = np.abs(xs).reshape(len(ids), K // 32, 32).max(-1) / 127
+    err = np.repeat(step * (0.5 + 127 * 2.0 ** -11) * 1.01, 32, axis=1)
+    r = np.stack([ref[e] @ xs[j] for j, e in enumerate(ids)])
+    mag = np.stack([np.abs(ref[e]) @ np.abs(xs[j]) for j, e in enumerate(ids)])
+    bound = np.stack([np.abs(ref[e]) @ err[j] for j, e in enumerate(ids)]) + 1e-5 * mag + 1e-5
+    return (r + bias[ids] if bias is not None else r), bound
+
+
+@pytest.mark.parametrize("qtype", INT8_DECODE_EXPERTS, ids=lambda t: t.name)
+@pytest.mark.parametrize("shape", [(16, 4, 384, 1024), (128, 8, 96, 512), (32, 4, 64, 2880)],
+                         ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("weighted", [0, 1])
+def test_moe_matmul_decode_int8_matches_float64(qtype, shape, weighted):
+    """One token outside batch tables: every routed row within the 8-bit
+    activation bound of float64 (biases added, weights applied), experts
+    nobody chose poisoned, route ids outside the tensor (first_expert 2)
+    unwritten or adding nothing, nothing written past the rows."""
+    n_exp, n_used, N, K = shape
+    if K % 256 and qtype in (T.Q4_K, T.Q6_K):
+        pytest.skip("K-quant rows are 256-value blocks")
+    rng = rng_for(("int8-decode", int(qtype), shape, weighted))
+    raw, ref = make_experts(qtype, n_exp, N, K, rng)
+    bias = rng.standard_normal((n_exp, N)).astype(np.float32)
+    first = 2
+    ids = rng.choice(n_exp + 4, n_used, replace=False)[None]  # model ids: 0, 1 and past the last are not held
+    held = (ids >= first) & (ids < first + n_exp)
+    local = np.where(held, ids - first, 0)
+    w, _ = poison_unselected(raw, local[held][None], qtype)
+    weights = rng.uniform(0.1, 1, ids.shape).astype(np.float32)
+    rs = 2 * n_used + 3
+    route = route_buffer(ids, weights, rs)
+    xs = n_used * K + 8 if weighted else K + 8
+    x = (rng.standard_normal((1, xs)) * rng.uniform(0.1, 4, (1, xs))).astype(np.float32)
+    x_rows = x[0, :n_used * K].reshape(n_used, K) if weighted else np.repeat(x[:, :K], n_used, 0)
+    r, bound = int8_products(ref, local[0], x_rows.astype(np.float64), bias.astype(np.float64))
+    ys = N + 4 if weighted else n_used * N + 8
+    y = np.full((1, ys), np.nan, np.float32)
+    _testing.run_kernel("moe_matmul", [w, x, y, route, bias],
+                        kp.moe_matmul(N, K, 1, int(qtype), n_exp, n_used, xs, K if weighted else 0, ys,
+                                      0 if weighted else N, rs, weighted, first_expert=first, bias=1), device="cuda")
+    h = held[0]
+    if weighted:
+        want = (weights[0, h, None] * r[h]).sum(0)
+        limit = (weights[0, h, None] * bound[h]).sum(0) + 1e-5 * np.abs(want) + 1e-6
+        got, tail = y[0, :N], y[0, N:]
+        err = np.abs(got - want)
+        assert (err <= limit).all(), (float((err / limit).max()), SEED)
+    else:
+        got, tail = y[0, :n_used * N].reshape(n_used, N), y[0, n_used * N:]
+        assert np.isnan(got[~h]).all(), "wrote the row of an expert the tensor does not hold"
+        err = np.abs(got[h] - r[h])
+        assert (err <= bound[h]).all(), (float((err / bound[h]).max()), SEED)
+    assert np.isnan(tail).all(), "wrote past its rows"
+    # and the float path the batch tables take agrees within the same bound
+    y2 = np.full((1, ys), np.nan, np.float32)
+    _testing.run_kernel("moe_matmul", [w, x, y2, route, bias],
+                        kp.moe_matmul(N, K, 1, int(qtype), n_exp, n_used, xs, K if weighted else 0, ys,
+                                      0 if weighted else N, rs, weighted, invariant=1, first_expert=first, bias=1),
+                        device="cuda")
+    assert not np.array_equal(np.nan_to_num(y2), np.nan_to_num(y)), "the 8-bit path did not run"
+
+
 def test_moe_matmul_rows_do_not_depend_on_the_batch():
     rng = rng_for("invariance")
     n_exp, n_used, N, K = 8, 2, 256, 512

@@ -108,6 +108,9 @@ struct CudaTuning {
     // Expert matmuls of prefill passes (16 tokens and more outside batch
     // tables) on the tensor cores (moe_gemm_tc.cuh); false: the float kernels.
     bool moe_tensor_cores = true;
+    // A decode token's expert matmuls (outside batch tables) on its
+    // activations rounded to 8 bits (moe_gemv_q8.cuh); false: the float kernels.
+    bool moe_int8_decode = true;
 
     // The tuning for a GPU with these properties.
     static CudaTuning for_gpu(const GpuProperties& gpu);

@@ -16,6 +16,7 @@
 #include "device_math.cuh"
 #include "gemv_formats.cuh"
 #include "moe_gemm_tc.cuh"
+#include "moe_gemv_q8.cuh"
 #include "moe_select.cuh"
 
 namespace akunu {
@@ -316,22 +317,11 @@ __global__ void moe_matmul_sum_few_kernel(MoeMatmulParams p, MoeGeometry g, cons
     const uint32_t n = blockIdx.x * kWarps + threadIdx.x / 32;
     float* staged = stage ? reinterpret_cast<float*>(staged_rows) : nullptr;
     const float* weights = reinterpret_cast<const float*>(route + (size_t)t * p.route_stride * 4) + p.n_used;
+    const int32_t* ids = reinterpret_cast<const int32_t*>(route + (size_t)t * p.route_stride * 4);
     float sum = 0.0f;
-    int32_t prev_e = -1;
-    uint32_t prev_j = 0;
-    for (uint32_t q = 0; q < p.n_used; q++) {
-        int32_t be = INT32_MAX;
-        uint32_t bj = UINT32_MAX;
-        for (uint32_t j = 0; j < p.n_used; j++) {
-            const int32_t e = route_id(route, p.route_stride, t, j, p.first_expert);
-            const bool held = e >= 0 && (uint32_t)e < p.n_experts;
-            const bool after = e > prev_e || (e == prev_e && j > prev_j);
-            if (held && after && (e < be || (e == be && j < bj))) {
-                be = e;
-                bj = j;
-            }
-        }
-        if (bj == UINT32_MAX) break;
+    int32_t be = -1;
+    uint32_t bj = 0;
+    while (next_slot_by_expert(ids, p.n_used, p.n_experts, (int32_t)p.first_expert, be, bj)) {
         const Chunk c = row_chunk(p, x, t, bj);
         if (stage) stage_chunk(c, p.K, staged);
         if (n < p.N) {
@@ -340,8 +330,6 @@ __global__ void moe_matmul_sum_few_kernel(MoeMatmulParams p, MoeGeometry g, cons
             const float b = bias ? bias[(size_t)be * p.N + n] : 0.0f;
             sum += weights[bj] * (bias ? v[0] + b : v[0]);
         }
-        prev_e = be;
-        prev_j = bj;
     }
     if (n < p.N && lane == 0) y[(size_t)t * p.y_stride + n] = sum;
 }
@@ -411,6 +399,8 @@ void launch_moe_matmul(const CudaArgs& a) {
     if (!p.invariant && p.n_tokens >= kTensorCoreTokens && a.tuning->moe_tensor_cores &&
         launch_moe_gemm_tc(a, p, g.row_bytes))
         return;
+    // A decode token (outside batch tables) on 8-bit activations (moe_gemv_q8.cuh).
+    if (a.tuning->moe_int8_decode && launch_moe_gemv_q8(a, p, g.row_bytes)) return;
     if (!launch_lane_moe(a, p, g)) launch_moe_kernels<GeneralDot>(a, p, g);
 }
 

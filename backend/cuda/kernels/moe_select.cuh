@@ -96,4 +96,27 @@ __device__ inline void moe_route_token_warp(const MoeRouteParams& p, const float
         for (uint32_t j = 0; j < k; j++) w[j] *= p.weight_scale;
 }
 
+// The slot of a token's route after (prev_e, prev_j) in ascending (expert
+// id, slot) order among the ids the tensor holds (ids: the token's route ids
+// less the tensor's first expert); false when none is left. Weighted sums
+// add a token's slots in this order, the CPU's.
+__device__ inline bool next_slot_by_expert(const int32_t* ids, uint32_t n_used, uint32_t n_experts, int32_t first,
+                                           int32_t& prev_e, uint32_t& prev_j) {
+    int32_t be = INT32_MAX;
+    uint32_t bj = UINT32_MAX;
+    for (uint32_t j = 0; j < n_used; j++) {
+        const int32_t e = ids[j] - first;
+        const bool held = e >= 0 && (uint32_t)e < n_experts;
+        const bool after = e > prev_e || (e == prev_e && j > prev_j);
+        if (held && after && (e < be || (e == be && j < bj))) {
+            be = e;
+            bj = j;
+        }
+    }
+    if (bj == UINT32_MAX) return false;
+    prev_e = be;
+    prev_j = bj;
+    return true;
+}
+
 }  // namespace akunu
