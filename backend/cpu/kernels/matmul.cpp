@@ -147,10 +147,13 @@ void float_rows(const MatmulParams& p, const uint8_t* W, const float* x, float* 
 #if defined(__AVX2__) && defined(__FMA__)
 // Float formats with AVX2: register tiles of 4 weight rows x up to 6 tokens
 // (24 accumulators with AVX-512VL's 32 vector registers, else 2 tokens).
-// Each (row, token) sum is the same sequence of 8-lane FMAs over K, then the
-// same horizontal sum, whatever the number of tokens or the tile it falls
-// in: one-token decode and many-token verification stay bit-identical
+// Each (row, token) sum is two chains of 8-lane FMAs over K (chain c takes
+// the columns k with k / 8 % 2 == c), the chains added, then the same
+// horizontal sum, whatever the number of tokens or the tile it falls in:
+// one-token decode and many-token verification stay bit-identical
 // (speculative decoding needs it), and a row does not depend on its batch.
+constexpr int kChains = 2;
+
 inline float hsum8(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -177,14 +180,15 @@ constexpr int kTileTokens = 6;
 constexpr int kTileTokens = 2;  // 8 accumulators + 4 weights + 1 activation of the 16 registers
 #endif
 
-// acc[j][r] (8 lanes) += w[r][kk..] * x_j[kk..] over the chunk, tokens j < T.
+// acc[j][r][chain] (8 lanes) += w[r][kk..] * x_j[kk..] over the chunk's
+// columns of that chain (the chunk starts at a multiple of 16), tokens j < T.
 template <int T>
-inline void float_tile(const float* x, size_t x_stride, const float* const (&w)[kTileRows], int len,
-                       float (*acc)[kTileRows][8]) {
+inline void float_tile(const float* x, size_t x_stride, const float* const (&w)[kTileRows], int len, int chain,
+                       float (*acc)[kTileRows][kChains][8]) {
     __m256 a[T][kTileRows];
     for (int j = 0; j < T; j++)
-        for (int r = 0; r < kTileRows; r++) a[j][r] = _mm256_load_ps(acc[j][r]);
-    for (int kk = 0; kk < len; kk += 8) {
+        for (int r = 0; r < kTileRows; r++) a[j][r] = _mm256_load_ps(acc[j][r][chain]);
+    for (int kk = 8 * chain; kk < len; kk += 8 * kChains) {
         __m256 wv[kTileRows];
         for (int r = 0; r < kTileRows; r++) wv[r] = _mm256_loadu_ps(w[r] + kk);
         for (int j = 0; j < T; j++) {
@@ -194,7 +198,7 @@ inline void float_tile(const float* x, size_t x_stride, const float* const (&w)[
         }
     }
     for (int j = 0; j < T; j++)
-        for (int r = 0; r < kTileRows; r++) _mm256_store_ps(acc[j][r], a[j][r]);
+        for (int r = 0; r < kTileRows; r++) _mm256_store_ps(acc[j][r][chain], a[j][r]);
 }
 
 // Eight weights of a row from column k, as floats (exact conversions).
@@ -212,46 +216,28 @@ template <class F> constexpr bool kOneTokenRows = true;
 template <class F> constexpr bool kOneTokenRows = !std::is_same<F, F16>::value;
 #endif
 
-// Rows of at most this many bytes are prefetched a row group ahead (below).
-constexpr size_t kShortRowBytes = 4096;
-
-// Decode (one token, K a multiple of 8): rows in eights, each eight weights
-// converted in registers rather than staged through the tile buffer, eight
-// FMA chains in flight. Every row takes the tile path's FMAs in the same
-// order and its tree (hsum8x8), so the bits are the same. Returns the first
-// row left to the tile path (n1 rounded down to eights).
+// Decode (one token, K a multiple of 8): each row read start to end, one
+// sequential stream the hardware prefetcher follows, its two FMA chains in
+// flight together; the tile path's FMAs, chain sum and tree (hsum8x8's lane
+// is hsum8), so the bits are the same. Eight rows read in lockstep were
+// eight short interleaved streams: 2 threads on a 2-core AMD EPYC VM (32
+// GB/s read bandwidth), F16 rows of 1024 / 2048 columns streamed at 21-22
+// GB/s that way, at 28-30 one row at a time.
 template <class F>
-int one_token_rows(const MatmulParams& p, const uint8_t* W, const float* x, float* y, const float* bias, int n0,
-                   int n1) {
-    const int K = (int)p.K;
+void one_token_rows(const MatmulParams& p, const uint8_t* W, const float* x, float* y, const float* bias, int n0,
+                    int n1) {
+    const int K = (int)p.K, K16 = K / 16 * 16;
     const size_t row_bytes = (size_t)K * F::ES;
-    // Short rows (an 8-row group of 32 KiB or less: the 151936 x 1024 F16
-    // head of Qwen3-0.6B) are eight streams too short for the prefetchers to
-    // ramp up in: each cache line is asked for a group (8 rows) ahead (past
-    // the matrix's end at its last group: prefetches do not fault). AMD EPYC
-    // VM, 2 threads, alternating runs: that head 20.4 / 21.2 -> 22.8 / 26.3
-    // GB/s, Qwen3-0.6B F16 tg64 18.3 / 18.7 -> 18.4 / 20.0 tok/s; rows of
-    // 4096 and 14336 columns streamed no faster with it.
-    const size_t ahead = row_bytes <= kShortRowBytes ? 8 * row_bytes : 0;
-    int n = n0;
-    for (; n + 8 <= n1; n += 8) {
-        __m256 a[8];
-        for (int r = 0; r < 8; r++) a[r] = _mm256_setzero_ps();
+    for (int n = n0; n < n1; n++) {
         const uint8_t* w = W + (size_t)n * row_bytes;
-        for (int k = 0; k < K; k += 8) {
-            if (ahead && (k * F::ES) % 64 == 0)
-                for (int r = 0; r < 8; r++) _mm_prefetch((const char*)(w + r * row_bytes + (size_t)k * F::ES + ahead), _MM_HINT_T0);
-            __m256 xv = _mm256_loadu_ps(x + k);
-            simd8::in_register(xv);
-            for (int r = 0; r < 8; r++) a[r] = _mm256_fmadd_ps(load8(F{}, w + r * row_bytes, k), xv, a[r]);
+        __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+        for (int k = 0; k < K16; k += 16) {
+            a0 = _mm256_fmadd_ps(load8(F{}, w, k), _mm256_loadu_ps(x + k), a0);
+            a1 = _mm256_fmadd_ps(load8(F{}, w, k + 8), _mm256_loadu_ps(x + k + 8), a1);
         }
-        alignas(32) float acc[8][8];
-        for (int r = 0; r < 8; r++) _mm256_store_ps(acc[r], a[r]);
-        // (+ 0 without a bias, as the tile path: a sum of -0 is stored as +0 either way)
-        const __m256 b = bias ? _mm256_loadu_ps(bias + n) : _mm256_setzero_ps();
-        _mm256_storeu_ps(y + n, _mm256_add_ps(hsum8x8(&acc[0][0]), b));
+        if (K16 < K) a0 = _mm256_fmadd_ps(load8(F{}, w, K16), _mm256_loadu_ps(x + K16), a0);
+        y[n] = hsum8(_mm256_add_ps(a0, a1)) + (bias ? bias[n] : 0.0f);
     }
-    return n;
 }
 
 // Rows [n0, n1) for every token of the pass: token blocks outside, rows
@@ -261,9 +247,10 @@ void float_tile_rows(const MatmulParams& p, const uint8_t* W, const float* x, fl
                      int n1) {
     const int K = (int)p.K, K8 = K / 8 * 8, M = (int)p.n_tokens;
     if constexpr (kOneTokenRows<F>)
-        if (M == 1 && K8 == K) n0 = one_token_rows<F>(p, W, x, y, bias, n0, n1);
+        if (M == 1 && K8 == K) return one_token_rows<F>(p, W, x, y, bias, n0, n1);
     alignas(32) float wbuf[kTileRows][kTileK];
-    alignas(32) float acc[kTokenBlock][kTileRows][8];  // lane accumulators per (token, row), across chunks
+    alignas(32) float acc[kTokenBlock][kTileRows][kChains][8];  // lane accumulators per (token, row, chain)
+    alignas(32) float sums[kTokenBlock][kTileRows][8];          // the chains added
     for (int t0 = 0; t0 < M; t0 += kTokenBlock) {
         const int m = std::min(kTokenBlock, M - t0);
         const float* xb = x + (size_t)t0 * p.x_stride;
@@ -280,18 +267,23 @@ void float_tile_rows(const MatmulParams& p, const uint8_t* W, const float* x, fl
                     else F::dec(W + ((size_t)(n + r) * K + k0) * F::ES, wbuf[r], len);
                 }
                 const float* xk = xb + k0;
-                int t = 0;
-                for (; t + kTileTokens <= m; t += kTileTokens)
-                    float_tile<kTileTokens>(xk + (size_t)t * p.x_stride, p.x_stride, w, len, acc + t);
-                for (; t + 2 <= m; t += 2) float_tile<2>(xk + (size_t)t * p.x_stride, p.x_stride, w, len, acc + t);
-                for (; t < m; t++) float_tile<1>(xk + (size_t)t * p.x_stride, p.x_stride, w, len, acc + t);
+                for (int c = 0; c < kChains; c++) {
+                    int t = 0;
+                    for (; t + kTileTokens <= m; t += kTileTokens)
+                        float_tile<kTileTokens>(xk + (size_t)t * p.x_stride, p.x_stride, w, len, c, acc + t);
+                    for (; t + 2 <= m; t += 2) float_tile<2>(xk + (size_t)t * p.x_stride, p.x_stride, w, len, c, acc + t);
+                    for (; t < m; t++) float_tile<1>(xk + (size_t)t * p.x_stride, p.x_stride, w, len, c, acc + t);
+                }
             }
+            for (int t = 0; t < m; t++)
+                for (int r = 0; r < kTileRows; r++)
+                    _mm256_store_ps(sums[t][r], _mm256_add_ps(_mm256_load_ps(acc[t][r][0]), _mm256_load_ps(acc[t][r][1])));
             int t_first = 0;
             if (rows == kTileRows && K8 == K) {  // two tokens' four rows a reduction
                 const __m256 b = bias ? _mm256_set_m128(_mm_loadu_ps(bias + n), _mm_loadu_ps(bias + n))
                                       : _mm256_setzero_ps();
                 for (; t_first + 2 <= m; t_first += 2) {
-                    const __m256 v = _mm256_add_ps(hsum8x8(&acc[t_first][0][0]), b);
+                    const __m256 v = _mm256_add_ps(hsum8x8(&sums[t_first][0][0]), b);
                     _mm_storeu_ps(y + (size_t)(t0 + t_first) * p.y_stride + n, _mm256_castps256_ps128(v));
                     _mm_storeu_ps(y + (size_t)(t0 + t_first + 1) * p.y_stride + n, _mm256_extractf128_ps(v, 1));
                 }
@@ -301,7 +293,7 @@ void float_tile_rows(const MatmulParams& p, const uint8_t* W, const float* x, fl
                 if (K8 < K) F::dec(W + ((size_t)(n + r) * K + K8) * F::ES, tail_w, K - K8);
                 for (int t = t_first; t < m; t++) {
                     const float* xt = xb + (size_t)t * p.x_stride;
-                    float v = hsum8(_mm256_load_ps(acc[t][r]));
+                    float v = hsum8(_mm256_load_ps(sums[t][r]));
                     for (int k = K8; k < K; k++) v += tail_w[k - K8] * xt[k];
                     y[(size_t)(t0 + t) * p.y_stride + n + r] = v + (bias ? bias[n + r] : 0.0f);
                 }
