@@ -146,13 +146,21 @@ void float_rows(const MatmulParams& p, const uint8_t* W, const float* x, float* 
 
 #if defined(__AVX2__) && defined(__FMA__)
 // Float formats with AVX2: register tiles of 4 weight rows x up to 6 tokens
-// (24 accumulators with AVX-512VL's 32 vector registers, else 2 tokens).
-// Each (row, token) sum is two chains of 8-lane FMAs over K (chain c takes
-// the columns k with k / 8 % 2 == c), the chains added, then the same
+// (24 accumulators with AVX-512's 32 vector registers, else 2 tokens). Each
+// (row, token) sum is kChains chains of 8-lane FMAs over K (chain c takes the
+// columns k with k / 8 % kChains == c), the chains added, then the same
 // horizontal sum, whatever the number of tokens or the tile it falls in:
 // one-token decode and many-token verification stay bit-identical
 // (speculative decoding needs it), and a row does not depend on its batch.
+// With AVX-512 a tile's accumulator is one 16-lane register holding both
+// chains, and decode runs the two as 8-lane registers side by side (the same
+// FMA in each lane); without it, one chain.
+#if defined(__AVX512F__) && defined(__AVX512VL__)
 constexpr int kChains = 2;
+#else
+constexpr int kChains = 1;
+#endif
+constexpr int kAccLanes = 8 * kChains;
 
 inline float hsum8(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -174,21 +182,53 @@ inline __m256 hsum8x8(const float* a) {
 constexpr int kTileRows = 4;
 constexpr int kTileK = 512;       // K chunk decoded once per 4 rows and reused by every token of the block
 constexpr int kTokenBlock = 64;   // tokens whose activations (a K chunk of each) stay in L2 while rows pass
-#if defined(__AVX512VL__)
+#if defined(__AVX512F__) && defined(__AVX512VL__)
 constexpr int kTileTokens = 6;
 #else
 constexpr int kTileTokens = 2;  // 8 accumulators + 4 weights + 1 activation of the 16 registers
 #endif
 
-// acc[j][r][chain] (8 lanes) += w[r][kk..] * x_j[kk..] over the chunk's
-// columns of that chain (the chunk starts at a multiple of 16), tokens j < T.
+// acc[j][r] (kAccLanes lanes) += w[r][kk..] * x_j[kk..] over the chunk (which
+// starts at a multiple of 16), tokens j < T.
+#if defined(__AVX512F__) && defined(__AVX512VL__)
 template <int T>
-inline void float_tile(const float* x, size_t x_stride, const float* const (&w)[kTileRows], int len, int chain,
-                       float (*acc)[kTileRows][kChains][8]) {
+inline void float_tile(const float* x, size_t x_stride, const float* const (&w)[kTileRows], int len,
+                       float (*acc)[kTileRows][kAccLanes]) {
+    __m512 a[T][kTileRows];
+    for (int j = 0; j < T; j++)
+        for (int r = 0; r < kTileRows; r++) a[j][r] = _mm512_load_ps(acc[j][r]);
+    int kk = 0;
+    for (; kk + 16 <= len; kk += 16) {
+        __m512 wv[kTileRows];
+        for (int r = 0; r < kTileRows; r++) wv[r] = _mm512_loadu_ps(w[r] + kk);
+        for (int j = 0; j < T; j++) {
+            __m512 v = _mm512_loadu_ps(x + (size_t)j * x_stride + kk);
+            simd8::in_register(v);  // one load for the 4 rows
+            for (int r = 0; r < kTileRows; r++) a[j][r] = _mm512_fmadd_ps(wv[r], v, a[j][r]);
+        }
+    }
+    if (kk < len) {  // the last 8 columns: chain 0's lanes only, chain 1's kept as they are
+        const __mmask16 lo = 0x00FF;
+        for (int j = 0; j < T; j++) {
+            const __m512 v = _mm512_maskz_loadu_ps(lo, x + (size_t)j * x_stride + kk);
+            for (int r = 0; r < kTileRows; r++)
+                a[j][r] = _mm512_mask3_fmadd_ps(_mm512_maskz_loadu_ps(lo, w[r] + kk), v, a[j][r], lo);
+        }
+    }
+    for (int j = 0; j < T; j++)
+        for (int r = 0; r < kTileRows; r++) _mm512_store_ps(acc[j][r], a[j][r]);
+}
+
+// The two chains of a 16-lane accumulator added (chain 0 + chain 1, as decode).
+inline __m256 chains_added(const float* a) { return _mm256_add_ps(_mm256_load_ps(a), _mm256_load_ps(a + 8)); }
+#else
+template <int T>
+inline void float_tile(const float* x, size_t x_stride, const float* const (&w)[kTileRows], int len,
+                       float (*acc)[kTileRows][kAccLanes]) {
     __m256 a[T][kTileRows];
     for (int j = 0; j < T; j++)
-        for (int r = 0; r < kTileRows; r++) a[j][r] = _mm256_load_ps(acc[j][r][chain]);
-    for (int kk = 8 * chain; kk < len; kk += 8 * kChains) {
+        for (int r = 0; r < kTileRows; r++) a[j][r] = _mm256_load_ps(acc[j][r]);
+    for (int kk = 0; kk < len; kk += 8) {
         __m256 wv[kTileRows];
         for (int r = 0; r < kTileRows; r++) wv[r] = _mm256_loadu_ps(w[r] + kk);
         for (int j = 0; j < T; j++) {
@@ -198,8 +238,11 @@ inline void float_tile(const float* x, size_t x_stride, const float* const (&w)[
         }
     }
     for (int j = 0; j < T; j++)
-        for (int r = 0; r < kTileRows; r++) _mm256_store_ps(acc[j][r][chain], a[j][r]);
+        for (int r = 0; r < kTileRows; r++) _mm256_store_ps(acc[j][r], a[j][r]);
 }
+
+inline __m256 chains_added(const float* a) { return _mm256_load_ps(a); }
+#endif
 
 // Eight weights of a row from column k, as floats (exact conversions).
 inline __m256 load8(F32, const uint8_t* row, int k) { return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + k); }
@@ -217,12 +260,12 @@ template <class F> constexpr bool kOneTokenRows = !std::is_same<F, F16>::value;
 #endif
 
 // Decode (one token, K a multiple of 8): each row read start to end, one
-// sequential stream the hardware prefetcher follows, its two FMA chains in
+// sequential stream the hardware prefetcher follows, its FMA chains in
 // flight together; the tile path's FMAs, chain sum and tree (hsum8x8's lane
 // is hsum8), so the bits are the same. Eight rows read in lockstep were
 // eight short interleaved streams: 2 threads on a 2-core AMD EPYC VM (32
 // GB/s read bandwidth), F16 rows of 1024 / 2048 columns streamed at 21-22
-// GB/s that way, at 28-30 one row at a time.
+// GB/s that way, at 28-30 one row at a time (two chains).
 template <class F>
 void one_token_rows(const MatmulParams& p, const uint8_t* W, const float* x, float* y, const float* bias, int n0,
                     int n1) {
@@ -233,10 +276,12 @@ void one_token_rows(const MatmulParams& p, const uint8_t* W, const float* x, flo
         __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
         for (int k = 0; k < K16; k += 16) {
             a0 = _mm256_fmadd_ps(load8(F{}, w, k), _mm256_loadu_ps(x + k), a0);
-            a1 = _mm256_fmadd_ps(load8(F{}, w, k + 8), _mm256_loadu_ps(x + k + 8), a1);
+            if constexpr (kChains == 2) a1 = _mm256_fmadd_ps(load8(F{}, w, k + 8), _mm256_loadu_ps(x + k + 8), a1);
+            else a0 = _mm256_fmadd_ps(load8(F{}, w, k + 8), _mm256_loadu_ps(x + k + 8), a0);
         }
         if (K16 < K) a0 = _mm256_fmadd_ps(load8(F{}, w, K16), _mm256_loadu_ps(x + K16), a0);
-        y[n] = hsum8(_mm256_add_ps(a0, a1)) + (bias ? bias[n] : 0.0f);
+        const __m256 v = kChains == 2 ? _mm256_add_ps(a0, a1) : a0;
+        y[n] = hsum8(v) + (bias ? bias[n] : 0.0f);
     }
 }
 
@@ -249,8 +294,8 @@ void float_tile_rows(const MatmulParams& p, const uint8_t* W, const float* x, fl
     if constexpr (kOneTokenRows<F>)
         if (M == 1 && K8 == K) return one_token_rows<F>(p, W, x, y, bias, n0, n1);
     alignas(32) float wbuf[kTileRows][kTileK];
-    alignas(32) float acc[kTokenBlock][kTileRows][kChains][8];  // lane accumulators per (token, row, chain)
-    alignas(32) float sums[kTokenBlock][kTileRows][8];          // the chains added
+    alignas(64) float acc[kTokenBlock][kTileRows][kAccLanes];  // lane accumulators per (token, row), across chunks
+    alignas(32) float sums[kTokenBlock][kTileRows][8];         // their chains added
     for (int t0 = 0; t0 < M; t0 += kTokenBlock) {
         const int m = std::min(kTokenBlock, M - t0);
         const float* xb = x + (size_t)t0 * p.x_stride;
@@ -267,17 +312,15 @@ void float_tile_rows(const MatmulParams& p, const uint8_t* W, const float* x, fl
                     else F::dec(W + ((size_t)(n + r) * K + k0) * F::ES, wbuf[r], len);
                 }
                 const float* xk = xb + k0;
-                for (int c = 0; c < kChains; c++) {
-                    int t = 0;
-                    for (; t + kTileTokens <= m; t += kTileTokens)
-                        float_tile<kTileTokens>(xk + (size_t)t * p.x_stride, p.x_stride, w, len, c, acc + t);
-                    for (; t + 2 <= m; t += 2) float_tile<2>(xk + (size_t)t * p.x_stride, p.x_stride, w, len, c, acc + t);
-                    for (; t < m; t++) float_tile<1>(xk + (size_t)t * p.x_stride, p.x_stride, w, len, c, acc + t);
-                }
+                int t = 0;
+                for (; t + kTileTokens <= m; t += kTileTokens)
+                    float_tile<kTileTokens>(xk + (size_t)t * p.x_stride, p.x_stride, w, len, acc + t);
+                for (; t + 2 <= m; t += 2) float_tile<2>(xk + (size_t)t * p.x_stride, p.x_stride, w, len, acc + t);
+                for (; t < m; t++) float_tile<1>(xk + (size_t)t * p.x_stride, p.x_stride, w, len, acc + t);
             }
             for (int t = 0; t < m; t++)
                 for (int r = 0; r < kTileRows; r++)
-                    _mm256_store_ps(sums[t][r], _mm256_add_ps(_mm256_load_ps(acc[t][r][0]), _mm256_load_ps(acc[t][r][1])));
+                    _mm256_store_ps(sums[t][r], chains_added(acc[t][r]));
             int t_first = 0;
             if (rows == kTileRows && K8 == K) {  // two tokens' four rows a reduction
                 const __m256 b = bias ? _mm256_set_m128(_mm_loadu_ps(bias + n), _mm_loadu_ps(bias + n))

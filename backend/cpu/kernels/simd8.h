@@ -11,6 +11,9 @@ namespace simd8 {
 // compiler folds its load into each FMA (a load per use), and loads, not
 // FMAs, bound the loop.
 inline void in_register(__m256& v) { asm("" : "+x"(v)); }
+#if defined(__AVX512F__)
+inline void in_register(__m512& v) { asm("" : "+v"(v)); }
+#endif
 
 // l[k] = lane k of a[0..7] (l[k][i] = a[i][k]): the transpose that lets eight
 // horizontal sums run as vector adds, each in the tree of its caller.
