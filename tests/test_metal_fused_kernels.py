@@ -11,7 +11,7 @@ Tolerances (relative L2):
   over K <= 14336 in another order; x normalized in float).
 - the CPU's twin against float64 on the activations the CPU multiplies (for
   the quantized formats rounded to 8 bits per block, as llama.cpp does;
-  Metal does not round): 1e-3 (CPU_TOL).
+  Metal does not round): 1e-3 (multi_reference.CPU_TOL).
 - qk_norm_rope_kv: q and k 2e-5 (RoPE at ~1000 rad: an ulp of the angle),
   the V cache equal, the K cache within one F16 step, rows outside the
   token's untouched.
@@ -29,7 +29,7 @@ from tests.fixtures import kernel_params as kp
 from tests.fixtures.backend_compare import rel_l2
 from tests.fixtures.quant_samples import mlx_matrix, random_matrix
 from tests.test_device_kernels import FORMATS, build_metal_emulation, rng_for
-from tests.test_kernels import q8_activations
+from tests.fixtures.multi_reference import CPU_TOL, multi_reference as reference
 
 METAL = os.environ.get("AKUNU_METAL_DEVICE", "metal-emu")
 FLOAT_FORMATS = {int(T.F32), int(T.F16), int(T.BF16)}
@@ -42,33 +42,6 @@ def emulation_library():
 
 
 # -- gemv_multi -----------------------------------------------------------------------------------
-
-def reference(mode, ws, x, nw, norm, eps, residual, offset, codes=None):
-    """float64: the unfused sequence (rmsnorm, GEMVs, gated activation / residual add).
-    With `codes`, each GEMV multiplies the activations the CPU multiplies for
-    its format (rounded to 8 bits per block, as llama.cpp: q8_activations)."""
-    x = x.astype(np.float64)
-    if norm:
-        x = x / np.sqrt((x ** 2).mean(-1, keepdims=True) + eps) * (nw + offset)
-    if codes is None:
-        ys = [x @ w.T for w in ws]
-    else:
-        ys = [q8_activations(code, x.astype(np.float32)) @ w.T for w, code in zip(ws, codes)]
-    if mode == kp.MULTI_SEPARATE:
-        return ys
-    if mode == kp.MULTI_ACCUMULATE:
-        return [residual + ys[0]]
-    g, u = ys
-    if mode == kp.MULTI_SILU:
-        return [g * 0.5 * (1 + np.tanh(g / 2)) * u]  # g sigmoid(g), without exp's overflow
-    return [0.5 * g * (1 + np.tanh(0.7978845608028654 * g * (1 + 0.044715 * g * g))) * u]
-
-
-# The CPU against float64 on the activations it multiplies (rounded to 8 bits
-# per its format's blocks): float32 sums only, measured at most 3e-7, and 9e-5
-# where a value sits on a rounding boundary (one step of one activation). The
-# two roundings (Q8_K against Q8_0, or none) part by about 1e-2.
-CPU_TOL = 1e-3
 
 
 def run_multi(device, mode, raws, codes, Ns, K, x, nw, norm, residual, offset):
