@@ -1,10 +1,10 @@
 #include "core/device_factory.h"
 
 #include <algorithm>
-#include <thread>
 
 #include "core/error.h"
 #include "cpu/cpu_device.h"
+#include "cpu/cpu_topology.h"
 #include "metal/emulation/emulated_metal_device.h"
 #include "parallel/host_collective.h"
 #include "parallel/tensor_parallel_device.h"
@@ -96,11 +96,7 @@ std::unique_ptr<TensorParallelDevice> create_tensor_parallel_device(const std::s
     if (backend != "cpu")
         throw Error("tensor parallelism runs on 'cuda' (one GPU a rank) or 'cpu', not on device '" + name + "'" +
                     (name == "cuda" ? std::string(": this build of akunu has no CUDA backend") : std::string()));
-    int threads = n_threads;
-    if (threads <= 0) {
-        const unsigned hw = std::thread::hardware_concurrency();
-        threads = hw ? (int)hw : 1;
-    }
+    const int threads = n_threads > 0 ? n_threads : default_cpu_threads();
     const int per_rank = std::max(1, threads / n);
     return std::make_unique<TensorParallelDevice>(make_host_collectives(n),
                                                   [per_rank](int) { return std::make_unique<CpuDevice>(per_rank); });

@@ -18,6 +18,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from akunu import _core
+
 from . import common, text_models
 
 
@@ -26,7 +28,8 @@ def main() -> None:
     ap.add_argument("-r", "--repetitions", type=int, default=5)
     ap.add_argument("-p", "--n-prompt", type=int, default=128)
     ap.add_argument("-n", "--n-gen", type=int, default=64)
-    ap.add_argument("-t", "--threads", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("-t", "--threads", type=int, default=_core.default_threads(),
+                    help="threads of both (default: akunu's, one per physical core this process may run on)")
     src = ap.add_mutually_exclusive_group()
     src.add_argument("--llama-bench", default=None, help="llama-bench binary or its folder")
     src.add_argument("--llama-cpp", metavar="SRC", default=None, help="llama.cpp sources to build llama-bench from")

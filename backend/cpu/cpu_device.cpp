@@ -6,9 +6,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <thread>
 
 #include "core/dispatch_table.h"
+#include "cpu_topology.h"
 #include "core/error.h"
 
 namespace akunu {
@@ -24,16 +24,7 @@ extern const CpuKernelEntry kFusedBatchKernels[];
 extern const CpuKernelEntry kMoeKernels[];
 extern const CpuKernelEntry kCollectiveKernels[];
 
-static int default_threads() {
-    if (const char* env = std::getenv("AKUNU_NUM_THREADS")) {
-        int n = std::atoi(env);
-        if (n > 0) return n;
-    }
-    unsigned n = std::thread::hardware_concurrency();
-    return n ? (int)n : 1;
-}
-
-CpuDevice::CpuDevice(int n_threads) : pool_(new ThreadPool(n_threads > 0 ? n_threads : default_threads())) {
+CpuDevice::CpuDevice(int n_threads) : pool_(new ThreadPool(n_threads > 0 ? n_threads : default_cpu_threads())) {
     const char* prof = std::getenv("AKUNU_PROFILE");
     profile_ = prof && *prof && std::strcmp(prof, "0") != 0;
     const char* fused = std::getenv("AKUNU_CPU_FUSED_DECODE");

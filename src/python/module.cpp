@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 
 #include "core/device_factory.h"
+#include "cpu/cpu_topology.h"
 #include "core/dtype_descriptor.h"
 #include "core/error.h"
 #include "core/quant_blocks.h"
@@ -27,6 +28,10 @@ PYBIND11_MODULE(_core, m) {
 #endif
         return d;
     }, "Instruction-set features the CPU kernels were compiled for.");
+
+    m.def("default_threads", &default_cpu_threads,
+          "Threads the CPU backend runs when n_threads is 0: AKUNU_NUM_THREADS, else one per physical core "
+          "this process may run on.");
 
     m.def("read_gguf", [](const std::string& path) {
         GGUFFile f(path);

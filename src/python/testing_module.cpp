@@ -21,6 +21,7 @@
 #include "core/kernel_params.h"
 #include "core/quant_blocks.h"
 #include "cpu/cpu_device.h"
+#include "cpu/cpu_topology.h"
 #include "metal/emulation/emulated_metal_device.h"
 #include "metal/metal_launch.h"
 #include "py_convert.h"
@@ -176,6 +177,8 @@ PYBIND11_MODULE(_testing, m) {
           "'formats': {field: 'I' | 'i' | 'f' | '3I' ...}}}, fields in declaration order.");
     m.def("param_enums", &param_enums, "The enums of core/kernel_params.h: {enum: {name: value}}.");
 
+    m.def("count_physical_cores", &count_physical_cores, py::arg("cpus"), py::arg("sysfs_cpu_root"),
+          "Distinct cores among logical CPUs, read from a sysfs cpu tree (cpuN/topology/{physical_package_id,core_id}).");
     m.def("cpu_kernel_names", &cpu_kernel_names, "Every kernel of the CPU backend (the reference set).");
     m.def("metal_kernel_names", &metal_kernel_names, "akunu kernels the Metal backend implements.");
     m.def("metal_function_names", &metal_function_names, "MSL functions the Metal launch specs may use.");

@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Any, Dict, List, Optional
 
-from .. import __version__
+from .. import __version__, _core
 from .common import CliError, add_model_args, load_model, run
 
 
@@ -95,7 +95,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         model = load_model(args, quiet=args.output != "md")
         kind = _kind(model)
         peer = peer_for(kind, args.compare)
-        threads = args.threads or os.cpu_count() or 1
+        threads = args.threads or _core.default_threads()  # the peer runs akunu's thread count
         path = _model_path(args, model)
         if kind == "text":
             if need > model.n_ctx:

@@ -26,7 +26,7 @@ def add_model_args(ap: argparse.ArgumentParser) -> None:
                     help="backend to run on (default: cpu)")
     ap.add_argument("-c", "--ctx", type=int, default=None, help="context size in tokens (default: the model's, "
                     "at most 4096)")
-    ap.add_argument("-t", "--threads", type=int, default=0, help="CPU threads (default: all cores)")
+    ap.add_argument("-t", "--threads", type=int, default=0, help="CPU threads (default: one per physical core this process may run on)")
     ap.add_argument("-b", "--batch-size", type=int, default=None, help="prompt tokens per prefill pass "
                     "(default: the device's, 64 on the CPU, 512 on CUDA)")
     add_tensor_parallel_arg(ap)
