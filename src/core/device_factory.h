@@ -30,4 +30,9 @@ std::unique_ptr<Device> create_host_device();
 // tests) only while its library, named by $AKUNU_MSL_EMU_LIB, loads.
 std::vector<std::string> device_names();
 
+// The CPU backend's thread count where a caller gives none (n_threads 0):
+// AKUNU_NUM_THREADS, else one per physical core this process may run on
+// (backend/cpu/cpu_topology.h).
+int default_cpu_threads();
+
 }  // namespace akunu

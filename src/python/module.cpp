@@ -5,7 +5,6 @@
 #include <pybind11/stl.h>
 
 #include "core/device_factory.h"
-#include "cpu/cpu_topology.h"
 #include "core/dtype_descriptor.h"
 #include "core/error.h"
 #include "core/quant_blocks.h"
