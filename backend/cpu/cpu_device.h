@@ -22,6 +22,9 @@ public:
 
     const char* name() const override { return "CPU"; }
     const char* backend_name() const override { return "cpu"; }
+    // Prompt tokens a pass: every weight is read once a pass, and the float
+    // GEMMs keep a pass's activations in L2 (matmul.cpp kTokenBlock).
+    int prefill_chunk() const override { return 256; }
     size_t total_memory() const override;
     size_t available_memory() const override;
 

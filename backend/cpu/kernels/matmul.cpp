@@ -181,7 +181,7 @@ inline __m256 hsum8x8(const float* a) {
 
 constexpr int kTileRows = 4;
 constexpr int kTileK = 512;       // K chunk decoded once per 4 rows and reused by every token of the block
-constexpr int kTokenBlock = 64;   // tokens whose activations (a K chunk of each) stay in L2 while rows pass
+constexpr int kTokenBlock = 256;  // tokens whose activations (a K chunk of each) stay in L2 while rows pass
 #if defined(__AVX512F__) && defined(__AVX512VL__)
 constexpr int kTileTokens = 6;
 #else
