@@ -191,8 +191,8 @@ def test_profile_of_a_prefill_pass(small):
     ops = {o["op"]: o for o in d["ops"]}
     assert d["prompt"] == 24 and {"q_proj", "attention", "lm_head"} <= set(ops) and ops["q_proj"]["count"] == 2
     assert abs(sum(o["share"] for o in d["ops"]) - 1) < 1e-6
-    # more than one pass's tokens (64 on the CPU) is a clear error
-    r = cli("profile", small, "--prompt", "100", "-r", "1")
+    # more than one pass's tokens (256 on the CPU) is a clear error
+    r = cli("profile", small, "--prompt", "300", "-r", "1")
     assert r.returncode == 1 and "one pass" in r.stderr and "Traceback" not in r.stderr, r.stderr
 
 

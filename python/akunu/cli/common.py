@@ -28,7 +28,7 @@ def add_model_args(ap: argparse.ArgumentParser) -> None:
                     "at most 4096)")
     ap.add_argument("-t", "--threads", type=int, default=0, help="CPU threads (default: one per physical core this process may run on)")
     ap.add_argument("-b", "--batch-size", type=int, default=None, help="prompt tokens per prefill pass "
-                    "(default: the device's, 64 on the CPU, 512 on CUDA)")
+                    "(default: the device's, 256 on the CPU, 512 on CUDA)")
     add_tensor_parallel_arg(ap)
     add_kv_type_args(ap)
     ap.add_argument("--verbose", action="store_true", help="show tracebacks and load details")

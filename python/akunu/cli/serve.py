@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("-t", "--threads", type=int, default=0)
     ap.add_argument("-b", "--batch-size", type=int, default=None, metavar="N",
                     help="tokens per forward pass: prompt tokens of a prefill, and of a batched step decode rows "
-                    "plus prompt chunks (default: the device's, 64 on the CPU, 512 on CUDA; at least --parallel)")
+                    "plus prompt chunks (default: the device's, 256 on the CPU, 512 on CUDA; at least --parallel)")
     add_tensor_parallel_arg(ap)
     add_kv_type_args(ap)
     ap.add_argument("--max-tokens", type=int, default=4096, help="largest max_tokens a request may ask "
