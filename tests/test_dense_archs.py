@@ -156,7 +156,9 @@ def test_gemma2_soft_caps_change_the_logits(tmp_path):
     capped = akunu.load(p, n_ctx=64).logits(seq)
     for key in ("attn_logit_softcapping", "final_logit_softcapping"):
         free = relabelled(p, str(tmp_path / f"{key}.gguf"), "gemma2", {f"gemma2.{key}": 0.0})
-        assert np.abs(akunu.load(free, n_ctx=64).logits(seq) - capped).max() > 20 * FLOAT_LOGIT_TOL, key
+        # the attention cap moves this model's logits by 0.37 or more on 40 prompts
+        # (0.5 median); an ignored cap moves them by nothing
+        assert np.abs(akunu.load(free, n_ctx=64).logits(seq) - capped).max() > 10 * FLOAT_LOGIT_TOL, key
 
 
 @pytest.fixture(scope="module")
