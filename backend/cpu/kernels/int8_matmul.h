@@ -33,7 +33,7 @@ enum class Isa : int { kPortable = 0, kAvx2 = 1, kAvx512Vnni = 2 };
 // One pass: y[t, n] = W[n, :] . x[t, :] + bias[n] for rows of W in [0, N).
 struct Pass {
     const uint8_t* W;  // GGUF layout, rows of K / block_elems blocks
-    int K, N, m;       // m tokens (1..64)
+    int K, N, m;       // m tokens (1..kMaxPassTokens)
     const int8_t* xq;  // [m][K] activations rounded to int8
     const float* xd;   // [m][K / 32] (Q8_0 blocks) or [m][K / 256] (Q8_K blocks) scales
     const int16_t* xs; // [m][K / 32] block sums (Q8_0 blocks) or [m][K / 16] (Q8_K)
@@ -43,6 +43,10 @@ struct Pass {
 };
 
 constexpr int kTileRows = 8;
+// Tokens per pass at most (the tiles' accumulators): a prompt pass of the
+// CPU device (256 tokens) runs as one pass, so each weight tile is unpacked
+// and read from memory once for all its tokens.
+constexpr int kMaxPassTokens = 256;
 
 // Rows [8 * g0, min(N, 8 * g1)) of the pass.
 using GroupFn = void (*)(const Pass&, int g0, int g1);

@@ -17,7 +17,7 @@
 // per-row block sums come out without horizontal adds and the float step
 // runs on 8 rows at once. The interleaving is what llama.cpp calls repacking;
 // here it is made per pass from the GGUF layout (the mapped file is all the
-// weight memory) and amortized over up to 64 tokens.
+// weight memory) and amortized over up to kMaxPassTokens tokens.
 
 inline __m256i load_v(const void* p) { return _mm256_loadu_si256((const __m256i*)p); }
 inline __m256i broadcast4(const int8_t* p) {
@@ -136,9 +136,9 @@ inline __m256i unpack_u8(const uint8_t* b) {
 
 constexpr int kChunk32 = 32;  // blocks per tile buffer (8 rows x 1024 columns)
 
-// Accumulators of up to 64 tokens x 8 rows across K chunks.
+// Accumulators of the pass's tokens x 8 rows across K chunks.
 struct TileAcc {
-    alignas(32) float v[64][8];
+    alignas(32) float v[kMaxPassTokens][8];
 };
 
 inline void store_rows(const Pass& p, const TileAcc& acc, int n0, int rows) {

@@ -1,4 +1,4 @@
-// GEMV (decode, one token) and GEMM (prefill, up to 64 tokens) for every
+// GEMV (decode, one token) and GEMM (prefill, a pass of tokens) for every
 // weight format: y[t, n] = W[n, :] . x[t, :] (+ bias[n]). Rows of W are split
 // across threads. Quantized formats use integer dot products against 8-bit
 // activations (quantized_dot.h); float formats decode 64 values at a time.
@@ -436,14 +436,16 @@ void run_matmul_whole(const CpuArgs& a, MatmulFn fn) {
        a.pool);
 }
 
-// Passes longer than kMaxTokens (encoder sequences) run as slices of it.
+// Passes longer than `slice` tokens (encoder sequences, long prompt passes)
+// run as slices of it.
+template <uint32_t Slice = kMaxTokens>
 void run_matmul(const CpuArgs& a, MatmulFn fn) {
     MatmulParams p = a.p<MatmulParams>();
     const float* x = a.b<float>(1) + (size_t)p.row0 * p.x_stride;
     float* y = a.b<float>(2);
     const uint32_t total = p.n_tokens;
-    for (uint32_t t0 = 0; t0 < total; t0 += kMaxTokens) {
-        p.n_tokens = std::min<uint32_t>(kMaxTokens, total - t0);
+    for (uint32_t t0 = 0; t0 < total; t0 += Slice) {
+        p.n_tokens = std::min<uint32_t>(Slice, total - t0);
         fn(p, a.buf[0], x + (size_t)t0 * p.x_stride, y + (size_t)t0 * p.y_stride,
            p.has_bias ? a.b<float>(3) : nullptr, a.pool);
     }
@@ -452,6 +454,14 @@ void run_matmul(const CpuArgs& a, MatmulFn fn) {
 #define AKUNU_MATMUL(fmt, rowfn)                                   \
     void gemv_##fmt(const CpuArgs& a) { run_matmul(a, rowfn); }    \
     void gemm_##fmt(const CpuArgs& a) { run_matmul(a, rowfn); }
+// int8_matmul.h's formats: slices as long as its passes.
+#define AKUNU_MATMUL_INT8(fmt, kquant)                                                                            \
+    void gemv_##fmt(const CpuArgs& a) {                                                                          \
+        run_matmul<int8mm::kMaxPassTokens>(a, int8_matmul<&int8mm::Kernels::fmt, kquant>);                       \
+    }                                                                                                             \
+    void gemm_##fmt(const CpuArgs& a) {                                                                          \
+        run_matmul<int8mm::kMaxPassTokens>(a, int8_matmul<&int8mm::Kernels::fmt, kquant>);                       \
+    }
 
 #if defined(__AVX2__) && defined(__FMA__)
 #define AKUNU_MATMUL_WHOLE(fmt, rowfn)                                 \
@@ -466,18 +476,18 @@ AKUNU_MATMUL(f16, (float_matmul<float_rows<F16>>))
 AKUNU_MATMUL(bf16, (float_matmul<float_rows<BF16>>))
 #endif
 AKUNU_MATMUL(mlx, mlx_matmul)
-AKUNU_MATMUL(q8_0, (int8_matmul<&int8mm::Kernels::q8_0, false>))
-AKUNU_MATMUL(q4_0, (int8_matmul<&int8mm::Kernels::q4_0, false>))
-AKUNU_MATMUL(q5_0, (int8_matmul<&int8mm::Kernels::q5_0, false>))
-AKUNU_MATMUL(q4_k, (int8_matmul<&int8mm::Kernels::q4_k, true>))
-AKUNU_MATMUL(q5_k, (int8_matmul<&int8mm::Kernels::q5_k, true>))
-AKUNU_MATMUL(q6_k, (int8_matmul<&int8mm::Kernels::q6_k, true>))
-AKUNU_MATMUL(q2_k, (int8_matmul<&int8mm::Kernels::q2_k, true>))
-AKUNU_MATMUL(q3_k, (int8_matmul<&int8mm::Kernels::q3_k, true>))
-AKUNU_MATMUL(q4_1, (int8_matmul<&int8mm::Kernels::q4_1, false>))
-AKUNU_MATMUL(q5_1, (int8_matmul<&int8mm::Kernels::q5_1, false>))
-AKUNU_MATMUL(iq4_nl, (int8_matmul<&int8mm::Kernels::iq4_nl, false>))
-AKUNU_MATMUL(mxfp4, (int8_matmul<&int8mm::Kernels::mxfp4, false>))
+AKUNU_MATMUL_INT8(q8_0, false)
+AKUNU_MATMUL_INT8(q4_0, false)
+AKUNU_MATMUL_INT8(q5_0, false)
+AKUNU_MATMUL_INT8(q4_k, true)
+AKUNU_MATMUL_INT8(q5_k, true)
+AKUNU_MATMUL_INT8(q6_k, true)
+AKUNU_MATMUL_INT8(q2_k, true)
+AKUNU_MATMUL_INT8(q3_k, true)
+AKUNU_MATMUL_INT8(q4_1, false)
+AKUNU_MATMUL_INT8(q5_1, false)
+AKUNU_MATMUL_INT8(iq4_nl, false)
+AKUNU_MATMUL_INT8(mxfp4, false)
 // The GPU layouts of Q4_0 / Q8_0 / Q6_K (dtype_descriptor.h): their meaning, for the tests.
 AKUNU_MATMUL(q4_0_x8, (dequant_block_matmul<blocks::dequant_q4_0_x8, 256, 144>))
 AKUNU_MATMUL(q8_0_x8, (dequant_block_matmul<blocks::dequant_q8_0_x8, 256, 272>))
