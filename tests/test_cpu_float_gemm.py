@@ -37,9 +37,10 @@ def weights(qtype, n, k, rng):
 
 
 # (N, K, tokens): MiniLM's q and up / down at a packed pass, a decoder
-# projection, K with a tail of 5, N of 4k + 3 rows, token counts around the
-# 6-token tiles and the 64-token blocks
-CASES = [(384, 384, 130), (1536, 384, 70), (384, 1536, 64), (1027, 1000, 77), (13, 96, 1), (771, 517, 9)]
+# projection, K with a tail of 5, N of 4k + 3 rows, K shorter than one
+# 8-column step, token counts around the 6-token tiles and past a 256-token block
+CASES = [(384, 384, 130), (1536, 384, 70), (384, 1536, 64), (1027, 1000, 77), (13, 96, 1), (771, 517, 9),
+         (17, 5, 7), (130, 200, 300)]
 
 
 @pytest.mark.parametrize("qtype", FLOAT_FORMATS, ids=lambda t: t.name)
