@@ -565,25 +565,22 @@ inline void store_row_group(const Pass& p, __m256 acc, int n0, int rows, int t =
 // Rows are read one after another, a chunk of blocks at a time (each row's
 // chunk one sequential run: the hardware prefetcher streams it, where 8 rows
 // read in lockstep would be 8 short interleaved streams), their 8-lane dot
-// vectors kept in L1 until the chunk's reduction and float step. Each block
-// also prefetches the same offset of the next run, so a run starts in cache
-// (2-core Xeon VM, VNNI, a 14336 x 4096 matrix, 2 threads: Q4_0 4.2 -> 3.2 ms,
-// Q8_0 5.6 -> 4.2, Q4_K 4.8 -> 3.6, Q6_K 4.7 -> 3.9).
-// Where a chunk holds whole rows (short rows: K = 640 in Gemma 3 270M, whose
-// 262144 x 640 Q8_0 output head is half its decode step) the runs follow
-// each other in memory and the next run is a row (680 bytes) ahead: too
-// close to hide a miss to DRAM, so there the prefetch goes kMinAhead bytes
-// ahead (16-core Xeon, 2 threads: that head 20 -> 24-38 GB/s, a 151936 x
-// 1024 Q6_K head 29-37 -> 35-46 GB/s; matrices held in cache unchanged).
+// vectors kept in L1 until the chunk's reduction and float step.
+// A thread's rows are one contiguous range read forward, so each block's
+// read also asks for the bytes kPrefetchAhead past it into L2: a miss to DRAM
+// is then in flight long before its run starts, whatever the row length (the
+// hardware prefetchers start a stream only a few lines into each run, and
+// these kernels do too much work a byte to keep enough misses in flight
+// alone). A 2-core AMD EPYC VM (Zen 4), 2 threads, matrices streamed from
+// DRAM, against the next run's address asked into L1 (the previous scheme):
+// Q8_0 151936 x 1024 20 -> 33-36 GB/s, 16384 x 3072 22 -> 36; Q6_K 16384 x
+// 3072 25 -> 42; Q4_K 16 -> 26; 12-16 KB ahead gained less, 48 KB no more.
+// Qwen3-0.6B shape decode, tg64: Q8_0 27 -> 40-47 tok/s, Q4_K_M 65 -> 76.
 constexpr int kGemvChunk32 = 64, kGemvChunkK = 8;
-constexpr uintptr_t kMinAhead = 4096;
+constexpr uintptr_t kPrefetchAhead = 24 * 1024;
 
-// Bytes from a block of run r to the one its read prefetches.
-inline uintptr_t prefetch_ahead(const uint8_t* const rp[8], int r, size_t run_offset, size_t next_run_offset,
-                                size_t row_bytes, bool whole_rows) {
-    if (whole_rows) return std::max<uintptr_t>(row_bytes, kMinAhead);
-    const uint8_t* next = r < 7 ? rp[r + 1] + run_offset : rp[0] + next_run_offset;
-    return (uintptr_t)next - (uintptr_t)(rp[r] + run_offset);  // (addresses: may pass the matrix's end)
+inline void prefetch_ahead(const uint8_t* p) {
+    _mm_prefetch((const char*)((uintptr_t)p + kPrefetchAhead), _MM_HINT_T1);  // (may pass the matrix's end)
 }
 
 // A few tokens (T, up to kGemvTokens: batched decode, short verification
@@ -612,12 +609,8 @@ void q32_gemv(const Pass& p, int g0, int g1) {
             const int cb = std::min(kChunk, nb - c0);
             for (int r = 0; r < 8; r++) {
                 const uint8_t* blk = rp[r] + (size_t)c0 * F::BB;
-                // the run read after this one (the next row's, or row 0's next chunk) asked into L1 as
-                // this one is read: the prefetchers start a stream only a few lines into each run
-                const uintptr_t ahead = prefetch_ahead(rp, r, (size_t)c0 * F::BB, (size_t)(c0 + cb) * F::BB,
-                                                       (size_t)nb * F::BB, nb <= kChunk);
                 for (int b = 0; b < cb; b++, blk += F::BB) {
-                    _mm_prefetch((const char*)((uintptr_t)blk + ahead), _MM_HINT_T0);
+                    prefetch_ahead(blk);
                     const __m256i w = unpack_u8<F>(blk);
                     const int8_t* x = p.xq + 32 * (size_t)(c0 + b);
                     if constexpr (kSignTile<F>) {
@@ -665,10 +658,8 @@ void k_gemv(const Pass& p, int g0, int g1) {
             const int cb = std::min(kChunk, nb - c0);
             for (int r = 0; r < 8; r++) {
                 const uint8_t* blk = rp[r] + (size_t)c0 * F::BB;
-                const uintptr_t ahead = prefetch_ahead(rp, r, (size_t)c0 * F::BB, (size_t)(c0 + cb) * F::BB,
-                                                       (size_t)nb * F::BB, nb <= kChunk);
                 for (int b = 0; b < cb; b++, blk += F::BB) {
-                    for (int l = 0; l < F::BB; l += 64) _mm_prefetch((const char*)((uintptr_t)blk + ahead + l), _MM_HINT_T0);
+                    for (int l = 0; l < F::BB; l += 64) prefetch_ahead(blk + l);
                     __m256i w[8], sc[8], pw;
                     F::unpack(blk, w);
                     F::row_scales(blk, sc, pw);
