@@ -189,15 +189,14 @@ constexpr int kTileTokens = 2;  // 8 accumulators + 4 weights + 1 activation of 
 #endif
 
 // acc[j][r] (kAccLanes lanes) += w[r][kk..] * x_j[kk..] over the chunk (which
-// starts at a multiple of 16), tokens j < T; the first chunk (first) starts
-// the accumulators from zero instead of reading acc.
+// starts at a multiple of 16), tokens j < T.
 #if defined(__AVX512F__) && defined(__AVX512VL__)
 template <int T>
 inline void float_tile(const float* x, size_t x_stride, const float* const (&w)[kTileRows], int len,
-                       float (*acc)[kTileRows][kAccLanes], bool first) {
+                       float (*acc)[kTileRows][kAccLanes]) {
     __m512 a[T][kTileRows];
     for (int j = 0; j < T; j++)
-        for (int r = 0; r < kTileRows; r++) a[j][r] = first ? _mm512_setzero_ps() : _mm512_load_ps(acc[j][r]);
+        for (int r = 0; r < kTileRows; r++) a[j][r] = _mm512_load_ps(acc[j][r]);
     int kk = 0;
     for (; kk + 16 <= len; kk += 16) {
         __m512 wv[kTileRows];
@@ -225,10 +224,10 @@ inline __m256 chains_added(const float* a) { return _mm256_add_ps(_mm256_load_ps
 #else
 template <int T>
 inline void float_tile(const float* x, size_t x_stride, const float* const (&w)[kTileRows], int len,
-                       float (*acc)[kTileRows][kAccLanes], bool first) {
+                       float (*acc)[kTileRows][kAccLanes]) {
     __m256 a[T][kTileRows];
     for (int j = 0; j < T; j++)
-        for (int r = 0; r < kTileRows; r++) a[j][r] = first ? _mm256_setzero_ps() : _mm256_load_ps(acc[j][r]);
+        for (int r = 0; r < kTileRows; r++) a[j][r] = _mm256_load_ps(acc[j][r]);
     for (int kk = 0; kk < len; kk += 8) {
         __m256 wv[kTileRows];
         for (int r = 0; r < kTileRows; r++) wv[r] = _mm256_loadu_ps(w[r] + kk);
@@ -302,7 +301,7 @@ void float_tile_rows(const MatmulParams& p, const uint8_t* W, const float* x, fl
         const float* xb = x + (size_t)t0 * p.x_stride;
         for (int n = n0; n < n1; n += kTileRows) {
             const int rows = std::min(kTileRows, n1 - n);
-            if (K8 == 0) std::memset(acc, 0, sizeof(acc[0]) * (size_t)m);  // no chunk to start them
+            std::memset(acc, 0, sizeof(acc[0]) * (size_t)m);
             for (int k0 = 0; k0 < K8; k0 += kTileK) {
                 const int len = std::min(kTileK, K8 - k0);
                 const float* w[kTileRows];  // F32 rows read in place, others decoded (missing rows: zeros)
@@ -313,13 +312,11 @@ void float_tile_rows(const MatmulParams& p, const uint8_t* W, const float* x, fl
                     else F::dec(W + ((size_t)(n + r) * K + k0) * F::ES, wbuf[r], len);
                 }
                 const float* xk = xb + k0;
-                const bool first = k0 == 0;
                 int t = 0;
                 for (; t + kTileTokens <= m; t += kTileTokens)
-                    float_tile<kTileTokens>(xk + (size_t)t * p.x_stride, p.x_stride, w, len, acc + t, first);
-                for (; t + 2 <= m; t += 2)
-                    float_tile<2>(xk + (size_t)t * p.x_stride, p.x_stride, w, len, acc + t, first);
-                for (; t < m; t++) float_tile<1>(xk + (size_t)t * p.x_stride, p.x_stride, w, len, acc + t, first);
+                    float_tile<kTileTokens>(xk + (size_t)t * p.x_stride, p.x_stride, w, len, acc + t);
+                for (; t + 2 <= m; t += 2) float_tile<2>(xk + (size_t)t * p.x_stride, p.x_stride, w, len, acc + t);
+                for (; t < m; t++) float_tile<1>(xk + (size_t)t * p.x_stride, p.x_stride, w, len, acc + t);
             }
             for (int t = 0; t < m; t++)
                 for (int r = 0; r < kTileRows; r++)
