@@ -38,6 +38,7 @@ SETTINGS = [
     "gqa_min_span=0",                          # grouped-query decode attention for every cache
     "fused_batch=0",                           # batch tables with the plain kernels (16 launches a layer)
     "moe_tensor_cores=0",                      # prefill's expert matmuls on the float kernels
+    "moe_tile_rows=32",                        # prefill's expert tiles of 32 routed rows
     "moe_int8_decode=0",                       # a decode token's expert matmuls on float activations
     "prefill_async=0",                         # prefill attention tiles through registers, one at a time
     "prefill_splits=3",                        # prefill attention's keys in 3 splits, most of them empty here

@@ -128,10 +128,12 @@ def expert_products(ref, ids, xs, bias):
 
 
 # (tokens, experts, used, N, K, weighted): tiles of 32 and of 64 routed rows,
-# windows of listed rows (4096 entries) and of the weighted sum's scratch
-# (16 MiB: 128 tokens of 8 x 4096 products)
+# windows of listed rows (4096 entries), column windows of the weighted sum's
+# scratch (16 MiB: 1024 columns of a window of 512 tokens x 8 slots), and
+# windows cut by the lists' room (4 MiB: 127 tokens when 1024 experts take 8)
 TC_SHAPES = [(70, 16, 4, 384, 1024, 0), (70, 16, 4, 384, 1024, 1), (1100, 16, 4, 96, 256, 0),
-             (1100, 16, 4, 96, 256, 1), (300, 16, 8, 4096, 256, 1)]
+             (1100, 16, 4, 96, 256, 1), (300, 16, 8, 4096, 256, 1), (200, 1024, 8, 32, 256, 0),
+             (200, 1024, 8, 32, 256, 1)]
 
 
 @pytest.mark.parametrize("qtype", TENSOR_CORE_EXPERTS, ids=lambda t: t.name)
