@@ -62,7 +62,7 @@ def check(y, w, x, bias, qtype):
 
 
 @pytest.mark.parametrize("qtype", FORMATS, ids=lambda t: t.name)
-@pytest.mark.parametrize("m", [1, 2, 4, 5, 64, 300])
+@pytest.mark.parametrize("m", [1, 2, 4, 5, 8, 9, 64, 300])
 def test_matches_numpy_at_real_shapes(qtype, m):
     for n, k in shapes(qtype):
         rng = rng_for("ref", qtype, m, n, k)
@@ -76,8 +76,9 @@ def test_matches_numpy_at_real_shapes(qtype, m):
 def test_decode_equals_rows_of_prefill_any_threads(qtype):
     """Speculative verification and batch invariance rest on this: a token's
     row is the same bits whether it runs alone (GEMV), among 2-4 (the GEMV
-    over a few tokens), among 13 or 64 (the tiles) or in a 300-token pass (a
-    pass of 256 and one of 44)."""
+    over a few tokens), among 5-8 (that GEMV for K-quants, the tiles for the
+    others), among 13 or 64 (the tiles) or in a 300-token pass (a pass of 256
+    and one of 44)."""
     n, k = shapes(qtype)[3]
     rng = rng_for("invariance", qtype)
     raw, _ = random_matrix(qtype, n, k, rng)
@@ -86,7 +87,7 @@ def test_decode_equals_rows_of_prefill_any_threads(qtype):
     full = run(qtype, raw, x, n, k, bias, n_threads=2)
     np.testing.assert_array_equal(run(qtype, raw, x[:13], n, k, bias, n_threads=3), full[:13])
     np.testing.assert_array_equal(run(qtype, raw, x[200:264], n, k, bias, n_threads=2), full[200:264])
-    for t0, m in ((0, 2), (20, 3), (60, 4)):
+    for t0, m in ((0, 2), (20, 3), (60, 4), (100, 5), (130, 8)):
         np.testing.assert_array_equal(run(qtype, raw, x[t0:t0 + m], n, k, bias, n_threads=2), full[t0:t0 + m])
     for t in (0, 12, 63, 255, 256, 299):
         np.testing.assert_array_equal(run(qtype, raw, x[t:t + 1], n, k, bias, n_threads=1)[0], full[t])

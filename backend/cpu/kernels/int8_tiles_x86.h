@@ -583,7 +583,7 @@ inline void prefetch_ahead(const uint8_t* p) {
     _mm_prefetch((const char*)((uintptr_t)p + kPrefetchAhead), _MM_HINT_T1);  // (may pass the matrix's end)
 }
 
-// A few tokens (T, up to kGemvTokens: batched decode, short verification
+// A few tokens (T, up to kGemvTokens32 / kGemvTokensK: batched decode, short verification
 // passes) take the same path: each row's weights unpacked once and dotted
 // with every token's activations, the dot vectors of a chunk kept per token
 // (the chunk shrinks with T to keep them in L1). Below the tiles' token
@@ -591,8 +591,13 @@ inline void prefetch_ahead(const uint8_t* p) {
 // interleaving is most of a pass's cost there) and fill their register tile
 // with copies of the last one. Gemma 3 270M Q4_K_M, batched decode steps on
 // 2 threads (AMD EPYC VM, AVX-512 VNNI): 2 rows 33-42 -> 16-18 ms, 4 rows
-// 36-43 -> 26-33 ms; at 6 rows the two paths are even, at 8 the tiles win.
-constexpr int kGemvTokens = 4;
+// 36-43 -> 26-33 ms. Up to 8 tokens the K-quant GEMV still beats the tiles
+// on matrices streamed from DRAM, where the tiles' 8 rows in lockstep keep
+// too few misses in flight (2 threads, AMD EPYC VM: Q6_K 151936 x 1024 at 8
+// tokens 27.0 -> 10.0 ms, Q4_K 13.9 -> 10.0); the Q4_0 / Q8_0 tiles, which
+// unpack less a byte, keep their pace there (Q4_0 14.3 vs 15.9 ms, Q8_0
+// 14.6 vs 16.9 ms through the GEMV) and win in cache, so they take over at 5.
+constexpr int kGemvTokens32 = 4, kGemvTokensK = 8;
 
 template <class F, int T>
 void q32_gemv(const Pass& p, int g0, int g1) {
@@ -696,28 +701,26 @@ void k_gemv(const Pass& p, int g0, int g1) {
     }
 }
 
-// Passes of up to kGemvTokens tokens: the GEMV for their count.
-template <template <class, int> class Gemv, class F>
+// Passes of T..kMaxT tokens: the GEMV for their count.
+template <template <class, int> class Gemv, class F, int T, int kMaxT>
 void few_tokens(const Pass& p, int g0, int g1) {
-    switch (p.m) {
-        case 1: return Gemv<F, 1>::run(p, g0, g1);
-        case 2: return Gemv<F, 2>::run(p, g0, g1);
-        case 3: return Gemv<F, 3>::run(p, g0, g1);
-        default: return Gemv<F, 4>::run(p, g0, g1);
+    if constexpr (T < kMaxT) {
+        if (p.m > T) return few_tokens<Gemv, F, T + 1, kMaxT>(p, g0, g1);
     }
+    Gemv<F, T>::run(p, g0, g1);
 }
 template <class F, int T> struct Q32Gemv { static void run(const Pass& p, int g0, int g1) { q32_gemv<F, T>(p, g0, g1); } };
 template <class F, int T> struct KGemv { static void run(const Pass& p, int g0, int g1) { k_gemv<F, T>(p, g0, g1); } };
 
 template <class F>
 void q32_matmul(const Pass& p, int g0, int g1) {
-    if (p.m <= kGemvTokens) few_tokens<Q32Gemv, F>(p, g0, g1);
+    if (p.m <= kGemvTokens32) few_tokens<Q32Gemv, F, 1, kGemvTokens32>(p, g0, g1);
     else q32_groups<F>(p, g0, g1);
 }
 
 template <class F>
 void k_matmul(const Pass& p, int g0, int g1) {
-    if (p.m <= kGemvTokens) few_tokens<KGemv, F>(p, g0, g1);
+    if (p.m <= kGemvTokensK) few_tokens<KGemv, F, 1, kGemvTokensK>(p, g0, g1);
     else k_groups<F>(p, g0, g1);
 }
 
