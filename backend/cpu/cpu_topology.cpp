@@ -1,8 +1,9 @@
 #include "cpu_topology.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <set>
 #include <thread>
 #include <utility>
@@ -18,9 +19,24 @@ namespace akunu {
 
 namespace {
 
+// A sysfs file's leading decimal number, read with C stdio: this runs in
+// every process that makes a CPU device, and a Python 3.12 process on an
+// H200 host (akunu built there by GCC 13.3) crashed in this function when it
+// read these files through std::ifstream >> long, whose formatted input goes
+// through the C++ locale machinery.
 bool read_int(const std::string& path, long& value) {
-    std::ifstream f(path);
-    return static_cast<bool>(f >> value);
+    std::FILE* f = std::fopen(path.c_str(), "r");
+    if (!f) return false;
+    char text[32] = {};
+    const size_t n = std::fread(text, 1, sizeof(text) - 1, f);
+    std::fclose(f);
+    text[n] = '\0';
+    char* end = nullptr;
+    errno = 0;
+    const long v = std::strtol(text, &end, 10);
+    if (end == text || errno != 0) return false;
+    value = v;
+    return true;
 }
 
 int logical_cpus() {
