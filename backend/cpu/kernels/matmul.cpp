@@ -429,12 +429,14 @@ void mlx_matmul(const MatmulParams& p, const uint8_t* W, const float* x, float* 
     });
 }
 
-// The whole pass in one call (kernels that block tokens themselves).
+#if defined(__AVX2__) && defined(__FMA__)
+// The whole pass in one call (the float tiles, which block tokens themselves).
 void run_matmul_whole(const CpuArgs& a, MatmulFn fn) {
     const MatmulParams p = a.p<MatmulParams>();
     fn(p, a.buf[0], a.b<float>(1) + (size_t)p.row0 * p.x_stride, a.b<float>(2), p.has_bias ? a.b<float>(3) : nullptr,
        a.pool);
 }
+#endif
 
 // Passes longer than `slice` tokens (encoder sequences, long prompt passes)
 // run as slices of it.
