@@ -24,6 +24,10 @@ __device__ inline double block_sum(double v, double* partial) {
 __device__ inline float rms_scale(const float* x, uint32_t K, float eps) {
     __shared__ double partial[32];
     double ss = 0;
+    // Unrolled, a thread's loads go out together instead of one round trip
+    // each (a decode row of 2048-2880 values is 8-12 of them a thread); the
+    // sums keep their order.
+#pragma unroll 4
     for (uint32_t i = threadIdx.x; i < K; i += blockDim.x) ss += (double)x[i] * x[i];
     ss = block_sum(ss, partial);
     return 1.0f / sqrtf((float)(ss / K) + eps);

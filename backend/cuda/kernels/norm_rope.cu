@@ -11,7 +11,7 @@
 namespace akunu {
 namespace {
 
-// One block per row; the sum of squares in double, as the CPU twin.
+// One block per row; the sum of squares in double (rms_scale), as the CPU twin.
 __global__ void rmsnorm_kernel(NormParams p, const float* x, const float* w, float* y) {
     pdl_wait();
     pdl_launch_dependents();
@@ -19,12 +19,24 @@ __global__ void rmsnorm_kernel(NormParams p, const float* x, const float* w, flo
     const uint32_t t = row / p.rows_per_token, r = row % p.rows_per_token;
     const float* xr = x + (size_t)t * p.x_stride + (size_t)r * p.dim;
     float* yr = y + (size_t)t * p.y_stride + (size_t)r * p.dim;
-    __shared__ double partial[32];
-    double ss = 0;
-    for (uint32_t i = threadIdx.x; i < p.dim; i += blockDim.x) ss += (double)xr[i] * xr[i];
-    ss = block_sum(ss, partial);
-    const float scale = 1.0f / sqrtf((float)(ss / p.dim) + p.eps);
-    for (uint32_t i = threadIdx.x; i < p.dim; i += blockDim.x) yr[i] = xr[i] * scale * (w[i] + p.weight_offset);
+    const float scale = rms_scale(xr, p.dim, p.eps);
+    // Four values a thread loaded before any is stored (y may be x: each
+    // value is read and written by the same thread).
+    constexpr uint32_t kAtOnce = 4;
+    for (uint32_t i0 = threadIdx.x; i0 < p.dim; i0 += kAtOnce * blockDim.x) {
+        float v[kAtOnce], g[kAtOnce];
+#pragma unroll
+        for (uint32_t k = 0; k < kAtOnce; k++) {
+            const uint32_t i = i0 + k * blockDim.x;
+            v[k] = i < p.dim ? xr[i] : 0.0f;
+            g[k] = i < p.dim ? w[i] : 0.0f;
+        }
+#pragma unroll
+        for (uint32_t k = 0; k < kAtOnce; k++) {
+            const uint32_t i = i0 + k * blockDim.x;
+            if (i < p.dim) yr[i] = v[k] * scale * (g[k] + p.weight_offset);
+        }
+    }
 }
 
 void launch_rmsnorm(const CudaArgs& a) {
