@@ -139,17 +139,43 @@ inline void chunk_keys(const ItemRows& it, uint32_t ci, uint32_t& a, uint32_t& b
     b = std::min(c0 + kKeyChunk - 1, it.kmax);
 }
 
-// Chunk ci's scores of every row (K rows converted once for all), each row's
-// maximum over its keys in the chunk and the sum of their exponentials, the
-// exponentials left in place of the scores. rows: kKeyChunk x hd scratch,
-// dots: kKeyChunk x kMaxRows.
+// Whether the item reads this cache's rows in place (F16 through F16C, heads
+// of whole 16-value vectors) rather than converting them to floats first.
+inline bool rows_in_place(uint32_t type, uint32_t hd) {
+    return attention_math::kHaveHalfRows && type == kKvF16 && hd % 16 == 0;
+}
+
+// Chunk keys [a, b] of the item's KV head from one cache, as the dots and
+// weighted sums read them: each key's F16 head slice in place (ptrs: kKeyChunk
+// pointers), or float rows converted into `rows`; passed on to use(rows).
+template <class KeyRow, class Use>
+void with_chunk_rows(const uint8_t* cache, uint32_t type, uint32_t kv_dim, const ItemRows& it, uint32_t a, uint32_t b,
+                     KeyRow key_row, float* rows, const uint16_t** ptrs, Use use) {
+    if constexpr (attention_math::kHaveHalfRows) {
+        if (rows_in_place(type, it.hd)) {
+            const size_t row_bytes = kv_row_bytes(type, kv_dim);
+            for (uint32_t j = a; j <= b; j++)
+                ptrs[j - a] = reinterpret_cast<const uint16_t*>(cache + (size_t)key_row(j) * row_bytes) + it.koff;
+            use(attention_math::HalfRows{ptrs});
+            return;
+        }
+    }
+    convert_rows(cache, type, kv_dim, it, a, b, key_row, rows);
+    use(attention_math::FloatRows{rows, it.hd});
+}
+
+// Chunk ci's scores of every row (K rows converted once for all, or read in
+// place), each row's maximum over its keys in the chunk and the sum of their
+// exponentials, the exponentials left in place of the scores. rows:
+// kKeyChunk x hd scratch, dots: kKeyChunk x kMaxRows.
 template <class KeyRow>
 void chunk_scores(const ItemRows& it, uint32_t ci, attention_math::Score score, const CacheRows& cache, KeyRow key_row, float* rows,
                   float* dots) {
     uint32_t a, b;
     chunk_keys(it, ci, a, b);
-    convert_rows(cache.k, cache.k_type, cache.kv_dim, it, a, b, key_row, rows);
-    attention_math::block_dots(it.q, it.nq, rows, b - a + 1, it.hd, dots);
+    const uint16_t* ptrs[kKeyChunk];
+    with_chunk_rows(cache.k, cache.k_type, cache.kv_dim, it, a, b, key_row, rows, ptrs,
+                    [&](const auto& keys) { attention_math::block_dots(it.q, it.nq, keys, b - a + 1, it.hd, dots); });
     const uint32_t base = it.c_first * kKeyChunk;
     for (uint32_t r = 0; r < it.nq; r++) {
         float* sc = it.scores + r * it.stride();
@@ -178,48 +204,57 @@ void row_factors(const ItemRows& it, uint32_t r) {
         m[c] = m[c] == -INFINITY ? 0.0f : (float)(std::exp((double)m[c] - mx) / sum);
 }
 
+// Rows r0... (nr of them) of a chunk's share: row i's weights w[i] over its
+// keys [j0[i], j1[i]) relative to the chunk's first key, into out[i]. The keys
+// all of them share [cj0, cj1) run together (one V load for every row), a
+// row's own keys before and after them alone, so each row still adds its
+// keys in ascending order.
+template <class Rows>
+void weigh_rows(const Rows& vals, uint32_t nr, const float* const w[4], const uint32_t j0[4], const uint32_t j1[4],
+                uint32_t cj0, uint32_t cj1, uint32_t hd, float* const out[4]) {
+    using attention_math::weighted_rows;
+    const uint32_t together = !attention_math::kHaveRowsN || cj0 >= cj1 || hd % 16 ? 0 : nr >= 4 ? 4 : nr >= 2 ? 2 : 0;
+    for (uint32_t i = 0; i < together; i++) weighted_rows(w[i], vals, j0[i], cj0, hd, out[i]);
+    if (together == 4) attention_math::weighted_rows_n<4>(w, vals, cj0, cj1, hd, out);
+    if (together == 2) attention_math::weighted_rows_n<2>(w, vals, cj0, cj1, hd, out);
+    for (uint32_t i = 0; i < together; i++) weighted_rows(w[i], vals, cj1, j1[i], hd, out[i]);
+    for (uint32_t i = together; i < nr; i++) weighted_rows(w[i], vals, j0[i], j1[i], hd, out[i]);
+}
+
 // Chunk ci's share of every row's output, summed from zero into part (nq x
-// hd): weights rounded to F16, V rows converted once for all. wts:
-// 4 x kKeyChunk scratch.
+// hd): weights rounded to F16, V rows converted once for all (or read in
+// place). wts: 4 x kKeyChunk scratch.
 template <class KeyRow>
 void chunk_values(const ItemRows& it, uint32_t ci, const CacheRows& cache, KeyRow key_row, float* rows, float* wts,
                   float* part) {
-    using attention_math::weighted_rows;
     uint32_t a, b;
     chunk_keys(it, ci, a, b);
-    convert_rows(cache.v, cache.v_type, cache.kv_dim, it, a, b, key_row, rows);
     std::fill(part, part + (size_t)it.nq * it.hd, 0.0f);
     const uint32_t base = it.c_first * kKeyChunk, hd = it.hd;
-    // Rows in fours: each row's weights in its own slice of wts; keys the four
-    // share run together, a row's own keys before and after them alone, so
-    // each row still adds its keys in ascending order.
-    for (uint32_t r0 = 0; r0 < it.nq; r0 += 4) {
-        const uint32_t nr = std::min<uint32_t>(4, it.nq - r0);
-        uint32_t j0[4], j1[4], cj0 = 0, cj1 = UINT32_MAX;  // [j0, j1) relative to a; common [cj0, cj1)
-        const float* w[4];
-        float* out[4];
-        for (uint32_t i = 0; i < nr; i++) {
-            const uint32_t r = r0 + i;
-            const float* sc = it.scores + r * it.stride();
-            const float f = it.cmax[(size_t)r * it.n_chunks + ci];
-            const uint32_t ra = std::max(a, it.lo[r]), rb = std::min(b, it.last[r]);
-            float* wr = wts + (size_t)i * kKeyChunk;
-            if (ra <= rb) attention_math::f16_weights(sc + (ra - base), f, rb + 1 - ra, wr + (ra - a));
-            j0[i] = ra - a;
-            j1[i] = ra > rb ? ra - a : rb - a + 1;
-            w[i] = wr;
-            out[i] = part + (size_t)r * hd;
-            cj0 = std::max(cj0, j0[i]);
-            cj1 = std::min(cj1, j1[i]);
+    const uint16_t* ptrs[kKeyChunk];
+    with_chunk_rows(cache.v, cache.v_type, cache.kv_dim, it, a, b, key_row, rows, ptrs, [&](const auto& vals) {
+        for (uint32_t r0 = 0; r0 < it.nq; r0 += 4) {  // rows in fours, each row's weights in its own slice of wts
+            const uint32_t nr = std::min<uint32_t>(4, it.nq - r0);
+            uint32_t j0[4], j1[4], cj0 = 0, cj1 = UINT32_MAX;  // [j0, j1) relative to a; common [cj0, cj1)
+            const float* w[4];
+            float* out[4];
+            for (uint32_t i = 0; i < nr; i++) {
+                const uint32_t r = r0 + i;
+                const float* sc = it.scores + r * it.stride();
+                const float f = it.cmax[(size_t)r * it.n_chunks + ci];
+                const uint32_t ra = std::max(a, it.lo[r]), rb = std::min(b, it.last[r]);
+                float* wr = wts + (size_t)i * kKeyChunk;
+                if (ra <= rb) attention_math::f16_weights(sc + (ra - base), f, rb + 1 - ra, wr + (ra - a));
+                j0[i] = ra - a;
+                j1[i] = ra > rb ? ra - a : rb - a + 1;
+                w[i] = wr;
+                out[i] = part + (size_t)r * hd;
+                cj0 = std::max(cj0, j0[i]);
+                cj1 = std::min(cj1, j1[i]);
+            }
+            weigh_rows(vals, nr, w, j0, j1, cj0, cj1, hd, out);
         }
-        if (attention_math::kHaveRows4 && nr == 4 && cj0 < cj1 && hd % 16 == 0) {
-            for (uint32_t i = 0; i < 4; i++) weighted_rows(w[i], rows, j0[i], cj0, hd, out[i]);
-            attention_math::weighted_rows4(w, rows, cj0, cj1, hd, out);
-            for (uint32_t i = 0; i < 4; i++) weighted_rows(w[i], rows, cj1, j1[i], hd, out[i]);
-            continue;
-        }
-        for (uint32_t i = 0; i < nr; i++) weighted_rows(w[i], rows, j0[i], j1[i], hd, out[i]);
-    }
+    });
 }
 
 template <class T>

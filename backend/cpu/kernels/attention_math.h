@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 #if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 #endif
@@ -21,6 +22,23 @@ namespace attention_math {
 // Keys per chunk: the unit of K / V conversion, of the dots' output rows and
 // of the chunked softmax (attention.cpp).
 constexpr uint32_t kKeyChunk = 256;
+
+// Where the dots and the weighted sums read key / value rows: float rows
+// converted from the cache (FloatRows), or an F16 cache's rows in place
+// (HalfRows: one pointer a key, each value widened as it is loaded). F16 to
+// float is exact, so both give the same bits; in place skips writing and
+// reading back 128 KiB of floats a 256-key chunk of 128-value heads.
+struct FloatRows {
+    const float* base;
+    uint32_t hd;
+    const float* row(uint32_t j) const { return base + (size_t)j * hd; }
+};
+struct HalfRows {
+    const uint16_t* const* rows;
+    const uint16_t* row(uint32_t j) const { return rows[j]; }
+};
+inline float load1(const float* p) { return *p; }
+inline float load1(const uint16_t* p) { return f16_to_f32(*p); }
 
 #if defined(__AVX2__) && defined(__FMA__)
 // dot_f32's reduction of its 8 lane sums, on a register.
@@ -42,19 +60,24 @@ inline __m256 reduce8_like_dot_f32(const __m256 a[8]) {
 
 using simd8::in_register;
 
+inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
+#if defined(__F16C__)
+inline __m256 load8(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+#endif
+
 // R queries x C keys (from key j) of 8-lane FMA accumulators in registers;
 // keys past n repeat the last one and are not stored.
-template <int R, int C>
-inline void dot_tile(const float* const* qs, const float* rows, uint32_t j, uint32_t n, uint32_t hd, float* const* out) {
-    const float* ks[C];
-    for (int c = 0; c < C; c++) ks[c] = rows + (size_t)std::min<uint32_t>(j + c, n - 1) * hd;
+template <int R, int C, class Rows>
+inline void dot_tile(const float* const* qs, const Rows& rows, uint32_t j, uint32_t n, uint32_t hd, float* const* out) {
+    decltype(rows.row(0)) ks[C];
+    for (int c = 0; c < C; c++) ks[c] = rows.row(std::min<uint32_t>(j + c, n - 1));
     __m256 a[R][C];
     for (int r = 0; r < R; r++)
         for (int c = 0; c < C; c++) a[r][c] = _mm256_setzero_ps();
     for (uint32_t d = 0; d < hd; d += 8) {
         __m256 kv[C];
         for (int c = 0; c < C; c++) {
-            kv[c] = _mm256_loadu_ps(ks[c] + d);
+            kv[c] = load8(ks[c] + d);
             in_register(kv[c]);
         }
         for (int r = 0; r < R; r++) {
@@ -185,15 +208,17 @@ inline double exp_and_sum(float* v, uint32_t lo, uint32_t hi, float mx) {
 #endif
 }
 
-// dots[i][j] = q_i . row_j for nq queries and n key rows (converted to float),
-// each equal to dot_f32(q_i, row_j): with AVX2, register tiles of 4 queries x
-// 2 keys (1 x 4 for the last queries, decode's single one included).
+// dots[i][j] = q_i . row_j for nq queries and n key rows, each equal to
+// dot_f32(q_i, row_j) of the row as floats: with AVX2, register tiles of 4
+// queries x 2 keys, 2 x 4 for a pair left over (a GQA group of two), 1 x 4
+// for a last single query (decode's without GQA).
 #if defined(__AVX512VL__)
 constexpr uint32_t kDotKeys = 4;  // 16 accumulators of the 32 vector registers
 #else
 constexpr uint32_t kDotKeys = 2;
 #endif
-inline void block_dots(const float* q, uint32_t nq, const float* rows, uint32_t n, uint32_t hd, float* dots) {
+template <class Rows>
+inline void block_dots(const float* q, uint32_t nq, const Rows& rows, uint32_t n, uint32_t hd, float* dots) {
 #if defined(__AVX2__) && defined(__FMA__)
     if (hd % 8 == 0) {
         uint32_t i = 0;
@@ -206,6 +231,12 @@ inline void block_dots(const float* q, uint32_t nq, const float* rows, uint32_t 
             }
             for (uint32_t j = 0; j < n; j += kDotKeys) dot_tile<4, kDotKeys>(qs, rows, j, n, hd, out);
         }
+        if (i + 2 <= nq) {
+            const float* qs[2] = {q + (size_t)i * hd, q + (size_t)(i + 1) * hd};
+            float* out[2] = {dots + (size_t)i * kKeyChunk, dots + (size_t)(i + 1) * kKeyChunk};
+            for (uint32_t j = 0; j < n; j += 4) dot_tile<2, 4>(qs, rows, j, n, hd, out);
+            i += 2;
+        }
         for (; i < nq; i++) {
             const float* qs[1] = {q + (size_t)i * hd};
             float* out[1] = {dots + (size_t)i * kKeyChunk};
@@ -215,13 +246,28 @@ inline void block_dots(const float* q, uint32_t nq, const float* rows, uint32_t 
     }
 #endif
     for (uint32_t i = 0; i < nq; i++)
-        for (uint32_t j = 0; j < n; j++)
-            dots[(size_t)i * kKeyChunk + j] = dot_f32(q + (size_t)i * hd, rows + (size_t)j * hd, (int)hd);
+        for (uint32_t j = 0; j < n; j++) {
+            float* d = dots + (size_t)i * kKeyChunk + j;
+            if constexpr (std::is_same_v<Rows, FloatRows>) {
+                *d = dot_f32(q + (size_t)i * hd, rows.row(j), (int)hd);
+            } else {  // dot_f32's arithmetic on the widened values
+                const float* qi = q + (size_t)i * hd;
+                const auto* r = rows.row(j);
+                float l[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+                uint32_t e = 0;
+                for (; e + 8 <= hd; e += 8)
+                    for (int k = 0; k < 8; k++) l[k] += qi[e + k] * load1(r + e + k);
+                float t = ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+                for (; e < hd; e++) t += qi[e] * load1(r + e);
+                *d = t;
+            }
+        }
 }
 
 // acc[d] += w_j * rows[j][d] over keys j in [j0, j1) in order (weights[j]
 // already rounded): with AVX2 the accumulators stay in registers, 64 lanes at a time.
-inline void weighted_rows(const float* weights, const float* rows, uint32_t j0, uint32_t j1, uint32_t hd, float* acc) {
+template <class Rows>
+inline void weighted_rows(const float* weights, const Rows& rows, uint32_t j0, uint32_t j1, uint32_t hd, float* acc) {
 #if defined(__AVX2__) && defined(__FMA__)
     if (hd % 8 == 0) {
         for (uint32_t d0 = 0; d0 < hd; d0 += 64) {
@@ -230,8 +276,8 @@ inline void weighted_rows(const float* weights, const float* rows, uint32_t j0, 
             for (uint32_t b = 0; b < nb; b++) a[b] = _mm256_loadu_ps(acc + d0 + 8 * b);
             for (uint32_t j = j0; j < j1; j++) {
                 const __m256 w = _mm256_set1_ps(weights[j]);
-                const float* v = rows + (size_t)j * hd + d0;
-                for (uint32_t b = 0; b < nb; b++) a[b] = _mm256_fmadd_ps(w, _mm256_loadu_ps(v + 8 * b), a[b]);
+                const auto* v = rows.row(j) + d0;
+                for (uint32_t b = 0; b < nb; b++) a[b] = _mm256_fmadd_ps(w, load8(v + 8 * b), a[b]);
             }
             for (uint32_t b = 0; b < nb; b++) _mm256_storeu_ps(acc + d0 + 8 * b, a[b]);
         }
@@ -239,47 +285,58 @@ inline void weighted_rows(const float* weights, const float* rows, uint32_t j0, 
     }
 #endif
     for (uint32_t j = j0; j < j1; j++)
-        for (uint32_t d = 0; d < hd; d++) acc[d] += weights[j] * rows[(size_t)j * hd + d];
+        for (uint32_t d = 0; d < hd; d++) acc[d] += weights[j] * load1(rows.row(j) + d);
 }
 
 #if defined(__AVX2__) && defined(__FMA__)
-constexpr bool kHaveRows4 = true;
-// weighted_rows for four rows over the same keys [j0, j1), hd in 16s: each V
-// load serves the four, and every (row, lane) sum takes the same FMAs in the
-// same key order as weighted_rows gives it.
-template <int B>  // 8-lane vectors of the head a pass takes
-inline void weighted_rows4_span(const float* const w[4], const float* rows, uint32_t j0, uint32_t j1, uint32_t hd,
-                                uint32_t d0, float* const acc[4]) {
-    __m256 a[4][B];
-    for (int r = 0; r < 4; r++)
+constexpr bool kHaveRowsN = true;
+// weighted_rows for N rows (2 or 4) over the same keys [j0, j1), hd in 16s:
+// each V load serves the N, and every (row, lane) sum takes the same FMAs in
+// the same key order as weighted_rows gives it.
+template <int N, int B, class Rows>  // B: 8-lane vectors of the head a pass takes
+inline void weighted_rows_span(const float* const w[], const Rows& rows, uint32_t j0, uint32_t j1, uint32_t d0,
+                               float* const acc[]) {
+    __m256 a[N][B];
+    for (int r = 0; r < N; r++)
         for (int b = 0; b < B; b++) a[r][b] = _mm256_loadu_ps(acc[r] + d0 + 8 * b);
     for (uint32_t j = j0; j < j1; j++) {
-        const float* v = rows + (size_t)j * hd + d0;
+        const auto* v = rows.row(j) + d0;
         __m256 vb[B];
         for (int b = 0; b < B; b++) {
-            vb[b] = _mm256_loadu_ps(v + 8 * b);
+            vb[b] = load8(v + 8 * b);
             in_register(vb[b]);
         }
-        for (int r = 0; r < 4; r++) {
+        for (int r = 0; r < N; r++) {
             const __m256 wr = _mm256_set1_ps(w[r][j]);
             for (int b = 0; b < B; b++) a[r][b] = _mm256_fmadd_ps(wr, vb[b], a[r][b]);
         }
     }
-    for (int r = 0; r < 4; r++)
+    for (int r = 0; r < N; r++)
         for (int b = 0; b < B; b++) _mm256_storeu_ps(acc[r] + d0 + 8 * b, a[r][b]);
 }
 
-inline void weighted_rows4(const float* const w[4], const float* rows, uint32_t j0, uint32_t j1, uint32_t hd,
-                    float* const acc[4]) {
+template <int N, class Rows>
+inline void weighted_rows_n(const float* const w[], const Rows& rows, uint32_t j0, uint32_t j1, uint32_t hd,
+                            float* const acc[]) {
+    static_assert(N == 2 || N == 4, "two or four rows");
     uint32_t d0 = 0;
 #if defined(__AVX512VL__)
-    for (; d0 + 32 <= hd; d0 += 32) weighted_rows4_span<4>(w, rows, j0, j1, hd, d0, acc);  // 16 accumulators
+    for (; N == 4 && d0 + 32 <= hd; d0 += 32) weighted_rows_span<N, 4>(w, rows, j0, j1, d0, acc);  // 16 accumulators
 #endif
-    for (; d0 < hd; d0 += 16) weighted_rows4_span<2>(w, rows, j0, j1, hd, d0, acc);
+    for (; N == 2 && d0 + 32 <= hd; d0 += 32) weighted_rows_span<N, 4>(w, rows, j0, j1, d0, acc);  // 8 of them
+    for (; d0 < hd; d0 += 16) weighted_rows_span<N, 2>(w, rows, j0, j1, d0, acc);
 }
 #else
-constexpr bool kHaveRows4 = false;
-inline void weighted_rows4(const float* const*, const float*, uint32_t, uint32_t, uint32_t, float* const*) {}
+constexpr bool kHaveRowsN = false;
+template <int N, class Rows>
+inline void weighted_rows_n(const float* const*, const Rows&, uint32_t, uint32_t, uint32_t, float* const*) {}
+#endif
+
+// F16 rows read in place (HalfRows) where F16C widens them 8 at a time.
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+constexpr bool kHaveHalfRows = true;
+#else
+constexpr bool kHaveHalfRows = false;
 #endif
 
 }  // namespace attention_math
