@@ -65,12 +65,26 @@ inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
 inline __m256 load8(const uint16_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 #endif
 
+// Rows read in place are a few cache lines each, a whole cache row (every KV
+// head) apart: a stride the hardware prefetchers do not follow far enough, so
+// the dots ask for the key rows some keys ahead (Gemma 3 270M's global layer
+// at depth 32768, 2 threads: 2.3-2.7 ms before, 1.1-2.0 with; the same for
+// the V rows measured no better). Float rows were just written: nothing to ask for.
+inline void prefetch_row(const FloatRows&, uint32_t, uint32_t) {}
+inline void prefetch_row(const HalfRows& rows, uint32_t j, uint32_t hd) {
+    const char* p = reinterpret_cast<const char*>(rows.row(j));
+    for (uint32_t b = 0; b < hd * 2; b += 64) _mm_prefetch(p + b, _MM_HINT_T0);
+}
+constexpr uint32_t kPrefetchKeys = 16;  // how far ahead
+
 // R queries x C keys (from key j) of 8-lane FMA accumulators in registers;
 // keys past n repeat the last one and are not stored.
 template <int R, int C, class Rows>
 inline void dot_tile(const float* const* qs, const Rows& rows, uint32_t j, uint32_t n, uint32_t hd, float* const* out) {
     decltype(rows.row(0)) ks[C];
     for (int c = 0; c < C; c++) ks[c] = rows.row(std::min<uint32_t>(j + c, n - 1));
+    if (j + kPrefetchKeys + C <= n)
+        for (int c = 0; c < C; c++) prefetch_row(rows, j + kPrefetchKeys + c, hd);
     __m256 a[R][C];
     for (int r = 0; r < R; r++)
         for (int c = 0; c < C; c++) a[r][c] = _mm256_setzero_ps();
@@ -295,7 +309,7 @@ constexpr bool kHaveRowsN = true;
 // the same key order as weighted_rows gives it.
 template <int N, int B, class Rows>  // B: 8-lane vectors of the head a pass takes
 inline void weighted_rows_span(const float* const w[], const Rows& rows, uint32_t j0, uint32_t j1, uint32_t d0,
-                               float* const acc[]) {
+                               uint32_t hd, float* const acc[]) {
     __m256 a[N][B];
     for (int r = 0; r < N; r++)
         for (int b = 0; b < B; b++) a[r][b] = _mm256_loadu_ps(acc[r] + d0 + 8 * b);
@@ -321,10 +335,10 @@ inline void weighted_rows_n(const float* const w[], const Rows& rows, uint32_t j
     static_assert(N == 2 || N == 4, "two or four rows");
     uint32_t d0 = 0;
 #if defined(__AVX512VL__)
-    for (; N == 4 && d0 + 32 <= hd; d0 += 32) weighted_rows_span<N, 4>(w, rows, j0, j1, d0, acc);  // 16 accumulators
+    for (; N == 4 && d0 + 32 <= hd; d0 += 32) weighted_rows_span<N, 4>(w, rows, j0, j1, d0, hd, acc);  // 16 accumulators
 #endif
-    for (; N == 2 && d0 + 32 <= hd; d0 += 32) weighted_rows_span<N, 4>(w, rows, j0, j1, d0, acc);  // 8 of them
-    for (; d0 < hd; d0 += 16) weighted_rows_span<N, 2>(w, rows, j0, j1, d0, acc);
+    for (; N == 2 && d0 + 32 <= hd; d0 += 32) weighted_rows_span<N, 4>(w, rows, j0, j1, d0, hd, acc);  // 8 of them
+    for (; d0 < hd; d0 += 16) weighted_rows_span<N, 2>(w, rows, j0, j1, d0, hd, acc);
 }
 #else
 constexpr bool kHaveRowsN = false;
