@@ -115,19 +115,12 @@ __global__ void __launch_bounds__(kWarps * 32)
     __shared__ uint32_t order[kMoeMaxUsed];  // the held slots in ascending (expert id, slot) order
     __shared__ uint32_t n_held;
     const uint32_t warp = threadIdx.x / 32, lane = threadIdx.x % 32, n = blockIdx.x * kWarps + warp;
-    if (warp == 0) {  // each held slot's place: the held slots before it in that order
+    if (warp == 0) {  // the order, a lane a slot
         uint32_t held = 0;
         for (uint32_t j0 = 0; j0 < p.n_used; j0 += 32) {
             const uint32_t j = j0 + lane;
             const int32_t e = j < p.n_used ? held_expert(p, ids, j) : -1;
-            if (e >= 0) {
-                uint32_t place = 0;
-                for (uint32_t k = 0; k < p.n_used; k++) {
-                    const int32_t ek = held_expert(p, ids, k);
-                    place += ek >= 0 && (ek < e || (ek == e && k < j));
-                }
-                order[place] = j;
-            }
+            if (e >= 0) order[slot_place(ids, p.n_used, p.n_experts, (int32_t)p.first_expert, e, j)] = j;
             held += __popc(__ballot_sync(0xffffffffu, e >= 0));
         }
         if (lane == 0) n_held = held;

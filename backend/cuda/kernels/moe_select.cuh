@@ -96,6 +96,20 @@ __device__ inline void moe_route_token_warp(const MoeRouteParams& p, const float
         for (uint32_t j = 0; j < k; j++) w[j] *= p.weight_scale;
 }
 
+// Where slot j (of expert e within the tensor) stands among the route's held
+// slots in that same ascending (expert id, slot) order: the held slots before
+// it. One lane a slot finds a whole route's order at once.
+__device__ inline uint32_t slot_place(const int32_t* ids, uint32_t n_used, uint32_t n_experts, int32_t first,
+                                      int32_t e, uint32_t j) {
+    uint32_t place = 0;
+    for (uint32_t k = 0; k < n_used; k++) {
+        const int32_t ek = ids[k] - first;
+        const bool held = ek >= 0 && (uint32_t)ek < n_experts;
+        place += held && (ek < e || (ek == e && k < j));
+    }
+    return place;
+}
+
 // The slot of a token's route after (prev_e, prev_j) in ascending (expert
 // id, slot) order among the ids the tensor holds (ids: the token's route ids
 // less the tensor's first expert); false when none is left. Weighted sums
