@@ -271,6 +271,35 @@ def test_attention_paged_equals_contiguous(t_k, t_v):
     np.testing.assert_array_equal(paged, out)
 
 
+@pytest.mark.parametrize("H,KV,hd", [(16, 8, 128), (12, 4, 64), (6, 2, 128), (8, 8, 64), (12, 4, 72)])
+@pytest.mark.parametrize("n,past", [(1, 300), (17, 40)])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_attention_f16_rows_in_place_equal_converted(H, KV, hd, n, past, threads):
+    """(b) an F16 cache's rows read in place (F16C, heads of 16-value multiples)
+    against a BF16 cache converted to float rows first, holding the same
+    values (8 significant bits, inside both ranges): the same bits, for
+    GQA groups of 1, 2, 3 and 4, a decode token over two key chunks and a
+    prefill block, one and two threads (hd 72, not whole 16-value vectors,
+    takes the converted path both ways)."""
+    rng = rng_for(("in-place", H, KV, hd, n, past, threads))
+    max_ctx, kv_dim = past + n + 3, KV * hd
+    vals = [np.ldexp(rng.integers(-255, 256, (max_ctx, kv_dim)), rng.integers(-10, -5, (max_ctx, kv_dim)))
+            .astype(np.float32) for _ in range(2)]  # |mantissa| < 2^8: exact in F16 and BF16
+    f16 = [v.astype(np.float16).view(np.uint16).view(np.uint8).reshape(max_ctx, -1) for v in vals]
+    bf16 = [(v.view(np.uint32) >> 16).astype(np.uint16).view(np.uint8).reshape(max_ctx, -1) for v in vals]
+    assert all(np.array_equal(a.view(np.float16).astype(np.float32), v) for a, v in zip(f16, vals))
+    q = rng.standard_normal((n, H * hd)).astype(np.float32)
+    outs = []
+    for t, (kc, vc) in ((0, f16), (1, bf16)):
+        out = np.full((n, H * hd), np.nan, np.float32)
+        _testing.run_kernel("attention", [q, kc, vc, out],
+                            kp.attention(H, KV, hd, n, past, 0, H * hd, H * hd, 1 / np.sqrt(hd), max_ctx,
+                                         k_type=t, v_type=t), n_threads=threads)
+        outs.append(out)
+    assert np.isfinite(outs[0]).all()
+    np.testing.assert_array_equal(outs[0].view(np.uint32), outs[1].view(np.uint32))
+
+
 # -- (c) other backends ------------------------------------------------------------------------------
 
 # `device`: Metal (emulated unless AKUNU_METAL_DEVICE=metal) and CUDA, each skipped when absent
