@@ -121,6 +121,7 @@ def test_decode_steps_match_cpu(models, tuning, monkeypatch):
     ("paged_split_tiles=0", "bad value '0' for paged_split_tiles"),
     ("moe_tile_rows=48", "bad value '48' for moe_tile_rows"),
     ("moe_tile_rows=128", "bad value '128' for moe_tile_rows"),
+    ("moe_fuse_decode=yes", "bad value 'yes' for moe_fuse_decode"),
     ("q8_link=attention+norm", "bad value 'attention+norm' for q8_link"),
     ("batch_decode=wide", "bad value 'wide' for batch_decode (auto, rows, tc or gemv)"),
     ("prefill_gemm", "is not key=value"),

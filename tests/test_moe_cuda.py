@@ -279,6 +279,86 @@ def test_moe_matmul_decode_int8_matches_float64(qtype, shape, weighted):
     assert not np.array_equal(np.nan_to_num(y2), np.nan_to_num(y)), "the 8-bit path did not run"
 
 
+# A decode token's FFN as the decode table lays it out: (experts, slots, expert
+# rows, model width, gate / up format, down format, activation, biases).
+DECODE_FFNS = [
+    (128, 8, 768, 2048, T.Q4_K, T.Q6_K, "silu_gate", False),   # Qwen3-30B-A3B Q4_K_M
+    (32, 4, 2880, 2880, T.MXFP4, T.MXFP4, "swiglu_oai", True),  # gpt-oss-20b
+    (16, 2, 80, 512, T.Q8_0, T.F16, "gelu_gate", False),       # two slots; 80 rows: no 32-row rounding blocks
+]
+
+
+def decode_ffn_table(case, rng, with_act=True):
+    """Buffers and commands of gate_exps, up_exps, the activation and the
+    weighted down_exps for one token (table_builder_detail.h: moe_ffn)."""
+    n_exp, n_used, N, dim, qt, qd, act, biased = case
+    wg, _ = make_experts(qt, n_exp, N, dim, rng)
+    wu, _ = make_experts(qt, n_exp, N, dim, rng)
+    wd, _ = make_experts(qd, n_exp, dim, N, rng)
+    ids = rng.choice(n_exp, n_used, replace=False)[None]
+    wg, wu, wd = (poison_unselected(w, ids, q)[0] for w, q in ((wg, qt), (wu, qt), (wd, qd)))
+    rs = 2 * n_used + 2
+    route = route_buffer(ids, rng.uniform(0.1, 1, ids.shape).astype(np.float32), rs)
+    x = (rng.standard_normal((1, dim)) * rng.uniform(0.1, 2, (1, dim))).astype(np.float32)
+    bias = [(rng.standard_normal((n_exp, n)) * 0.5).astype(np.float32) for n in (N, N, dim)]
+    rows = n_used * N
+    bufs = [wg, wu, wd, x, np.full((1, rows), np.nan, np.float32), np.full((1, rows), np.nan, np.float32),
+            np.full((1, rows), np.nan, np.float32), np.full((1, dim), np.nan, np.float32), route] + bias
+    b = int(biased)
+    cmds = [("moe_matmul", [0, 3, 4, 8] + ([9] if biased else []),
+             kp.moe_matmul(N, dim, 1, int(qt), n_exp, n_used, dim, 0, rows, N, rs, 0, bias=b)),
+            ("moe_matmul", [1, 3, 5, 8] + ([10] if biased else []),
+             kp.moe_matmul(N, dim, 1, int(qt), n_exp, n_used, dim, 0, rows, N, rs, 0, bias=b))]
+    if with_act:
+        cmds += [(act, [4, 5, 6], kp.gated(rows, 1)),
+                 ("moe_matmul", [2, 6, 7, 8] + ([11] if biased else []),
+                  kp.moe_matmul(dim, N, 1, int(qd), n_exp, n_used, rows, N, dim, 0, rs, 1, bias=b))]
+    return bufs, cmds
+
+
+def run_decode_ffn(bufs, cmds, device, monkeypatch, tuning=""):
+    monkeypatch.setenv("AKUNU_CUDA_TUNING", tuning)
+    b = [np.array(a, copy=True) for a in bufs]
+    return b, _testing.run_table(cmds, b, device=device)
+
+
+@pytest.mark.parametrize("case", DECODE_FFNS, ids=lambda c: f"{c[0]}x{c[1]}-{c[2]}x{c[3]}-{c[4].name}-{c[6]}")
+def test_moe_decode_ffn_joined_matches_separate_and_cpu(case, monkeypatch):
+    """A decode token's gate, up and activation run as one kernel on CUDA
+    (moe_glu.h), its output rounded for the down projection there: 2
+    launches for the 4 commands, the same bits as a kernel each
+    (moe_fuse_decode=0), and the CPU's results within the float sums' and the
+    8-bit roundings' reach. Unchosen experts poisoned."""
+    rng = rng_for(("decode-ffn", case[:4]))
+    bufs, cmds = decode_ffn_table(case, rng)
+    joined, launches = run_decode_ffn(bufs, cmds, "cuda", monkeypatch)
+    separate, launches_apart = run_decode_ffn(bufs, cmds, "cuda", monkeypatch, "moe_fuse_decode=0")
+    assert (launches, launches_apart) == (2, 4)
+    for i, name in ((4, "gate"), (5, "up"), (6, "activation"), (7, "down")):
+        np.testing.assert_array_equal(joined[i], separate[i], err_msg=name)
+    cpu, _ = run_decode_ffn(bufs, cmds, "cpu", monkeypatch)
+    # the CPU rounds a K-quant row's activations per 256 values (llama.cpp's
+    # Q8_K), CUDA per 32: 1.0e-2 measured on Q4_K's gate; the same rounding 1e-5
+    k_quant = case[4] in (T.Q4_K, T.Q6_K)
+    for i, name, tol in ((4, "gate", 1e-5), (5, "up", 1e-5), (6, "activation", 1e-4), (7, "down", 2e-3)):
+        tol = 3e-2 if k_quant else tol
+        err = rel_l2(joined[i], cpu[i])
+        assert err < tol, (name, err, SEED)
+
+
+def test_moe_decode_gate_up_joined_without_activation(monkeypatch):
+    """Gate and up followed by something else (qwen2moe's shared expert comes
+    between them and the activation): one launch for both, the same bits."""
+    rng = rng_for("decode-pair")
+    bufs, cmds = decode_ffn_table(DECODE_FFNS[0], rng, with_act=False)
+    joined, launches = run_decode_ffn(bufs, cmds, "cuda", monkeypatch)
+    separate, launches_apart = run_decode_ffn(bufs, cmds, "cuda", monkeypatch, "moe_fuse_decode=0")
+    assert (launches, launches_apart) == (1, 2)
+    np.testing.assert_array_equal(joined[4], separate[4])
+    np.testing.assert_array_equal(joined[5], separate[5])
+    assert not np.isnan(joined[5]).any()
+
+
 def test_moe_matmul_rows_do_not_depend_on_the_batch():
     rng = rng_for("invariance")
     n_exp, n_used, N, K = 8, 2, 256, 512

@@ -330,10 +330,12 @@ static void link_q8(const CudaKernelEntry* we, CudaArgs& writer, const CudaKerne
 // CudaKernelEntry::absorbs): this one is then not launched.
 static bool absorb(const CudaKernelEntry* entry, const CudaArgs& a, const CudaKernelEntry* next_entry,
                    CudaArgs& next) {
-    if (!next_entry->absorbs || a.q8_out.q || a.f32_out || !next_entry->absorbs(next, entry->name, a))
+    if (!next_entry->absorbs || a.q8_out.q || a.f32_out || a.absorbed_before.set ||
+        !next_entry->absorbs(next, entry->name, a))
         return false;
     static_cast<CommandBytes&>(next.absorbed) = a;
     next.absorbed.set = true;
+    next.absorbed_before = a.absorbed;
     return true;
 }
 
@@ -351,7 +353,10 @@ void CudaDevice::launch_commands(const DispatchTable& table, const ReplayState& 
             link_q8(entry, a, next_entry, next);
             absorbed = absorb(entry, a, next_entry, next);
         }
-        if (!absorbed) entry->launch(a);
+        if (!absorbed) {
+            entry->launch(a);
+            command_launches_++;
+        }
         a = next;
     }
 }

@@ -64,6 +64,7 @@ public:
     void set_collective(Collective* c) override;
 
     const CudaTuning& tuning() const { return tuning_; }
+    uint64_t command_launches() const override { return command_launches_; }
 
 private:
     void sync();
@@ -93,6 +94,7 @@ private:
         cudaGraphExec_t exec = nullptr;
     };
     std::vector<PassGraph> pass_graphs_;  // most recent last
+    uint64_t command_launches_ = 0;
     uint32_t* replay_state_ = nullptr;  // device: {pos0, token slot}
     uint8_t* workspace_ = nullptr;
     size_t workspace_bytes_ = 0;

@@ -12,7 +12,7 @@ namespace {
 
 constexpr const char* kVariable = "AKUNU_CUDA_TUNING";
 constexpr const char* kKeys =
-    "sm_count, pdl, graph_steps, prefetch_bytes, float_prefetch_bytes, lean_min_bytes, q8_link, prefill_gemm, repack, batch_decode, gqa_min_span, fused_batch, prefill_async, paged_prefill_tc, blas_chunk_mb, rows_half, prefill_splits, paged_split_tiles, moe_tensor_cores, moe_tile_rows, moe_int8_decode";
+    "sm_count, pdl, graph_steps, prefetch_bytes, float_prefetch_bytes, lean_min_bytes, q8_link, prefill_gemm, repack, batch_decode, gqa_min_span, fused_batch, prefill_async, paged_prefill_tc, blas_chunk_mb, rows_half, prefill_splits, paged_split_tiles, moe_tensor_cores, moe_tile_rows, moe_int8_decode, moe_fuse_decode";
 
 [[noreturn]] void bad(const std::string& key, const std::string& value, const std::string& want) {
     throw Error(std::string(kVariable) + ": bad value '" + value + "' for " + key + " (" + want + ")");
@@ -95,6 +95,7 @@ void CudaTuning::apply(const std::string& overrides) {
             if (moe_tile_rows != 32 && moe_tile_rows != 64) bad(key, v, "32 or 64");
         }
         else if (key == "moe_int8_decode") moe_int8_decode = parse_bool(key, v);
+        else if (key == "moe_fuse_decode") moe_fuse_decode = parse_bool(key, v);
         else if (key == "prefill_async") prefill_async = parse_bool(key, v);
         else if (key == "prefill_splits") prefill_splits = (uint32_t)parse_uint(key, v, 0, 8);
         else if (key == "paged_split_tiles") paged_split_tiles = (uint32_t)parse_uint(key, v, 1, 1024);

@@ -115,6 +115,11 @@ struct CudaTuning {
     // A decode token's expert matmuls (outside batch tables) on its
     // activations rounded to 8 bits (moe_gemv_q8.cuh); false: the float kernels.
     bool moe_int8_decode = true;
+    // On that path, the gate and up matmuls in one kernel, with the gated
+    // activation after them where the table puts it next, its output rounded
+    // for the down projection as it is written (kernels/moe_glu.h); false: a
+    // kernel each and a rounding kernel before each matmul.
+    bool moe_fuse_decode = true;
 
     // The tuning for a GPU with these properties.
     static CudaTuning for_gpu(const GpuProperties& gpu);

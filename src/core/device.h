@@ -138,6 +138,12 @@ public:
     // cannot be a rank refuses with a clear error.
     virtual void set_collective(Collective* c);
 
+    // Launcher calls this device has made for table commands so far (tables
+    // replayed or captured into graphs), where it counts them; 0 where not.
+    // A command whose work the next command's launch does (CUDA's
+    // CudaKernelEntry::absorbs) makes none: tests count the joins by it.
+    virtual uint64_t command_launches() const { return 0; }
+
     // Profiling (cold path): runs the table one command at a time, each to
     // completion, and returns the seconds each took (time_table of each).
     std::vector<double> time_commands(const DispatchTable& table, const ReplayState& state);

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <type_traits>
 
@@ -88,21 +90,54 @@ py::dict param_enums() {
 // One kernel by name on numpy buffers, on any device: host-memory devices
 // ("cpu", "metal-emu") use the arrays in place, GPU devices get copies in and
 // every buffer copied back.
-void run_kernel(const std::string& name, py::list buffers, py::bytes params, int n_threads,
-                const std::string& device, int batch_rows) {
+// The device run_kernel / run_table use: made once per name (and, for GPU
+// devices, per AKUNU_CUDA_TUNING value, as a model load would read it); a
+// device no longer there (metal-emu without its library) is an error again.
+Device* testing_device(const std::string& device, int n_threads) {
     static std::unique_ptr<CpuDevice> cpu;
     static std::map<std::string, std::unique_ptr<Device>> others;
-    Device* dev;
     if (device == "cpu") {
         if (!cpu || cpu->n_threads() != n_threads) cpu = std::make_unique<CpuDevice>(n_threads);
-        dev = cpu.get();
-    } else {
-        // made once; a device no longer there (metal-emu without its library) is an error again
-        const std::vector<std::string> names = device_names();
-        std::unique_ptr<Device>& d = others[device];
-        if (!d || std::find(names.begin(), names.end(), device) == names.end()) d = create_device(device, n_threads);
-        dev = d.get();
+        return cpu.get();
     }
+    const char* tuning = std::getenv("AKUNU_CUDA_TUNING");
+    const std::vector<std::string> names = device_names();
+    std::unique_ptr<Device>& d = others[device + "|" + (tuning ? tuning : "")];
+    if (!d || std::find(names.begin(), names.end(), device) == names.end()) d = create_device(device, n_threads);
+    return d.get();
+}
+
+// numpy buffers as device buffers: host-memory devices ("cpu", "metal-emu")
+// use the arrays in place, GPU devices get copies in.
+void bind_buffers(Device* dev, bool host, py::list buffers, std::vector<py::buffer_info>* infos,
+                  std::vector<Buffer>* bufs) {
+    for (size_t i = 0; i < buffers.size(); i++) {
+        py::array a = py::reinterpret_borrow<py::array>(buffers[i]);
+        if (!(a.flags() & py::array::c_style)) throw Error("buffer " + std::to_string(i) + " is not C-contiguous");
+        infos->push_back(a.request(true));
+        const size_t bytes = (size_t)infos->back().size * infos->back().itemsize;
+        if (host) {
+            bufs->push_back(Buffer{nullptr, bytes, infos->back().ptr});
+        } else {
+            bufs->push_back(dev->allocate(bytes));
+            dev->write_buffer(bufs->back(), infos->back().ptr, bytes);
+        }
+    }
+}
+
+// GPU devices: every buffer copied back, then freed.
+void read_back(Device* dev, bool host, const std::vector<py::buffer_info>& infos, const std::vector<Buffer>& bufs) {
+    if (host) return;
+    for (size_t i = 0; i < bufs.size(); i++) {
+        dev->read_buffer(infos[i].ptr, bufs[i], bufs[i].size);
+        dev->free_buffer(bufs[i]);
+    }
+}
+
+// One kernel by name on numpy buffers, on any device (bind_buffers, read_back).
+void run_kernel(const std::string& name, py::list buffers, py::bytes params, int n_threads,
+                const std::string& device, int batch_rows) {
+    Device* dev = testing_device(device, n_threads);
     if (batch_rows > 0) dev->set_batch_rows(batch_rows);  // as a batch engine of that many sequences would
     const bool host = dynamic_cast<CpuDevice*>(dev) != nullptr;
     std::string pb = params;
@@ -113,29 +148,53 @@ void run_kernel(const std::string& name, py::list buffers, py::bytes params, int
     Pipeline pso = dev->get_pipeline(name);
     std::vector<py::buffer_info> infos;
     std::vector<Buffer> bufs;
-    for (size_t i = 0; i < buffers.size(); i++) {
-        py::array a = py::reinterpret_borrow<py::array>(buffers[i]);
-        if (!(a.flags() & py::array::c_style)) throw Error("buffer " + std::to_string(i) + " is not C-contiguous");
-        infos.push_back(a.request(true));
-        const size_t bytes = (size_t)infos.back().size * infos.back().itemsize;
-        if (host) {
-            bufs.push_back(Buffer{nullptr, bytes, infos.back().ptr});
-        } else {
-            bufs.push_back(dev->allocate(bytes));
-            dev->write_buffer(bufs.back(), infos.back().ptr, bytes);
-        }
-    }
+    bind_buffers(dev, host, buffers, &infos, &bufs);
     py::gil_scoped_release r;
     dev->begin_encoding();
     dev->set_pipeline(pso);
     for (int i = 0; i < DispatchCmd::MAX_BUFFERS; i++) dev->set_buffer(i < (int)bufs.size() ? bufs[i] : Buffer{}, 0, i);
     dev->set_bytes(pb.data(), (int)pb.size(), (int)buffers.size());
     dev->dispatch(Dim3(), Dim3());
-    if (!host)
-        for (size_t i = 0; i < bufs.size(); i++) {
-            dev->read_buffer(infos[i].ptr, bufs[i], bufs[i].size);
-            dev->free_buffer(bufs[i]);
+    read_back(dev, host, infos, bufs);
+}
+
+// A table of kernels by name over one set of numpy buffers, replayed once
+// as a model's table is (so a backend may join commands: CUDA's absorbs and
+// Q8Links): commands are (name, buffer indices, params). Returns the
+// launcher calls the device made for it (Device::command_launches; 0 where
+// the device does not count them).
+uint64_t run_table(py::list commands, py::list buffers, const std::string& device, int n_threads) {
+    Device* dev = testing_device(device, n_threads);
+    const bool host = dynamic_cast<CpuDevice*>(dev) != nullptr;
+    std::vector<py::buffer_info> infos;
+    std::vector<Buffer> bufs;
+    bind_buffers(dev, host, buffers, &infos, &bufs);
+    DispatchTable table;
+    for (const py::handle& c : commands) {
+        const py::tuple t = py::reinterpret_borrow<py::tuple>(c);
+        const std::string name = t[0].cast<std::string>(), pb = t[2].cast<std::string>();
+        const std::vector<int> idx = t[1].cast<std::vector<int>>();
+        if (idx.size() > (size_t)DispatchCmd::MAX_BUFFERS || pb.size() > (size_t)DispatchCmd::MAX_PARAM_BYTES)
+            throw Error(name + ": too many buffers or parameter bytes");
+        DispatchCmd cmd;
+        cmd.pso = dev->get_pipeline(name);
+        for (size_t i = 0; i < idx.size(); i++) {
+            if (idx[i] < 0 || (size_t)idx[i] >= bufs.size()) throw Error(name + ": no buffer " + std::to_string(idx[i]));
+            cmd.buffers[i] = bufs[(size_t)idx[i]];
         }
+        cmd.buffer_count = (int)idx.size();
+        std::memcpy(cmd.param_bytes, pb.data(), pb.size());
+        cmd.param_size = (int)pb.size();
+        cmd.param_index = cmd.buffer_count;
+        table.commands.push_back(cmd);
+        table.labels.push_back(name);
+    }
+    py::gil_scoped_release r;
+    const uint64_t before = dev->command_launches();
+    dev->encode_dispatch_table(table, ReplayState());
+    const uint64_t launched = dev->command_launches() - before;
+    read_back(dev, host, infos, bufs);
+    return launched;
 }
 
 }  // namespace
@@ -152,6 +211,10 @@ PYBIND11_MODULE(_testing, m) {
     register_chat_testing(m);
     register_whisper_testing(m);
 
+    m.def("run_table", &run_table, py::arg("commands"), py::arg("buffers"), py::arg("device") = "cpu",
+          py::arg("n_threads") = 1,
+          "Kernels (name, buffer indices, params) over shared numpy buffers as one table replay; "
+          "returns the launches the device made (0 where it does not count them).");
     m.def("run_kernel", &run_kernel, py::arg("name"), py::arg("buffers"), py::arg("params"),
           py::arg("n_threads") = 2, py::arg("device") = "cpu", py::arg("batch_rows") = 0,
           "Run one kernel by name on numpy buffers (C-contiguous, writable) with packed parameter bytes "

@@ -532,7 +532,7 @@ void launch_groups(const CudaArgs& a, const AttentionParams& p, dim3 grid, uint3
 // after the qk_norm_rope_kv of the same heads, caches and position does that
 // command's work itself (one dependent launch a layer fewer).
 inline bool absorbs(const CudaArgs& self, const char* prev, const CudaArgs& prev_args) {
-    if (std::string(prev) != "qk_norm_rope_kv") return false;
+    if (std::string(prev) != "qk_norm_rope_kv" || prev_args.absorbed.set) return false;
     const AttentionParams p = self.p<AttentionParams>();
     const QKRopeKVParams q = prev_args.p<QKRopeKVParams>();
     // the same token, heads and caches; q the prologue's (buffers: see QKRopeKVParams)

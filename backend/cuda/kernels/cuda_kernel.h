@@ -138,6 +138,10 @@ struct CudaArgs : CommandBytes {
     struct Absorbed : CommandBytes {
         bool set = false;
     } absorbed;
+    // The command before that one, when the absorbed command had absorbed it
+    // in turn (two levels at most: a decode token's expert gate, up and
+    // gated activation run as one kernel).
+    Absorbed absorbed_before;
 };
 
 using CudaLauncher = void (*)(const CudaArgs&);
@@ -157,6 +161,8 @@ struct CudaKernelEntry {
     // Whether this launch can also do the work of the command before it (the
     // entry named prev, launched with prev_args) in the same kernel: one
     // dependent step fewer (the decode attention absorbs qk_norm_rope_kv).
+    // prev_args.absorbed is what that command absorbed itself: an entry that
+    // cannot do that work too refuses when it is set.
     bool (*absorbs)(const CudaArgs& self, const char* prev, const CudaArgs& prev_args) = nullptr;
 };
 

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "core/kernel_params.h"
+
 namespace akunu {
 
 // Sum over the block, returned to every thread: each warp's sum, then the
@@ -63,6 +65,17 @@ __device__ inline float silu(float x) { return x / (1.0f + expf(-x)); }
 __device__ inline float gelu(float x) {  // tanh form
     const float k = 0.7978845608028654f;
     return 0.5f * x * (1.0f + tanhf(k * x * (1.0f + 0.044715f * x * x)));
+}
+// gpt-oss's gated activation (swiglu_oai, GatedActParams): the gate clamped
+// above, the up value on both sides, at kSwigluOaiLimit (as the CPU's
+// std::min / std::max: a NaN stays NaN); the gate's sigmoid at
+// kSwigluOaiAlpha times it, with expf as silu's.
+__device__ inline float swiglu_oai(float gv, float uv) {
+    const float L = kSwigluOaiLimit;
+    const float x = L < gv ? L : gv;
+    const float lo = uv < -L ? -L : uv;
+    const float y = L < lo ? L : lo;
+    return x / (1.0f + expf(-kSwigluOaiAlpha * x)) * (y + 1.0f);
 }
 
 // RoPE pair i of a head: its elements (i, i + d/2 for NeoX, 2i, 2i + 1

@@ -8,6 +8,7 @@
 #include "core/kernel_params.h"
 #include "cuda_kernel.h"
 #include "device_math.cuh"
+#include "moe_glu.h"
 
 namespace akunu {
 namespace {
@@ -25,29 +26,24 @@ __global__ void gated_kernel(GatedActParams p, const float* g, const float* u, f
 
 template <bool Gelu>
 void launch_gated(const CudaArgs& a) {
+    if (a.absorbed.set) return launch_moe_glu(a, Gelu ? GluAct::kGelu : GluAct::kSilu);  // with gate and up
     GatedActParams p = a.p<GatedActParams>();
     const size_t n = (size_t)p.n * p.n_tokens;
     launch_pdl(gated_kernel<Gelu>, blocks_for(n, 256), 256, 0, a, p, a.b<float>(0), a.b<float>(1), a.b<float>(2));
 }
 
-// gpt-oss's gated activation (swiglu_oai, GatedActParams): the gate clamped
-// above, the up value on both sides, at kSwigluOaiLimit (as the CPU's
-// std::min / std::max: a NaN stays NaN); the gate's sigmoid at
-// kSwigluOaiAlpha times it, with expf as silu's.
+// gpt-oss's gated activation (device_math.cuh: swiglu_oai).
 __global__ void swiglu_oai_kernel(GatedActParams p, const float* g, const float* u, float* o) {
     pdl_wait();
     pdl_launch_dependents();
     const size_t idx = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= (size_t)p.n * p.n_tokens) return;
     const size_t t = idx / p.n, i = idx % p.n;
-    const float L = kSwigluOaiLimit, gv = g[t * p.gate_stride + i], uv = u[t * p.up_stride + i];
-    const float x = L < gv ? L : gv;
-    const float lo = uv < -L ? -L : uv;
-    const float y = L < lo ? L : lo;
-    o[t * p.out_stride + i] = x / (1.0f + expf(-kSwigluOaiAlpha * x)) * (y + 1.0f);
+    o[t * p.out_stride + i] = swiglu_oai(g[t * p.gate_stride + i], u[t * p.up_stride + i]);
 }
 
 void launch_swiglu_oai(const CudaArgs& a) {
+    if (a.absorbed.set) return launch_moe_glu(a, GluAct::kSwigluOai);  // with gate and up
     GatedActParams p = a.p<GatedActParams>();
     const size_t n = (size_t)p.n * p.n_tokens;
     if (n == 0) return;
@@ -139,9 +135,10 @@ void launch_im2col_1d(const CudaArgs& a) {
 }  // namespace
 
 extern const CudaKernelEntry kCudaElementwiseKernels[] = {
-    {"silu_gate", launch_gated<false>},
-    {"gelu_gate", launch_gated<true>},
-    {"swiglu_oai", launch_swiglu_oai},
+    // (a decode token's expert gate and up before them join their kernel: moe_glu.h)
+    {"silu_gate", launch_gated<false>, false, moe_glu_q8_output, nullptr, moe_glu_absorbs},
+    {"gelu_gate", launch_gated<true>, false, moe_glu_q8_output, nullptr, moe_glu_absorbs},
+    {"swiglu_oai", launch_swiglu_oai, false, moe_glu_q8_output, nullptr, moe_glu_absorbs},
     {"add_inplace", launch_add},
     {"gather_rows", launch_gather_rows},
     {"gelu_erf", launch_gelu_erf},

@@ -17,6 +17,7 @@
 #include "gemv_formats.cuh"
 #include "moe_gemm_tc.cuh"
 #include "moe_gemv_q8.cuh"
+#include "moe_glu.h"
 #include "moe_select.cuh"
 
 namespace akunu {
@@ -27,6 +28,8 @@ constexpr uint32_t kRouteSharedFloats = 12288;  // 48 KiB: the dynamic shared me
 
 __global__ void moe_route_kernel(MoeRouteParams p, const float* logits, uint8_t* route) {
     extern __shared__ float route_probs[];
+    pdl_wait();
+    pdl_launch_dependents();
     const uint32_t warp = threadIdx.x / 32, t = blockIdx.x * (blockDim.x / 32) + warp;
     if (t >= p.n_tokens) return;
     moe_route_token_warp(p, logits + (size_t)t * p.logit_stride, route + (size_t)t * p.route_stride * 4,
@@ -40,8 +43,8 @@ void launch_moe_route(const CudaArgs& a) {
     if (p.n_experts > kRouteSharedFloats)
         throw Error("moe_route: at most " + std::to_string(kRouteSharedFloats) + " experts");
     const uint32_t warps = std::min<uint32_t>(4, kRouteSharedFloats / p.n_experts);
-    moe_route_kernel<<<(p.n_tokens + warps - 1) / warps, warps * 32, warps * p.n_experts * sizeof(float), a.stream>>>(
-        p, a.b<float>(0), a.b<uint8_t>(1));
+    launch_pdl(moe_route_kernel, (p.n_tokens + warps - 1) / warps, warps * 32, warps * p.n_experts * sizeof(float), a,
+               p, a.b<float>(0), a.b<uint8_t>(1));
 }
 
 constexpr int kWarps = 8;           // rows of W a block (one warp each)
@@ -381,6 +384,7 @@ bool launch_lane_moe(const CudaArgs& a, const MoeMatmulParams& p, const MoeGeome
 }
 
 void launch_moe_matmul(const CudaArgs& a) {
+    if (a.absorbed.set) return launch_moe_pair(a);  // the gate's matmul too (moe_glu.h)
     const MoeMatmulParams p = a.p<MoeMatmulParams>();
     const DTypeDescriptor* dt = dtype_lookup(p.dtype);
     if (!dt || !dt->supported || dt->internal || p.K % dt->block_elems != 0)
@@ -419,11 +423,22 @@ void launch_moe_shared_add(const CudaArgs& a) {
     moe_shared_add_kernel<<<blocks_for(n, 256), 256, 0, a.stream>>>(p, a.b<float>(0), a.b<float>(1), a.b<float>(2));
 }
 
+// The weighted sum of one token on the 8-bit path reads its input rounded by
+// the command before where that command can (a Q8Link: moe_glu.h).
+bool moe_matmul_q8_input(const CudaArgs& a, Q8Link* link) {
+    const MoeMatmulParams p = a.p<MoeMatmulParams>();
+    if (!a.tuning->moe_int8_decode || !p.weighted || p.x_slot_stride != p.K ||
+        !moe_q8::with_format(p, a.b<uint8_t>(0), moe_q8::row_bytes_of(p), [](auto) { return true; }))
+        return false;
+    *link = Q8Link{a.b<float>(1), p.n_used * p.K, 1};
+    return true;
+}
+
 }  // namespace
 
 extern const CudaKernelEntry kCudaMoeKernels[] = {
     {"moe_route", launch_moe_route},
-    {"moe_matmul", launch_moe_matmul},
+    {"moe_matmul", launch_moe_matmul, false, nullptr, moe_matmul_q8_input, moe_pair_absorbs},
     {"moe_shared_add", launch_moe_shared_add},
     {nullptr, nullptr},
 };

@@ -101,6 +101,8 @@ constexpr int kSlotWarps = 8;
 template <class Q>
 __global__ void __launch_bounds__(kSlotWarps * 32)
     slots_kernel(MoeMatmulParams p, Experts w, ActQ8 xq, float* y, const int32_t* ids) {
+    pdl_wait();
+    pdl_launch_dependents();
     const uint32_t j = blockIdx.y, n = blockIdx.x * kSlotWarps + threadIdx.x / 32;
     const int32_t e = held_expert(p, ids, j);
     if (e < 0 || n >= p.N) return;
@@ -115,6 +117,8 @@ __global__ void __launch_bounds__(kWarps * 32)
     __shared__ uint32_t order[kMoeMaxUsed];  // the held slots in ascending (expert id, slot) order
     __shared__ uint32_t n_held;
     const uint32_t warp = threadIdx.x / 32, lane = threadIdx.x % 32, n = blockIdx.x * kWarps + warp;
+    pdl_wait();
+    pdl_launch_dependents();
     if (warp == 0) {  // the order, a lane a slot
         uint32_t held = 0;
         for (uint32_t j0 = 0; j0 < p.n_used; j0 += 32) {
@@ -151,25 +155,62 @@ __global__ void __launch_bounds__(kWarps * 32)
 template <class Q, int S>
 void launch_sum(const CudaArgs& a, const MoeMatmulParams& p, const Experts& w, const ActQ8& xq, float* y,
                 const int32_t* ids) {
-    sum_kernel<Q, S><<<blocks_for(p.N, kWarps), kWarps * 32, 0, a.stream>>>(p, w, xq, y, ids);
+    launch_pdl(sum_kernel<Q, S>, blocks_for(p.N, kWarps), kWarps * 32, 0, a, p, w, xq, y, ids);
+}
+
+// The token's activations rounded to 8 bits: by the command before where it
+// wrote them so (a Q8Link: the gated activation that absorbed gate and up,
+// moe_glu.cu), else by a rounding kernel now; false where they do not fit.
+inline bool rounded_input(const CudaArgs& a, const MoeMatmulParams& p, ActQ8* xq) {
+    if (a.q8_in.q) {
+        *xq = a.q8_in;
+        return true;
+    }
+    return quantize_activations(a, a.b<float>(1), p.x_slot_stride, p.x_slot_stride ? p.n_used : 1, p.K,
+                                ActQ8Norm{}, xq);
 }
 
 template <class Q>
 bool launch(const CudaArgs& a, const MoeMatmulParams& p, const Experts& w) {
-    const float* x = a.b<float>(1);
     ActQ8 xq;
-    if (!quantize_activations(a, x, p.x_slot_stride, p.x_slot_stride ? p.n_used : 1, p.K, ActQ8Norm{}, &xq))
-        return false;
+    if (!rounded_input(a, p, &xq)) return false;
     float* y = a.b<float>(2);
     const int32_t* ids = a.b<int32_t>(3);
     if (!p.weighted)
-        slots_kernel<Q><<<dim3(blocks_for(p.N, kSlotWarps), p.n_used), kSlotWarps * 32, 0, a.stream>>>(p, w, xq, y,
-                                                                                                        ids);
+        launch_pdl(slots_kernel<Q>, dim3(blocks_for(p.N, kSlotWarps), p.n_used), kSlotWarps * 32, 0, a, p, w, xq, y,
+                   ids);
     else if (p.n_used <= 2)
         launch_sum<Q, 2>(a, p, w, xq, y, ids);
     else
         launch_sum<Q, 4>(a, p, w, xq, y, ids);
     return true;
+}
+
+// Calls fn(Q{}) with the integer-dot format of the experts' type when one
+// serves a one-token launch outside batch tables over W (rows row_bytes
+// long, every row aligned as the format's loads need) and returns what it
+// returns; false where none does (the float kernels then).
+template <class Fn>
+bool with_format(const MoeMatmulParams& p, const uint8_t* W, size_t row_bytes, Fn&& fn) {
+    if (p.n_tokens != 1 || p.invariant || p.n_used > kMoeMaxUsed || p.K % 32) return false;
+    const uintptr_t at = reinterpret_cast<uintptr_t>(W) | row_bytes;  // every row's alignment
+    switch (p.dtype) {
+        case GGML_Q4_0: return at % 2 == 0 && fn(gemv_q8::Q4_0{});
+        case GGML_Q8_0: return at % 2 == 0 && fn(gemv_q8::Q8_0{});
+        case GGML_Q4_K: return p.K % 256 == 0 && at % 16 == 0 && fn(gemv_q8::Q4_K{});
+        case GGML_Q6_K: return p.K % 256 == 0 && at % 2 == 0 && fn(gemv_q8::Q6_K{});
+        case GGML_Q4_1: return at % 2 == 0 && fn(gemv_q8::Q4_1{});
+        case GGML_Q5_0: return at % 2 == 0 && fn(gemv_q8::Q5_0{});
+        case GGML_Q5_1: return at % 2 == 0 && fn(gemv_q8::Q5_1{});
+        case GGML_MXFP4: return fn(gemv_q8::MXFP4{});
+        default: return false;
+    }
+}
+
+// The bytes of one expert row of this launch's tensor.
+inline size_t row_bytes_of(const MoeMatmulParams& p) {
+    const DTypeDescriptor* dt = dtype_lookup(p.dtype);
+    return dt && dt->block_elems ? (size_t)p.K / dt->block_elems * dt->block_bytes : 0;
 }
 
 }  // namespace moe_q8
@@ -179,20 +220,8 @@ bool launch(const CudaArgs& a, const MoeMatmulParams& p, const Experts& w) {
 // Q6_K, Q4_1, Q5_0, Q5_1, MXFP4) and the activations fit the scratch; false
 // leaves it to the float kernels.
 inline bool launch_moe_gemv_q8(const CudaArgs& a, const MoeMatmulParams& p, size_t row_bytes) {
-    if (p.n_tokens != 1 || p.invariant || p.n_used > kMoeMaxUsed || p.K % 32) return false;
-    moe_q8::Experts w{a.b<uint8_t>(0), row_bytes, row_bytes * p.N, p.bias ? a.b<float>(4) : nullptr};
-    const uintptr_t at = reinterpret_cast<uintptr_t>(w.W) | row_bytes;  // every row's alignment
-    switch (p.dtype) {
-        case GGML_Q4_0: return at % 2 == 0 && moe_q8::launch<gemv_q8::Q4_0>(a, p, w);
-        case GGML_Q8_0: return at % 2 == 0 && moe_q8::launch<gemv_q8::Q8_0>(a, p, w);
-        case GGML_Q4_K: return p.K % 256 == 0 && at % 16 == 0 && moe_q8::launch<gemv_q8::Q4_K>(a, p, w);
-        case GGML_Q6_K: return p.K % 256 == 0 && at % 2 == 0 && moe_q8::launch<gemv_q8::Q6_K>(a, p, w);
-        case GGML_Q4_1: return at % 2 == 0 && moe_q8::launch<gemv_q8::Q4_1>(a, p, w);
-        case GGML_Q5_0: return at % 2 == 0 && moe_q8::launch<gemv_q8::Q5_0>(a, p, w);
-        case GGML_Q5_1: return at % 2 == 0 && moe_q8::launch<gemv_q8::Q5_1>(a, p, w);
-        case GGML_MXFP4: return moe_q8::launch<gemv_q8::MXFP4>(a, p, w);
-        default: return false;
-    }
+    const moe_q8::Experts w{a.b<uint8_t>(0), row_bytes, row_bytes * p.N, p.bias ? a.b<float>(4) : nullptr};
+    return moe_q8::with_format(p, w.W, row_bytes, [&](auto q) { return moe_q8::launch<decltype(q)>(a, p, w); });
 }
 
 }  // namespace akunu
