@@ -204,10 +204,12 @@ def test_mlx_matmul_and_embedding(device, bits, group):
                                    (2048, 640, T.Q5_0, 1), (1024, 640, T.Q5_0, 2), (2048, 640, T.Q5_1, 1),
                                    (2048, 640, T.Q4_1, 1),
                                    # gpt-oss's width (2880 = 90 MXFP4 blocks)
-                                   (2880, 2880, T.MXFP4, 1), (2880, 2880, T.MXFP4, 8), (201088 // 64, 2880, T.MXFP4, 3)],
+                                   (2880, 2880, T.MXFP4, 1), (2880, 2880, T.MXFP4, 8), (201088 // 64, 2880, T.MXFP4, 3),
+                                   # MoE routers (F32; one token: warps share a row on CUDA)
+                                   (128, 2048, T.F32, 1), (32, 2880, T.F32, 1), (60, 2048, T.F32, 2)],
                          ids=lambda s: f"{s[0]}x{s[1]}-{s[2].name}-m{s[3]}")
 def test_matmul_real_shapes(device, shape):
-    """Qwen3-0.6B's and Gemma 3 270M's projection shapes."""
+    """Qwen3-0.6B's, Gemma 3 270M's, gpt-oss's and MoE routers' projection shapes."""
     N, K, qtype, m = shape
     rng = rng_for(N + K + m)
     raw, w = random_matrix(qtype, N, K, rng)

@@ -76,6 +76,35 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32)
     write_row<M>(acc, (int)p.n_tokens, p, row, y, bias);
 }
 
+// One token over a float matrix of few rows (a MoE router: 32-128 rows of
+// 2048-2880 F32): a warp a row would leave most SMs idle and each warp
+// waiting on its row's loads in turn, so kSplitWarps warps share a row (a
+// block a row, float_row_dot's split) and their sums are added in warp
+// order.
+constexpr int kSplitWarps = 8;
+template <class F>
+__global__ void __launch_bounds__(kSplitWarps * 32)
+    gemv_split_kernel(MatmulParams p, const uint8_t* __restrict__ W, const float* __restrict__ x,
+                      float* __restrict__ y, const float* __restrict__ bias, uint32_t prefetch) {
+    __shared__ float part_sums[kSplitWarps];
+    const int row = blockIdx.x, warp = threadIdx.x / 32;
+    const size_t row_bytes = (size_t)(p.K / F::kElems) * F::kBytes;
+    const uint8_t* w = W + (size_t)row * row_bytes;
+    const size_t part_bytes = row_bytes / kSplitWarps;
+    prefetch_l2(w + warp * part_bytes, min(part_bytes, (size_t)prefetch));
+    pdl_wait();
+    pdl_launch_dependents();
+    float acc = 0.0f;
+    float_row_dot<F>(w, (int)p.K, x, &acc, warp, kSplitWarps);
+    acc = warp_sum(acc);
+    if (threadIdx.x % 32 == 0) part_sums[warp] = acc;
+    __syncthreads();
+    if (threadIdx.x != 0) return;
+    float v = 0.0f;
+    for (int i = 0; i < kSplitWarps; i++) v += part_sums[i];
+    y[row] = v + (bias ? bias[row] : 0.0f);
+}
+
 // Rounds x to 8 bits and enqueues the integer GEMV; false when the scratch
 // cannot hold the activations (the float kernels run instead).
 // In invariant mode (MatmulParams::invariant, batch tables) the choice
@@ -98,6 +127,13 @@ bool launch_q8(const CudaArgs& a, const MatmulParams& p, const float* x, float* 
 template <class F>
 void launch(const CudaArgs& a, const MatmulParams& p, const float* x, float* y, const float* bias) {
     const unsigned blocks = (p.N + kWarpsPerBlock - 1) / kWarpsPerBlock;
+    if constexpr (F::kLanes == 1) {  // (float formats)
+        if (p.n_tokens == 1 && !p.invariant && (int)blocks < a.tuning->sm_count) {
+            launch_pdl(gemv_split_kernel<F>, p.N, kSplitWarps * 32, 0, a, p, a.b<uint8_t>(0), x, y, bias,
+                       a.tuning->float_prefetch_bytes);
+            return;
+        }
+    }
     launch_pdl(p.n_tokens == 1 && !p.invariant ? gemv_kernel<F, 1> : gemv_kernel<F, kGemvMaxTokens>, blocks,
                kWarpsPerBlock * 32, 0, a, p, a.b<uint8_t>(0), x, y, bias, a.tuning->prefetch_bytes);
 }

@@ -4,8 +4,9 @@
 // or sigmoid, the n_used largest with ties to the lower expert id, then the
 // weights' normalization and scale. The lanes compute the probabilities into
 // shared memory and each pick is a warp arg-max over the experts after the
-// previous pick in (probability descending, id ascending) order; the sums
-// whose order fixes their rounding run on lane 0.
+// previous pick in (probability descending, id ascending) order; the
+// probabilities' sum, whose order fixes its rounding, runs on lane 0, and
+// the chosen weights' sum in every lane, in pick order.
 #pragma once
 #include <cstdint>
 
@@ -40,6 +41,7 @@ __device__ inline void moe_route_token_warp(const MoeRouteParams& p, const float
         float inv = 0.0f;
         if (lane == 0) {
             double sum = 0.0;
+#pragma unroll 8  // (the loads ahead of the adds)
             for (uint32_t e = 0; e < n; e++) sum += (double)q[e];
             inv = (float)(1.0 / sum);
         }
@@ -47,8 +49,10 @@ __device__ inline void moe_route_token_warp(const MoeRouteParams& p, const float
         for (uint32_t e = lane; e < n; e += 32) q[e] *= inv;
         __syncwarp();
     }
-    int32_t* ids = reinterpret_cast<int32_t*>(out);
-    float* w = reinterpret_cast<float*>(ids + p.n_used);
+    // Pick j ends up in lane j % 32 (held[j / 32]); every lane adds the
+    // picks' weights in pick order, as the CPU's normalization sums them.
+    int32_t held_id[2] = {0, 0};
+    float held_w[2] = {0.0f, 0.0f}, wsum = 0.0f;
     float prev_p = 0.0f;
     int32_t prev_id = -1;
     for (uint32_t j = 0; j < k; j++) {
@@ -69,31 +73,41 @@ __device__ inline void moe_route_token_warp(const MoeRouteParams& p, const float
             warp_best_expert(best, bp);
         }
         if (best < 0) {  // NaN probabilities: the lowest id not chosen yet
-            if (lane == 0)
-                for (uint32_t e = 0; e < n && best < 0; e++) {
-                    bool taken = false;
-                    for (uint32_t r = 0; r < j; r++) taken |= ids[r] == (int32_t)e;
-                    if (!taken) best = (int32_t)e;
+            for (uint32_t e = 0; e < n; e++) {
+                const bool mine = (lane < j && held_id[0] == (int32_t)e) || (lane + 32 < j && held_id[1] == (int32_t)e);
+                if (!__any_sync(0xffffffffu, mine)) {
+                    best = (int32_t)e;
+                    break;
                 }
-            best = __shfl_sync(0xffffffffu, best, 0);
+            }
             bp = q[best];
         }
-        if (lane == 0) {
-            ids[j] = best;
-            w[j] = bp;
+        if (lane == j % 32) {  // (constant indices: the pair stays in registers)
+            if (j < 32) {
+                held_id[0] = best;
+                held_w[0] = bp;
+            } else {
+                held_id[1] = best;
+                held_w[1] = bp;
+            }
         }
+        wsum += bp;
         prev_id = best;
         prev_p = bp;
     }
-    if (lane != 0) return;
-    if (p.norm_topk) {
-        float s = 0.0f;
-        for (uint32_t j = 0; j < k; j++) s += w[j];
-        s = fmaxf(s, 6.103515625e-5f);
-        for (uint32_t j = 0; j < k; j++) w[j] /= s;
+    const float s = fmaxf(wsum, 6.103515625e-5f);
+    int32_t* ids = reinterpret_cast<int32_t*>(out);
+    float* w = reinterpret_cast<float*>(ids + p.n_used);
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const uint32_t j = lane + 32 * h;
+        if (j >= k) continue;
+        float v = held_w[h];
+        if (p.norm_topk) v /= s;
+        if (p.weight_scale != 0.0f && p.weight_scale != 1.0f) v *= p.weight_scale;
+        ids[j] = held_id[h];
+        w[j] = v;
     }
-    if (p.weight_scale != 0.0f && p.weight_scale != 1.0f)
-        for (uint32_t j = 0; j < k; j++) w[j] *= p.weight_scale;
 }
 
 // Where slot j (of expert e within the tensor) stands among the route's held
