@@ -226,7 +226,8 @@ def int8_products(ref, ids, xs, bias):
 
 
 @pytest.mark.parametrize("qtype", INT8_DECODE_EXPERTS, ids=lambda t: t.name)
-@pytest.mark.parametrize("shape", [(16, 4, 384, 1024), (128, 8, 96, 512), (32, 4, 64, 2880)],
+@pytest.mark.parametrize("shape", [(16, 4, 384, 1024), (128, 8, 96, 512), (32, 4, 64, 2880),
+                                   (8, 2, 128, 512)],  # two slots: the weighted sum's two-slot kernel
                          ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("weighted", [0, 1])
 def test_moe_matmul_decode_int8_matches_float64(qtype, shape, weighted):
