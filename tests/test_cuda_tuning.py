@@ -40,6 +40,7 @@ SETTINGS = [
     "moe_tensor_cores=0",                      # prefill's expert matmuls on the float kernels
     "moe_tile_rows=32",                        # prefill's expert tiles of 32 routed rows
     "moe_int8_decode=0",                       # a decode token's expert matmuls on float activations
+    "moe_fuse_decode=0",                       # a decode token's expert gate, up and activation a kernel each
     "prefill_async=0",                         # prefill attention tiles through registers, one at a time
     "prefill_splits=3",                        # prefill attention's keys in 3 splits, most of them empty here
     "paged_prefill_tc=0",                      # paged prompt rows through the per-row attention kernel

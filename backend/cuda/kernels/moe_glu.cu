@@ -107,7 +107,8 @@ bool moe_pair_absorbs(const CudaArgs& up, const char* prev, const CudaArgs& gate
                       u.n_experts == g.n_experts && u.n_used == g.n_used && !u.weighted && !g.weighted &&
                       u.x_slot_stride == 0 && g.x_slot_stride == 0 && u.y_slot_stride == g.y_slot_stride &&
                       u.route_stride == g.route_stride && u.first_expert == g.first_expert && u.bias == g.bias &&
-                      up.buf[1] == gate.buf[1] && up.buf[3] == gate.buf[3];
+                      up.buf[1] == gate.buf[1] && up.buf[3] == gate.buf[3] && u.N && u.n_used &&
+                      reinterpret_cast<uintptr_t>(up.buf[1]) % 16 == 0;  // (quantize_activations' alignment)
     ActQ8 room;
     return same && integer_path(up, u) && integer_path(gate, g) && act_q8_layout(up, 1, u.K, 0, &room);
 }
