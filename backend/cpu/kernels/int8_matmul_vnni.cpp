@@ -33,10 +33,18 @@ constexpr int kTokenTile = 8;  // 32 vector registers
 inline __m256i dot4(__m256i acc, __m256i a_u8, __m256i b_s8) { return _mm256_dpbusd_epi32(acc, a_u8, b_s8); }
 
 #include "int8_tiles_x86.h"
+#include "int8_gemv_zmm.h"
+
+// The tiles, with one-token Q4_0 on 512-bit vectors (int8_gemv_zmm.h).
+constexpr Kernels vnni_kernels() {
+    Kernels k = kTileKernels;
+    k.q4_0 = q4_0_matmul_zmm;
+    return k;
+}
 
 }  // namespace
 
-const Kernels kAvx512VnniKernels = kTileKernels;
+const Kernels kAvx512VnniKernels = vnni_kernels();
 
 }  // namespace int8mm
 }  // namespace akunu
