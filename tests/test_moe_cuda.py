@@ -242,8 +242,10 @@ def test_moe_matmul_decode_int8_matches_float64(qtype, shape, weighted):
     raw, ref = make_experts(qtype, n_exp, N, K, rng)
     bias = rng.standard_normal((n_exp, N)).astype(np.float32)
     first = 2
-    ids = rng.choice(n_exp + 4, n_used, replace=False)[None]  # model ids: 0, 1 and past the last are not held
-    held = (ids >= first) & (ids < first + n_exp)
+    held = np.zeros(1, bool)
+    while not held.any():  # at least one held expert, so the two paths' outputs can differ
+        ids = rng.choice(n_exp + 4, n_used, replace=False)[None]  # model ids: 0, 1 and past the last are not held
+        held = (ids >= first) & (ids < first + n_exp)
     local = np.where(held, ids - first, 0)
     w, _ = poison_unselected(raw, local[held][None], qtype)
     weights = rng.uniform(0.1, 1, ids.shape).astype(np.float32)
