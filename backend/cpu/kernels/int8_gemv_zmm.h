@@ -14,6 +14,7 @@ inline void q4_0_gemv_zmm(const Pass& p, int g0, int g1) {
     alignas(64) __m256i dots[8][kChunk];  // [row][block]: two blocks a 512-bit store
     const __m256i nibble = _mm256_set1_epi8(0x0F);
     const __m512i halves = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);  // lo's and hi's 16-byte halves, alternating
+    const uintptr_t ahead = prefetch_distance((size_t)nb * F::BB);
     for (int g = g0; g < g1; g++) {
         const int n0 = g * 8, rows = std::min(8, p.N - n0);
         const uint8_t* rp[8];
@@ -26,7 +27,7 @@ inline void q4_0_gemv_zmm(const Pass& p, int g0, int g1) {
                 const uint8_t* blk = rp[r] + (size_t)c0 * F::BB;
                 int b = 0;
                 for (; b + 2 <= cb; b += 2, blk += 2 * F::BB) {
-                    prefetch_ahead(blk);
+                    prefetch_ahead(blk, ahead);
                     const __m256i q = _mm256_loadu2_m128i((const __m128i*)(blk + F::BB + 2), (const __m128i*)(blk + 2));
                     const __m256i lo = _mm256_and_si256(q, nibble);
                     const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), nibble);
@@ -38,7 +39,7 @@ inline void q4_0_gemv_zmm(const Pass& p, int g0, int g1) {
                     _mm512_store_si512((void*)&dots[r][b], _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, x));
                 }
                 for (; b < cb; b++, blk += F::BB) {
-                    prefetch_ahead(blk);
+                    prefetch_ahead(blk, ahead);
                     dots[r][b] = dot4(_mm256_setzero_si256(), F::unpack(blk), load_v(xc + 32 * b));
                 }
             }

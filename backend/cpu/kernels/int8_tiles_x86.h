@@ -576,11 +576,22 @@ inline void store_row_group(const Pass& p, __m256 acc, int n0, int rows, int t =
 // Q8_0 151936 x 1024 20 -> 33-36 GB/s, 16384 x 3072 22 -> 36; Q6_K 16384 x
 // 3072 25 -> 42; Q4_K 16 -> 26; 12-16 KB ahead gained less, 48 KB no more.
 // Qwen3-0.6B shape decode, tg64: Q8_0 27 -> 40-47 tok/s, Q4_K_M 65 -> 76.
+// The bytes ahead are whole groups of 8 rows: the same block of a later
+// group, which is read that many groups' bytes later whatever the order
+// inside a group. Rows longer than a chunk are read a chunk of each row in
+// turn, so a fixed distance lands in a row whose chunk comes only a few runs
+// later (2 threads, AMD EPYC VM: Q8_0 16384 x 8192 24 -> 30 GB/s, as its
+// 65536 x 2048; Llama-3.2-1B's FFN down projection).
 constexpr int kGemvChunk32 = 64, kGemvChunkK = 8;
-constexpr uintptr_t kPrefetchAhead = 24 * 1024;
+constexpr size_t kPrefetchAhead = 24 * 1024;
 
-inline void prefetch_ahead(const uint8_t* p) {
-    _mm_prefetch((const char*)((uintptr_t)p + kPrefetchAhead), _MM_HINT_T1);  // (may pass the matrix's end)
+inline uintptr_t prefetch_distance(size_t row_bytes) {
+    const size_t group = 8 * row_bytes;
+    return (uintptr_t)(group * ((kPrefetchAhead + group - 1) / group));
+}
+
+inline void prefetch_ahead(const uint8_t* p, uintptr_t ahead) {
+    _mm_prefetch((const char*)((uintptr_t)p + ahead), _MM_HINT_T1);  // (may pass the matrix's end)
 }
 
 // A few tokens (T, up to kGemvTokens32 / kGemvTokensK: batched decode, short verification
@@ -604,6 +615,7 @@ void q32_gemv(const Pass& p, int g0, int g1) {
     constexpr int kChunk = kGemvChunk32 / T;
     const int nb = p.K / 32;
     alignas(32) __m256i dots[T][kChunk][8];
+    const uintptr_t ahead = prefetch_distance((size_t)nb * F::BB);
     for (int g = g0; g < g1; g++) {
         const int n0 = g * 8, rows = std::min(8, p.N - n0);
         const uint8_t* rp[8];
@@ -615,7 +627,7 @@ void q32_gemv(const Pass& p, int g0, int g1) {
             for (int r = 0; r < 8; r++) {
                 const uint8_t* blk = rp[r] + (size_t)c0 * F::BB;
                 for (int b = 0; b < cb; b++, blk += F::BB) {
-                    prefetch_ahead(blk);
+                    prefetch_ahead(blk, ahead);
                     const __m256i w = unpack_u8<F>(blk);
                     const int8_t* x = p.xq + 32 * (size_t)(c0 + b);
                     if constexpr (kSignTile<F>) {
@@ -653,6 +665,7 @@ void k_gemv(const Pass& p, int g0, int g1) {
     constexpr int kChunk = kGemvChunkK / T > 0 ? kGemvChunkK / T : 1;
     const int nb = p.K / 256;
     alignas(32) __m256i iv[T][kChunk][8], pv[T][kChunk][8];
+    const uintptr_t ahead = prefetch_distance((size_t)nb * F::BB);
     for (int g = g0; g < g1; g++) {
         const int n0 = g * 8, rows = std::min(8, p.N - n0);
         const uint8_t* rp[8];
@@ -664,7 +677,7 @@ void k_gemv(const Pass& p, int g0, int g1) {
             for (int r = 0; r < 8; r++) {
                 const uint8_t* blk = rp[r] + (size_t)c0 * F::BB;
                 for (int b = 0; b < cb; b++, blk += F::BB) {
-                    for (int l = 0; l < F::BB; l += 64) prefetch_ahead(blk + l);
+                    for (int l = 0; l < F::BB; l += 64) prefetch_ahead(blk + l, ahead);
                     __m256i w[8], sc[8], pw;
                     F::unpack(blk, w);
                     F::row_scales(blk, sc, pw);

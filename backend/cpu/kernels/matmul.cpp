@@ -265,7 +265,11 @@ template <class F> constexpr bool kOneTokenRows = !std::is_same<F, F16>::value;
 // is hsum8), so the bits are the same. Eight rows read in lockstep were
 // eight short interleaved streams: 2 threads on a 2-core AMD EPYC VM (32
 // GB/s read bandwidth), F16 rows of 1024 / 2048 columns streamed at 21-22
-// GB/s that way, at 28-30 one row at a time (two chains).
+// GB/s that way, at 28-30 one row at a time (two chains). The rows are one
+// range read forward, so each step also asks L2 for the bytes
+// kRowsPrefetchAhead past it, as the integer GEMVs do (int8_tiles_x86.h).
+constexpr size_t kRowsPrefetchAhead = 24 * 1024;
+
 template <class F>
 void one_token_rows(const MatmulParams& p, const uint8_t* W, const float* x, float* y, const float* bias, int n0,
                     int n1) {
@@ -275,6 +279,8 @@ void one_token_rows(const MatmulParams& p, const uint8_t* W, const float* x, flo
         const uint8_t* w = W + (size_t)n * row_bytes;
         __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
         for (int k = 0; k < K16; k += 16) {
+            // (may pass the matrix's end: a prefetch never faults)
+            _mm_prefetch((const char*)((uintptr_t)w + (size_t)k * F::ES + kRowsPrefetchAhead), _MM_HINT_T1);
             a0 = _mm256_fmadd_ps(load8(F{}, w, k), _mm256_loadu_ps(x + k), a0);
             if constexpr (kChains == 2) a1 = _mm256_fmadd_ps(load8(F{}, w, k + 8), _mm256_loadu_ps(x + k + 8), a1);
             else a0 = _mm256_fmadd_ps(load8(F{}, w, k + 8), _mm256_loadu_ps(x + k + 8), a0);
