@@ -292,6 +292,8 @@ ATTENTION_CASES = {
                                    lens=[2900, 511, 1030, 2], max_chunk=4),
     "hd64-gqa4-prefill-chunk": dict(heads=16, kv_heads=4, hd=64, block_size=32, window=0, lens=[200, 90, 33],
                                     max_chunk=40),
+    # blocks of a size not a power of two (the CPU kernel's division path)
+    "hd128-gqa2-bs12": dict(heads=16, kv_heads=8, hd=128, block_size=12, window=0, lens=[300, 25, 1], max_chunk=3),
 }
 
 

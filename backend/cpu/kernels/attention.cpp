@@ -478,6 +478,13 @@ void attention_paged(const CpuArgs& a) {
     const uint32_t group = p.n_heads / p.n_kv_heads;
     const uint32_t n_blocks = (p.n_tokens + kTokenBlock - 1) / kTokenBlock;
     const uint32_t nh = heads_per_item(group, p.n_kv_heads, n_blocks, a.pool->size());
+    // A key's pool row is looked up for every key of every item: with blocks
+    // of a power of two (the default pool's) by shift and mask, not
+    // a division (2 threads, Qwen3-0.6B's heads, 8 sequences at 1024 keys:
+    // 2.8 -> 2.5-2.65 ms).
+    const bool pow2 = p.block_size && (p.block_size & (p.block_size - 1)) == 0;
+    uint32_t shift = 0;
+    while (pow2 && (1u << shift) < p.block_size) shift++;
     const uint32_t items_a_block = p.n_heads / nh;
     a.pool->parallel_for((int)(n_blocks * items_a_block), [&](int i0, int i1) {
         uint32_t lo[kTokenBlock], last[kTokenBlock];
@@ -495,7 +502,11 @@ void attention_paged(const CpuArgs& a) {
                 }
                 attend(HeadBlock{h0, nh, nt, lo, last}, hd, group, {p.scale, p.softcap}, cache,
                        p.sinks ? a.b<float>(6) : nullptr, [&](uint32_t i, uint32_t k) { return q + (size_t)(t0 + i) * p.q_stride + (size_t)(h0 + k) * hd; },
-                       [&](uint32_t j) { return paged_row(tables, p.max_blocks, p.block_size, seq, j); },
+                       [&](uint32_t j) {
+                           const int32_t* table = tables + (size_t)seq * p.max_blocks;
+                           return pow2 ? ((size_t)table[j >> shift] << shift) + (j & (p.block_size - 1))
+                                       : paged_row(tables, p.max_blocks, p.block_size, seq, j);
+                       },
                        [&](uint32_t i, uint32_t k) { return out + (size_t)(t0 + i) * p.out_stride + (size_t)(h0 + k) * hd; });
                 t0 += nt;
             }
