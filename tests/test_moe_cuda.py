@@ -61,7 +61,7 @@ def on_both(name, bufs, out_index, params):
 @pytest.mark.parametrize("norm", [0, 1])
 def test_route_matches_cpu(gating, norm):
     rng = rng_for(("route", gating, norm))
-    for n_exp, n_used, n_tok in ((128, 8, 300), (8, 2, 5), (60, 4, 1), (33, 3, 7), (4096, 16, 6)):
+    for n_exp, n_used, n_tok in ((128, 8, 300), (8, 2, 5), (60, 4, 1), (33, 3, 7), (4096, 16, 6), (256, 40, 9)):
         logits = (rng.standard_normal((n_tok, n_exp)) * 3).astype(np.float32)
         logits[0, :4] = logits[0, 4]  # a tie
         rs = 2 * n_used + 2
@@ -74,6 +74,35 @@ def test_route_matches_cpu(gating, norm):
         np.testing.assert_array_equal(ids_g[clear], ids_c[clear], err_msg=f"AKUNU_TEST_SEED={SEED}")
         np.testing.assert_allclose(gpu[clear, n_used:2 * n_used], cpu[clear, n_used:2 * n_used], rtol=1e-5)
         assert np.isnan(gpu[:, 2 * n_used:]).all()
+
+
+@pytest.mark.parametrize("n_used", [3, 40], ids=["3", "40"])  # 40: picks past a warp's 32 lanes
+def test_route_ties_and_nan_logits_match_cpu(n_used):
+    """Exact ties, every probability NaN, NaNs among numbers (the CPU's scan
+    takes one when it is the lowest id not taken yet) and a NaN first: the
+    CPU's experts in the CPU's order, NaN weights where the CPU's are."""
+    rng = rng_for(("route-nan", n_used))
+    logits = np.zeros((7, 80), np.float32)
+    logits[1, [3, 7, 11, 12]] = 1.0
+    logits[2] = np.repeat(np.arange(40, dtype=np.float32), 2)  # pairs of equal values
+    logits[3] = np.nan
+    logits[4, [2, 9, 41]] = np.nan
+    logits[5, 0] = np.nan
+    logits[6] = rng.permutation(80).astype(np.float32) * 0.25  # no near ties: the same picks whatever exp rounds
+    logits[6, [0, 5, 44]] = np.nan
+    rs = 2 * n_used + 2
+    for gating in (kp.MOE_SOFTMAX, kp.MOE_SIGMOID):
+        for norm in (0, 1):
+            cpu, gpu = on_both("moe_route", [logits, np.zeros((7, rs), np.float32)], 1,
+                               kp.moe_route(80, n_used, 7, gating, norm, 80, rs, 0.0))
+            ids_c, ids_g = cpu[:, :n_used].copy().view(np.int32), gpu[:, :n_used].copy().view(np.int32)
+            np.testing.assert_array_equal(ids_g, ids_c, err_msg=f"gating {gating} norm {norm}")
+            wc, wg = cpu[:, n_used:2 * n_used], gpu[:, n_used:2 * n_used]
+            np.testing.assert_array_equal(np.isnan(wg), np.isnan(wc))
+            np.testing.assert_allclose(wg, wc, rtol=2e-6)
+            assert np.isnan(gpu[:, 2 * n_used:]).all()
+            for row in ids_g:
+                assert len(set(row.tolist())) == n_used and all(0 <= i < 80 for i in row)
 
 
 @pytest.mark.parametrize("qtype", KERNEL_FORMATS, ids=lambda t: t.name)

@@ -3,10 +3,10 @@
 // probabilities by softmax (the sum in double, in expert order, as the CPU)
 // or sigmoid, the n_used largest with ties to the lower expert id, then the
 // weights' normalization and scale. The lanes compute the probabilities into
-// shared memory and each pick is a warp arg-max over the experts after the
-// previous pick in (probability descending, id ascending) order; the
-// probabilities' sum, whose order fixes its rounding, runs on lane 0, and
-// the chosen weights' sum in every lane, in pick order.
+// shared memory and each pick is a warp arg-max over the experts not taken
+// yet (NaNs as the CPU's scan takes them); the probabilities' sum, whose
+// order fixes its rounding, runs on lane 0, and the chosen weights' sum in
+// every lane, in pick order.
 #pragma once
 #include <cstdint>
 
@@ -49,39 +49,36 @@ __device__ inline void moe_route_token_warp(const MoeRouteParams& p, const float
         for (uint32_t e = lane; e < n; e += 32) q[e] *= inv;
         __syncwarp();
     }
-    // Pick j ends up in lane j % 32 (held[j / 32]); every lane adds the
-    // picks' weights in pick order, as the CPU's normalization sums them.
+    // Each pick is the CPU's scan: the lowest id not taken yet when its
+    // probability is NaN, else the largest probability among those not taken
+    // (NaNs passed over, ties to the lower id). A taken expert's probability
+    // becomes -1 in q (probabilities are never negative). Pick j ends up in
+    // lane j % 32 (held[j / 32]); every lane adds the picks' weights in pick
+    // order, as the CPU's normalization sums them.
     int32_t held_id[2] = {0, 0};
     float held_w[2] = {0.0f, 0.0f}, wsum = 0.0f;
-    float prev_p = 0.0f;
-    int32_t prev_id = -1;
     for (uint32_t j = 0; j < k; j++) {
-        int32_t best = -1;
+        int32_t first = INT32_MAX, best = -1;
         float bp = 0.0f;
-        if (prev_id < 0 && q[0] != q[0]) {
-            best = 0;  // the CPU's scan keeps a NaN first candidate
-            bp = q[0];
-        } else {
-            for (uint32_t e = lane; e < n; e += 32) {
-                const float pe = q[e];
-                const bool after = prev_id < 0 || pe < prev_p || (pe == prev_p && (int32_t)e > prev_id);
-                if (after && pe == pe && (best < 0 || pe > bp)) {
-                    best = (int32_t)e;
-                    bp = pe;
-                }
+        for (uint32_t e = lane; e < n; e += 32) {
+            const float pe = q[e];
+            if (pe == -1.0f) continue;
+            first = min(first, (int32_t)e);
+            if (pe == pe && (best < 0 || pe > bp)) {  // (a lane's ids ascend: ties keep the lower)
+                best = (int32_t)e;
+                bp = pe;
             }
-            warp_best_expert(best, bp);
         }
-        if (best < 0) {  // NaN probabilities: the lowest id not chosen yet
-            for (uint32_t e = 0; e < n; e++) {
-                const bool mine = (lane < j && held_id[0] == (int32_t)e) || (lane + 32 < j && held_id[1] == (int32_t)e);
-                if (!__any_sync(0xffffffffu, mine)) {
-                    best = (int32_t)e;
-                    break;
-                }
-            }
-            bp = q[best];
+        for (int off = 16; off > 0; off >>= 1) first = min(first, __shfl_xor_sync(0xffffffffu, first, off));
+        warp_best_expert(best, bp);
+        const float pf = q[first];  // (k <= n: some expert is left)
+        if (pf != pf || best < 0) {
+            best = first;
+            bp = pf;
         }
+        __syncwarp();
+        if (lane == 0) q[best] = -1.0f;
+        __syncwarp();
         if (lane == j % 32) {  // (constant indices: the pair stays in registers)
             if (j < 32) {
                 held_id[0] = best;
@@ -92,10 +89,9 @@ __device__ inline void moe_route_token_warp(const MoeRouteParams& p, const float
             }
         }
         wsum += bp;
-        prev_id = best;
-        prev_p = bp;
     }
-    const float s = fmaxf(wsum, 6.103515625e-5f);
+    // The CPU's std::max(sum, clamp): a NaN sum stays NaN.
+    const float s = wsum < 6.103515625e-5f ? 6.103515625e-5f : wsum;
     int32_t* ids = reinterpret_cast<int32_t*>(out);
     float* w = reinterpret_cast<float*>(ids + p.n_used);
 #pragma unroll
