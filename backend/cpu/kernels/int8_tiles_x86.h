@@ -147,6 +147,27 @@ inline void store_rows(const Pass& p, const TileAcc& acc, int n0, int rows) {
             p.y[(size_t)t * p.y_stride + n0 + r] = acc.v[t][r] + (p.bias ? p.bias[n0 + r] : 0.0f);
 }
 
+// Each block read also asks L2 for the bytes kPrefetchAhead or more past it
+// (the decode GEMVs below say why). The distance is whole groups of 8 rows:
+// the same block of a later group, which is read that many groups' bytes
+// later whatever the order inside a group (8 rows in lockstep here, a chunk
+// of each row in turn in the GEMVs). A fixed distance landed in a row whose
+// chunk comes only a few runs later (2 threads, AMD EPYC VM: Q8_0 16384 x
+// 8192 24 -> 30 GB/s, as its 65536 x 2048; Llama-3.2-1B's FFN down
+// projection); the tiles, 8 short interleaved streams, asked for nothing
+// (Q4_0 65536 x 1024 streamed from DRAM, 4 / 8 tokens: 5.2 -> 2.2, 6.4 ->
+// 3.3 ms; Q8_0 5.2 -> 2.5, 6.4 -> 3.9).
+constexpr size_t kPrefetchAhead = 24 * 1024;
+
+inline uintptr_t prefetch_distance(size_t row_bytes) {
+    const size_t group = 8 * row_bytes;
+    return (uintptr_t)(group * ((kPrefetchAhead + group - 1) / group));
+}
+
+inline void prefetch_ahead(const uint8_t* p, uintptr_t ahead) {
+    _mm_prefetch((const char*)((uintptr_t)p + ahead), _MM_HINT_T1);  // (may pass the matrix's end)
+}
+
 // Rows n0.. of the group: pointers clamped to the last real row (a partial
 // group computes duplicates and stores only its rows).
 inline void row_pointers(const Pass& p, int n0, size_t row_bytes, const uint8_t* rp[8]) {
@@ -230,6 +251,7 @@ void q32_groups(const Pass& p, int g0, int g1) {
     alignas(32) float dw[kChunk32][8];
     alignas(32) float mw[F::kMin ? kChunk32 : 1][8];
     TileAcc acc;
+    const uintptr_t ahead = prefetch_distance((size_t)nb * F::BB);
     for (int g = g0; g < g1; g++) {
         const int n0 = g * 8, rows = std::min(8, p.N - n0);
         const uint8_t* rp[8];
@@ -240,6 +262,7 @@ void q32_groups(const Pass& p, int g0, int g1) {
                 __m256i v[8];
                 for (int r = 0; r < 8; r++) {
                     const uint8_t* blk = rp[r] + (size_t)(c0 + b) * F::BB;
+                    prefetch_ahead(blk, ahead);
                     v[r] = unpack_u8<F>(blk);
                     dw[b][r] = block_scale<F>(blk);
                     if constexpr (F::kMin) mw[b][r] = blocks::h(blk + 2);
@@ -495,6 +518,7 @@ void k_groups(const Pass& p, int g0, int g1) {
     const int nb = p.K / 256;
     KTile k;
     TileAcc acc;
+    const uintptr_t ahead = prefetch_distance((size_t)nb * F::BB);
     for (int g = g0; g < g1; g++) {
         const int n0 = g * 8, rows = std::min(8, p.N - n0);
         const uint8_t* rp[8];
@@ -505,6 +529,7 @@ void k_groups(const Pass& p, int g0, int g1) {
                 __m256i w[8][8];  // [row][run of 32]
                 for (int r = 0; r < 8; r++) {
                     const uint8_t* blk = rp[r] + (size_t)(c0 + s) * F::BB;
+                    for (int l = 0; l < F::BB; l += 64) prefetch_ahead(blk + l, ahead);
                     F::unpack(blk, w[r]);
                     F::meta(blk, k, s, r);
                 }
@@ -576,39 +601,22 @@ inline void store_row_group(const Pass& p, __m256 acc, int n0, int rows, int t =
 // Q8_0 151936 x 1024 20 -> 33-36 GB/s, 16384 x 3072 22 -> 36; Q6_K 16384 x
 // 3072 25 -> 42; Q4_K 16 -> 26; 12-16 KB ahead gained less, 48 KB no more.
 // Qwen3-0.6B shape decode, tg64: Q8_0 27 -> 40-47 tok/s, Q4_K_M 65 -> 76.
-// The bytes ahead are whole groups of 8 rows: the same block of a later
-// group, which is read that many groups' bytes later whatever the order
-// inside a group. Rows longer than a chunk are read a chunk of each row in
-// turn, so a fixed distance lands in a row whose chunk comes only a few runs
-// later (2 threads, AMD EPYC VM: Q8_0 16384 x 8192 24 -> 30 GB/s, as its
-// 65536 x 2048; Llama-3.2-1B's FFN down projection).
+// The bytes ahead: prefetch_distance (with the tiles, above).
 constexpr int kGemvChunk32 = 64, kGemvChunkK = 8;
-constexpr size_t kPrefetchAhead = 24 * 1024;
-
-inline uintptr_t prefetch_distance(size_t row_bytes) {
-    const size_t group = 8 * row_bytes;
-    return (uintptr_t)(group * ((kPrefetchAhead + group - 1) / group));
-}
-
-inline void prefetch_ahead(const uint8_t* p, uintptr_t ahead) {
-    _mm_prefetch((const char*)((uintptr_t)p + ahead), _MM_HINT_T1);  // (may pass the matrix's end)
-}
 
 // A few tokens (T, up to kGemvTokens32 / kGemvTokensK: batched decode, short verification
 // passes) take the same path: each row's weights unpacked once and dotted
 // with every token's activations, the dot vectors of a chunk kept per token
-// (the chunk shrinks with T to keep them in L1). Below the tiles' token
-// count the tiles would interleave 8 rows for a handful of tokens (the
-// interleaving is most of a pass's cost there) and fill their register tile
-// with copies of the last one. Gemma 3 270M Q4_K_M, batched decode steps on
-// 2 threads (AMD EPYC VM, AVX-512 VNNI): 2 rows 33-42 -> 16-18 ms, 4 rows
-// 36-43 -> 26-33 ms. Up to 8 tokens the K-quant GEMV still beats the tiles
-// on matrices streamed from DRAM, where the tiles' 8 rows in lockstep keep
-// too few misses in flight (2 threads, AMD EPYC VM: Q6_K 151936 x 1024 at 8
-// tokens 27.0 -> 10.0 ms, Q4_K 13.9 -> 10.0); the Q4_0 / Q8_0 tiles, which
-// unpack less a byte, keep their pace there (Q4_0 14.3 vs 15.9 ms, Q8_0
-// 14.6 vs 16.9 ms through the GEMV) and win in cache, so they take over at 5.
-constexpr int kGemvTokens32 = 4, kGemvTokensK = 8;
+// (the chunk shrinks with T to keep them in L1). Gemma 3 270M Q4_K_M,
+// batched decode steps on 2 threads (AMD EPYC VM, AVX-512 VNNI): 2 rows
+// 33-42 -> 16-18 ms, 4 rows 36-43 -> 26-33 ms against the tiles. Up to 8
+// tokens the K-quant GEMV still beats the tiles, whose interleaving costs
+// more a super-block (same VM, 2 threads, 4 tokens: Q6_K 65536 x 1024 2.7
+// vs 3.5 ms, Q4_K even). The Q4_0 / Q8_0 tiles, which unpack less a byte,
+// win from 2 tokens on since they prefetch like the GEMVs (65536 x 1024
+// from DRAM, 2 / 4 tokens: Q4_0 1.8 / 2.2 ms against the GEMV's 2.5 / 3.4,
+// Q8_0 2.1 / 2.5 against 2.5 / 3.6; in cache 25-45% faster).
+constexpr int kGemvTokens32 = 1, kGemvTokensK = 8;
 
 template <class F, int T>
 void q32_gemv(const Pass& p, int g0, int g1) {
