@@ -427,9 +427,7 @@ void launch_moe_shared_add(const CudaArgs& a) {
 // the command before where that command can (a Q8Link: moe_glu.h).
 bool moe_matmul_q8_input(const CudaArgs& a, Q8Link* link) {
     const MoeMatmulParams p = a.p<MoeMatmulParams>();
-    if (!a.tuning->moe_int8_decode || !p.weighted || p.x_slot_stride != p.K ||
-        !moe_q8::with_format(p, a.b<uint8_t>(0), moe_q8::row_bytes_of(p), [](auto) { return true; }))
-        return false;
+    if (!a.tuning->moe_int8_decode || !p.weighted || p.x_slot_stride != p.K || !moe_q8::takes(a, p)) return false;
     *link = Q8Link{a.b<float>(1), p.n_used * p.K, 1};
     return true;
 }

@@ -213,6 +213,11 @@ inline size_t row_bytes_of(const MoeMatmulParams& p) {
     return dt && dt->block_elems ? (size_t)p.K / dt->block_elems * dt->block_bytes : 0;
 }
 
+// Whether this launch's tensor (buffer 0) takes the 8-bit decode kernels.
+inline bool takes(const CudaArgs& a, const MoeMatmulParams& p) {
+    return with_format(p, a.b<uint8_t>(0), row_bytes_of(p), [](auto) { return true; });
+}
+
 }  // namespace moe_q8
 
 // One token's expert matmul outside batch tables (p.invariant == 0) on

@@ -92,10 +92,6 @@ void launch_glu(const CudaArgs& a, const CommandBytes& gate, const CommandBytes&
     if (!launched) throw Error("moe_matmul: the joined gate and up found no 8-bit decode path");
 }
 
-bool integer_path(const CudaArgs& c, const MoeMatmulParams& p) {
-    return moe_q8::with_format(p, c.b<uint8_t>(0), moe_q8::row_bytes_of(p), [](auto) { return true; });
-}
-
 }  // namespace
 
 bool moe_pair_absorbs(const CudaArgs& up, const char* prev, const CudaArgs& gate) {
@@ -110,7 +106,7 @@ bool moe_pair_absorbs(const CudaArgs& up, const char* prev, const CudaArgs& gate
                       up.buf[1] == gate.buf[1] && up.buf[3] == gate.buf[3] && u.N && u.n_used &&
                       reinterpret_cast<uintptr_t>(up.buf[1]) % 16 == 0;  // (quantize_activations' alignment)
     ActQ8 room;
-    return same && integer_path(up, u) && integer_path(gate, g) && act_q8_layout(up, 1, u.K, 0, &room);
+    return same && moe_q8::takes(up, u) && moe_q8::takes(gate, g) && act_q8_layout(up, 1, u.K, 0, &room);
 }
 
 void launch_moe_pair(const CudaArgs& up) { launch_glu<kNoAct, kPairWarps>(up, up.absorbed, up, nullptr, ActQ8{}); }
