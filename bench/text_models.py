@@ -104,22 +104,32 @@ def avx512_options() -> List[str]:
     return ["GGML_AVX512"] + sorted({opt for flag, opt in wanted.items() if flag in flags})
 
 
-def build_llama_cpp(src: str, cuda: bool, cuda_arch: str = "native",
-                    targets=("llama-bench", "llama-quantize")) -> str:
-    """`targets` (llama-bench, llama-quantize, llama-server) built from llama.cpp's sources at src (CUDA
-    on, or a CPU build that does not assume this machine's instruction set); returns their folder."""
-    build = os.path.join(src, "build-cuda" if cuda else "build-cpu")
-    bins = os.path.join(build, "bin")
-    if all(os.path.exists(os.path.join(bins, b)) for b in targets):
-        return bins
+def llama_cpp_cmake_flags(backend: str, targets, cuda_arch: str = "native") -> List[str]:
+    """CMake switches for llama.cpp's `backend` ("cpu", "cuda" or "metal") and `targets`."""
     server = "ON" if "llama-server" in targets else "OFF"
     flags = ["-DCMAKE_BUILD_TYPE=Release", "-DLLAMA_CURL=OFF", "-DLLAMA_BUILD_TESTS=OFF",
              f"-DLLAMA_BUILD_SERVER={server}", "-DLLAMA_BUILD_EXAMPLES=OFF"]
-    if cuda:
+    if backend == "cuda":
         flags += ["-DGGML_CUDA=ON", f"-DCMAKE_CUDA_ARCHITECTURES={cuda_arch}"]
+    elif backend == "metal":  # Apple Silicon: Metal with its shaders embedded in the library, native CPU code
+        flags += ["-DGGML_METAL=ON", "-DGGML_METAL_EMBED_LIBRARY=ON"]
     else:  # llama.cpp's native CPU build crashes on some AMX machines: the CPU's features named one by one
         flags += ["-DGGML_NATIVE=OFF", "-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON"]
         flags += [f"-D{opt}=ON" for opt in avx512_options()]
+    return flags
+
+
+def build_llama_cpp(src: str, cuda: bool, cuda_arch: str = "native",
+                    targets=("llama-bench", "llama-quantize"), metal: bool = False) -> str:
+    """`targets` (llama-bench, llama-quantize, llama-server) built from llama.cpp's sources at src (CUDA
+    on, Metal on with `metal`, or a CPU build that does not assume this machine's instruction set);
+    returns their folder."""
+    backend = "cuda" if cuda else "metal" if metal else "cpu"
+    build = os.path.join(src, f"build-{backend}")
+    bins = os.path.join(build, "bin")
+    if all(os.path.exists(os.path.join(bins, b)) for b in targets):
+        return bins
+    flags = llama_cpp_cmake_flags(backend, targets, cuda_arch)
     print(f"building llama.cpp in {build}", file=sys.stderr, flush=True)
     subprocess.run(["cmake", "-S", src, "-B", build, *flags], check=True, stdout=subprocess.DEVNULL)
     subprocess.run(["cmake", "--build", build, "-j", str(os.cpu_count() or 2), "--target", *targets], check=True,

@@ -271,3 +271,40 @@ def test_llama_bench_on_a_gpu_takes_its_better_setting(tmp_path):
     assert "GGML_CUDA_GRAPH_OPT=1" in rows[0]["peer_settings"] and "GRAPH_OPT" not in rows[1]["peer_settings"]
     calls = (tmp_path / "llama-bench.calls").read_text().splitlines()
     assert len(calls) == 4 and all("-ngl 99 -fa 1" in c and "-t 16" in c and "-r 3" in c for c in calls)
+
+
+def test_llama_bench_on_metal_offloads_every_layer(tmp_path):
+    """Beside akunu's Metal backend llama-bench runs on the GPU too (-ngl 99 -fa 1; 2048-token
+    micro-batches tried for long prompts), without CUDA's settings."""
+    from akunu.bench.text import llama_bench_rows
+
+    fake = tmp_path / "llama-bench"
+    fake.write_text(FAKE_LLAMA_BENCH)
+    fake.chmod(0o755)
+    rows = llama_bench_rows(str(fake), "model.gguf", [("pp", 1024, 0), ("tg", 128, 0)], 3, "metal", 8)
+    assert [r["test"] for r in rows] == ["pp1024", "tg128"]
+    assert all("GRAPH_OPT" not in r["peer_settings"] and "-ngl 99 -fa 1" in r["peer_settings"] for r in rows)
+    calls = (tmp_path / "llama-bench.calls").read_text().splitlines()
+    assert len(calls) == 3 and all("-ngl 99 -fa 1" in c and "-t 8" in c for c in calls)
+    assert sum("-ub 2048" in c for c in calls) == 1
+
+
+def test_llama_cpp_build_switches_per_backend():
+    from bench.text_models import llama_cpp_cmake_flags
+
+    metal = llama_cpp_cmake_flags("metal", ("llama-bench", "llama-quantize"))
+    assert "-DGGML_METAL=ON" in metal and not any("AVX" in f or "CUDA" in f for f in metal)
+    cuda = llama_cpp_cmake_flags("cuda", ("llama-bench",), "90")
+    assert "-DGGML_CUDA=ON" in cuda and "-DCMAKE_CUDA_ARCHITECTURES=90" in cuda and "-DGGML_METAL=ON" not in cuda
+    cpu = llama_cpp_cmake_flags("cpu", ("llama-bench", "llama-server"))
+    assert "-DGGML_NATIVE=OFF" in cpu and "-DLLAMA_BUILD_SERVER=ON" in cpu and "-DGGML_METAL=ON" not in cpu
+
+
+def test_metal_text_bench_says_what_it_needs():
+    from bench import text_metal
+
+    with pytest.raises(SystemExit, match="unknown shapes"):
+        text_metal.main(["--shapes", "qwen3-0.6b,no-such-shape"])
+    if sys.platform != "darwin":
+        with pytest.raises(SystemExit, match="Apple Silicon Mac"):
+            text_metal.main(["--shapes", "qwen3-0.6b"])

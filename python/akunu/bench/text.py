@@ -87,22 +87,28 @@ def find_llama_bench(path: Optional[str]) -> Optional[str]:
 GGML_KV_TYPES = {"f16": 1, "bf16": 30, "q8_0": 8, "q4_0": 2}
 
 
+# akunu's devices whose llama.cpp peer offloads every layer (llama.cpp's CUDA and Metal backends)
+GPU_DEVICES = ("cuda", "metal")
+
+
 def llama_bench_rows(binary: str, path: str, tests: List[Test], reps: int, device: str, threads: int,
                      kv_types=("f16", "f16")) -> List[Dict]:
-    """llama-bench's own measurement; on a GPU the best of its default and GGML_CUDA_GRAPH_OPT=1 per test,
-    and for prompts over 512 tokens also of 2048-token micro-batches (-ub 2048), its fastest there; the
-    KV cache of akunu's types (-ctk / -ctv; a quantized V cache needs flash attention there, -fa 1)."""
+    """llama-bench's own measurement; on a GPU (CUDA or Metal) every layer offloaded with flash attention
+    (-ngl 99 -fa 1), and for prompts over 512 tokens also 2048-token micro-batches (-ub 2048), its fastest
+    there; on CUDA the best of its default and GGML_CUDA_GRAPH_OPT=1 per test; the KV cache of akunu's
+    types (-ctk / -ctv; a quantized V cache needs flash attention there, -fa 1)."""
     best: Dict[str, Dict] = {}
+    gpu = device in GPU_DEVICES
     envs = [{}, {"GGML_CUDA_GRAPH_OPT": "1"}] if device == "cuda" else [{}]
     for env in envs:
         for kind, n, depth in tests:
-            batches = [[], ["-b", "2048", "-ub", "2048"]] if device == "cuda" and kind == "pp" and n > 512 else [[]]
+            batches = [[], ["-b", "2048", "-ub", "2048"]] if gpu and kind == "pp" and n > 512 else [[]]
             for ub in batches:
                 cmd = [binary, "-m", path, "-r", str(reps), "-o", "json", "-t", str(threads),
                        "-p", str(n if kind == "pp" else 0), "-n", str(n if kind == "tg" else 0), "-d", str(depth)]
-                cmd += (["-ngl", "99", "-fa", "1"] if device == "cuda" else ["-ngl", "0"]) + ub
+                cmd += (["-ngl", "99", "-fa", "1"] if gpu else ["-ngl", "0"]) + ub
                 if tuple(kv_types) != ("f16", "f16"):
-                    cmd += ["-ctk", kv_types[0], "-ctv", kv_types[1]] + (["-fa", "1"] if device != "cuda" else [])
+                    cmd += ["-ctk", kv_types[0], "-ctv", kv_types[1]] + (["-fa", "1"] if not gpu else [])
                 for got in _llama_bench_run(cmd, env, threads, reps):
                     if got["test"] not in best or got["avg_ts"] > best[got["test"]]["avg_ts"]:
                         best[got["test"]] = got
@@ -137,7 +143,7 @@ def llama_cpp_python_rows(path: str, tests: List[Test], reps: int, device: str, 
             f"--compare llama.cpp needs llama-bench (--llama-bench PATH, or on PATH) or llama-cpp-python ({e}): "
             "pip install llama-cpp-python (on CPUs where llama.cpp's native build fails, with "
             "CMAKE_ARGS=\"-DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON\")") from None
-    gpu = device == "cuda"
+    gpu = device in GPU_DEVICES
     kv = {} if tuple(kv_types) == ("f16", "f16") else dict(type_k=GGML_KV_TYPES[kv_types[0]],
                                                            type_v=GGML_KV_TYPES[kv_types[1]])
     fa = gpu or bool(kv)  # llama.cpp keeps a quantized V cache only with flash attention

@@ -149,7 +149,7 @@ def _describe(rows: List[Dict[str, Any]], model, kind: str, path: str, threads: 
     for r in rows:
         r.update({"build_commit": "akunu", "build_number": 0, "akunu_version": __version__,
                   "backends": model.device.upper(), "cpu_info": _cpu_name(),
-                  "gpu_info": _gpu_name() if model.device == "cuda" else "", "model_filename": path,
+                  "gpu_info": _gpu_name() if model.device != "cpu" else "", "model_filename": path,
                   "model_type": mtype, "model_size": size, "model_n_params": params, "n_threads": threads,
                   "tensor_parallel": getattr(model, "tensor_parallel", 1), "test_time": stamp})
         if kind == "text":  # the KV cache's types, as llama-bench's type_k / type_v
@@ -229,12 +229,23 @@ def _cpu_name() -> str:
 
 
 def _gpu_name() -> str:
+    """The NVIDIA GPU (nvidia-smi), or on a Mac the Apple chip whose GPU Metal runs on; "" if neither."""
+    if sys.platform == "darwin":
+        return _apple_chip()
     if shutil.which("nvidia-smi") is None:
         return ""
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
                              capture_output=True, text=True, timeout=20)
         return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else ""
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def _apple_chip() -> str:
+    try:
+        out = subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True, timeout=20)
+        return out.stdout.strip() if out.returncode == 0 else ""
     except (OSError, subprocess.SubprocessError):
         return ""
 
