@@ -135,6 +135,21 @@ def test_dispatches_per_layer(tmp_path, arch, dtype):
     assert plain >= fused
 
 
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("dtype", ["F16", "Q4_K_M-blocks"])
+def test_each_weight_read_once_a_token(tmp_path, arch, dtype):
+    """A decode step, fused or plain, reads every weight of the model once (the embedding table one row):
+    counted from the tables' bindings. The only bytes read twice are Llama 3's RoPE factor table (a
+    vector every layer's RoPE reads)."""
+    path = str(tmp_path / f"{arch}-{dtype}.gguf")
+    random_gguf.write_model(path, arch, dtype, seed=2)
+    for fused in (True, False):
+        r = load(path, fused=fused)._m.decode_weight_reads()
+        assert r["unread"] == 0, (fused, r)
+        assert r["once_bytes"] <= r["read_bytes"] <= r["once_bytes"] * 1.001, (fused, r)
+        assert r["once_bytes"] <= r["weight_bytes"], (fused, r)
+
+
 def test_mlx_weights_keep_the_plain_tables():
     """MLX-packed matrices: the table builder keeps the plain ops (its rule), on Metal too."""
     from tests.fixtures.backend_compare import hf_dir

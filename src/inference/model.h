@@ -104,6 +104,16 @@ public:
     // command, as prefill(): (label, seconds) per command. The tokens stay
     // in the cache, as prefill's do.
     std::vector<std::pair<std::string, double>> profile_prefill(const std::vector<int32_t>& tokens);
+    // What one decode step reads of the weights, from its dispatch table's
+    // bindings (model_weight_reads.cpp).
+    struct WeightReads {
+        uint64_t read_bytes = 0;    // a token: each bound matrix whole, the embedding's one row
+        uint64_t once_bytes = 0;    // the same with every weight read once
+        uint64_t weight_bytes = 0;  // every weight of the model
+        int weights = 0;            // weights the model holds
+        int unread = 0;             // weights no decode command reads
+    };
+    WeightReads decode_weight_reads() const;
 
     // Continuous batching: creates (or replaces) the batch engine with its
     // paged KV cache beside the single-stream cache; its steps and the calls

@@ -178,6 +178,18 @@ PYBIND11_MODULE(_core, m) {
             m.set_mask(w);
         }, "One bit per token (1 = allowed), as uint32 words; an empty array clears the mask.")
         .def("profile_decode", &Model::profile_decode, py::call_guard<py::gil_scoped_release>())
+        .def("decode_weight_reads", [](const Model& m) {
+            const Model::WeightReads r = m.decode_weight_reads();
+            py::dict d;
+            d["read_bytes"] = r.read_bytes;
+            d["once_bytes"] = r.once_bytes;
+            d["weight_bytes"] = r.weight_bytes;
+            d["weights"] = r.weights;
+            d["unread"] = r.unread;
+            return d;
+        }, "What one decode step reads of the weights, from its table's bindings: bytes a token (read_bytes), "
+           "the same with each weight read once (once_bytes: the embedding's one row), the model's weight bytes "
+           "and how many weights no decode command reads.")
         .def("profile_prefill", &Model::profile_prefill, py::call_guard<py::gil_scoped_release>())
         .def("profile_embed", &Model::profile_embed, py::call_guard<py::gil_scoped_release>())
         .def("sample_next", &Model::sample_next, py::call_guard<py::gil_scoped_release>())

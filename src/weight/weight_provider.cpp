@@ -51,9 +51,9 @@ Weight WeightProvider::place(const std::string& name, uint32_t type, const uint8
         blocks::regroup_x8(type, data, regrouped.data(), (int64_t)rows, (int64_t)cols);
         Buffer b = device_.allocate(regrouped.data(), regrouped.size());
         owned_.push_back(b);
-        return Weight{b, layout, shape};
+        return keep(Weight{b, layout, shape});
     }
-    return Weight{device_.wrap_host(data, bytes), type, shape};
+    return keep(Weight{device_.wrap_host(data, bytes), type, shape});
 }
 
 Weight WeightProvider::matrix_rows(const std::string& name, uint64_t cols, uint64_t total_rows, uint64_t row0,
@@ -87,7 +87,7 @@ Weight WeightProvider::experts(const std::string& name, uint64_t cols, uint64_t 
     if (cols % dt->block_elems != 0)
         throw FormatError("tensor '" + name + "': rows of " + std::to_string(cols) + " are not whole " +
                           dtype_name(t.type) + " blocks");
-    return Weight{device_.wrap_host(t.data, t.n_bytes), t.type, t.shape};
+    return keep(Weight{device_.wrap_host(t.data, t.n_bytes), t.type, t.shape});
 }
 
 Weight WeightProvider::vector_f32(const std::string& name, uint64_t n) {
@@ -103,7 +103,7 @@ Weight WeightProvider::vector_f32(const std::string& name, uint64_t n) {
     std::vector<float> tmp(n);
     blocks::dequantize_row(t.type, t.data, tmp.data(), (int64_t)n);
     device_.write_buffer(b, tmp.data(), n * sizeof(float));
-    return Weight{b, GGML_F32, t.shape};
+    return keep(Weight{b, GGML_F32, t.shape});
 }
 
 }  // namespace akunu
@@ -127,7 +127,7 @@ std::vector<float> WeightProvider::read_f32(const std::string& name, const std::
 Weight WeightProvider::upload_f32(const std::vector<float>& values, const std::vector<uint64_t>& shape) {
     Buffer b = device_.allocate(values.data(), values.size() * sizeof(float));
     owned_.push_back(b);
-    return Weight{b, GGML_F32, shape};
+    return keep(Weight{b, GGML_F32, shape});
 }
 
 }  // namespace akunu

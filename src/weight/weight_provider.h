@@ -42,8 +42,14 @@ public:
     // Host floats uploaded as an F32 weight of `shape` (owned here).
     Weight upload_f32(const std::vector<float>& values, const std::vector<uint64_t>& shape);
     const ModelFile& file() const { return *file_; }
+    // Every weight handed out (its buffer), for counting what a table reads.
+    const std::vector<Weight>& placed() const { return placed_; }
 
 private:
+    Weight keep(Weight w) {
+        placed_.push_back(w);
+        return w;
+    }
     const GGUFTensorInfo& require(const std::string& name) const;
     // rows x cols of type `type` at data as a device matrix (regrouped where the device asks).
     Weight place(const std::string& name, uint32_t type, const uint8_t* data, size_t bytes, uint64_t cols,
@@ -51,6 +57,7 @@ private:
     std::shared_ptr<ModelFile> file_;
     Device& device_;
     std::vector<Buffer> owned_;
+    std::vector<Weight> placed_;
 };
 
 }  // namespace akunu
