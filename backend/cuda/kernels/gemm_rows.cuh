@@ -74,12 +74,14 @@ struct SegmentTile {
     size_t y_stride;
     int N, row0;
 };
+// (Rows: the weight rows a tile, as place_segments<Rows> placed them)
+template <int Rows = kRows>
 __device__ __forceinline__ SegmentTile segment_tile(const Segments& sg, uint32_t tile) {
     const uint32_t seg = sg.count > 1 && tile >= sg.tile0[1] ? (sg.count > 2 && tile >= sg.tile0[2] ? 2 : 1) : 0;
     return SegmentTile{AKUNU_SEGMENT_FIELD(sg, W, seg), AKUNU_SEGMENT_FIELD(sg, y, seg),
                        AKUNU_SEGMENT_FIELD(sg, bias, seg), AKUNU_SEGMENT_FIELD(sg, y_stride, seg),
                        (int)AKUNU_SEGMENT_FIELD(sg, N, seg),
-                       (int)(tile - AKUNU_SEGMENT_FIELD(sg, tile0, seg)) * kRows};
+                       (int)(tile - AKUNU_SEGMENT_FIELD(sg, tile0, seg)) * Rows};
 }
 
 // Where a warp of a block of NT groups of 8 rows works: the matrix of block

@@ -16,7 +16,9 @@
 // Blocks, splits and the store are gemm_rows.cuh's (4 warps over 64 weight
 // rows, NT groups of 8 rows, split-K over blockIdx.z from the shapes and the
 // GPU alone, partials added in ascending split order), with more, lighter
-// blocks an SM. Batch invariance: a
+// blocks an SM; matrices that would split their k loop 8 ways or more take
+// gemm_rows_half_warps_kernel instead (16 rows a block, the k loop split over
+// its warps). Batch invariance: a
 // row's output is its own column of the products, summed over the k steps in
 // ascending order and then over the splits; its activations are rounded to
 // F16 alone; the row count picks NT and the slices only. Included once, by
@@ -122,11 +124,119 @@ __global__ void __launch_bounds__(kThreads, kHalfBlocksPerSm)
     store_tile<NT>(acc, split, blockIdx.y, wt.n0, wt.t0, wt.st.N, wt.M, wt.st.y, wt.st.y_stride, wt.st.bias);
 }
 
+// Matrices whose 64-row tiles are too few to fill the GPU without splitting
+// their k loop 8 ways or more (the O and down projections, Q / K / V: N of
+// 2048-4096 against K of 2048-14336) take blocks of 16 weight rows instead,
+// the k steps dealt to the block's kWarpSplit warps in contiguous runs and
+// their sums added in warp order through shared memory: no partials in
+// global memory, no counters, no last block summing the splits after the
+// others (a split-K block streams only 6-16 steps of weights, and those
+// costs were most of its time: H200, Llama-3.2-1B F16, 4 rows, the down
+// projection at 1.7 TB/s and O at 0.8 against 2.9 for gate + up). A row's
+// sums keep an order fixed by K alone.
+constexpr int kWarpSplit = 8;
+constexpr int kWarpStages = 3;      // 192 bytes of weights in flight a lane
+constexpr unsigned kWarpSplitMin = 8;  // split-K splits from which the matrices take this kernel
+
+template <bool Bf16, int NT>
+__global__ void __launch_bounds__(32 * kWarpSplit, 2)
+    gemm_rows_half_warps_kernel(MatmulParams p, Segments sg, const float* __restrict__ x) {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, g = lane / 4, tq = lane % 4;
+    const SegmentTile st = segment_tile<16>(sg, blockIdx.y);
+    const int K = (int)p.K, M = (int)p.n_tokens, N = st.N;
+    const int n0 = st.row0, t0 = (int)blockIdx.x * 8 * NT;
+    const size_t row_bytes = (size_t)K * 2;
+    const uint8_t* w_lo = st.W + (size_t)min(n0 + g, N - 1) * row_bytes + 16 * tq;
+    const uint8_t* w_hi = st.W + (size_t)min(n0 + g + 8, N - 1) * row_bytes + 16 * tq;
+    const float* xr[NT];
+#pragma unroll
+    for (int j = 0; j < NT; j++) xr[j] = x + (size_t)min(t0 + 8 * j + g, M - 1) * p.x_stride + 8 * tq;
+
+    // this warp's run of k steps
+    const int nk_all = K / kHalfStepK, per = (nk_all + kWarpSplit - 1) / kWarpSplit;
+    const int kt0 = warp * per, nk = max(0, min(per, nk_all - kt0));
+
+    uint4 ring[kWarpStages][4];
+    auto fetch = [&](uint4 (&w)[4], int kt) {
+        const size_t at = (size_t)(kt0 + kt) * kHalfStepK * 2;
+        w[0] = gemv_formats::ld_stream_u4(w_lo + at);
+        w[1] = gemv_formats::ld_stream_u4(w_hi + at);
+        w[2] = gemv_formats::ld_stream_u4(w_lo + at + 64);
+        w[3] = gemv_formats::ld_stream_u4(w_hi + at + 64);
+    };
+#pragma unroll
+    for (int s = 0; s < kWarpStages; s++)
+        if (s < nk) fetch(ring[s], s);
+    pdl_wait();
+    pdl_launch_dependents();
+
+    float acc[NT][4];
+#pragma unroll
+    for (int j = 0; j < NT; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
+    for (int base = 0; base < nk; base += kWarpStages) {
+#pragma unroll
+        for (int s = 0; s < kWarpStages; s++) {
+            const int kt = base + s;
+            if (kt >= nk) break;
+            uint4 w[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++) w[i] = half_pairs<Bf16>(ring[s][i]);
+            if (kt + kWarpStages < nk) fetch(ring[s], kt + kWarpStages);
+            const int k = (kt0 + kt) * kHalfStepK;
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const uint4 lo = w[2 * h], hi = w[2 * h + 1];
+                const uint32_t a0[4] = {lo.x, hi.x, lo.y, hi.y};
+                const uint32_t a1[4] = {lo.z, hi.z, lo.w, hi.w};
+#pragma unroll
+                for (int j = 0; j < NT; j++) {
+                    const float4* xv = reinterpret_cast<const float4*>(xr[j] + k + 32 * h);
+                    uint32_t b0, b1;
+                    b_pairs(__ldg(xv), b0, b1);
+                    mma_16816(acc[j], a0, b0, b1);
+                    b_pairs(__ldg(xv + 1), b0, b1);
+                    mma_16816(acc[j], a1, b0, b1);
+                }
+            }
+        }
+    }
+
+    // the warps' sums in warp order, by warp 0
+    __shared__ float sums[kWarpSplit][NT][4][32];
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) sums[warp][j][e][lane] = acc[j][e];
+    __syncthreads();
+    if (warp != 0) return;
+#pragma unroll
+    for (int j = 0; j < NT; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            float v = sums[0][j][e][lane];
+            for (int w = 1; w < kWarpSplit; w++) v += sums[w][j][e][lane];
+            const int n = n0 + g + 8 * (e >> 1), t = t0 + 8 * j + 2 * tq + (e & 1);
+            if (n < N && t < M) st.y[(size_t)t * st.y_stride + n] = v + (st.bias ? st.bias[n] : 0.0f);
+        }
+}
+
 template <bool Bf16>
 void launch_rows_half(const CudaArgs& a, const MatmulParams& p, Segments sg, const float* x) {
     const unsigned tiles = gemm_tc::place_segments<kRows>(sg);
     Split split;
     const unsigned splits = plan_split(a, tiles, p.K / kHalfStepK, &split, kHalfBlocksPerSm);
+    if (splits >= kWarpSplitMin) {
+        const unsigned tiles16 = gemm_tc::place_segments<16>(sg);
+        for_each_slice(p, sg, x, [&](const MatmulParams& ps, const Segments& slice, const float* xs) {
+            const unsigned nt = ps.n_tokens <= 8 ? 1 : ps.n_tokens <= 16 ? 2 : 4;
+            const auto kernel = nt == 1   ? gemm_rows_half_warps_kernel<Bf16, 1>
+                                : nt == 2 ? gemm_rows_half_warps_kernel<Bf16, 2>
+                                          : gemm_rows_half_warps_kernel<Bf16, 4>;
+            launch_pdl(kernel, dim3(blocks_for(ps.n_tokens, 8 * nt), tiles16), 32 * kWarpSplit, 0, a, ps, slice,
+                       xs);
+        });
+        return;
+    }
     for_each_slice(p, sg, x, [&](const MatmulParams& ps, const Segments& slice, const float* xs) {
         const unsigned nt = ps.n_tokens <= 8 ? 1 : ps.n_tokens <= 16 ? 2 : 4;
         const auto kernel = nt == 1   ? gemm_rows_half_kernel<Bf16, 1>
