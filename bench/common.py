@@ -24,6 +24,23 @@ def akunu_bench(model: str, *args: str) -> List[Dict]:
     return json.loads(out.stdout)
 
 
+def check_akunu_device(device: str, advice: str) -> None:
+    """Fails early (before building llama.cpp and writing models) when akunu cannot run a tiny model on
+    `device`; `advice` says how to get a build that can."""
+    import tempfile
+
+    import akunu
+    from tests.fixtures import random_gguf
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "tiny.gguf")
+        random_gguf.write_model(path, "llama", "F16")
+        try:
+            akunu.load(path, device=device).close()
+        except akunu.AkunuError as e:
+            sys.exit(f"akunu cannot run on {device} here ({e}): {advice}")
+
+
 def commit() -> str:
     try:
         out = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)

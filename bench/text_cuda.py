@@ -33,20 +33,9 @@ FORMATS = ("F16", "Q4_0", "Q8_0", "Q4_K_M")
 
 
 def check_akunu_cuda() -> None:
-    """Fails early (before building llama.cpp and writing models) when akunu cannot run on the GPU."""
-    import tempfile
-
-    import akunu
-    from tests.fixtures import random_gguf
-
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "tiny.gguf")
-        random_gguf.write_model(path, "llama", "F16")
-        try:
-            akunu.load(path, device="cuda").close()
-        except akunu.AkunuError as e:
-            sys.exit(f"akunu cannot run on the GPU here ({e}): install it where nvcc is on PATH (pip install .), "
-                     "which builds its CUDA backend")
+    """Fails early when akunu cannot run on the GPU."""
+    common.check_akunu_device("cuda", "install it where nvcc is on PATH (pip install .), which builds its CUDA "
+                                      "backend")
 
 
 def gpu_arch() -> str:

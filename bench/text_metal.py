@@ -31,23 +31,6 @@ SHAPES = ("qwen3-0.6b", "llama-3.2-1b")
 FORMATS = ("F16", "Q4_0", "Q8_0", "Q4_K_M")
 
 
-def check_akunu_metal() -> None:
-    """Fails early (before building llama.cpp and writing models) when akunu cannot run on Metal here."""
-    import tempfile
-
-    import akunu
-    from tests.fixtures import random_gguf
-
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "tiny.gguf")
-        random_gguf.write_model(path, "llama", "F16")
-        try:
-            akunu.load(path, device="metal").close()
-        except akunu.AkunuError as e:
-            sys.exit(f"akunu cannot run on Metal here ({e}): on an Apple Silicon Mac, pip install . builds "
-                     "the Metal backend")
-
-
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(prog="python -m bench.text_metal", description=__doc__.split("\n\n")[0])
     ap.add_argument("-r", "--repetitions", type=int, default=3)
@@ -68,7 +51,7 @@ def main(argv=None) -> None:
         sys.exit(f"unknown shapes {unknown}; known: {', '.join(text_models.SHAPES)}")
     if sys.platform != "darwin":
         sys.exit("bench.text_metal measures Apple GPUs: run it on an Apple Silicon Mac")
-    check_akunu_metal()
+    common.check_akunu_device("metal", "on an Apple Silicon Mac, pip install . builds the Metal backend")
     if a.llama_bench:
         bins = a.llama_bench
     else:

@@ -53,26 +53,16 @@ __device__ __forceinline__ void b_pairs(const float4& v, uint32_t& b0, uint32_t&
     b1 = pack_half2(saturate_f16(v.z), saturate_f16(v.w));
 }
 
-template <bool Bf16, int NT>
-__global__ void __launch_bounds__(kThreads, kHalfBlocksPerSm)
-    gemm_rows_half_kernel(MatmulParams p, Segments sg, const float* __restrict__ x, Split split) {
-    const int g = threadIdx.x % 32 / 4, tq = threadIdx.x % 4;
-    const WarpTile wt = warp_tile<NT>(p, sg, (size_t)p.K * 2);
-    const int K = wt.K;
-    const uint8_t* w_lo = wt.lo + 16 * tq;
-    const uint8_t* w_hi = wt.hi + 16 * tq;
-    // (tokens past the pass read the pass's last: computed, never written)
-    const float* xr[NT];
-#pragma unroll
-    for (int j = 0; j < NT; j++) xr[j] = x + (size_t)min(wt.t0 + 8 * j + g, wt.M - 1) * p.x_stride + 8 * tq;
-
-    const int nk_all = K / kHalfStepK;
-    const int kt0 = split.steps ? (int)blockIdx.z * split.steps : 0;
-    const int nk = split.steps ? min(nk_all - kt0, split.steps) : nk_all;
-
-    // A step's weights of this lane: rows g and g + 8, k [8 tq, 8 tq + 8) and
-    // [32 + 8 tq, 32 + 8 tq + 8) of the step.
-    uint4 ring[kHalfStages][4];
+// One warp's products over k steps [kt0, kt0 + nk) of its 16 weight rows
+// (this lane's at w_lo and w_hi, 16 * (lane % 4) bytes in) and its token rows
+// xr, Stages steps of weights in flight, into acc. A step's weights of this
+// lane: rows g and g + 8, k [8 tq, 8 tq + 8) and [32 + 8 tq, 32 + 8 tq + 8) of
+// the step. Launched as a programmatic dependent: the first steps' weights
+// (immutable) load before pdl_wait, while the previous kernel finishes.
+template <bool Bf16, int NT, int Stages>
+__device__ __forceinline__ void half_rows_steps(const uint8_t* w_lo, const uint8_t* w_hi, const float* const (&xr)[NT],
+                                                int kt0, int nk, float (&acc)[NT][4]) {
+    uint4 ring[Stages][4];
     auto fetch = [&](uint4 (&w)[4], int kt) {
         const size_t at = (size_t)(kt0 + kt) * kHalfStepK * 2;
         w[0] = gemv_formats::ld_stream_u4(w_lo + at);
@@ -80,27 +70,24 @@ __global__ void __launch_bounds__(kThreads, kHalfBlocksPerSm)
         w[2] = gemv_formats::ld_stream_u4(w_lo + at + 64);
         w[3] = gemv_formats::ld_stream_u4(w_hi + at + 64);
     };
-    // Launched as a programmatic dependent: the first steps' weights
-    // (immutable) load while the previous kernel finishes.
 #pragma unroll
-    for (int s = 0; s < kHalfStages; s++)
+    for (int s = 0; s < Stages; s++)
         if (s < nk) fetch(ring[s], s);
     pdl_wait();
     pdl_launch_dependents();
 
-    float acc[NT][4];
 #pragma unroll
     for (int j = 0; j < NT; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
 
-    for (int base = 0; base < nk; base += kHalfStages) {
+    for (int base = 0; base < nk; base += Stages) {
 #pragma unroll
-        for (int s = 0; s < kHalfStages; s++) {
+        for (int s = 0; s < Stages; s++) {
             const int kt = base + s;
             if (kt >= nk) break;
             uint4 w[4];
 #pragma unroll
             for (int i = 0; i < 4; i++) w[i] = half_pairs<Bf16>(ring[s][i]);
-            if (kt + kHalfStages < nk) fetch(ring[s], kt + kHalfStages);
+            if (kt + Stages < nk) fetch(ring[s], kt + Stages);
             const int k = (kt0 + kt) * kHalfStepK;
 #pragma unroll
             for (int h = 0; h < 2; h++) {  // k [32 h + 8 tq, + 8) of the step
@@ -120,6 +107,27 @@ __global__ void __launch_bounds__(kThreads, kHalfBlocksPerSm)
             }
         }
     }
+}
+
+template <bool Bf16, int NT>
+__global__ void __launch_bounds__(kThreads, kHalfBlocksPerSm)
+    gemm_rows_half_kernel(MatmulParams p, Segments sg, const float* __restrict__ x, Split split) {
+    const int g = threadIdx.x % 32 / 4, tq = threadIdx.x % 4;
+    const WarpTile wt = warp_tile<NT>(p, sg, (size_t)p.K * 2);
+    const int K = wt.K;
+    const uint8_t* w_lo = wt.lo + 16 * tq;
+    const uint8_t* w_hi = wt.hi + 16 * tq;
+    // (tokens past the pass read the pass's last: computed, never written)
+    const float* xr[NT];
+#pragma unroll
+    for (int j = 0; j < NT; j++) xr[j] = x + (size_t)min(wt.t0 + 8 * j + g, wt.M - 1) * p.x_stride + 8 * tq;
+
+    const int nk_all = K / kHalfStepK;
+    const int kt0 = split.steps ? (int)blockIdx.z * split.steps : 0;
+    const int nk = split.steps ? min(nk_all - kt0, split.steps) : nk_all;
+
+    float acc[NT][4];
+    half_rows_steps<Bf16, NT, kHalfStages>(w_lo, w_hi, xr, kt0, nk, acc);
 
     store_tile<NT>(acc, split, blockIdx.y, wt.n0, wt.t0, wt.st.N, wt.M, wt.st.y, wt.st.y_stride, wt.st.bias);
 }
@@ -156,50 +164,8 @@ __global__ void __launch_bounds__(32 * kWarpSplit, 2)
     const int nk_all = K / kHalfStepK, per = (nk_all + kWarpSplit - 1) / kWarpSplit;
     const int kt0 = warp * per, nk = max(0, min(per, nk_all - kt0));
 
-    uint4 ring[kWarpStages][4];
-    auto fetch = [&](uint4 (&w)[4], int kt) {
-        const size_t at = (size_t)(kt0 + kt) * kHalfStepK * 2;
-        w[0] = gemv_formats::ld_stream_u4(w_lo + at);
-        w[1] = gemv_formats::ld_stream_u4(w_hi + at);
-        w[2] = gemv_formats::ld_stream_u4(w_lo + at + 64);
-        w[3] = gemv_formats::ld_stream_u4(w_hi + at + 64);
-    };
-#pragma unroll
-    for (int s = 0; s < kWarpStages; s++)
-        if (s < nk) fetch(ring[s], s);
-    pdl_wait();
-    pdl_launch_dependents();
-
     float acc[NT][4];
-#pragma unroll
-    for (int j = 0; j < NT; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.0f;
-    for (int base = 0; base < nk; base += kWarpStages) {
-#pragma unroll
-        for (int s = 0; s < kWarpStages; s++) {
-            const int kt = base + s;
-            if (kt >= nk) break;
-            uint4 w[4];
-#pragma unroll
-            for (int i = 0; i < 4; i++) w[i] = half_pairs<Bf16>(ring[s][i]);
-            if (kt + kWarpStages < nk) fetch(ring[s], kt + kWarpStages);
-            const int k = (kt0 + kt) * kHalfStepK;
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const uint4 lo = w[2 * h], hi = w[2 * h + 1];
-                const uint32_t a0[4] = {lo.x, hi.x, lo.y, hi.y};
-                const uint32_t a1[4] = {lo.z, hi.z, lo.w, hi.w};
-#pragma unroll
-                for (int j = 0; j < NT; j++) {
-                    const float4* xv = reinterpret_cast<const float4*>(xr[j] + k + 32 * h);
-                    uint32_t b0, b1;
-                    b_pairs(__ldg(xv), b0, b1);
-                    mma_16816(acc[j], a0, b0, b1);
-                    b_pairs(__ldg(xv + 1), b0, b1);
-                    mma_16816(acc[j], a1, b0, b1);
-                }
-            }
-        }
-    }
+    half_rows_steps<Bf16, NT, kWarpStages>(w_lo, w_hi, xr, kt0, nk, acc);
 
     // the warps' sums in warp order, by warp 0
     __shared__ float sums[kWarpSplit][NT][4][32];
