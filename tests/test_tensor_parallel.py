@@ -137,6 +137,13 @@ def test_batch_engine_splits(tmp_path_factory, monkeypatch, fused):
     assert batched.generate(prompts[1], max_tokens=12, temperature=0.8, seed=3).tokens == want_sampled
 
 
+def test_weight_reads_of_a_split_model_are_a_clear_error(tmp_path_factory):
+    path = model(tmp_path_factory, "llama", "F16")
+    assert load(path, 1)._core().decode_weight_reads()["unread"] == 0
+    with pytest.raises(akunu.AkunuError, match="split over several"):
+        load(path, 2)._core().decode_weight_reads()
+
+
 def test_chat_and_stream_through_a_split_model(tmp_path_factory):
     path = model(tmp_path_factory, "llama", "F16")
     one, split = load(path, 1), load(path, 2)

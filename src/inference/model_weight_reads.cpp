@@ -6,12 +6,16 @@
 #include <map>
 #include <utility>
 
+#include "core/error.h"
 #include "inference/model.h"
 
 namespace akunu {
 
 Model::WeightReads Model::decode_weight_reads() const {
     require_decoder("decode");
+    // (a split model's tables bind each rank's shards, not the weights read from the file)
+    if (shards_.device || !weights_)
+        throw Error("decode_weight_reads counts a model on one device; this one is split over several");
     struct Seen {
         const Weight* w;
         int commands = 0;       // commands other than the embedding that bind it
