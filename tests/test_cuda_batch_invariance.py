@@ -4,7 +4,8 @@ rest prompt rows, and a row's output must be bitwise the same whether it runs
 alone (n_tokens = 1, the same kind) or inside a ragged pass of any size and
 mix, with either kernel of the decode rows (the row-side GEMM of engines of
 up to 16 sequences, the split-K 64-row tiles of larger ones; Q4_K and
-Q6_K_X8 in the small engines the integer row-side GEMM). Formats with
+Q6_K_X8 in the small engines the integer row-side GEMM, in the large ones
+gemm_rows_kq.cuh, F16 decoded in registers). Formats with
 the integer decode GEMV and the tensor-core GEMM (Q8_0, Q4_0, Q4_K, Q6_K, Q6_K_X8),
 the float GEMV and tensor cores (F16, BF16: decode rows in small engines on
 gemm_rows_half.cuh), and one without either (Q5_K: the
@@ -50,7 +51,8 @@ def run_matmul(device, qtype, raw, x, bias, N, K, generated, engine_rows=16, x8=
     """y for the rows of x in one pass, rows [0, generated) decode rows, on a
     device set up for a batch engine of `engine_rows` sequences (under the
     default batch_decode=auto, 16: the row-side GEMM, the integer one for Q4_K
-    and Q6_K_X8; 64: the split-K 64-row tiles). x8: raw
+    and Q6_K_X8; 64: the split-K 64-row tiles, gemm_rows_kq.cuh for Q4_K and
+    Q6_K_X8). x8: raw
     is the format's regrouped layout (regroup_x8)."""
     m = x.shape[0]
     y = np.full((m, N), np.nan, np.float32)

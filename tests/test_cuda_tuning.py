@@ -46,6 +46,8 @@ SETTINGS = [
     "paged_prefill_tc=0",                      # paged prompt rows through the per-row attention kernel
     "blas_chunk_mb=1",                         # quantized prefill weights decoded 1 MiB of F16 rows a cuBLAS call
     "rows_half=0",                             # F16 / BF16 decode rows through gemm_rows.cuh's shared-memory tiles
+    "rows_kq=2",                               # Q4_K / Q6_K_X8 decode rows decoded to F16 in every engine
+    "rows_kq=0",                               # Q4_K / Q6_K_X8 decode rows of large engines on the 64-row tiles
     "paged_split_tiles=1",                     # batched decode attention's keys in splits of one 64-key tile
 ]
 
@@ -118,6 +120,7 @@ def test_decode_steps_match_cpu(models, tuning, monkeypatch):
     ("prefill_splits=9", "bad value '9' for prefill_splits"),
     ("paged_prefill_tc=2", "bad value '2' for paged_prefill_tc"),
     ("rows_half=yes", "bad value 'yes' for rows_half"),
+    ("rows_kq=3", "bad value '3' for rows_kq"),
     ("blas_chunk_mb=0", "bad value '0' for blas_chunk_mb"),
     ("paged_split_tiles=0", "bad value '0' for paged_split_tiles"),
     ("moe_tile_rows=48", "bad value '48' for moe_tile_rows"),

@@ -12,7 +12,7 @@ namespace {
 
 constexpr const char* kVariable = "AKUNU_CUDA_TUNING";
 constexpr const char* kKeys =
-    "sm_count, pdl, graph_steps, prefetch_bytes, float_prefetch_bytes, lean_min_bytes, q8_link, prefill_gemm, repack, batch_decode, gqa_min_span, fused_batch, prefill_async, paged_prefill_tc, blas_chunk_mb, rows_half, prefill_splits, paged_split_tiles, moe_tensor_cores, moe_tile_rows, moe_int8_decode, moe_fuse_decode";
+    "sm_count, pdl, graph_steps, prefetch_bytes, float_prefetch_bytes, lean_min_bytes, q8_link, prefill_gemm, repack, batch_decode, gqa_min_span, fused_batch, prefill_async, paged_prefill_tc, blas_chunk_mb, rows_half, rows_kq, prefill_splits, paged_split_tiles, moe_tensor_cores, moe_tile_rows, moe_int8_decode, moe_fuse_decode";
 
 [[noreturn]] void bad(const std::string& key, const std::string& value, const std::string& want) {
     throw Error(std::string(kVariable) + ": bad value '" + value + "' for " + key + " (" + want + ")");
@@ -101,6 +101,7 @@ void CudaTuning::apply(const std::string& overrides) {
         else if (key == "paged_split_tiles") paged_split_tiles = (uint32_t)parse_uint(key, v, 1, 1024);
         else if (key == "paged_prefill_tc") paged_prefill_tc = parse_bool(key, v);
         else if (key == "rows_half") rows_half = parse_bool(key, v);
+        else if (key == "rows_kq") rows_kq = (uint32_t)parse_uint(key, v, 0, 2);
         else if (key == "blas_chunk_mb") blas_chunk_mb = (uint32_t)parse_uint(key, v, 1, 4096);
         else if (key == "batch_decode") {
             if (v == "auto") batch_decode = BatchDecode::kAuto;

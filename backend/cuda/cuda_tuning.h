@@ -94,6 +94,12 @@ struct CudaTuning {
     // that loads its tensor-core fragments straight from global memory
     // (gemm_rows_half.cuh); false: the shared-memory tiles of gemm_rows.cuh.
     bool rows_half = true;
+    // Decode rows of Q4_K / Q6_K_X8 weights on the GEMM that decodes them to
+    // F16 in registers (gemm_rows_kq.cuh), under batch_decode=auto: 0 never
+    // (engines over kBatchRowsMax sequences: the split-K 64-row tiles), 1 in
+    // engines over kBatchRowsMax sequences, 2 in every engine (instead of
+    // gemm_rows_q8.cuh's integer products too).
+    uint32_t rows_kq = 1;
     // MiB of F16 weight rows a quantized matrix is decoded into per cuBLAS
     // call of a prefill (or prompt-row) GEMM. Larger chunks mean fewer,
     // larger GEMMs: a prompt-row call of 256 rows covers the GPU only with

@@ -18,6 +18,7 @@
 #include "gemm_rows.cuh"
 #include "gemm_rows_half.cuh"
 #include "gemm_rows_q8.cuh"
+#include "gemm_rows_kq.cuh"
 #include "gemm_tc.cuh"
 #include "gemv.cuh"
 
@@ -254,10 +255,21 @@ void launch_gemm_tiled(const CudaArgs& a, const MatmulParams& p, const float* x,
 // under batch_decode=auto in engines of up to kBatchRowsMax sequences (H100,
 // Llama-3.1-8B Q4_K_M, a step at 1024 tokens of context, 16 rows: 12.0 ms on
 // the F16 row-side GEMM, 9.4 here; H200, with the activations staged in
-// shared memory: 7.66 ms). At 64 rows the split-K 64-row tiles stay faster
-// (H200: 23.5 against 24.3 ms). Fixed per engine.
+// shared memory: 7.66 ms). At 64 rows the split-K 64-row tiles were faster
+// (H200: 23.5 against 24.3 ms), and gemm_rows_kq.cuh is faster than both
+// (half_decode_rows). Fixed per engine.
 bool integer_decode_rows(const CudaTuning& t) {
-    return t.batch_decode == BatchDecode::kAuto && t.batch_decode_now == BatchDecode::kRows;
+    return t.batch_decode == BatchDecode::kAuto && t.batch_decode_now == BatchDecode::kRows && t.rows_kq < 2;
+}
+
+// Whether decode rows of Q4_K / Q6_K_X8 go to gemm_rows_kq.cuh (F16 decoded
+// in registers): under batch_decode=auto in engines over kBatchRowsMax
+// sequences (rows_kq=1; H200, Llama-3.1-8B Q4_K_M, a 64-row step at 1024
+// tokens of context: 15.9 ms, 18.5 on the 64-row tiles), or in every engine
+// (rows_kq=2; 16 rows: 5.82 ms, 6.34 on gemm_rows_q8.cuh). Fixed per engine.
+bool half_decode_rows(const CudaTuning& t) {
+    if (t.batch_decode != BatchDecode::kAuto) return false;
+    return t.rows_kq == 2 || (t.rows_kq == 1 && t.batch_decode_now == BatchDecode::kTc);
 }
 
 // batch_decode=rows: F16 / BF16 weights on the row-side GEMM that loads its
@@ -273,7 +285,9 @@ bool launch_decode_rows(const CudaArgs& a, const MatmulParams& p, const float* x
 // kind and data only, never on n_tokens or the other rows, so the path is
 // chosen per kind, not by the pass's size. Decode rows [0, generated_rows):
 // in small engines the integer row-side GEMM where it takes the format
-// (Q4_K, Q6_K_X8: gemm_rows_q8.cuh, integer_decode_rows), else
+// (Q4_K, Q6_K_X8: gemm_rows_q8.cuh, integer_decode_rows), in larger ones
+// those formats decoded to F16 in registers (gemm_rows_kq.cuh,
+// half_decode_rows), else
 // the row-side tensor-core GEMM (batch_decode=rows, gemm_rows.cuh), the
 // split-K prompt GEMM (batch_decode=tc), or the decode GEMV in slices of
 // kGemvMaxTokens (its pinned instantiation, see gemv.cuh); for formats none
@@ -293,6 +307,7 @@ void launch_matmul_invariant(const CudaArgs& a, MatmulParams p, const float* x, 
             p.n_tokens = generated;
             const gemm_tc::Segments one = gemm_tc::one_segment(a, p, y, p.has_bias ? a.b<float>(3) : nullptr);
             const bool done = (integer_decode_rows(*a.tuning) && launch_gemm_rows_q8(a, p, x, one)) ||
+                              (half_decode_rows(*a.tuning) && launch_gemm_rows_kq(a, p, x, one)) ||
                               (a.tuning->batch_decode_now == BatchDecode::kRows
                                    ? launch_decode_rows(a, p, x, one)
                                    : launch_gemm_tc(a, p, x, y, /*decode_rows=*/true));
@@ -384,6 +399,7 @@ void launch_matmul_multi(const CudaArgs& a) {
         MatmulParams p = params_of(0);
         p.n_tokens = gen;
         decode_done = (integer_decode_rows(*a.tuning) && launch_gemm_rows_q8(a, p, x, sg)) ||
+                      (half_decode_rows(*a.tuning) && launch_gemm_rows_kq(a, p, x, sg)) ||
                       (a.tuning->batch_decode_now == BatchDecode::kRows ? launch_decode_rows(a, p, x, sg)
                                                                         : launch_gemm_tc_split_segments(a, p, x, sg));
     }
