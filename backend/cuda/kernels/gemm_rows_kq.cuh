@@ -270,20 +270,13 @@ bool launch_rows_kq(const CudaArgs& a, MatmulParams p, Segments sg, const float*
 
 // Enqueues the decode rows of up to three matrices of one K and format (sg;
 // p: K, n_tokens, dtype, x_stride) on the F16-decoding row-side GEMM; false
-// when the format (Q4_K, Q6_K_X8), K or alignment do not suit it. From the
-// matrices alone, never the rows.
+// when kquant_rows finds no layout of it.
 inline bool launch_gemm_rows_kq(const CudaArgs& a, const MatmulParams& p, const float* x, const gemm_tc::Segments& sg) {
-    if (p.n_tokens == 0) return false;
-    uintptr_t w_bits = 0;
-    for (uint32_t i = 0; i < sg.count; i++) {
-        if (sg.N[i] == 0) return false;
-        w_bits |= reinterpret_cast<uintptr_t>(sg.W[i]);
+    switch (kquant_rows(p, sg)) {
+        case KQuantRows::kQ4K: return gemm_rows::launch_rows_kq<gemm_rows::Q4KHalf>(a, p, sg, x);
+        case KQuantRows::kQ6KX8: return gemm_rows::launch_rows_kq<gemm_rows::Q6KX8Half>(a, p, sg, x);
+        default: return false;
     }
-    if (w_bits % 16 != 0) return false;
-    if (p.dtype == GGML_Q4_K && p.K % 256 == 0) return gemm_rows::launch_rows_kq<gemm_rows::Q4KHalf>(a, p, sg, x);
-    if (p.dtype == AKUNU_Q6_K_X8 && p.K % 2048 == 0)
-        return gemm_rows::launch_rows_kq<gemm_rows::Q6KX8Half>(a, p, sg, x);
-    return false;
 }
 
 }  // namespace akunu

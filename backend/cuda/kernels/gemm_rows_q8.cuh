@@ -293,21 +293,33 @@ bool launch_rows_q8(const CudaArgs& a, MatmulParams p, Segments sg, const float*
 
 }  // namespace gemm_rows
 
-// Enqueues the decode rows of up to three matrices of one K and format (sg;
-// p: K, n_tokens, dtype, x_stride) on the integer row-side GEMM; false when
-// the format (Q4_K, Q6_K_X8), K or alignment do not suit it. From the
-// matrices alone, never the rows.
-inline bool launch_gemm_rows_q8(const CudaArgs& a, const MatmulParams& p, const float* x, const gemm_tc::Segments& sg) {
-    if (p.n_tokens == 0) return false;
+// The K-quant layout of sg's matrices that the row-side GEMMs of these
+// formats take (here and gemm_rows_kq.cuh): Q4_K with K a multiple of 256,
+// Q6_K_X8 with K a multiple of 2048, every matrix 16-byte aligned; kNone
+// otherwise. From the matrices alone, never the rows.
+enum class KQuantRows { kNone, kQ4K, kQ6KX8 };
+inline KQuantRows kquant_rows(const MatmulParams& p, const gemm_tc::Segments& sg) {
+    if (p.n_tokens == 0) return KQuantRows::kNone;
     uintptr_t w_bits = 0;
     for (uint32_t i = 0; i < sg.count; i++) {
-        if (sg.N[i] == 0) return false;
+        if (sg.N[i] == 0) return KQuantRows::kNone;
         w_bits |= reinterpret_cast<uintptr_t>(sg.W[i]);
     }
-    if (w_bits % 16 != 0) return false;
-    if (p.dtype == GGML_Q4_K && p.K % 256 == 0) return gemm_rows::launch_rows_q8<gemm_rows::Q4KRows>(a, p, sg, x);
-    if (p.dtype == AKUNU_Q6_K_X8 && p.K % 2048 == 0) return gemm_rows::launch_rows_q8<gemm_rows::Q6KX8Rows>(a, p, sg, x);
-    return false;
+    if (w_bits % 16 != 0) return KQuantRows::kNone;
+    if (p.dtype == GGML_Q4_K && p.K % 256 == 0) return KQuantRows::kQ4K;
+    if (p.dtype == AKUNU_Q6_K_X8 && p.K % 2048 == 0) return KQuantRows::kQ6KX8;
+    return KQuantRows::kNone;
+}
+
+// Enqueues the decode rows of up to three matrices of one K and format (sg;
+// p: K, n_tokens, dtype, x_stride) on the integer row-side GEMM; false when
+// kquant_rows finds no layout of it.
+inline bool launch_gemm_rows_q8(const CudaArgs& a, const MatmulParams& p, const float* x, const gemm_tc::Segments& sg) {
+    switch (kquant_rows(p, sg)) {
+        case KQuantRows::kQ4K: return gemm_rows::launch_rows_q8<gemm_rows::Q4KRows>(a, p, sg, x);
+        case KQuantRows::kQ6KX8: return gemm_rows::launch_rows_q8<gemm_rows::Q6KX8Rows>(a, p, sg, x);
+        default: return false;
+    }
 }
 
 }  // namespace akunu
