@@ -272,11 +272,8 @@ bool launch_rows_kq(const CudaArgs& a, MatmulParams p, Segments sg, const float*
 // p: K, n_tokens, dtype, x_stride) on the F16-decoding row-side GEMM; false
 // when kquant_rows finds no layout of it.
 inline bool launch_gemm_rows_kq(const CudaArgs& a, const MatmulParams& p, const float* x, const gemm_tc::Segments& sg) {
-    switch (kquant_rows(p, sg)) {
-        case KQuantRows::kQ4K: return gemm_rows::launch_rows_kq<gemm_rows::Q4KHalf>(a, p, sg, x);
-        case KQuantRows::kQ6KX8: return gemm_rows::launch_rows_kq<gemm_rows::Q6KX8Half>(a, p, sg, x);
-        default: return false;
-    }
+    return with_kquant_rows<gemm_rows::Q4KHalf, gemm_rows::Q6KX8Half>(
+        p, sg, [&](auto f) { return gemm_rows::launch_rows_kq<decltype(f)>(a, p, sg, x); });
 }
 
 }  // namespace akunu

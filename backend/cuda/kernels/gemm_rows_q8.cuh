@@ -311,15 +311,23 @@ inline KQuantRows kquant_rows(const MatmulParams& p, const gemm_tc::Segments& sg
     return KQuantRows::kNone;
 }
 
+// fn(F4{}) for Q4_K, fn(F6{}) for Q6_K_X8, as kquant_rows finds sg's layout;
+// false for none.
+template <class F4, class F6, class Fn>
+inline bool with_kquant_rows(const MatmulParams& p, const gemm_tc::Segments& sg, Fn&& fn) {
+    switch (kquant_rows(p, sg)) {
+        case KQuantRows::kQ4K: return fn(F4{});
+        case KQuantRows::kQ6KX8: return fn(F6{});
+        default: return false;
+    }
+}
+
 // Enqueues the decode rows of up to three matrices of one K and format (sg;
 // p: K, n_tokens, dtype, x_stride) on the integer row-side GEMM; false when
 // kquant_rows finds no layout of it.
 inline bool launch_gemm_rows_q8(const CudaArgs& a, const MatmulParams& p, const float* x, const gemm_tc::Segments& sg) {
-    switch (kquant_rows(p, sg)) {
-        case KQuantRows::kQ4K: return gemm_rows::launch_rows_q8<gemm_rows::Q4KRows>(a, p, sg, x);
-        case KQuantRows::kQ6KX8: return gemm_rows::launch_rows_q8<gemm_rows::Q6KX8Rows>(a, p, sg, x);
-        default: return false;
-    }
+    return with_kquant_rows<gemm_rows::Q4KRows, gemm_rows::Q6KX8Rows>(
+        p, sg, [&](auto f) { return gemm_rows::launch_rows_q8<decltype(f)>(a, p, sg, x); });
 }
 
 }  // namespace akunu
