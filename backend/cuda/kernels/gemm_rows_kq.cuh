@@ -1,9 +1,10 @@
 // Row-side tensor-core GEMM over K-quant weights decoded to F16 in registers:
 // the decode rows of batch tables in engines of more than kBatchRowsMax
-// sequences, y[t, n] = sum_k W[n, k] x[t, k] (+ bias[n]), for Q4_K and Q6_K
-// in its regrouped Q6_K_X8 layout (the tensors of the Q4_K_M mix).
+// sequences (in every engine with rows_kq=2), y[t, n] = sum_k W[n, k] x[t, k]
+// (+ bias[n]), for Q4_K and Q6_K in its regrouped Q6_K_X8 layout (the
+// tensors of the Q4_K_M mix).
 //
-// At 17-64 rows the integer kernel (gemm_rows_q8.cuh) scales every product's
+// At 17-64 rows the integer kernel (gemm_rows_q8.cuh) would scale every product's
 // four sums by its own weight and activation scales (a Q4_K scale covers 32
 // values: one m16n8k32 product), and the prompt GEMM (gemm_tc.cuh) decodes
 // every weight into shared memory behind a block barrier a k step; both
